@@ -1,0 +1,101 @@
+#include "common/region_address.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/size.h"
+#include "common/status_macros.h"
+
+namespace rdmad {
+
+absl::Status ValidateRegionName(absl::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("region name is empty");
+  }
+  if (name.size() > kMaxRegionNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region name is ", name.size(), " characters long; the limit is ",
+        kMaxRegionNameLength));
+  }
+  if (name.front() == '.' || name.front() == '-') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region name '", name, "' must not start with '.' or '-'"));
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region name '", name, "' contains '", std::string(1, c),
+          "': use only letters, digits, '.', '_' and '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePeerAddress(absl::string_view peer,
+                                 bool is_listen_address) {
+  absl::string_view host;
+  absl::string_view port;
+  if (!peer.empty() && peer.front() == '[') {
+    const size_t close = peer.find(']');
+    if (close == absl::string_view::npos || close + 1 >= peer.size() ||
+        peer[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "peer address '", peer, "' must look like [IPV6]:PORT"));
+    }
+    host = peer.substr(1, close - 1);
+    port = peer.substr(close + 2);
+  } else {
+    const size_t colon = peer.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "peer address '", peer, "' has no port: use HOST:PORT"));
+    }
+    host = peer.substr(0, colon);
+    port = peer.substr(colon + 1);
+    if (host.find(':') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "peer address '", peer, "': bracket IPv6 hosts, e.g. [::1]:7471"));
+    }
+  }
+  uint32_t port_number = 0;
+  if (host.empty() || !absl::SimpleAtoi(port, &port_number) ||
+      (port_number == 0 && !is_listen_address) || port_number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", peer, "' needs a host and a port in ",
+        is_listen_address ? "0..65535" : "1..65535"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RegionAddress> ParseRegionAddress(absl::string_view text) {
+  RegionAddress address;
+  absl::string_view rest = text;
+  // Names never contain '/', so the first '/' ends the peer part.
+  const size_t slash = rest.find('/');
+  if (slash != absl::string_view::npos) {
+    address.peer = std::string(rest.substr(0, slash));
+    rest = rest.substr(slash + 1);
+    RDMAD_RETURN_IF_ERROR(ValidatePeerAddress(address.peer));
+  }
+  const size_t at = rest.rfind('@');
+  if (at != absl::string_view::npos) {
+    auto offset = ParseSize(rest.substr(at + 1));
+    if (!offset.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad offset in region address '", text, "': ",
+          offset.status().message()));
+    }
+    address.offset = *offset;
+    rest = rest.substr(0, at);
+  }
+  address.name = std::string(rest);
+  absl::Status name_ok = ValidateRegionName(address.name);
+  if (!name_ok.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad region address '", text, "' (expected [HOST:PORT/]NAME[@OFFSET]): ",
+        name_ok.message()));
+  }
+  return address;
+}
+
+}  // namespace rdmad

@@ -1,0 +1,31 @@
+// Human-readable byte sizes: "4K", "1M", "1Gi", "64KiB", "1MB", "4096".
+//
+// Binary suffixes (K, M, G, T, with or without "i" and "B") are powers of
+// 1024, as in dd(1) and truncate(1); the SI forms "KB", "MB", "GB", "TB" are
+// powers of 1000, also as in dd(1). Suffixes are case-insensitive.
+#ifndef RDMAD_COMMON_SIZE_H_
+#define RDMAD_COMMON_SIZE_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace rdmad {
+
+// Parses a non-negative size. Errors (INVALID_ARGUMENT) for empty input,
+// signs, fractions, unknown suffixes and values that overflow 64 bits.
+absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
+
+// Formats bytes with a binary suffix when exact ("64Ki", "1Mi"), else bytes.
+std::string FormatSize(uint64_t bytes);
+
+// Checks that [offset, offset+length) lies inside a region of `size` bytes
+// without computing offset+length (which may overflow). Zero length is
+// rejected: every transfer moves at least one byte.
+bool RangeInside(uint64_t size, uint64_t offset, uint64_t length);
+
+}  // namespace rdmad
+
+#endif  // RDMAD_COMMON_SIZE_H_

@@ -1,0 +1,58 @@
+#include "daemon/core/region.h"
+
+#include <utility>
+
+namespace rdmad::core {
+
+Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
+               Caller creator, ShmSegment segment,
+               std::unique_ptr<Registration> local_registration)
+    : id_(id),
+      name_(std::move(name)),
+      owner_(owner),
+      creator_(creator),
+      created_(absl::Now()),
+      segment_(std::move(segment)),
+      local_registration_(std::move(local_registration)) {}
+
+ExportState Region::exported() const {
+  absl::MutexLock lock(&mu_);
+  ExportState state;
+  state.access = export_access_;
+  state.tcp_key = tcp_key_;
+  if (export_registration_ != nullptr) state.keys = export_registration_->keys();
+  return state;
+}
+
+void Region::SetExport(RemoteAccess access, uint64_t tcp_key,
+                       std::unique_ptr<Registration> registration) {
+  std::unique_ptr<Registration> old;
+  {
+    absl::MutexLock lock(&mu_);
+    export_access_ = access;
+    tcp_key_ = tcp_key;
+    old = std::exchange(export_registration_, std::move(registration));
+  }
+  // ibv_dereg_mr can take a while; not under the lock.
+  old.reset();
+}
+
+RegionSnapshot Region::Snapshot() const {
+  RegionSnapshot s;
+  s.id = id_;
+  s.name = name_;
+  s.size = size();
+  s.mapped_size = mapped_size();
+  s.owner = owner_;
+  s.session_id = owner_ == RegionOwnerKind::kSession ? creator_.session_id : 0;
+  s.owner_uid = creator_.uid;
+  s.owner_gid = creator_.gid;
+  s.backing = segment_.backing();
+  s.created = created_;
+  if (local_registration_ != nullptr) s.local_keys = local_registration_->keys();
+  s.exported = exported();
+  s.addr = reinterpret_cast<uint64_t>(segment_.data());
+  return s;
+}
+
+}  // namespace rdmad::core

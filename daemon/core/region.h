@@ -1,0 +1,101 @@
+// Region: one block of shared memory the daemon owns on behalf of a session
+// or of the daemon itself, with its registrations and export state.
+#ifndef RDMAD_DAEMON_CORE_REGION_H_
+#define RDMAD_DAEMON_CORE_REGION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/core/memory_registrar.h"
+#include "daemon/core/shm_segment.h"
+
+namespace rdmad::core {
+
+enum class RegionOwnerKind { kSession, kDaemon };
+
+// Who is asking, as the kernel told the daemon (SO_PEERCRED).
+struct Caller {
+  uint64_t session_id = 0;  // 0: no session (inspection only)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int32_t pid = 0;
+};
+
+// Export state as peers see it.
+struct ExportState {
+  RemoteAccess access = RemoteAccess::kNone;
+  uint64_t tcp_key = 0;                   // key peers present on TCP
+  std::vector<DeviceRegistration> keys;   // rkeys of the export registration
+};
+
+// A copy of a region's fields, safe to read without locks.
+struct RegionSnapshot {
+  uint64_t id = 0;
+  std::string name;
+  uint64_t size = 0;
+  uint64_t mapped_size = 0;
+  RegionOwnerKind owner = RegionOwnerKind::kSession;
+  uint64_t session_id = 0;
+  uint32_t owner_uid = 0;
+  uint32_t owner_gid = 0;
+  std::string backing;
+  absl::Time created;
+  std::vector<DeviceRegistration> local_keys;
+  ExportState exported;
+  uint64_t addr = 0;  // the daemon's virtual address of the mapping
+};
+
+// Shared by the region table and in-flight transfers: a transfer holds a
+// shared_ptr, so freeing a region while a transfer uses it only drops the
+// table's reference, and the memory stays mapped (and registered) until the
+// transfer completes. Thread-safe.
+class Region {
+ public:
+  Region(uint64_t id, std::string name, RegionOwnerKind owner, Caller creator,
+         ShmSegment segment, std::unique_ptr<Registration> local_registration);
+
+  uint64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  uint64_t size() const { return segment_.size(); }
+  uint64_t mapped_size() const { return segment_.mapped_size(); }
+  RegionOwnerKind owner() const { return owner_; }
+  const Caller& creator() const { return creator_; }
+  char* data() const { return static_cast<char*>(segment_.data()); }
+  int fd() const { return segment_.fd(); }
+
+  // Current export state.
+  ExportState exported() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Replaces the export state: the old export registration (if any) is
+  // deregistered, which revokes the rkeys and the TCP key peers were given.
+  void SetExport(RemoteAccess access, uint64_t tcp_key,
+                 std::unique_ptr<Registration> registration)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  RegionSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const uint64_t id_;
+  const std::string name_;
+  const RegionOwnerKind owner_;
+  const Caller creator_;
+  const absl::Time created_;
+  // Declared before the registrations so that they are deregistered before
+  // the memory they cover is unmapped.
+  ShmSegment segment_;
+  const std::unique_ptr<Registration> local_registration_;
+
+  mutable absl::Mutex mu_;
+  RemoteAccess export_access_ ABSL_GUARDED_BY(mu_) = RemoteAccess::kNone;
+  uint64_t tcp_key_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<Registration> export_registration_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rdmad::core
+
+#endif  // RDMAD_DAEMON_CORE_REGION_H_

@@ -1,0 +1,298 @@
+#include "daemon/core/region_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/region_address.h"
+#include "common/secure_random.h"
+#include "common/size.h"
+#include "common/status_macros.h"
+
+namespace rdmad::core {
+namespace {
+
+bool IsRoot(const Caller& caller) { return caller.uid == 0; }
+
+}  // namespace
+
+std::string DescribeKey(const RegionKey& key) {
+  if (key.id != 0) return absl::StrCat("region #", key.id);
+  return absl::StrCat("region '", key.name, "'");
+}
+
+RegionTable::RegionTable(MemoryRegistrar* registrar, RegionLimits limits)
+    : registrar_(registrar), limits_(limits) {}
+
+RegionTable::~RegionTable() = default;
+
+absl::Status RegionTable::CheckNew(const Caller& caller,
+                                   const AllocateOptions& options) const {
+  if (options.size == 0) {
+    return absl::InvalidArgumentError(
+        "region size is 0: ask for at least one byte");
+  }
+  if (limits_.max_region_size != 0 && options.size > limits_.max_region_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region size ", options.size, " bytes is larger than this node can "
+        "register (", limits_.max_region_size, " bytes, ",
+        FormatSize(limits_.max_region_size), ")"));
+  }
+  if (options.daemon_owned && options.name.empty()) {
+    return absl::InvalidArgumentError(
+        "a daemon-owned region needs a name, so it can be found and freed "
+        "later");
+  }
+  if (!options.daemon_owned && caller.session_id == 0) {
+    return absl::UnauthenticatedError(
+        "session buffers need a session: connect with the client library "
+        "(rdmad::Client) so the daemon can free them when the process exits");
+  }
+  if (!options.name.empty()) {
+    RDMAD_RETURN_IF_ERROR(ValidateRegionName(options.name));
+    if (by_name_.contains(options.name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a region named '", options.name,
+          "' already exists: pick another name or free it first"));
+    }
+  }
+  if (limits_.max_pinned_bytes != 0) {
+    const uint64_t in_use = pinned_bytes_ + reserved_bytes_;
+    if (options.size > limits_.max_pinned_bytes ||
+        in_use > limits_.max_pinned_bytes - options.size) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "allocating ", options.size, " bytes would pin ",
+          in_use + options.size, " bytes, over the daemon's locked-memory "
+          "limit of ", limits_.max_pinned_bytes,
+          " bytes: free regions, or raise the limit (LimitMEMLOCK= in the "
+          "unit, or ulimit -l) and restart rdmad"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Allocate(
+    const Caller& caller, const AllocateOptions& options) {
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
+    reserved_bytes_ += options.size;
+  }
+  auto segment = ShmSegment::Create(
+      options.name.empty() ? "buffer" : options.name, options.size);
+  if (!segment.ok()) {
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= options.size;
+    return segment.status();
+  }
+  return Insert(caller, options, *std::move(segment));
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
+    const Caller& caller, UniqueFd memfd, const AllocateOptions& options) {
+  if (options.daemon_owned) {
+    return absl::InvalidArgumentError(
+        "client memory cannot be daemon-owned: it belongs to the client");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
+    reserved_bytes_ += options.size;
+  }
+  auto segment = ShmSegment::Adopt(std::move(memfd), options.size);
+  if (!segment.ok()) {
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= options.size;
+    return segment.status();
+  }
+  return Insert(caller, options, *std::move(segment));
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
+    const Caller& caller, const AllocateOptions& options, ShmSegment segment) {
+  // Registration pins and maps pages; it runs outside the table lock.
+  auto local = registrar_->Register(segment.data(), segment.size(),
+                                    RemoteAccess::kNone);
+  std::unique_ptr<Registration> exported;
+  if (local.ok() && options.export_access != RemoteAccess::kNone) {
+    auto reg = registrar_->Register(segment.data(), segment.size(),
+                                    options.export_access);
+    if (!reg.ok()) local = reg.status();
+    else exported = *std::move(reg);
+  }
+
+  absl::MutexLock lock(&mu_);
+  reserved_bytes_ -= options.size;
+  if (!local.ok()) return local.status();
+  // The name was free when checked, but another allocation may have taken
+  // it while we registered.
+  if (!options.name.empty() && by_name_.contains(options.name)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "a region named '", options.name,
+        "' already exists: pick another name or free it first"));
+  }
+  const uint64_t id = next_id_++;
+  const uint64_t pinned = segment.mapped_size();
+  auto region = std::make_shared<Region>(
+      id, options.name,
+      options.daemon_owned ? RegionOwnerKind::kDaemon : RegionOwnerKind::kSession,
+      caller, std::move(segment), *std::move(local));
+  if (options.export_access != RemoteAccess::kNone) {
+    region->SetExport(options.export_access, SecureRandom64(),
+                      std::move(exported));
+  }
+  by_id_[id] = region;
+  if (!options.name.empty()) by_name_[options.name] = id;
+  pinned_bytes_ += pinned;
+  return region;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindLocked(
+    const RegionKey& key) const {
+  if (key.id == 0 && key.name.empty()) {
+    return absl::InvalidArgumentError("no region given: name it by id or name");
+  }
+  uint64_t id = key.id;
+  if (id == 0) {
+    auto it = by_name_.find(key.name);
+    if (it == by_name_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no region named '", key.name, "' on this daemon (see rdmactl regions)"));
+    }
+    id = it->second;
+  }
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        DescribeKey(key), " does not exist (freed, or never allocated)"));
+  }
+  return it->second;
+}
+
+absl::Status RegionTable::CheckManage(const Caller& caller,
+                                      const Region& region,
+                                      const RegionKey& key) {
+  if (region.owner() == RegionOwnerKind::kSession) {
+    if (caller.session_id == 0 ||
+        caller.session_id != region.creator().session_id) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          DescribeKey(key), " is a buffer of another client session"));
+    }
+    return absl::OkStatus();
+  }
+  if (!IsRoot(caller) && caller.uid != region.creator().uid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        DescribeKey(key), " belongs to uid ", region.creator().uid,
+        "; only that user or root may use it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
+    RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
+    by_id_.erase(region->id());
+    if (!region->name().empty()) by_name_.erase(region->name());
+    pinned_bytes_ -= region->mapped_size();
+  }
+  // Revoke remote access now, even if a transfer still holds the memory.
+  region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
+    const Caller& caller, const RegionKey& key, RemoteAccess access) {
+  std::shared_ptr<Region> region;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
+    RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
+  }
+  if (access == RemoteAccess::kNone) {
+    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    return region;
+  }
+  if (region->name().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        DescribeKey(key), " has no name: only named regions can be exported, "
+        "so peers can resolve them"));
+  }
+  RDMAD_ASSIGN_OR_RETURN(auto registration,
+                         registrar_->Register(region->data(), region->size(),
+                                              access));
+  region->SetExport(access, SecureRandom64(), std::move(registration));
+  return region;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
+    const Caller& caller, const RegionKey& key) const {
+  absl::ReaderMutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(auto region, FindLocked(key));
+  RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
+  return region;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
+    const std::string& name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) {
+    auto region = by_id_.at(it->second);
+    if (region->exported().access != RemoteAccess::kNone) return region;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no exported region named '", name,
+      "' on this daemon: create it and export it (rdmactl export NAME r|w|rw)"));
+}
+
+size_t RegionTable::FreeSession(uint64_t session_id) {
+  std::vector<std::shared_ptr<Region>> freed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = by_id_.begin(); it != by_id_.end();) {
+      const Region& region = *it->second;
+      if (region.owner() == RegionOwnerKind::kSession &&
+          region.creator().session_id == session_id) {
+        if (!region.name().empty()) by_name_.erase(region.name());
+        pinned_bytes_ -= region.mapped_size();
+        freed.push_back(std::move(it->second));
+        by_id_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& region : freed) region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  return freed.size();
+}
+
+std::vector<RegionSnapshot> RegionTable::List() const {
+  std::vector<std::shared_ptr<Region>> regions;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    regions.reserve(by_id_.size());
+    for (const auto& [id, region] : by_id_) regions.push_back(region);
+  }
+  std::vector<RegionSnapshot> out;
+  out.reserve(regions.size());
+  for (const auto& region : regions) out.push_back(region->Snapshot());
+  std::sort(out.begin(), out.end(),
+            [](const RegionSnapshot& a, const RegionSnapshot& b) {
+              return a.id < b.id;
+            });
+  return out;
+}
+
+RegionTotals RegionTable::Totals() const {
+  absl::ReaderMutexLock lock(&mu_);
+  RegionTotals totals;
+  totals.count = by_id_.size();
+  for (const auto& [id, region] : by_id_) totals.bytes += region->size();
+  totals.pinned_bytes = pinned_bytes_;
+  return totals;
+}
+
+}  // namespace rdmad::core

@@ -1,0 +1,123 @@
+// RegionTable: every local region of the daemon, by id and by name, with
+// ownership and access checks and the pinned-memory budget.
+#ifndef RDMAD_DAEMON_CORE_REGION_TABLE_H_
+#define RDMAD_DAEMON_CORE_REGION_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
+#include "daemon/core/memory_registrar.h"
+#include "daemon/core/region.h"
+
+namespace rdmad::core {
+
+// Names a region by id (when non-zero) or else by name.
+struct RegionKey {
+  uint64_t id = 0;
+  std::string name;
+};
+
+struct RegionLimits {
+  // Most bytes all regions together may pin (RLIMIT_MEMLOCK); 0 = unlimited.
+  uint64_t max_pinned_bytes = 0;
+  // Largest single region: above this a size is a mistake (physical memory,
+  // or the smallest max_mr_size of the devices).
+  uint64_t max_region_size = 0;
+};
+
+struct AllocateOptions {
+  uint64_t size = 0;
+  std::string name;          // optional unless daemon_owned
+  bool daemon_owned = false;
+  RemoteAccess export_access = RemoteAccess::kNone;
+};
+
+struct RegionTotals {
+  uint64_t count = 0;
+  uint64_t bytes = 0;         // sum of requested sizes
+  uint64_t pinned_bytes = 0;  // sum of mapped sizes
+};
+
+// Thread-safe. Regions are handed out as shared_ptr so that a transfer in
+// flight keeps its memory alive across a concurrent Free.
+class RegionTable {
+ public:
+  // `registrar` registers memory with the devices. Not owned; must outlive
+  // the table.
+  RegionTable(MemoryRegistrar* registrar, RegionLimits limits);
+  ~RegionTable();
+
+  // Creates a daemon-allocated region for `caller`. Session buffers need a
+  // session; daemon-owned regions need a name.
+  absl::StatusOr<std::shared_ptr<Region>> Allocate(const Caller& caller,
+                                                   const AllocateOptions& options);
+
+  // Registers the client's own memfd as a session buffer.
+  absl::StatusOr<std::shared_ptr<Region>> Adopt(const Caller& caller,
+                                                UniqueFd memfd,
+                                                const AllocateOptions& options);
+
+  // Frees a region the caller may manage (see CheckManage).
+  absl::Status Free(const Caller& caller, const RegionKey& key);
+
+  // Grants or revokes remote access. A new grant gets a new TCP key and a
+  // new export registration (rkeys), so earlier ones stop working.
+  absl::StatusOr<std::shared_ptr<Region>> Export(const Caller& caller,
+                                                 const RegionKey& key,
+                                                 RemoteAccess access);
+
+  // A region the caller may read and write locally: its session's buffers,
+  // and named daemon-owned regions of its uid (root may use all).
+  absl::StatusOr<std::shared_ptr<Region>> FindForUse(const Caller& caller,
+                                                     const RegionKey& key) const;
+
+  // An exported region by name, for peers (Peer.Resolve). NOT_FOUND when the
+  // name is unknown or not exported: peers learn nothing of local regions.
+  absl::StatusOr<std::shared_ptr<Region>> FindExported(
+      const std::string& name) const;
+
+  // Frees all buffers of a session; returns how many.
+  size_t FreeSession(uint64_t session_id);
+
+  std::vector<RegionSnapshot> List() const;
+  RegionTotals Totals() const;
+
+ private:
+  absl::StatusOr<std::shared_ptr<Region>> Insert(const Caller& caller,
+                                                 const AllocateOptions& options,
+                                                 ShmSegment segment);
+  absl::Status CheckNew(const Caller& caller, const AllocateOptions& options)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<Region>> FindLocked(const RegionKey& key) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  static absl::Status CheckManage(const Caller& caller, const Region& region,
+                                  const RegionKey& key);
+
+  MemoryRegistrar* const registrar_;  // Not owned.
+  const RegionLimits limits_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes promised to allocations that are still being set up outside the
+  // lock (mapping and registration are slow and must not block lookups).
+  uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> by_id_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
+};
+
+// Text for messages: "region 'cache'" or "region #7".
+std::string DescribeKey(const RegionKey& key);
+
+}  // namespace rdmad::core
+
+#endif  // RDMAD_DAEMON_CORE_REGION_TABLE_H_

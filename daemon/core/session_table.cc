@@ -1,0 +1,53 @@
+#include "daemon/core/session_table.h"
+
+#include "common/secure_random.h"
+
+namespace rdmad::core {
+
+SessionTable::Opened SessionTable::Open(uint32_t uid, uint32_t gid,
+                                        int32_t pid) {
+  // 128 bits: tokens are bearer credentials on the local socket.
+  std::string token = SecureRandomHex(16);
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_id_++;
+  by_id_[id] = SessionInfo{id, uid, gid, pid, absl::Now()};
+  by_token_[token] = id;
+  token_of_[id] = token;
+  return Opened{id, std::move(token)};
+}
+
+bool SessionTable::Close(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = token_of_.find(id);
+  if (it == token_of_.end()) return false;
+  by_token_.erase(it->second);
+  token_of_.erase(it);
+  by_id_.erase(id);
+  return true;
+}
+
+absl::StatusOr<Caller> SessionTable::Authenticate(absl::string_view token) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_token_.find(token);
+  if (it == by_token_.end()) {
+    return absl::UnauthenticatedError(
+        "unknown or expired rdmad session token: the session ended (did the "
+        "daemon restart?); reconnect with the client library");
+  }
+  const SessionInfo& info = by_id_.at(it->second);
+  return Caller{info.id, info.uid, info.gid, info.pid};
+}
+
+size_t SessionTable::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return by_id_.size();
+}
+
+std::vector<SessionInfo> SessionTable::List() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<SessionInfo> out;
+  for (const auto& [id, info] : by_id_) out.push_back(info);
+  return out;
+}
+
+}  // namespace rdmad::core

@@ -1,0 +1,108 @@
+#include "daemon/core/transfer_engine.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/size.h"
+
+namespace rdmad::core {
+namespace {
+
+absl::Status CheckRange(const char* what, const std::string& region_name,
+                        uint64_t size, uint64_t offset, uint64_t length) {
+  if (RangeInside(size, offset, length)) return absl::OkStatus();
+  if (length == 0) {
+    return absl::InvalidArgumentError("transfer length is 0: move at least one byte");
+  }
+  return absl::OutOfRangeError(absl::StrCat(
+      what, " range [", offset, ", ", offset, "+", length, ") does not fit in ",
+      region_name.empty() ? "the region" : absl::StrCat("region '", region_name, "'"),
+      " of ", size, " bytes"));
+}
+
+}  // namespace
+
+TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote)
+    : regions_(regions), remote_(remote) {}
+
+void TransferEngine::Submit(const Caller& caller,
+                            const TransferRequest& request, TransferDone done) {
+  auto finish = [this, &request, &done](absl::StatusOr<TransferResult> result) {
+    Count(request, result);
+    done(std::move(result));
+  };
+  auto local = regions_->FindForUse(caller, request.local);
+  if (!local.ok()) return finish(local.status());
+  if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
+                                  request.local_offset, request.length);
+      !s.ok()) {
+    return finish(s);
+  }
+  if (request.peer.empty() && request.remote_descriptor.empty()) {
+    return finish(CopyLocal(request, **local));
+  }
+  if (remote_ == nullptr) {
+    return finish(absl::UnimplementedError(
+        "this daemon has no data transport to other daemons yet"));
+  }
+  remote_->Submit(request, *std::move(local),
+                  [this, request, done = std::move(done)](
+                      absl::StatusOr<TransferResult> result) {
+                    Count(request, result);
+                    done(std::move(result));
+                  });
+}
+
+absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
+    const TransferRequest& request, Region& local) {
+  const absl::Time start = absl::Now();
+  if (request.remote_name.empty()) {
+    return absl::InvalidArgumentError("no target region named");
+  }
+  auto target = regions_->FindExported(request.remote_name);
+  if (!target.ok()) return target.status();
+  const ExportState exported = (*target)->exported();
+  const RemoteAccess needed =
+      request.op == OpType::kWrite ? RemoteAccess::kWrite : RemoteAccess::kRead;
+  if (!Allows(exported.access, needed)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "region '", request.remote_name, "' is not exported for ",
+        request.op == OpType::kWrite ? "write" : "read",
+        ": export it with ", request.op == OpType::kWrite ? "w or rw" : "r or rw"));
+  }
+  if (absl::Status s = CheckRange("remote", request.remote_name,
+                                  (*target)->size(), request.remote_offset,
+                                  request.length);
+      !s.ok()) {
+    return s;
+  }
+  char* local_bytes = local.data() + request.local_offset;
+  char* remote_bytes = (*target)->data() + request.remote_offset;
+  // memmove: the two ranges may be the same region.
+  if (request.op == OpType::kWrite) {
+    std::memmove(remote_bytes, local_bytes, request.length);
+  } else {
+    std::memmove(local_bytes, remote_bytes, request.length);
+  }
+  return TransferResult{request.length, "local", absl::Now() - start};
+}
+
+void TransferEngine::Count(const TransferRequest& request,
+                           const absl::StatusOr<TransferResult>& result) {
+  absl::MutexLock lock(&mu_);
+  if (!result.ok()) {
+    ++counters_.ops_failed;
+    return;
+  }
+  ++counters_.ops_ok;
+  if (request.op == OpType::kWrite) counters_.bytes_written += result->bytes;
+  else counters_.bytes_read += result->bytes;
+}
+
+TransferCounters TransferEngine::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace rdmad::core

@@ -1,0 +1,332 @@
+#include "daemon/daemon.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/region_address.h"
+#include "common/secure_random.h"
+#include "common/session_wire.h"
+#include "common/status_macros.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/service/daemon_state.h"
+#include "daemon/service/local_service.h"
+#include "daemon/service/peer_service.h"
+#include "daemon/service/session_server.h"
+#include "daemon/service/unix_listener.h"
+#include "daemon/transport/verbs/device.h"
+#include "daemon/transport/verbs/registrar.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad {
+namespace {
+
+constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
+constexpr char kDefaultPeerListen[] = "0.0.0.0:7471";
+constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
+
+// Raises RLIMIT_MEMLOCK as far as we are allowed: RDMA registration pins
+// every page, and distributions default to a few MiB. Returns the limit in
+// force afterwards (0 = unlimited).
+uint64_t RaiseMemlockLimit() {
+  rlimit limit{RLIM_INFINITY, RLIM_INFINITY};
+  if (::setrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+    ::getrlimit(RLIMIT_MEMLOCK, &limit);
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_MEMLOCK, &limit);
+  }
+  ::getrlimit(RLIMIT_MEMLOCK, &limit);
+  return limit.rlim_cur == RLIM_INFINITY ? 0 : limit.rlim_cur;
+}
+
+uint64_t PhysicalMemory() {
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+bool HasActivePort(const std::vector<core::DeviceInfo>& devices) {
+  for (const auto& device : devices) {
+    for (const auto& port : device.ports) {
+      if (port.state == "ACTIVE") return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<uint32_t> ParseMode(const std::string& text) {
+  uint32_t mode = 0;
+  if (text.empty() || text.size() > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket mode '", text, "' must be octal, e.g. 0660"));
+  }
+  for (char c : text) {
+    if (c < '0' || c > '7') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("socket mode '", text, "' must be octal, e.g. 0660"));
+    }
+    mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  }
+  return mode;
+}
+
+// The address peers should use: the listen address, unless it is a
+// wildcard, in which case the advertised address or host name.
+std::string AdvertisedAddress(const v1::DaemonConfig& config, int port) {
+  if (!config.advertise_address().empty()) return config.advertise_address();
+  std::string host = config.peer_listen().substr(
+      0, config.peer_listen().rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+// Collects protobuf text-format errors with their line and column.
+class ConfigErrorCollector final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat("line ", line + 1, " column ", column + 1,
+                                   ": ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "; "); }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+void ApplyDefaults(v1::DaemonConfig& config) {
+  if (config.socket().empty()) config.set_socket(kDefaultSocket);
+  if (config.peer_listen().empty()) config.set_peer_listen(kDefaultPeerListen);
+  if (config.transport().empty()) config.set_transport("auto");
+  if (config.log_level().empty()) config.set_log_level("info");
+  if (config.socket_mode().empty()) config.set_socket_mode("0666");
+}
+
+absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::DaemonConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ConfigErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text.str(), &config)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, ": ", errors.Joined()));
+  }
+  return config;
+}
+
+struct Daemon::Impl {
+  v1::DaemonConfig config;
+  // Declared in dependency order; Shutdown() tears down in reverse.
+  std::unique_ptr<core::MemoryRegistrar> registrar;
+  std::unique_ptr<core::RegionTable> regions;
+  core::SessionTable sessions;
+  std::unique_ptr<core::TransferEngine> transfers;
+  service::DaemonState state;
+  std::unique_ptr<service::SessionServer> session_server;
+  std::unique_ptr<service::LocalService> local_service;
+  std::unique_ptr<service::PeerService> peer_service;
+  std::unique_ptr<grpc::Server> local_server;
+  std::unique_ptr<grpc::Server> peer_server;
+  bool shut_down = false;
+};
+
+Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+const std::string& Daemon::peer_address() const {
+  return impl_->state.identity.peer_listen;
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
+    const v1::DaemonConfig& input) {
+  auto impl = std::make_unique<Impl>();
+  v1::DaemonConfig& config = impl->config;
+  config = input;
+  ApplyDefaults(config);
+  RDMAD_ASSIGN_OR_RETURN(const uint32_t socket_mode,
+                         ParseMode(config.socket_mode()));
+  if (absl::Status s = ValidatePeerAddress(config.peer_listen(), true); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--peer_listen: ", s.message()));
+  }
+
+  service::DaemonIdentity& id = impl->state.identity;
+  id.version = RDMAD_VERSION;
+  id.incarnation = SecureRandom64();
+  id.local_socket = config.socket();
+  id.started = absl::Now();
+  id.memlock_limit = RaiseMemlockLimit();
+
+  // Devices and transport.
+  const std::string& wanted = config.transport();
+  if (wanted != "auto" && wanted != "verbs" && wanted != "tcp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--transport=", wanted, " is not one of auto, verbs, tcp"));
+  }
+  std::vector<core::DeviceInfo> devices;
+  if (wanted != "tcp") {
+    RDMAD_ASSIGN_OR_RETURN(devices, verbs::DiscoverDevices());
+  }
+  const bool usable = HasActivePort(devices);
+  if (wanted == "verbs" && !usable) {
+    return absl::FailedPreconditionError(
+        devices.empty()
+            ? "--transport=verbs, but libibverbs found no RDMA device: load "
+              "the driver (or rdma_rxe for soft-RoCE) or use --transport=tcp"
+            : "--transport=verbs, but no RDMA port is ACTIVE: check the "
+              "link (ibv_devinfo) or use --transport=tcp");
+  }
+  if (usable) {
+    id.transport = v1::TRANSPORT_VERBS;
+    id.transport_reason =
+        wanted == "verbs" ? "forced by --transport=verbs"
+                          : "an RDMA device with an active port was found";
+    std::vector<std::shared_ptr<verbs::Device>> opened;
+    for (const auto& device : devices) {
+      RDMAD_ASSIGN_OR_RETURN(auto handle, verbs::OpenDevice(device.name));
+      opened.push_back(std::move(handle));
+    }
+    impl->registrar =
+        std::make_unique<verbs::VerbsRegistrar>(std::move(opened));
+  } else {
+    id.transport = v1::TRANSPORT_TCP;
+    id.transport_reason =
+        wanted == "tcp"  ? "forced by --transport=tcp"
+        : devices.empty() ? "no RDMA devices found by libibverbs"
+                          : "no RDMA port is ACTIVE";
+    if (wanted != "tcp") {
+      spdlog::warn("{}; using the TCP transport for peers",
+                   id.transport_reason);
+    }
+    impl->registrar = std::make_unique<core::NullRegistrar>();
+    devices.clear();
+  }
+  impl->state.devices = devices;
+  for (const auto& device : devices) {
+    spdlog::info("RDMA device {}: {} port(s)", device.name, device.ports.size());
+  }
+
+  core::RegionLimits limits;
+  limits.max_pinned_bytes = config.max_pinned_bytes() != 0
+                                ? config.max_pinned_bytes()
+                                : id.memlock_limit;
+  limits.max_region_size = PhysicalMemory();
+  for (const auto& device : devices) {
+    if (device.limits.max_mr_size != 0) {
+      limits.max_region_size =
+          std::min(limits.max_region_size, device.limits.max_mr_size);
+    }
+  }
+  impl->regions =
+      std::make_unique<core::RegionTable>(impl->registrar.get(), limits);
+  impl->transfers =
+      std::make_unique<core::TransferEngine>(impl->regions.get(), nullptr);
+  impl->state.sessions = &impl->sessions;
+  impl->state.regions = impl->regions.get();
+  impl->state.transfers = impl->transfers.get();
+
+  // Session socket first: the Local socket appearing is the signal clients
+  // wait for, and it must not appear before sessions can be opened.
+  impl->session_server = std::make_unique<service::SessionServer>(
+      session_wire::SessionSocketPath(config.socket()), &impl->sessions,
+      impl->regions.get());
+  RDMAD_RETURN_IF_ERROR(impl->session_server->Start(socket_mode));
+  impl->state.session_server = impl->session_server.get();
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  // Peer service.
+  impl->peer_service = std::make_unique<service::PeerService>(&impl->state);
+  {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(config.peer_listen(),
+                             grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(impl->peer_service.get());
+    impl->peer_server = builder.BuildAndStart();
+    if (impl->peer_server == nullptr || port == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", config.peer_listen(),
+          " for peers: is the port in use? pick another --peer_listen"));
+    }
+    id.peer_listen = AdvertisedAddress(config, port);
+  }
+
+  // Local service.
+  impl->local_service = std::make_unique<service::LocalService>(&impl->state);
+  {
+    RDMAD_RETURN_IF_ERROR(service::ClaimSocketPath(config.socket()));
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(absl::StrCat("unix:", config.socket()),
+                             grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(impl->local_service.get());
+    impl->local_server = builder.BuildAndStart();
+    if (impl->local_server == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve gRPC on unix:", config.socket()));
+    }
+    if (::chmod(config.socket().c_str(), socket_mode) != 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("chmod ", config.socket()));
+    }
+  }
+  spdlog::info(
+      "rdmad {} ready: local {} (sessions {}), peers {}, transport {} ({})",
+      id.version, config.socket(), impl->session_server->path(),
+      id.peer_listen, v1::TransportKind_Name(id.transport),
+      id.transport_reason);
+  return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
+}
+
+void Daemon::Shutdown() {
+  if (impl_ == nullptr || impl_->shut_down) return;
+  impl_->shut_down = true;
+  const auto deadline = absl::ToChronoTime(absl::Now() + kShutdownGrace);
+  // Calls still running after the grace period are cancelled, so each
+  // client gets a status rather than a hang.
+  if (impl_->local_server) impl_->local_server->Shutdown(deadline);
+  if (impl_->peer_server) impl_->peer_server->Shutdown(deadline);
+  if (impl_->session_server) impl_->session_server->Stop();
+  if (impl_->local_server) ::unlink(impl_->config.socket().c_str());
+  const core::RegionTotals left = impl_->regions->Totals();
+  impl_->local_server.reset();
+  impl_->peer_server.reset();
+  impl_->regions.reset();
+  impl_->registrar.reset();
+  spdlog::info("rdmad stopped; released {} daemon-owned region(s)", left.count);
+}
+
+}  // namespace rdmad

@@ -1,0 +1,45 @@
+// DaemonState: what the gRPC services read and act on. Built and owned by
+// rdmad::Daemon; the services only borrow it.
+#ifndef RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_
+#define RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/device_info.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "rdmad/v1/rdmad.pb.h"
+
+namespace rdmad::service {
+
+class SessionServer;
+
+// Identity and configuration fixed for the daemon's life.
+struct DaemonIdentity {
+  std::string version;
+  uint64_t incarnation = 0;  // random per start, so peers notice restarts
+  v1::TransportKind transport = v1::TRANSPORT_TCP;
+  std::string transport_reason;
+  std::string local_socket;
+  std::string peer_listen;
+  absl::Time started;
+  uint64_t memlock_limit = 0;  // 0 = unlimited
+};
+
+// Pointers are not owned; all outlive the services.
+struct DaemonState {
+  DaemonIdentity identity;
+  std::vector<core::DeviceInfo> devices;
+  core::SessionTable* sessions = nullptr;
+  core::RegionTable* regions = nullptr;
+  core::TransferEngine* transfers = nullptr;
+  SessionServer* session_server = nullptr;
+};
+
+}  // namespace rdmad::service
+
+#endif  // RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_

@@ -1,0 +1,83 @@
+// LocalService: rdmad.v1.Local for clients on this node (Unix socket).
+//
+// Thin, like every service here: authenticate the session, validate the
+// request, call the core, convert the status once. Uses the gRPC callback
+// API so that no gRPC thread ever waits for a transfer to complete.
+#ifndef RDMAD_DAEMON_SERVICE_LOCAL_SERVICE_H_
+#define RDMAD_DAEMON_SERVICE_LOCAL_SERVICE_H_
+
+#include "absl/status/statusor.h"
+#include "daemon/core/region.h"
+#include "daemon/service/daemon_state.h"
+#include "rdmad/v1/rdmad.grpc.pb.h"
+
+namespace rdmad::service {
+
+class LocalService final : public v1::Local::CallbackService {
+ public:
+  // `state` is not owned and must outlive the service.
+  explicit LocalService(const DaemonState* state) : state_(state) {}
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const v1::GetStatusRequest* request,
+                                      v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* ListDevices(
+      grpc::CallbackServerContext* context,
+      const v1::ListDevicesRequest* request,
+      v1::ListDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* ListRegions(
+      grpc::CallbackServerContext* context,
+      const v1::ListRegionsRequest* request,
+      v1::ListRegionsResponse* response) override;
+  grpc::ServerUnaryReactor* ListPeers(grpc::CallbackServerContext* context,
+                                      const v1::ListPeersRequest* request,
+                                      v1::ListPeersResponse* response) override;
+  grpc::ServerUnaryReactor* ListQps(grpc::CallbackServerContext* context,
+                                    const v1::ListQpsRequest* request,
+                                    v1::ListQpsResponse* response) override;
+  grpc::ServerUnaryReactor* AllocateBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::AllocateBufferRequest* request,
+      v1::AllocateBufferResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterBufferRequest* request,
+      v1::RegisterBufferResponse* response) override;
+  grpc::ServerUnaryReactor* FreeRegion(grpc::CallbackServerContext* context,
+                                       const v1::FreeRegionRequest* request,
+                                       v1::FreeRegionResponse* response) override;
+  grpc::ServerUnaryReactor* ExportRegion(
+      grpc::CallbackServerContext* context,
+      const v1::ExportRegionRequest* request,
+      v1::ExportRegionResponse* response) override;
+  grpc::ServerUnaryReactor* GetDescriptor(
+      grpc::CallbackServerContext* context,
+      const v1::GetDescriptorRequest* request,
+      v1::GetDescriptorResponse* response) override;
+  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
+                                  const v1::TransferRequest* request,
+                                  v1::TransferResponse* response) override;
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                 const v1::TransferRequest* request,
+                                 v1::TransferResponse* response) override;
+  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
+                                  const v1::BatchRequest* request,
+                                  v1::BatchResponse* response) override;
+
+ private:
+  // The caller of a call that must have a session (kernel-verified creds).
+  absl::StatusOr<core::Caller> RequireSession(
+      grpc::CallbackServerContext* context) const;
+  // The session caller if the call carries a token, else an anonymous one.
+  core::Caller OptionalSession(grpc::CallbackServerContext* context) const;
+  grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
+                                     const v1::TransferRequest* request,
+                                     v1::TransferResponse* response,
+                                     core::OpType type);
+
+  const DaemonState* const state_;  // Not owned.
+};
+
+}  // namespace rdmad::service
+
+#endif  // RDMAD_DAEMON_SERVICE_LOCAL_SERVICE_H_

@@ -1,0 +1,70 @@
+#include "daemon/service/peer_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/region_address.h"
+#include "daemon/service/grpc_status.h"
+#include "daemon/service/proto_convert.h"
+
+namespace rdmad::service {
+namespace {
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                               const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PeerService::Hello(
+    grpc::CallbackServerContext* context, const v1::HelloRequest*,
+    v1::HelloResponse* response) {
+  response->set_version(state_->identity.version);
+  response->set_incarnation(state_->identity.incarnation);
+  if (state_->identity.transport == v1::TRANSPORT_VERBS) {
+    response->add_transports(v1::TRANSPORT_VERBS);
+  }
+  response->add_transports(v1::TRANSPORT_TCP);
+  for (const auto& device : state_->devices) {
+    for (const auto& port : device.ports) {
+      for (const auto& gid : port.gids) {
+        v1::FabricEndpoint* e = response->add_endpoints();
+        e->set_device(device.name);
+        e->set_port(port.port);
+        e->set_link_layer(port.link_layer);
+        e->set_gid(std::string(gid.raw.begin(), gid.raw.end()));
+        e->set_gid_index(gid.index);
+        e->set_gid_type(gid.type);
+        e->set_lid(port.lid);
+        e->set_active_mtu(port.active_mtu);
+      }
+    }
+  }
+  return Done(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PeerService::Connect(
+    grpc::CallbackServerContext* context, const v1::ConnectRequest* request,
+    v1::ConnectResponse*) {
+  return Done(context,
+              absl::UnimplementedError(absl::StrCat(
+                  "this daemon cannot accept ",
+                  v1::TransportKind_Name(request->transport()),
+                  " connections yet")));
+}
+
+grpc::ServerUnaryReactor* PeerService::Resolve(
+    grpc::CallbackServerContext* context, const v1::ResolveRequest* request,
+    v1::ResolveResponse* response) {
+  if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
+    return Done(context, s);
+  }
+  auto region = state_->regions->FindExported(request->name());
+  if (!region.ok()) return Done(context, region.status());
+  const core::RegionSnapshot snapshot = (*region)->Snapshot();
+  ToDescriptor(state_->identity, snapshot, response->mutable_region());
+  return Done(context, absl::OkStatus());
+}
+
+}  // namespace rdmad::service

@@ -1,0 +1,37 @@
+// Conversions between core structs and rdmad.v1 messages.
+#ifndef RDMAD_DAEMON_SERVICE_PROTO_CONVERT_H_
+#define RDMAD_DAEMON_SERVICE_PROTO_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "daemon/core/device_info.h"
+#include "daemon/core/region.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/service/daemon_state.h"
+#include "rdmad/v1/rdmad.pb.h"
+
+namespace rdmad::service {
+
+core::RemoteAccess FromProto(v1::Access access);
+v1::Access ToProto(core::RemoteAccess access);
+
+// A RegionRef must name a region by id or by name.
+absl::StatusOr<core::RegionKey> FromProto(const v1::RegionRef& ref);
+
+// `show_keys`: rkeys are shown only to callers that may manage the region.
+void ToProto(const core::RegionSnapshot& region, bool show_keys,
+             v1::RegionInfo* out);
+void ToProto(const core::DeviceInfo& device, v1::DeviceInfo* out);
+
+// The descriptor peers use to address an exported region of this daemon.
+void ToDescriptor(const DaemonIdentity& identity,
+                  const core::RegionSnapshot& region,
+                  v1::RegionDescriptor* out);
+
+// Validates a TransferOp and turns it into a core request.
+absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
+                                                core::OpType type);
+
+}  // namespace rdmad::service
+
+#endif  // RDMAD_DAEMON_SERVICE_PROTO_CONVERT_H_

@@ -1,0 +1,215 @@
+#include "daemon/service/session_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/service/unix_listener.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::service {
+
+using session_wire::Message;
+using session_wire::MessageType;
+
+SessionServer::SessionServer(std::string path, core::SessionTable* sessions,
+                             core::RegionTable* regions)
+    : path_(std::move(path)), sessions_(sessions), regions_(regions) {}
+
+SessionServer::~SessionServer() { Stop(); }
+
+absl::Status SessionServer::Start(uint32_t socket_mode) {
+  RDMAD_ASSIGN_OR_RETURN(listen_fd_, ListenUnix(path_, SOCK_SEQPACKET,
+                                                socket_mode));
+  wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_) return absl::ErrnoToStatus(errno, "eventfd");
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void SessionServer::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_.get(), &one, sizeof(one));
+    thread_.join();
+  }
+  std::vector<int> fds;
+  for (const auto& [fd, connection] : connections_) fds.push_back(fd);
+  for (int fd : fds) Close(fd);
+  if (listen_fd_) {
+    listen_fd_.reset();
+    ::unlink(path_.c_str());
+  }
+}
+
+void SessionServer::Loop() {
+  std::vector<pollfd> pfds;
+  for (;;) {
+    pfds.clear();
+    pfds.push_back({wake_fd_.get(), POLLIN, 0});
+    pfds.push_back({listen_fd_.get(), POLLIN, 0});
+    for (const auto& [fd, connection] : connections_) {
+      pfds.push_back({fd, POLLIN, 0});
+    }
+    // No timeout needed: Stop() wakes us through the eventfd.
+    const int ready = ::poll(pfds.data(), pfds.size(), -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("session socket poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (pfds[0].revents != 0) return;
+    if (pfds[1].revents & POLLIN) Accept();
+    for (size_t i = 2; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      auto it = connections_.find(pfds[i].fd);
+      if (it == connections_.end()) continue;
+      // POLLHUP with data still queued: serve the data first; Receive then
+      // reports the close.
+      if (!Serve(it->second)) Close(pfds[i].fd);
+    }
+  }
+}
+
+void SessionServer::Accept() {
+  const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr,
+                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno != EAGAIN && errno != EINTR) {
+      spdlog::warn("accept on {} failed: {}", path_, std::strerror(errno));
+    }
+    return;
+  }
+  UniqueFd socket(fd);
+  ucred cred{};
+  socklen_t length = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    spdlog::warn("SO_PEERCRED failed: {}; refusing the client",
+                 std::strerror(errno));
+    return;
+  }
+  const auto opened = sessions_->Open(cred.uid, cred.gid, cred.pid);
+  Message hello;
+  hello.type = MessageType::kHello;
+  hello.a = opened.id;
+  hello.text = opened.token;
+  if (absl::Status s = session_wire::Send(fd, hello); !s.ok()) {
+    spdlog::warn("could not greet new client pid {}: {}", cred.pid,
+                 s.ToString());
+    sessions_->Close(opened.id);
+    return;
+  }
+  spdlog::info("session {} opened: pid {} uid {} gid {}", opened.id, cred.pid,
+               cred.uid, cred.gid);
+  Connection connection;
+  connection.session_id = opened.id;
+  connection.caller = core::Caller{opened.id, cred.uid, cred.gid, cred.pid};
+  connection.socket = std::move(socket);
+  connections_.emplace(fd, std::move(connection));
+}
+
+bool SessionServer::Serve(Connection& connection) {
+  const int fd = connection.socket.get();
+  auto received = session_wire::Receive(fd, absl::ZeroDuration());
+  if (!received.ok()) {
+    if (absl::IsDeadlineExceeded(received.status())) return true;  // spurious
+    if (!absl::IsUnavailable(received.status())) {
+      spdlog::warn("session {}: {}; closing it", connection.session_id,
+                   received.status().ToString());
+    }
+    return false;
+  }
+  Message& request = *received;
+  absl::Status status;
+  switch (request.type) {
+    case MessageType::kGetFd: {
+      auto region = regions_->FindForUse(connection.caller,
+                                         core::RegionKey{request.a, ""});
+      if (!region.ok()) {
+        status = region.status();
+        break;
+      }
+      Message reply;
+      reply.type = MessageType::kFd;
+      reply.a = (*region)->id();
+      reply.b = (*region)->mapped_size();
+      status = session_wire::Send(fd, reply, (*region)->fd());
+      if (!status.ok()) return false;
+      return true;
+    }
+    case MessageType::kPassFd: {
+      if (!request.fd.valid()) {
+        status = absl::InvalidArgumentError(
+            "PASS_FD arrived without a descriptor attached (SCM_RIGHTS)");
+        break;
+      }
+      uint64_t token = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        auto& pending = passed_fds_[connection.session_id];
+        if (pending.size() >= kMaxPendingFds) {
+          status = absl::ResourceExhaustedError(absl::StrCat(
+              "this session already passed ", kMaxPendingFds,
+              " descriptors that were never registered: call RegisterBuffer "
+              "for them first"));
+        } else {
+          token = next_fd_token_++;
+          pending.emplace(token, std::move(request.fd));
+        }
+      }
+      if (!status.ok()) break;
+      Message reply;
+      reply.type = MessageType::kPassFdAck;
+      reply.a = token;
+      return session_wire::Send(fd, reply).ok();
+    }
+    default:
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown session request type ", static_cast<int>(request.type)));
+  }
+  return session_wire::Send(fd, session_wire::ErrorMessage(status)).ok();
+}
+
+void SessionServer::Close(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  const Connection& connection = it->second;
+  sessions_->Close(connection.session_id);
+  const size_t freed = regions_->FreeSession(connection.session_id);
+  {
+    absl::MutexLock lock(&mu_);
+    passed_fds_.erase(connection.session_id);
+  }
+  spdlog::info("session {} (pid {}) ended; freed {} buffer(s)",
+               connection.session_id, connection.caller.pid, freed);
+  connections_.erase(it);
+}
+
+absl::StatusOr<UniqueFd> SessionServer::TakePassedFd(uint64_t session_id,
+                                                     uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  auto session = passed_fds_.find(session_id);
+  if (session != passed_fds_.end()) {
+    auto it = session->second.find(token);
+    if (it != session->second.end()) {
+      UniqueFd fd = std::move(it->second);
+      session->second.erase(it);
+      return fd;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no descriptor with token ", token,
+      " was passed on this session's socket: pass the memfd first (the "
+      "client library's RegisterBuffer does this)"));
+}
+
+}  // namespace rdmad::service
