@@ -20,13 +20,17 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/peer/peer_table.h"
 #include "daemon/service/daemon_state.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
 #include "daemon/service/unix_listener.h"
+#include "daemon/transport/tcp/data_server.h"
+#include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/registrar.h"
+#include "daemon/transport/verbs/verbs_transport.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -115,6 +119,51 @@ class ConfigErrorCollector final : public google::protobuf::io::ErrorCollector {
   std::vector<std::string> errors_;
 };
 
+verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
+  verbs::VerbsTransportOptions options;
+  options.device = config.device();
+  if (config.has_gid_index()) options.gid_index = config.gid_index();
+  if (config.qps_per_peer() != 0) options.qps_per_peer = config.qps_per_peer();
+  if (config.qp_max_send_wr() != 0) {
+    options.qp.max_send_wr = config.qp_max_send_wr();
+  }
+  if (config.has_qp_timeout()) {
+    options.qp.timeout = static_cast<uint8_t>(config.qp_timeout());
+  }
+  if (config.has_qp_retry_cnt()) {
+    options.qp.retry_cnt = static_cast<uint8_t>(config.qp_retry_cnt());
+  }
+  if (config.has_qp_rnr_retry()) {
+    options.qp.rnr_retry = static_cast<uint8_t>(config.qp_rnr_retry());
+  }
+  if (config.verbs_chunk_bytes() != 0) {
+    options.chunk_bytes = config.verbs_chunk_bytes();
+  }
+  return options;
+}
+
+absl::Status ValidateVerbsConfig(const v1::DaemonConfig& config) {
+  if (config.qps_per_peer() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "qps_per_peer ", config.qps_per_peer(), " is more than 64"));
+  }
+  if (config.qp_max_send_wr() > 16384) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "qp_max_send_wr ", config.qp_max_send_wr(), " is more than 16384"));
+  }
+  if (config.has_qp_timeout() && config.qp_timeout() > 31) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "qp_timeout ", config.qp_timeout(), " must be 0..31 (4.096 us * 2^n)"));
+  }
+  if (config.has_qp_retry_cnt() && config.qp_retry_cnt() > 7) {
+    return absl::InvalidArgumentError("qp_retry_cnt must be 0..7");
+  }
+  if (config.has_qp_rnr_retry() && config.qp_rnr_retry() > 7) {
+    return absl::InvalidArgumentError("qp_rnr_retry must be 0..7 (7 = infinite)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void ApplyDefaults(v1::DaemonConfig& config) {
@@ -123,6 +172,13 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   if (config.transport().empty()) config.set_transport("auto");
   if (config.log_level().empty()) config.set_log_level("info");
   if (config.socket_mode().empty()) config.set_socket_mode("0666");
+  if (config.data_listen().empty()) {
+    // Same host as the Peer service, any free port: peers learn it from
+    // Peer.Connect.
+    const std::string& peer = config.peer_listen();
+    config.set_data_listen(
+        absl::StrCat(peer.substr(0, peer.rfind(':')), ":0"));
+  }
 }
 
 absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
@@ -150,6 +206,10 @@ struct Daemon::Impl {
   std::unique_ptr<core::MemoryRegistrar> registrar;
   std::unique_ptr<core::RegionTable> regions;
   core::SessionTable sessions;
+  std::unique_ptr<tcp::TcpDataServer> data_server;
+  std::shared_ptr<verbs::VerbsFabric> fabric;  // null on TCP-only nodes
+  std::unique_ptr<verbs::VerbsAcceptor> verbs_acceptor;
+  std::unique_ptr<peer::PeerTable> peers;
   std::unique_ptr<core::TransferEngine> transfers;
   service::DaemonState state;
   std::unique_ptr<service::SessionServer> session_server;
@@ -176,6 +236,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   ApplyDefaults(config);
   RDMAD_ASSIGN_OR_RETURN(const uint32_t socket_mode,
                          ParseMode(config.socket_mode()));
+  RDMAD_RETURN_IF_ERROR(ValidateVerbsConfig(config));
   if (absl::Status s = ValidatePeerAddress(config.peer_listen(), true); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--peer_listen: ", s.message()));
@@ -217,6 +278,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       RDMAD_ASSIGN_OR_RETURN(auto handle, verbs::OpenDevice(device.name));
       opened.push_back(std::move(handle));
     }
+    RDMAD_ASSIGN_OR_RETURN(
+        impl->fabric,
+        verbs::VerbsFabric::Open(devices, opened, VerbsOptionsFrom(config)));
+    impl->verbs_acceptor =
+        std::make_unique<verbs::VerbsAcceptor>(impl->fabric);
     impl->registrar =
         std::make_unique<verbs::VerbsRegistrar>(std::move(opened));
   } else {
@@ -250,8 +316,61 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
   impl->regions =
       std::make_unique<core::RegionTable>(impl->registrar.get(), limits);
-  impl->transfers =
-      std::make_unique<core::TransferEngine>(impl->regions.get(), nullptr);
+
+  // The TCP data listener serves this daemon's exported regions to peers
+  // (every daemon runs it: a peer may lack RDMA even where this node has it).
+  {
+    tcp::TcpDataServerOptions options;
+    options.listen = config.data_listen();
+    if (absl::Status s = ValidatePeerAddress(options.listen, true); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data_listen: ", s.message()));
+    }
+    const std::string listen_host =
+        options.listen.substr(0, options.listen.rfind(':'));
+    if (!config.advertise_address().empty() &&
+        (listen_host == "0.0.0.0" || listen_host == "[::]" ||
+         listen_host.empty())) {
+      // Peers reach this node at the advertised host; so does data.
+      std::string host = config.advertise_address().substr(
+          0, config.advertise_address().rfind(':'));
+      if (host.size() > 2 && host.front() == '[') {
+        host = host.substr(1, host.size() - 2);
+      }
+      options.advertise_host = host;
+    }
+    RDMAD_ASSIGN_OR_RETURN(impl->data_server,
+                           tcp::TcpDataServer::Start(impl->regions.get(),
+                                                     options));
+    id.data_listen = impl->data_server->address();
+  }
+
+  // Peers: the data path to other daemons.
+  {
+    peer::PeerTableOptions options;
+    options.version = id.version;
+    options.incarnation = id.incarnation;
+    options.transport = wanted;
+    options.offered.clear();
+    if (id.transport == v1::TRANSPORT_VERBS) {
+      options.offered.push_back(v1::TRANSPORT_VERBS);
+    }
+    options.offered.push_back(v1::TRANSPORT_TCP);
+    std::vector<std::unique_ptr<transport::Connector>> connectors;
+    if (impl->fabric != nullptr) {
+      connectors.push_back(
+          std::make_unique<verbs::VerbsConnector>(impl->fabric));
+    }
+    connectors.push_back(
+        std::make_unique<tcp::TcpConnector>(tcp::TcpChannelOptions{}));
+    impl->peers = std::make_unique<peer::PeerTable>(std::move(options),
+                                                    std::move(connectors));
+  }
+  impl->transfers = std::make_unique<core::TransferEngine>(
+      impl->regions.get(), impl->peers.get());
+  impl->state.peers = impl->peers.get();
+  impl->state.tcp_acceptor = impl->data_server.get();
+  impl->state.verbs_acceptor = impl->verbs_acceptor.get();
   impl->state.sessions = &impl->sessions;
   impl->state.regions = impl->regions.get();
   impl->state.transfers = impl->transfers.get();
@@ -281,7 +400,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
           "cannot listen on ", config.peer_listen(),
           " for peers: is the port in use? pick another --peer_listen"));
     }
+    impl->peer_server->GetHealthCheckService()->SetServingStatus(
+        v1::Peer::service_full_name(), true);
     id.peer_listen = AdvertisedAddress(config, port);
+    impl->peers->SetSelfAddress(id.peer_listen);
   }
 
   // Local service.
@@ -298,15 +420,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       return absl::UnavailableError(
           absl::StrCat("cannot serve gRPC on unix:", config.socket()));
     }
+    impl->local_server->GetHealthCheckService()->SetServingStatus(
+        v1::Local::service_full_name(), true);
     if (::chmod(config.socket().c_str(), socket_mode) != 0) {
       return absl::ErrnoToStatus(errno,
                                  absl::StrCat("chmod ", config.socket()));
     }
   }
   spdlog::info(
-      "rdmad {} ready: local {} (sessions {}), peers {}, transport {} ({})",
+      "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
+      "{} ({})",
       id.version, config.socket(), impl->session_server->path(),
-      id.peer_listen, v1::TransportKind_Name(id.transport),
+      id.peer_listen, id.data_listen, v1::TransportKind_Name(id.transport),
       id.transport_reason);
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
@@ -314,12 +439,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 void Daemon::Shutdown() {
   if (impl_ == nullptr || impl_->shut_down) return;
   impl_->shut_down = true;
-  const auto deadline = absl::ToChronoTime(absl::Now() + kShutdownGrace);
+  const absl::Time grace_end = absl::Now() + kShutdownGrace;
+  const auto deadline = absl::ToChronoTime(grace_end);
+  // A callback-API server's Shutdown waits for every call to finish, even
+  // past its deadline; transfers still running at the end of the grace
+  // period are failed by the peer table so that it returns.
+  if (impl_->peers) impl_->peers->Drain(grace_end);
   // Calls still running after the grace period are cancelled, so each
   // client gets a status rather than a hang.
   if (impl_->local_server) impl_->local_server->Shutdown(deadline);
   if (impl_->peer_server) impl_->peer_server->Shutdown(deadline);
   if (impl_->session_server) impl_->session_server->Stop();
+  // Then the data path: our channels to peers, and peers' connections to
+  // us (both hold regions until they stop).
+  if (impl_->peers) impl_->peers->Shutdown();
+  if (impl_->data_server) impl_->data_server->Stop();
+  if (impl_->verbs_acceptor) impl_->verbs_acceptor->Clear();
   if (impl_->local_server) ::unlink(impl_->config.socket().c_str());
   const core::RegionTotals left = impl_->regions->Totals();
   impl_->local_server.reset();

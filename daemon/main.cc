@@ -1,6 +1,7 @@
 // rdmad: the per-node RDMA resource daemon.
 //
-//   rdmad [--socket PATH] [--peer_listen HOST:PORT] [--transport auto|verbs|tcp]
+//   rdmad [--socket PATH] [--peer_listen HOST:PORT] [--data_listen HOST:PORT]
+//         [--transport auto|verbs|tcp]
 //         [--config FILE] [--log_level LEVEL]
 //
 // Stops cleanly on SIGTERM or SIGINT.
@@ -24,6 +25,10 @@ ABSL_FLAG(std::string, socket, "",
 ABSL_FLAG(std::string, peer_listen, "",
           "HOST:PORT for the Peer gRPC service (default 0.0.0.0:7471; port 0 "
           "picks a free port)");
+ABSL_FLAG(std::string, data_listen, "",
+          "HOST:PORT for the TCP data listener other daemons send data to "
+          "(default: the --peer_listen host with port 0, any free port; "
+          "peers learn the port through the Peer service)");
 ABSL_FLAG(std::string, advertise_address, "",
           "HOST:PORT peers should use to reach this daemon (default: the "
           "listen address, or the host name for wildcard addresses)");
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "rdmad: per-node daemon that owns RDMA resources for local clients.\n"
       "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
+      "[--data_listen HOST:PORT] "
       "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL]");
   absl::ParseCommandLine(argc, argv);
 
@@ -70,6 +76,7 @@ int main(int argc, char** argv) {
   }
   Override(absl::GetFlag(FLAGS_socket), config.mutable_socket());
   Override(absl::GetFlag(FLAGS_peer_listen), config.mutable_peer_listen());
+  Override(absl::GetFlag(FLAGS_data_listen), config.mutable_data_listen());
   Override(absl::GetFlag(FLAGS_advertise_address),
            config.mutable_advertise_address());
   Override(absl::GetFlag(FLAGS_transport), config.mutable_transport());

@@ -37,6 +37,11 @@ void Region::SetExport(RemoteAccess access, uint64_t tcp_key,
   old.reset();
 }
 
+const std::vector<DeviceRegistration>& Region::local_keys() const {
+  static const std::vector<DeviceRegistration> kNone;
+  return local_registration_ != nullptr ? local_registration_->keys() : kNone;
+}
+
 RegionSnapshot Region::Snapshot() const {
   RegionSnapshot s;
   s.id = id_;

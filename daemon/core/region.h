@@ -79,6 +79,11 @@ class Region {
 
   RegionSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Keys of the local-access registration on each device (lkeys for posting
+  // work requests from this memory); empty on nodes without RDMA devices.
+  // Fixed for the region's life, so no lock.
+  const std::vector<DeviceRegistration>& local_keys() const;
+
  private:
   const uint64_t id_;
   const std::string name_;

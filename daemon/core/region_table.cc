@@ -248,6 +248,19 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
       "' on this daemon: create it and export it (rdmactl export NAME r|w|rw)"));
 }
 
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
+    uint64_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it != by_id_.end() &&
+      it->second->exported().access != RemoteAccess::kNone) {
+    return it->second;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "region #", id, " is not exported by this daemon (freed, never "
+      "exported, or the daemon restarted): resolve it again"));
+}
+
 size_t RegionTable::FreeSession(uint64_t session_id) {
   std::vector<std::shared_ptr<Region>> freed;
   {

@@ -84,6 +84,11 @@ class RegionTable {
   absl::StatusOr<std::shared_ptr<Region>> FindExported(
       const std::string& name) const;
 
+  // An exported region by id, for the data transports (the id a peer got
+  // from Resolve or a descriptor). NOT_FOUND when the id is unknown or the
+  // region is not exported. The caller still checks key, range and access.
+  absl::StatusOr<std::shared_ptr<Region>> FindExportedById(uint64_t id) const;
+
   // Frees all buffers of a session; returns how many.
   size_t FreeSession(uint64_t session_id);
 

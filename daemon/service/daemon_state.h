@@ -12,6 +12,8 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/peer/peer_table.h"
+#include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::service {
@@ -26,6 +28,7 @@ struct DaemonIdentity {
   std::string transport_reason;
   std::string local_socket;
   std::string peer_listen;
+  std::string data_listen;  // HOST:PORT of the TCP data listener, as bound
   absl::Time started;
   uint64_t memlock_limit = 0;  // 0 = unlimited
 };
@@ -38,6 +41,11 @@ struct DaemonState {
   core::RegionTable* regions = nullptr;
   core::TransferEngine* transfers = nullptr;
   SessionServer* session_server = nullptr;
+  // Remote daemons and the data channels to them (ListPeers/ListQps).
+  peer::PeerTable* peers = nullptr;
+  // Answer Peer.Connect for each transport kind; null if not available.
+  transport::ConnectAcceptor* tcp_acceptor = nullptr;
+  transport::ConnectAcceptor* verbs_acceptor = nullptr;
 };
 
 }  // namespace rdmad::service

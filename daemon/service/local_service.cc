@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/session_wire.h"
-#include "daemon/service/descriptor_codec.h"
+#include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/session_server.h"
@@ -71,7 +71,7 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_region_count(totals.count);
   response->set_region_bytes(totals.bytes);
   response->set_session_count(state_->sessions->size());
-  response->set_peer_count(0);
+  response->set_peer_count(state_->peers != nullptr ? state_->peers->size() : 0);
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
@@ -109,13 +109,42 @@ grpc::ServerUnaryReactor* LocalService::ListRegions(
 
 grpc::ServerUnaryReactor* LocalService::ListPeers(
     grpc::CallbackServerContext* context, const v1::ListPeersRequest*,
-    v1::ListPeersResponse*) {
+    v1::ListPeersResponse* response) {
+  if (state_->peers == nullptr) return Done(context, absl::OkStatus());
+  for (const peer::PeerSnapshot& p : state_->peers->ListPeers()) {
+    v1::PeerInfo* out = response->add_peers();
+    out->set_address(p.address);
+    out->set_incarnation(p.incarnation);
+    out->set_transport(p.transport);
+    out->set_transport_reason(p.transport_reason);
+    out->set_state(p.state);
+    out->set_last_error(p.last_error);
+    out->set_bytes_written(p.bytes_written);
+    out->set_bytes_read(p.bytes_read);
+    out->set_ops_completed(p.ops_completed);
+    out->set_ops_failed(p.ops_failed);
+  }
   return Done(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* LocalService::ListQps(
     grpc::CallbackServerContext* context, const v1::ListQpsRequest*,
-    v1::ListQpsResponse*) {
+    v1::ListQpsResponse* response) {
+  if (state_->peers == nullptr) return Done(context, absl::OkStatus());
+  for (const peer::ConnectionSnapshot& c : state_->peers->ListConnections()) {
+    v1::QpInfo* out = response->add_qps();
+    out->set_peer(c.peer);
+    out->set_device(c.connection.device);
+    out->set_local_qpn(c.connection.local_qpn);
+    out->set_remote_qpn(c.connection.remote_qpn);
+    out->set_state(c.connection.state);
+    out->set_path_mtu(c.connection.path_mtu);
+    out->set_posted(c.connection.posted);
+    out->set_completed(c.connection.completed);
+    out->set_errors(c.connection.errors);
+    out->set_outstanding(c.connection.outstanding);
+    out->set_generation(c.connection.generation);
+  }
   return Done(context, absl::OkStatus());
 }
 
@@ -204,7 +233,7 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
                              "export NAME r|w|rw)")));
   }
   ToDescriptor(state_->identity, snapshot, response->mutable_region());
-  response->set_encoded(EncodeDescriptor(response->region()));
+  response->set_encoded(peer::EncodeDescriptor(response->region()));
   return Done(context, absl::OkStatus());
 }
 

@@ -46,12 +46,32 @@ grpc::ServerUnaryReactor* PeerService::Hello(
 
 grpc::ServerUnaryReactor* PeerService::Connect(
     grpc::CallbackServerContext* context, const v1::ConnectRequest* request,
-    v1::ConnectResponse*) {
-  return Done(context,
-              absl::UnimplementedError(absl::StrCat(
-                  "this daemon cannot accept ",
-                  v1::TransportKind_Name(request->transport()),
-                  " connections yet")));
+    v1::ConnectResponse* response) {
+  if (request->target_incarnation() != 0 &&
+      request->target_incarnation() != state_->identity.incarnation) {
+    // The caller's Hello was answered by an earlier run of this daemon.
+    return Done(context, absl::FailedPreconditionError(absl::StrCat(
+                             "this daemon restarted since your Hello "
+                             "(incarnation is now ",
+                             state_->identity.incarnation, "): say Hello again")));
+  }
+  transport::ConnectAcceptor* acceptor =
+      request->transport() == v1::TRANSPORT_TCP     ? state_->tcp_acceptor
+      : request->transport() == v1::TRANSPORT_VERBS ? state_->verbs_acceptor
+                                                    : nullptr;
+  if (acceptor == nullptr) {
+    return Done(context,
+                absl::UnimplementedError(absl::StrCat(
+                    "this daemon cannot accept ",
+                    v1::TransportKind_Name(request->transport()),
+                    " connections")));
+  }
+  if (absl::Status s = acceptor->Accept(*request, response); !s.ok()) {
+    return Done(context, s);
+  }
+  response->set_incarnation(state_->identity.incarnation);
+  response->set_generation(request->generation());
+  return Done(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* PeerService::Resolve(

@@ -1,11 +1,11 @@
-#include "daemon/service/descriptor_codec.h"
+#include "daemon/peer/descriptor_codec.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
 
-namespace rdmad::service {
+namespace rdmad::peer {
 namespace {
 
 constexpr absl::string_view kPrefix = "rdmad1:";
@@ -50,4 +50,4 @@ absl::StatusOr<v1::RegionDescriptor> DecodeDescriptor(absl::string_view text) {
   return descriptor;
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::peer

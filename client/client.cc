@@ -1,0 +1,462 @@
+// Implementation of include/rdmad/client.h.
+#include "rdmad/client.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/region_address.h"
+#include "common/session_wire.h"
+#include "common/status_macros.h"
+#include "common/unique_fd.h"
+#include "grpcpp/grpcpp.h"
+#include "rdmad/v1/rdmad.grpc.pb.h"
+
+namespace rdmad {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+v1::Access ToProto(Access access) {
+  switch (access) {
+    case Access::kRead:
+      return v1::ACCESS_READ;
+    case Access::kWrite:
+      return v1::ACCESS_WRITE;
+    case Access::kReadWrite:
+      return v1::ACCESS_READ_WRITE;
+    case Access::kNone:
+      break;
+  }
+  return v1::ACCESS_NONE;
+}
+
+v1::RemoteRegion ToProto(const RemoteRegion& remote) {
+  v1::RemoteRegion out;
+  out.set_peer(remote.peer);
+  if (!remote.descriptor.empty()) {
+    out.set_encoded_descriptor(remote.descriptor);
+  } else {
+    out.set_name(remote.name);
+  }
+  return out;
+}
+
+absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket path too long: ", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
+                sizeof(addr)) != 0) {
+    const int error = errno;
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to rdmad at ", path, ": ", std::strerror(error),
+        ". Is rdmad running (systemctl status rdmad)? Use --socket or "
+        "RDMAD_SOCKET for a daemon on another socket"));
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<Access> ParseAccess(absl::string_view text) {
+  const std::string t = absl::AsciiStrToLower(text);
+  if (t == "r" || t == "read") return Access::kRead;
+  if (t == "w" || t == "write") return Access::kWrite;
+  if (t == "rw" || t == "wr" || t == "read-write") return Access::kReadWrite;
+  if (t == "none" || t == "-") return Access::kNone;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "access '", text, "' is not one of r, w, rw, none"));
+}
+
+absl::string_view AccessName(Access access) {
+  switch (access) {
+    case Access::kRead:
+      return "r";
+    case Access::kWrite:
+      return "w";
+    case Access::kReadWrite:
+      return "rw";
+    case Access::kNone:
+      break;
+  }
+  return "none";
+}
+
+absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
+  RemoteRegion remote;
+  if (absl::StartsWith(text, "rdmad1:")) {
+    remote.descriptor = std::string(text);
+    return remote;
+  }
+  RDMAD_ASSIGN_OR_RETURN(RegionAddress address, ParseRegionAddress(text));
+  remote.peer = std::move(address.peer);
+  remote.name = std::move(address.name);
+  remote.offset = address.offset;
+  return remote;
+}
+
+// ---------------------------------------------------------------------------
+// Buffer
+
+Buffer::Buffer(Client* client, uint64_t id, std::string name, char* data,
+               size_t size, size_t mapped_size, bool owned)
+    : client_(client),
+      id_(id),
+      name_(std::move(name)),
+      data_(data),
+      size_(size),
+      mapped_size_(mapped_size),
+      owned_(owned) {}
+
+Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    (void)Release();
+    client_ = std::exchange(other.client_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+    name_ = std::move(other.name_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_size_ = std::exchange(other.mapped_size_, 0);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { (void)Release(); }
+
+void Buffer::Unmap() {
+  if (data_ != nullptr) ::munmap(data_, mapped_size_);
+  data_ = nullptr;
+}
+
+absl::Status Buffer::Release() {
+  if (client_ == nullptr) return absl::OkStatus();
+  Unmap();
+  absl::Status status;
+  if (owned_) status = client_->FreeById(id_);
+  client_ = nullptr;
+  return status;
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+struct Client::Impl {
+  ClientOptions options;
+  std::unique_ptr<v1::Local::Stub> stub;
+  UniqueFd session_socket;
+  uint64_t session_id = 0;
+  std::string token;
+  // The session socket carries one request and its reply at a time.
+  absl::Mutex session_mu;
+
+  void Prepare(grpc::ClientContext& context) const {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+    context.AddMetadata(session_wire::kSessionMetadataKey, token);
+  }
+
+  // Sends a request on the session socket and waits for its reply.
+  absl::StatusOr<session_wire::Message> Ask(const session_wire::Message& request,
+                                            int fd_to_send)
+      ABSL_LOCKS_EXCLUDED(session_mu) {
+    absl::MutexLock lock(&session_mu);
+    RDMAD_RETURN_IF_ERROR(
+        session_wire::Send(session_socket.get(), request, fd_to_send));
+    auto reply = session_wire::Receive(session_socket.get(), options.timeout);
+    if (!reply.ok()) {
+      if (absl::IsUnavailable(reply.status())) {
+        return absl::UnavailableError(
+            "rdmad closed this client's session (did the daemon restart?); "
+            "connect again");
+      }
+      return reply.status();
+    }
+    if (reply->type == session_wire::MessageType::kError) {
+      return session_wire::StatusFromError(*reply);
+    }
+    return reply;
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+uint64_t Client::session_id() const { return impl_->session_id; }
+const ClientOptions& Client::options() const { return impl_->options; }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  RDMAD_ASSIGN_OR_RETURN(
+      impl->session_socket,
+      ConnectSessionSocket(
+          session_wire::SessionSocketPath(impl->options.socket_path)));
+  RDMAD_ASSIGN_OR_RETURN(
+      session_wire::Message hello,
+      session_wire::Receive(impl->session_socket.get(), impl->options.timeout));
+  if (hello.type != session_wire::MessageType::kHello || hello.text.empty()) {
+    return absl::InternalError(
+        "rdmad did not greet this client with a session: version mismatch?");
+  }
+  impl->session_id = hello.a;
+  impl->token = std::move(hello.text);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  impl->stub = v1::Local::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("unix:", impl->options.socket_path),
+      grpc::InsecureChannelCredentials(), args));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<Buffer> Client::MapById(const v1::RegionInfo& region,
+                                       bool owned) {
+  session_wire::Message request;
+  request.type = session_wire::MessageType::kGetFd;
+  request.a = region.id();
+  auto reply = impl_->Ask(request, -1);
+  if (!reply.ok() || reply->type != session_wire::MessageType::kFd ||
+      !reply->fd.valid() || reply->a != region.id()) {
+    if (owned) (void)FreeById(region.id());
+    return reply.ok() ? absl::InternalError(
+                            "rdmad answered the descriptor request without "
+                            "the region's memory")
+                      : reply.status();
+  }
+  const size_t mapped = reply->b;
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      reply->fd.get(), 0);
+  if (data == MAP_FAILED) {
+    const absl::Status status =
+        absl::ErrnoToStatus(errno, "mmap of the region's shared memory");
+    if (owned) (void)FreeById(region.id());
+    return status;
+  }
+  return Buffer(this, region.id(), region.name(), static_cast<char*>(data),
+                region.size(), mapped, owned);
+}
+
+absl::Status Client::FreeById(uint64_t id) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::FreeRegionRequest request;
+  request.mutable_region()->set_id(id);
+  v1::FreeRegionResponse response;
+  return FromGrpc(impl_->stub->FreeRegion(&context, request, &response));
+}
+
+absl::StatusOr<Buffer> Client::Allocate(uint64_t size,
+                                        AllocateOptions options) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::AllocateBufferRequest request;
+  request.set_size(size);
+  request.set_name(options.name);
+  request.set_export_access(ToProto(options.export_access));
+  v1::AllocateBufferResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->AllocateBuffer(&context, request, &response)));
+  return MapById(response.region(), /*owned=*/true);
+}
+
+absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
+                                        AllocateOptions options) {
+  // The daemon refuses memory that could be truncated under its mapping.
+  if (::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot seal the memfd against shrinking (", std::strerror(errno),
+        "): create it with memfd_create(..., MFD_ALLOW_SEALING)"));
+  }
+  session_wire::Message pass;
+  pass.type = session_wire::MessageType::kPassFd;
+  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack, impl_->Ask(pass, memfd));
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::RegisterBufferRequest request;
+  request.set_fd_token(ack.a);
+  request.set_size(size);
+  request.set_name(options.name);
+  request.set_export_access(ToProto(options.export_access));
+  v1::RegisterBufferResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->RegisterBuffer(&context, request, &response)));
+  return MapById(response.region(), /*owned=*/true);
+}
+
+absl::StatusOr<v1::RegionInfo> Client::CreateRegion(absl::string_view name,
+                                                    uint64_t size,
+                                                    Access export_access) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::AllocateBufferRequest request;
+  request.set_size(size);
+  request.set_name(std::string(name));
+  request.set_daemon_owned(true);
+  request.set_export_access(ToProto(export_access));
+  v1::AllocateBufferResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->AllocateBuffer(&context, request, &response)));
+  return response.region();
+}
+
+absl::Status Client::FreeRegion(absl::string_view name) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::FreeRegionRequest request;
+  request.mutable_region()->set_name(std::string(name));
+  v1::FreeRegionResponse response;
+  return FromGrpc(impl_->stub->FreeRegion(&context, request, &response));
+}
+
+absl::StatusOr<Buffer> Client::MapRegion(absl::string_view name) {
+  RDMAD_ASSIGN_OR_RETURN(v1::ListRegionsResponse regions, ListRegions());
+  for (const v1::RegionInfo& region : regions.regions()) {
+    if (region.name() == name) return MapById(region, /*owned=*/false);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no region named '", name, "' on this daemon (see rdmactl regions)"));
+}
+
+absl::StatusOr<v1::RegionInfo> Client::Export(absl::string_view name,
+                                              Access access) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::ExportRegionRequest request;
+  request.mutable_region()->set_name(std::string(name));
+  request.set_access(ToProto(access));
+  v1::ExportRegionResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->ExportRegion(&context, request, &response)));
+  return response.region();
+}
+
+absl::StatusOr<std::string> Client::GetDescriptor(absl::string_view name) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::GetDescriptorRequest request;
+  request.mutable_region()->set_name(std::string(name));
+  v1::GetDescriptorResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->GetDescriptor(&context, request, &response)));
+  return response.encoded();
+}
+
+absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
+                                                uint64_t local_offset,
+                                                const RemoteRegion& remote,
+                                                uint64_t remote_offset,
+                                                uint64_t length) {
+  if (local.client_ != this) {
+    return absl::InvalidArgumentError(
+        "the local buffer does not belong to this client (or was released)");
+  }
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::TransferRequest request;
+  v1::TransferOp* op = request.mutable_op();
+  op->set_op(write ? v1::OP_WRITE : v1::OP_READ);
+  op->mutable_local()->set_id(local.id());
+  op->set_local_offset(local_offset);
+  *op->mutable_remote() = ToProto(remote);
+  op->set_remote_offset(remote.offset + remote_offset);
+  op->set_length(length);
+  v1::TransferResponse response;
+  const grpc::Status status =
+      write ? impl_->stub->Write(&context, request, &response)
+            : impl_->stub->Read(&context, request, &response);
+  RDMAD_RETURN_IF_ERROR(FromGrpc(status));
+  return TransferResult{response.bytes(), response.transport(),
+                        absl::Nanoseconds(response.latency_ns())};
+}
+
+absl::StatusOr<TransferResult> Client::Write(const Buffer& local,
+                                             uint64_t local_offset,
+                                             const RemoteRegion& remote,
+                                             uint64_t remote_offset,
+                                             uint64_t length) {
+  return Transfer(true, local, local_offset, remote, remote_offset, length);
+}
+
+absl::StatusOr<TransferResult> Client::Read(const Buffer& local,
+                                            uint64_t local_offset,
+                                            const RemoteRegion& remote,
+                                            uint64_t remote_offset,
+                                            uint64_t length) {
+  return Transfer(false, local, local_offset, remote, remote_offset, length);
+}
+
+absl::StatusOr<std::vector<absl::Status>> Client::Batch(
+    const std::vector<TransferOp>& ops) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::BatchRequest request;
+  for (const TransferOp& op : ops) {
+    if (op.local == nullptr || op.local->client_ != this) {
+      return absl::InvalidArgumentError(
+          "a batch operation has no local buffer of this client");
+    }
+    v1::TransferOp* out = request.add_ops();
+    out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
+                                                    : v1::OP_READ);
+    out->mutable_local()->set_id(op.local->id());
+    out->set_local_offset(op.local_offset);
+    *out->mutable_remote() = ToProto(op.remote);
+    out->set_remote_offset(op.remote.offset + op.remote_offset);
+    out->set_length(op.length);
+  }
+  v1::BatchResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->Batch(&context, request, &response)));
+  std::vector<absl::Status> results;
+  results.reserve(response.results_size());
+  for (const v1::OpStatus& result : response.results()) {
+    results.push_back(result.code() == 0
+                          ? absl::OkStatus()
+                          : absl::Status(static_cast<absl::StatusCode>(
+                                             result.code()),
+                                         result.message()));
+  }
+  return results;
+}
+
+#define RDMAD_CLIENT_INSPECT(Method, Request, Response)                 \
+  absl::StatusOr<v1::Response> Client::Method() {                       \
+    grpc::ClientContext context;                                        \
+    impl_->Prepare(context);                                            \
+    v1::Response response;                                              \
+    RDMAD_RETURN_IF_ERROR(                                              \
+        FromGrpc(impl_->stub->Method(&context, v1::Request(), &response))); \
+    return response;                                                    \
+  }
+
+RDMAD_CLIENT_INSPECT(GetStatus, GetStatusRequest, GetStatusResponse)
+RDMAD_CLIENT_INSPECT(ListDevices, ListDevicesRequest, ListDevicesResponse)
+RDMAD_CLIENT_INSPECT(ListRegions, ListRegionsRequest, ListRegionsResponse)
+RDMAD_CLIENT_INSPECT(ListPeers, ListPeersRequest, ListPeersResponse)
+RDMAD_CLIENT_INSPECT(ListQps, ListQpsRequest, ListQpsResponse)
+
+#undef RDMAD_CLIENT_INSPECT
+
+}  // namespace rdmad

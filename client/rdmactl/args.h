@@ -1,0 +1,104 @@
+// rdmactl command line: the commands, their options, and the parser that
+// turns argv into a validated Invocation.
+//
+// The parser is pure (no I/O, no daemon) so every rule is unit-tested:
+// global options (--socket, --timeout, --json, --help) may appear anywhere,
+// before or after the command; command options (--export, --length, -o) are
+// checked against the command; sizes, region names and region addresses are
+// validated here, so a malformed line never reaches the daemon.
+//
+// Example:
+//   auto inv = ParseCommandLine({"alloc", "r1", "1M", "--json"},
+//                               std::getenv("RDMAD_SOCKET"));
+//   if (!inv.ok()) { /* usage error: print inv.status().message(), exit 2 */ }
+//   // inv->command == Command::kAlloc, inv->size == 1 << 20
+#ifndef RDMAD_CLIENT_RDMACTL_ARGS_H_
+#define RDMAD_CLIENT_RDMACTL_ARGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "rdmad/client.h"
+
+namespace rdmad::rdmactl {
+
+inline constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
+
+// Process exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the operation failed
+inline constexpr int kExitUsage = 2;    // the command line is wrong
+
+enum class Command {
+  kHelp,
+  kStatus,
+  kDevices,
+  kRegions,
+  kPeers,
+  kQps,
+  kAlloc,
+  kFree,
+  kExport,
+  kDescriptor,
+  kPut,
+  kGet,
+  kCopy,
+};
+
+struct GlobalOptions {
+  std::string socket_path = kDefaultSocket;
+  absl::Duration timeout = absl::Seconds(30);
+  bool json = false;
+};
+
+// A region operand of put/get/copy as typed, and as parsed.
+struct RegionOperand {
+  std::string text;     // as given on the command line, for messages
+  RemoteRegion region;  // peer/name/offset, or an "rdmad1:" descriptor
+
+  // True when it names a region of the local daemon by name (no peer, no
+  // descriptor): such regions can be mapped into rdmactl.
+  bool is_local() const {
+    return region.peer.empty() && region.descriptor.empty();
+  }
+};
+
+// A validated command line. Only the fields of `command` are meaningful.
+struct Invocation {
+  GlobalOptions global;
+  Command command = Command::kHelp;
+  // kHelp: the command whose usage to print; empty for the overview.
+  std::string help_topic;
+  // alloc, free, export, descriptor.
+  std::string name;
+  uint64_t size = 0;              // alloc
+  Access access = Access::kNone;  // alloc --export, export
+  // put: the input file; get: the output file. "-" is stdin / stdout.
+  std::string file;
+  RegionOperand src;   // get, copy
+  RegionOperand dest;  // put, copy
+  std::optional<uint64_t> length;  // get, copy (--length)
+};
+
+// Parses the arguments after argv[0]. `env_socket` is $RDMAD_SOCKET (may be
+// null or empty: then the default socket). On a usage error returns
+// INVALID_ARGUMENT whose message is one line that says what is wrong and
+// where to look, e.g. "alloc: expected NAME SIZE, got 1 argument (see
+// 'rdmactl alloc --help')".
+absl::StatusOr<Invocation> ParseCommandLine(
+    const std::vector<std::string>& args, const char* env_socket);
+
+// The overview printed by `rdmactl help`.
+std::string Usage();
+// The help of one command (`rdmactl COMMAND --help`); the overview when
+// `command` is not a command.
+std::string CommandUsage(absl::string_view command);
+
+}  // namespace rdmad::rdmactl
+
+#endif  // RDMAD_CLIENT_RDMACTL_ARGS_H_

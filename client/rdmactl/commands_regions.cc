@@ -1,0 +1,63 @@
+// rdmactl alloc, free, export, descriptor: daemon-owned named regions.
+#include "absl/strings/str_cat.h"
+#include "client/rdmactl/commands.h"
+#include "client/rdmactl/format.h"
+#include "client/rdmactl/render.h"
+
+namespace rdmad::rdmactl {
+
+absl::Status RunAlloc(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto region = (*client)->CreateRegion(inv.name, inv.size, inv.access);
+  if (!region.ok()) {
+    return Failed(absl::StrCat("alloc ", inv.name), region.status());
+  }
+  if (context.global().json) return context.PrintJson(*region);
+  return context.Print(absl::StrCat(
+      "allocated region '", region->name(), "' (id ", region->id(), "): ",
+      HumanSize(region->size()), ", export ",
+      AccessText(region->export_access()), "\n"));
+}
+
+absl::Status RunFree(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  if (absl::Status s = (*client)->FreeRegion(inv.name); !s.ok()) {
+    return Failed(absl::StrCat("free ", inv.name), s);
+  }
+  return context.Print(absl::StrCat("freed region '", inv.name, "'\n"));
+}
+
+absl::Status RunExport(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto region = (*client)->Export(inv.name, inv.access);
+  if (!region.ok()) {
+    return Failed(absl::StrCat("export ", inv.name), region.status());
+  }
+  if (context.global().json) return context.PrintJson(*region);
+  if (region->export_access() == v1::ACCESS_NONE) {
+    return context.Print(
+        absl::StrCat("region '", inv.name, "' is local-only now\n"));
+  }
+  return context.Print(absl::StrCat("region '", inv.name, "' exported ",
+                                    AccessText(region->export_access()),
+                                    "\n"));
+}
+
+absl::Status RunDescriptor(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto descriptor = (*client)->GetDescriptor(inv.name);
+  if (!descriptor.ok()) {
+    return Failed(absl::StrCat("descriptor ", inv.name), descriptor.status());
+  }
+  return context.Print(absl::StrCat(*descriptor, "\n"));
+}
+
+}  // namespace rdmad::rdmactl

@@ -1,0 +1,99 @@
+// VerbsChannel: the data path to one peer over a pool of connected RC QPs
+// (transport::DataChannel for the verbs transport).
+//
+// A channel owns one CompletionQueue, the QPs of its pool (already in RTS,
+// connected to QPs the peer created for us in Peer.Connect) and one poller
+// thread. A posted operation is split into work requests of at most
+// chunk_bytes (and the port's max message size); the chunks are spread over
+// the QPs with the most free send-queue slots and posted as chains, one
+// ibv_post_send per chain, with selective signaling: only the last WR of a
+// chain (and at least every max_send_wr/2-th) asks for a completion, since an
+// RC send queue completes in order and a completion retires every WR before
+// it. Short WRITEs go inline. The send queue is never overrun: a QP takes a
+// WR only while it has a free slot; the rest wait in the channel's queue.
+//
+// Ordering and completion: an operation completes (its callback runs) when
+// every one of its WRs has completed; chunks of one operation, and separate
+// operations, may land in any order (they use several QPs). A WRITE that
+// completed is in the remote region (the RC ACK means the responder placed
+// it); a READ that completed is in the local buffer.
+//
+// Failures: a failed completion puts its QP in the error state. The WR that
+// failed fails its operation with the status the NIC gave (a remote access
+// error is PERMISSION_DENIED, retries exhausted UNAVAILABLE); WRs behind it
+// are flushed and fail their operations with UNAVAILABLE. From then on the
+// channel refuses new operations with UNAVAILABLE and NeedsReconnect() is
+// true: the peer layer builds a new pool with a new Peer.Connect (a new
+// generation), and retires this one. An operation whose deadline passes is
+// failed with DEADLINE_EXCEEDED, but only after the QPs carrying its WRs
+// were moved to the error state and their WRs flushed: the callback never
+// runs while the NIC may still write into the operation's memory.
+//
+// Threads: Post, Describe and NeedsReconnect may be called from any thread.
+// Callbacks run on the poller thread, or inside Post for an immediate
+// failure.
+#ifndef RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_
+#define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/verbs/completion_queue.h"
+#include "daemon/transport/verbs/queue_pair.h"
+
+namespace rdmad::verbs {
+
+struct VerbsChannelOptions {
+  std::string peer;           // the peer's Peer-service address, for messages
+  std::string local_device;   // picks the local region's lkey
+  std::string remote_device;  // picks the remote region's rkey
+  uint64_t generation = 0;    // handshake that built the pool (ListQps)
+  // Largest WR; capped by each QP's max message size.
+  uint64_t chunk_bytes = 1ull << 20;
+  // Most WRs in one ibv_post_send chain.
+  uint32_t max_chain = 16;
+  // The poller busy-polls this long after a completion before it sleeps on
+  // the completion channel: the next one is often microseconds away.
+  absl::Duration spin = absl::Microseconds(20);
+  // How often deadlines are checked while nothing completes.
+  absl::Duration tick = absl::Milliseconds(10);
+  // A QP in the error state whose flushed WRs have not all completed after
+  // this long is taken as drained (the QP no longer moves data).
+  absl::Duration flush_grace = absl::Seconds(1);
+};
+
+class VerbsChannel final : public transport::DataChannel {
+ public:
+  // Takes connected QPs (RTS), all of whose completions go to `cq`, and
+  // starts the poller thread. `remote_qpns[i]` is the peer's QP number of
+  // qps[i], for ListQps.
+  static absl::StatusOr<std::unique_ptr<VerbsChannel>> Create(
+      VerbsChannelOptions options, std::shared_ptr<CompletionQueue> cq,
+      std::vector<std::unique_ptr<QueuePair>> qps,
+      std::vector<uint32_t> remote_qpns);
+  ~VerbsChannel() override;  // Close()
+
+  v1::TransportKind kind() const override { return v1::TRANSPORT_VERBS; }
+  void Post(transport::RemoteOp op, transport::OpCallback done) override;
+  transport::ChannelInfo Describe() const override;
+  bool NeedsReconnect() const override;
+  void Close() override;
+
+  // Moves QP `index` to the error state, as a failed completion would (for
+  // fault-injection tests). No-op for an unknown index.
+  void ForceError(size_t index);
+
+ private:
+  class Impl;
+  explicit VerbsChannel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdmad::verbs
+
+#endif  // RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_

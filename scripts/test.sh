@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, from scratch: installs dependencies, builds, and runs
+# every test (labels unit, integration, lab), then builds the tests again
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs unit and
+# integration tests under them.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   SKIP_SANITIZE=1 scripts/test.sh   without the sanitizer pass
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$here/build-test}"
+jobs="$(nproc)"
+
+rm -rf "$build"
+"$here/scripts/setup.sh" "$build"
+
+echo "=== tests: unit, integration, lab ==="
+ctest --test-dir "$build" --output-on-failure -j "$jobs" -L 'unit|integration' \
+  --timeout 600
+# Lab tests boot VMs; they take a resource lock and run one at a time.
+ctest --test-dir "$build" --output-on-failure -L lab --timeout 900
+
+if [[ -z "${SKIP_SANITIZE:-}" ]]; then
+  echo "=== tests under ASan + UBSan ==="
+  asan="$build-asan"
+  rm -rf "$asan"
+  cmake -S "$here" -B "$asan" -G Ninja -DRDMAD_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=Debug
+  cmake --build "$asan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$asan" --output-on-failure -j "$jobs" \
+      -L 'unit|integration' --timeout 600
+fi
+echo "=== all tests passed ==="

@@ -1,0 +1,317 @@
+// The client library against real rdmad processes: sessions, buffers,
+// named regions, local transfers, and cleanup when clients or daemons die.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace rdmad::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+void FillPattern(char* data, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(rng());
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = DaemonProcess::Start(dir_.path(), "d1");
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    auto c = Client::Connect({.socket_path = daemon_->socket()});
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+  }
+
+  size_t RegionCount() {
+    auto regions = client_->ListRegions();
+    EXPECT_TRUE(regions.ok()) << regions.status();
+    return regions.ok() ? regions->regions_size() : 0;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, StatusDescribesTheDaemon) {
+  auto status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->version(), "0.1.0");
+  EXPECT_NE(status->incarnation(), 0u);
+  EXPECT_EQ(status->transport(), v1::TRANSPORT_TCP);
+  EXPECT_EQ(status->local_socket(), daemon_->socket());
+  EXPECT_EQ(status->session_count(), 1u);
+  EXPECT_EQ(status->pid(), static_cast<uint32_t>(daemon_->pid()));
+  auto devices = client_->ListDevices();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_EQ(devices->devices_size(), 0);
+  EXPECT_THAT(devices->note(), HasSubstr("TCP"));
+}
+
+TEST_F(ClientTest, BufferIsSharedMemoryWithTheDaemon) {
+  auto buffer = client_->Allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_EQ(buffer->size(), 1u << 20);
+  FillPattern(buffer->data(), buffer->size(), 1);
+
+  auto region = client_->CreateRegion("target", (1 << 20) + 7,
+                                      Access::kReadWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  // The daemon copies out of the client's mapping: what we wrote is what
+  // it sees, with no copy through gRPC.
+  RemoteRegion target{.name = "target"};
+  auto written = client_->Write(*buffer, 3, target, 7, (1 << 20) - 3);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->bytes, (1u << 20) - 3);
+
+  auto view = client_->MapRegion("target");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_FALSE(view->owned());
+  EXPECT_EQ(std::memcmp(view->data() + 7, buffer->data() + 3, (1 << 20) - 3), 0);
+
+  auto back = client_->Allocate(1 << 20);
+  ASSERT_TRUE(back.ok());
+  auto read = client_->Read(*back, 0, target, 7, (1 << 20) - 3);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(std::memcmp(back->data(), buffer->data() + 3, (1 << 20) - 3), 0);
+}
+
+TEST_F(ClientTest, ReleasingBuffersFreesThemInTheDaemon) {
+  {
+    auto a = client_->Allocate(4096);
+    auto b = client_->Allocate(8192);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(RegionCount(), 2u);
+    EXPECT_TRUE(a->Release().ok());
+    EXPECT_EQ(RegionCount(), 1u);
+  }
+  EXPECT_EQ(RegionCount(), 0u);
+}
+
+TEST_F(ClientTest, RegistersTheClientsOwnMemfd) {
+  const int fd = ::memfd_create("mine", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 65536), 0);
+  char* mine = static_cast<char*>(
+      ::mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(mine, MAP_FAILED);
+  FillPattern(mine, 65536, 7);
+  auto buffer = client_->Register(fd, 65536, {.name = "mine"});
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(std::memcmp(buffer->data(), mine, 65536), 0);
+  auto regions = client_->ListRegions();
+  ASSERT_TRUE(regions.ok());
+  ASSERT_EQ(regions->regions_size(), 1);
+  EXPECT_EQ(regions->regions(0).backing(), "client-memfd");
+  EXPECT_EQ(regions->regions(0).name(), "mine");
+  ::munmap(mine, 65536);
+  ::close(fd);
+}
+
+TEST_F(ClientTest, RegisterRejectsWhatIsNotUsableMemory) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  EXPECT_FALSE(client_->Register(pipe_fds[0], 4096).ok());
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+
+  const int small = ::memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(::ftruncate(small, 4096), 0);
+  auto too_big = client_->Register(small, 8192);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kOutOfRange)
+      << too_big.status();
+  ::close(small);
+  EXPECT_EQ(RegionCount(), 0u);
+  // The daemon is fine afterwards.
+  EXPECT_TRUE(client_->Allocate(4096).ok());
+}
+
+TEST_F(ClientTest, PreciseErrors) {
+  EXPECT_EQ(client_->Allocate(0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Allocate(1ull << 62).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(client_->CreateRegion("dup", 4096, Access::kNone).ok());
+  auto dup = client_->CreateRegion("dup", 4096, Access::kNone);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(dup.status().message(), HasSubstr("dup"));
+  EXPECT_EQ(client_->FreeRegion("missing").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->CreateRegion("bad name", 10, Access::kNone).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto buffer = client_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  RemoteRegion dup_region{.name = "dup"};
+  // Not exported: a local target behaves like a remote one.
+  EXPECT_EQ(client_->Write(*buffer, 0, dup_region, 0, 10).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(client_->Export("dup", Access::kRead).ok());
+  EXPECT_EQ(client_->Write(*buffer, 0, dup_region, 0, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(client_->Export("dup", Access::kReadWrite).ok());
+  auto past_end = client_->Write(*buffer, 0, dup_region, 4090, 10);
+  EXPECT_EQ(past_end.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->Write(*buffer, 0, dup_region, ~0ull - 3, 10).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->Write(*buffer, 4000, dup_region, 0, 100).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->Write(*buffer, 0, dup_region, 0, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // After all of that, the daemon still serves transfers.
+  EXPECT_TRUE(client_->Write(*buffer, 0, dup_region, 0, 4096).ok());
+}
+
+TEST_F(ClientTest, BatchReportsEachOperation) {
+  ASSERT_TRUE(client_->CreateRegion("b", 4096, Access::kReadWrite).ok());
+  auto buffer = client_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  FillPattern(buffer->data(), 4096, 3);
+  std::vector<TransferOp> ops;
+  for (int i = 0; i < 4; ++i) {
+    ops.push_back({TransferOp::Kind::kWrite, &*buffer, uint64_t(i) * 1024,
+                   RemoteRegion{.name = "b"}, uint64_t(i) * 1024, 1024});
+  }
+  ops.push_back({TransferOp::Kind::kWrite, &*buffer, 0,
+                 RemoteRegion{.name = "b"}, 4000, 1024});
+  ops.push_back({TransferOp::Kind::kRead, &*buffer, 0,
+                 RemoteRegion{.name = "nope"}, 0, 1});
+  auto results = client_->Batch(ops);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 6u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE((*results)[i].ok()) << (*results)[i];
+  EXPECT_EQ((*results)[4].code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*results)[5].code(), absl::StatusCode::kNotFound);
+  auto view = client_->MapRegion("b");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(std::memcmp(view->data(), buffer->data(), 4096), 0);
+}
+
+TEST_F(ClientTest, KilledClientLeavesNoBufferBehind) {
+  const std::string log = dir_.path() + "/client.log";
+  auto child = ChildProcess::Spawn(
+      {TEST_CLIENT_PATH, daemon_->socket(), "1048576"}, log);
+  ASSERT_TRUE(child.ok()) << child.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (RegionCount() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(RegionCount(), 1u) << "test client never allocated";
+  (*child)->Signal(SIGKILL);
+  ASSERT_TRUE((*child)->Wait(absl::Seconds(10)).ok());
+  // The kernel closes the session socket; the daemon frees at once.
+  const absl::Time gone_by = absl::Now() + absl::Seconds(5);
+  while (RegionCount() != 0 && absl::Now() < gone_by) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(RegionCount(), 0u);
+  auto status = client_->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->session_count(), 1u);  // only ours
+  EXPECT_EQ(status->region_bytes(), 0u);
+}
+
+TEST_F(ClientTest, DaemonRestartUnderAClientGivesAClearError) {
+  auto buffer = client_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->LogTail();
+  auto after = client_->Allocate(4096);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnauthenticated)
+      << after.status();
+  EXPECT_THAT(after.status().message(), HasSubstr("reconnect"));
+  // Reconnecting works.
+  auto again = Client::Connect({.socket_path = daemon_->socket()});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->Allocate(4096).ok());
+  (void)buffer->Release();
+}
+
+TEST(DaemonLifecycleTest, SigtermRemovesSocketsAndFreesEverything) {
+  TempDir dir;
+  auto d = DaemonProcess::Start(dir.path(), "d");
+  ASSERT_TRUE(d.ok()) << d.status();
+  {
+    auto c = Client::Connect({.socket_path = (*d)->socket()});
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->CreateRegion("kept", 1 << 20, Access::kRead).ok());
+  }
+  auto status = (*d)->Stop();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_FALSE(std::filesystem::exists((*d)->socket()));
+  EXPECT_FALSE(std::filesystem::exists((*d)->socket() + ".session"));
+  std::ifstream log((*d)->log_path());
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("released 1 daemon-owned region"));
+}
+
+TEST(DaemonLifecycleTest, SeveralDaemonsOnOneHost) {
+  TempDir dir;
+  auto a = DaemonProcess::Start(dir.path(), "a");
+  auto b = DaemonProcess::Start(dir.path(), "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->peer_address(), (*b)->peer_address());
+  // A second daemon on a live socket refuses to start and says why.
+  auto clash = DaemonProcess::Start(dir.path(), "a");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_THAT(std::string(clash.status().message()),
+              HasSubstr("another process is listening"));
+}
+
+TEST(DaemonLifecycleTest, ConfigFileSetsThePinnedLimit) {
+  TempDir dir;
+  const std::string config = dir.path() + "/rdmad.conf";
+  std::ofstream(config) << "# test config\nmax_pinned_bytes: 1048576\n";
+  auto d = DaemonProcess::Start(dir.path(), "d",
+                                {.extra_args = {"--config", config}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto c = Client::Connect({.socket_path = (*d)->socket()});
+  ASSERT_TRUE(c.ok());
+  auto fits = (*c)->Allocate(512 * 1024);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  auto over = (*c)->Allocate(768 * 1024);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("locked-memory limit"));
+}
+
+TEST(DaemonLifecycleTest, BadConfigNamesTheLine) {
+  TempDir dir;
+  const std::string config = dir.path() + "/rdmad.conf";
+  std::ofstream(config) << "socket: \"/tmp/x\"\nno_such_field: 3\n";
+  auto out = RunProcess({RdmadBinary(), "--config", config}, "",
+                        absl::Seconds(20));
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_THAT(out.err, HasSubstr("line 2"));
+  EXPECT_THAT(out.err, HasSubstr("no_such_field"));
+}
+
+TEST(DaemonLifecycleTest, NoDaemonIsUnavailableWithAHint) {
+  TempDir dir;
+  auto c = Client::Connect({.socket_path = dir.path() + "/none.sock"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(c.status().message(), HasSubstr("Is rdmad running"));
+}
+
+}  // namespace
+}  // namespace rdmad::testing

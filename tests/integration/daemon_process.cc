@@ -1,0 +1,275 @@
+#include "tests/integration/daemon_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "rdmad/client.h"
+
+namespace rdmad::testing {
+namespace {
+
+std::string FromEnv(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// In the child between fork and exec: die with the test process, so that a
+// crashed test never leaves daemons behind.
+[[noreturn]] void ExecChild(const std::vector<std::string>& argv) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string RdmadBinary() { return FromEnv("RDMAD_BINARY", RDMAD_BINARY_PATH); }
+std::string RdmactlBinary() {
+  return FromEnv("RDMACTL_BINARY", RDMACTL_BINARY_PATH);
+}
+
+TempDir::TempDir() {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "rdmad-test-XXXXXX").string();
+  char* made = ::mkdtemp(pattern.data());
+  path_ = made != nullptr ? made : "";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::string& input, absl::Duration timeout) {
+  ProcessResult result;
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
+      ::pipe2(err, O_CLOEXEC) != 0) {
+    result.err = "pipe failed";
+    return result;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ExecChild(argv);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  // Feed stdin from this thread while reading; inputs in tests are small
+  // enough for the pipe, but do it incrementally anyway.
+  size_t written = 0;
+  int in_fd = in[1];
+  ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      result.timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd pfds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0},
+                      {in_fd, POLLOUT, 0}};
+    ::poll(pfds, in_fd >= 0 ? 3 : 2,
+           static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    for (int i = 0; i < 2; ++i) {
+      if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
+      const ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        (i == 0 ? result.out : result.err).append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        ::close(pfds[i].fd);
+        (i == 0 ? out[0] : err[0]) = -1;
+        --open_fds;
+      }
+    }
+    if (in_fd >= 0 && pfds[2].revents != 0) {
+      const ssize_t n =
+          ::write(in_fd, input.data() + written, input.size() - written);
+      if (n > 0) written += static_cast<size_t>(n);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) written = input.size();
+      if (written == input.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  if (out[0] >= 0) ::close(out[0]);
+  if (err[0] >= 0) ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::string& log_path) {
+  const int log = ::open(log_path.c_str(),
+                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return absl::ErrnoToStatus(errno, "open " + log_path);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return absl::ErrnoToStatus(errno, "fork");
+  }
+  if (pid == 0) {
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ExecChild(argv);
+  }
+  ::close(log);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("not running");
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("process did not exit in time");
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    const std::string& dir, const std::string& name, DaemonOptions options) {
+  std::unique_ptr<DaemonProcess> daemon(new DaemonProcess());
+  daemon->name_ = name;
+  daemon->socket_ = absl::StrCat(dir, "/", name, ".sock");
+  daemon->log_path_ = absl::StrCat(dir, "/", name, ".log");
+  daemon->options_ = std::move(options);
+  if (absl::Status s = daemon->Launch(daemon->options_.peer_listen); !s.ok()) {
+    return s;
+  }
+  return daemon;
+}
+
+absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
+  std::vector<std::string> argv = {RdmadBinary(),
+                                   "--socket", socket_,
+                                   "--peer_listen", peer_listen,
+                                   "--transport", options_.transport,
+                                   "--log_level", "debug"};
+  argv.insert(argv.end(), options_.extra_args.begin(),
+              options_.extra_args.end());
+  auto child = ChildProcess::Spawn(argv, log_path_);
+  if (!child.ok()) return child.status();
+  child_ = *std::move(child);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::Status last = absl::UnavailableError("not started");
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (::waitpid(child_->pid(), &status, WNOHANG) == child_->pid()) {
+      child_.reset();
+      return absl::InternalError(
+          absl::StrCat("rdmad ", name_, " exited at start:\n", LogTail()));
+    }
+    auto client = Client::Connect({.socket_path = socket_,
+                                   .timeout = absl::Seconds(2)});
+    if (client.ok()) {
+      auto status_reply = (*client)->GetStatus();
+      // Another daemon may own the socket already: only ours counts.
+      if (status_reply.ok() &&
+          status_reply->pid() == static_cast<uint32_t>(child_->pid())) {
+        peer_address_ = status_reply->peer_listen();
+        return absl::OkStatus();
+      }
+      last = status_reply.ok() ? absl::UnavailableError(absl::StrCat(
+                                     "socket answered by pid ",
+                                     status_reply->pid()))
+                               : status_reply.status();
+    } else {
+      last = client.status();
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rdmad ", name_, " did not answer in time: ", last.ToString(), "\n",
+      LogTail()));
+}
+
+DaemonProcess::~DaemonProcess() { (void)Stop(); }
+
+absl::StatusOr<int> DaemonProcess::Stop() {
+  if (child_ == nullptr || !child_->running()) {
+    return absl::FailedPreconditionError("not running");
+  }
+  child_->Signal(SIGTERM);
+  auto status = child_->Wait(absl::Seconds(10));
+  if (!status.ok()) {
+    child_->Signal(SIGKILL);
+    (void)child_->Wait(absl::Seconds(10));
+  }
+  child_.reset();
+  return status;
+}
+
+void DaemonProcess::Kill() {
+  if (child_ == nullptr) return;
+  child_->Signal(SIGKILL);
+  (void)child_->Wait(absl::Seconds(10));
+  child_.reset();
+}
+
+absl::Status DaemonProcess::Restart() {
+  if (child_ != nullptr) (void)Stop();
+  // Same port as before, so peers that knew the old address find it again.
+  return Launch(peer_address_.empty() ? options_.peer_listen : peer_address_);
+}
+
+pid_t DaemonProcess::pid() const { return child_ ? child_->pid() : -1; }
+
+std::string DaemonProcess::LogTail() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+}
+
+}  // namespace rdmad::testing

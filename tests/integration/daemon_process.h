@@ -1,0 +1,117 @@
+// Test fixtures for integration tests: real rdmad daemons as child
+// processes, and running command-line tools with a deadline.
+//
+// Example:
+//   TempDir dir;
+//   auto d1 = DaemonProcess::Start(dir.path(), "d1");
+//   ASSERT_TRUE(d1.ok()) << d1.status();
+//   auto client = rdmad::Client::Connect({.socket_path = (*d1)->socket()});
+//   auto out = RunProcess({RdmactlBinary(), "--socket", (*d1)->socket(),
+//                          "status", "--json"});
+#ifndef RDMAD_TESTS_INTEGRATION_DAEMON_PROCESS_H_
+#define RDMAD_TESTS_INTEGRATION_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace rdmad::testing {
+
+// Paths of the binaries under test (from the build, via compile definitions;
+// overridable with the RDMAD_BINARY / RDMACTL_BINARY environment variables).
+std::string RdmadBinary();
+std::string RdmactlBinary();
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct ProcessResult {
+  int exit_code = -1;    // -1 if killed by a signal or timed out
+  int signal = 0;        // the signal that ended it, if any
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with arguments, feeding `input` on stdin, and collects its
+// output. Kills it (SIGKILL) at the deadline.
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::string& input = "",
+                         absl::Duration timeout = absl::Seconds(60));
+
+// A running child process with its output going to a log file.
+class ChildProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
+      const std::vector<std::string>& argv, const std::string& log_path);
+  ~ChildProcess();  // SIGKILL + reap if still running
+
+  pid_t pid() const { return pid_; }
+  // Sends `sig`. Does not wait.
+  void Signal(int sig);
+  // Waits up to `timeout` for exit; returns the wait status or
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  bool running() const { return pid_ > 0; }
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_ = -1;
+};
+
+struct DaemonOptions {
+  std::string transport = "tcp";
+  std::string peer_listen = "127.0.0.1:0";
+  std::vector<std::string> extra_args;
+};
+
+// An rdmad child with its own socket under `dir`. Start() returns once the
+// daemon answers GetStatus on its socket (or fails with its log tail).
+class DaemonProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      const std::string& dir, const std::string& name,
+      DaemonOptions options = {});
+  ~DaemonProcess();  // Stop()
+
+  // SIGTERM, wait (10 s), then SIGKILL. Returns the exit status.
+  absl::StatusOr<int> Stop();
+  // SIGKILL and reap: a crash, as far as peers can tell.
+  void Kill();
+  // Starts it again with the same socket and the same peer port.
+  absl::Status Restart();
+
+  pid_t pid() const;
+  const std::string& socket() const { return socket_; }
+  const std::string& peer_address() const { return peer_address_; }
+  const std::string& log_path() const { return log_path_; }
+  std::string LogTail() const;
+
+ private:
+  DaemonProcess() = default;
+  absl::Status Launch(const std::string& peer_listen);
+
+  std::string name_;
+  std::string socket_;
+  std::string log_path_;
+  std::string peer_address_;
+  DaemonOptions options_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+}  // namespace rdmad::testing
+
+#endif  // RDMAD_TESTS_INTEGRATION_DAEMON_PROCESS_H_

@@ -1,0 +1,404 @@
+// The TCP transport end to end: real rdmad daemons as child processes on
+// loopback, driven through the client library.
+//
+//   - patterns written to a remote region and read back byte-identical for
+//     1 B .. 64 MiB at unaligned offsets, by name and by descriptor;
+//   - several clients at once;
+//   - write to a read-only export -> PERMISSION_DENIED, and the next
+//     transfer still works; out of bounds -> OUT_OF_RANGE;
+//   - three daemons (A writes to B and C);
+//   - a peer stopped -> DEADLINE_EXCEEDED within the deadline; a peer
+//     SIGKILLed mid-transfer -> the transfer fails within its deadline, and
+//     once it is restarted on the same port transfers work again without
+//     restarting the local daemon.
+#include <signal.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::testing::DaemonOptions;
+using ::rdmad::testing::DaemonProcess;
+using ::rdmad::testing::TempDir;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+void Fill(char* p, uint64_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x1234567;
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(p + i, &x, 8);
+  }
+  for (; i < n; ++i) p[i] = static_cast<char>(x >> (8 * (i % 8)));
+}
+
+// First differing byte, or -1.
+int64_t FirstDifference(const char* a, const char* b, uint64_t n) {
+  if (std::memcmp(a, b, n) == 0) return -1;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+class TcpTransferTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The TCP transport pins nothing, but the region table counts against
+    // RLIMIT_MEMLOCK (often 8 MiB in containers): lift the budget.
+    config_ = absl::StrCat(dir_.path(), "/rdmad.conf");
+    std::ofstream(config_) << "max_pinned_bytes: 4294967296\n";
+  }
+
+  std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name) {
+    DaemonOptions options;
+    options.extra_args = {"--config", config_};
+    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  static std::unique_ptr<Client> Connect(const DaemonProcess& daemon,
+                                         absl::Duration timeout = absl::Seconds(30)) {
+    auto client = Client::Connect({.socket_path = daemon.socket(),
+                                   .timeout = timeout});
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  static RemoteRegion Remote(const DaemonProcess& daemon,
+                             const std::string& name) {
+    RemoteRegion r;
+    r.peer = daemon.peer_address();
+    r.name = name;
+    return r;
+  }
+
+  TempDir dir_;
+  std::string config_;
+};
+
+TEST_F(TcpTransferTest, PatternsRoundTripAtUnalignedOffsets) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto ca = Connect(*a);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(ca && cb);
+  constexpr uint64_t kRegion = 80 * kMiB;
+  ASSERT_TRUE(cb->CreateRegion("dst", kRegion, Access::kReadWrite).ok());
+  auto view = cb->MapRegion("dst");  // to check what landed on B
+  ASSERT_TRUE(view.ok()) << view.status();
+  auto buf = ca->Allocate(2 * kRegion);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+
+  const uint64_t sizes[] = {1, 4095, 64 << 10, kMiB + 7, 64 * kMiB};
+  uint64_t seed = 0;
+  for (uint64_t size : sizes) {
+    SCOPED_TRACE(absl::StrCat("size ", size));
+    ++seed;
+    const uint64_t local_off = 13 + seed;       // unaligned everywhere
+    const uint64_t remote_off = 4097 * seed + 3;
+    const uint64_t back_off = kRegion + 1001 + seed;
+    Fill(buf->data() + local_off, size, seed);
+    auto w = ca->Write(*buf, local_off, Remote(*b, "dst"), remote_off, size);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(w->bytes, size);
+    EXPECT_EQ(w->transport, v1::TRANSPORT_TCP);
+    ASSERT_EQ(FirstDifference(buf->data() + local_off,
+                              view->data() + remote_off, size),
+              -1);
+    std::memset(buf->data() + back_off, 0, size);
+    auto r = ca->Read(*buf, back_off, Remote(*b, "dst"), remote_off, size);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(FirstDifference(buf->data() + local_off, buf->data() + back_off,
+                              size),
+              -1);
+  }
+
+  // The same through an out-of-band descriptor.
+  auto descriptor = cb->GetDescriptor("dst");
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+  RemoteRegion by_descriptor;
+  by_descriptor.descriptor = *descriptor;
+  Fill(buf->data(), 3 * kMiB, 77);
+  ASSERT_TRUE(ca->Write(*buf, 0, by_descriptor, 5, 3 * kMiB).ok());
+  EXPECT_EQ(FirstDifference(buf->data(), view->data() + 5, 3 * kMiB), -1);
+
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok());
+  ASSERT_EQ(peers->peers_size(), 1);
+  EXPECT_EQ(peers->peers(0).address(), b->peer_address());
+  EXPECT_EQ(peers->peers(0).transport(), v1::TRANSPORT_TCP);
+  EXPECT_EQ(peers->peers(0).state(), "READY");
+  EXPECT_GE(peers->peers(0).ops_completed(), 11u);
+  auto qps = ca->ListQps();
+  ASSERT_TRUE(qps.ok());
+  EXPECT_EQ(qps->qps_size(), 4);
+  auto status = ca->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->peer_count(), 1u);
+}
+
+TEST_F(TcpTransferTest, SeveralClientsAtOnce) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  constexpr int kClients = 4;
+  constexpr uint64_t kSlice = 8 * kMiB;
+  ASSERT_TRUE(
+      cb->CreateRegion("shared", kClients * kSlice, Access::kReadWrite).ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto client = Connect(*a);
+      if (!client) {
+        failures++;
+        return;
+      }
+      auto buf = client->Allocate(2 * kSlice);
+      if (!buf.ok()) {
+        failures++;
+        return;
+      }
+      std::mt19937_64 rng(c);
+      for (int i = 0; i < 25; ++i) {
+        const uint64_t len = 1 + rng() % kSlice;
+        const uint64_t off = rng() % (kSlice - len + 1);
+        Fill(buf->data(), len, c * 1000 + i);
+        auto w = client->Write(*buf, 0, Remote(*b, "shared"),
+                               c * kSlice + off, len);
+        auto r = client->Read(*buf, kSlice, Remote(*b, "shared"),
+                              c * kSlice + off, len);
+        if (!w.ok() || !r.ok() ||
+            FirstDifference(buf->data(), buf->data() + kSlice, len) != -1) {
+          ADD_FAILURE() << "client " << c << " round " << i << ": "
+                        << w.status() << " / " << r.status();
+          failures++;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(TcpTransferTest, ViolationsReportedAndChannelSurvives) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto ca = Connect(*a);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(ca && cb);
+  ASSERT_TRUE(cb->CreateRegion("ro", kMiB, Access::kRead).ok());
+  ASSERT_TRUE(cb->CreateRegion("rw", kMiB, Access::kReadWrite).ok());
+  ASSERT_TRUE(cb->CreateRegion("private", kMiB, Access::kNone).ok());
+  auto buf = ca->Allocate(2 * kMiB);
+  ASSERT_TRUE(buf.ok());
+
+  auto w = ca->Write(*buf, 0, Remote(*b, "ro"), 0, 4096);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(w.status().message(), HasSubstr("read-only"));
+  EXPECT_THAT(w.status().message(), HasSubstr(b->peer_address()));
+
+  // The next transfer on the same peer still works.
+  Fill(buf->data(), 4096, 5);
+  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "rw"), 0, 4096).ok());
+  ASSERT_TRUE(ca->Read(*buf, 8192, Remote(*b, "ro"), 0, 4096).ok());
+
+  auto oob = ca->Write(*buf, 0, Remote(*b, "rw"), kMiB - 100, 101);
+  ASSERT_FALSE(oob.ok());
+  EXPECT_EQ(oob.status().code(), absl::StatusCode::kOutOfRange);
+  oob = ca->Read(*buf, 0, Remote(*b, "rw"), ~0ull - 10, 100);
+  ASSERT_FALSE(oob.ok());
+  EXPECT_EQ(oob.status().code(), absl::StatusCode::kOutOfRange);
+
+  auto missing = ca->Write(*buf, 0, Remote(*b, "private"), 0, 10);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+
+  // Re-export with less access: the cached descriptor is stale, and the
+  // remote side refuses it.
+  ASSERT_TRUE(cb->Export("rw", Access::kRead).ok());
+  w = ca->Write(*buf, 0, Remote(*b, "rw"), 0, 10);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(cb->Export("rw", Access::kReadWrite).ok());
+  EXPECT_TRUE(ca->Write(*buf, 0, Remote(*b, "rw"), 0, 10).ok());
+}
+
+TEST_F(TcpTransferTest, OneDaemonWritesToTwo) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  auto c = StartDaemon("c");
+  ASSERT_TRUE(a && b && c);
+  auto ca = Connect(*a);
+  auto cb = Connect(*b);
+  auto cc = Connect(*c);
+  ASSERT_TRUE(ca && cb && cc);
+  ASSERT_TRUE(cb->CreateRegion("r", 16 * kMiB, Access::kReadWrite).ok());
+  ASSERT_TRUE(cc->CreateRegion("r", 16 * kMiB, Access::kReadWrite).ok());
+  auto buf = ca->Allocate(32 * kMiB);
+  ASSERT_TRUE(buf.ok());
+  Fill(buf->data(), 16 * kMiB, 1);
+  Fill(buf->data() + 16 * kMiB, 16 * kMiB, 2);
+  std::thread to_b([&] {
+    EXPECT_TRUE(ca->Write(*buf, 0, Remote(*b, "r"), 0, 16 * kMiB).ok());
+  });
+  std::thread to_c([&] {
+    EXPECT_TRUE(
+        ca->Write(*buf, 16 * kMiB, Remote(*c, "r"), 0, 16 * kMiB).ok());
+  });
+  to_b.join();
+  to_c.join();
+  auto vb = cb->MapRegion("r");
+  auto vc = cc->MapRegion("r");
+  ASSERT_TRUE(vb.ok() && vc.ok());
+  EXPECT_EQ(FirstDifference(buf->data(), vb->data(), 16 * kMiB), -1);
+  EXPECT_EQ(FirstDifference(buf->data() + 16 * kMiB, vc->data(), 16 * kMiB),
+            -1);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok());
+  EXPECT_EQ(peers->peers_size(), 2);
+  for (const auto& p : peers->peers()) {
+    EXPECT_EQ(p.state(), "READY") << p.address();
+    EXPECT_EQ(p.bytes_written(), 16 * kMiB) << p.address();
+  }
+}
+
+TEST_F(TcpTransferTest, StoppedPeerFailsWithinTheDeadline) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("r", 4 * kMiB, Access::kReadWrite).ok());
+  auto ca = Connect(*a, absl::Milliseconds(700));
+  ASSERT_TRUE(ca);
+  auto buf = ca->Allocate(4 * kMiB);
+  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "r"), 0, 4 * kMiB).ok());
+  ::kill(b->pid(), SIGSTOP);  // alive to TCP, but answers nothing
+  const absl::Time start = absl::Now();
+  auto r = ca->Read(*buf, 0, Remote(*b, "r"), 0, 4 * kMiB);
+  const absl::Duration took = absl::Now() - start;
+  ::kill(b->pid(), SIGCONT);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << r.status();
+  EXPECT_LT(took, absl::Milliseconds(1500));
+  // Once it runs again, so do transfers.
+  auto again = Connect(*a);
+  ASSERT_TRUE(again);
+  auto buf2 = again->Allocate(kMiB);
+  ASSERT_TRUE(buf2.ok());
+  EXPECT_TRUE(again->Read(*buf2, 0, Remote(*b, "r"), 0, kMiB).ok());
+}
+
+TEST_F(TcpTransferTest, PeerKilledMidTransferThenRestarted) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  const std::string b_address = b->peer_address();
+  constexpr uint64_t kSize = 64 * kMiB;
+  {
+    auto cb = Connect(*b);
+    ASSERT_TRUE(cb);
+    ASSERT_TRUE(cb->CreateRegion("r", kSize, Access::kReadWrite).ok());
+  }
+  constexpr absl::Duration kTimeout = absl::Seconds(5);
+  auto ca = Connect(*a, kTimeout);
+  ASSERT_TRUE(ca);
+  auto buf = ca->Allocate(kSize);
+  ASSERT_TRUE(buf.ok());
+  Fill(buf->data(), kSize, 3);
+
+  // Keep large transfers going, and kill B while they run.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok_before{0};
+  absl::Status failure;
+  absl::Duration failure_took;
+  std::thread load([&] {
+    while (!stop.load()) {
+      const absl::Time start = absl::Now();
+      auto w = ca->Write(*buf, 0, Remote(*b, "r"), 0, kSize);
+      if (!w.ok()) {
+        failure = w.status();
+        failure_took = absl::Now() - start;
+        return;
+      }
+      ok_before++;
+    }
+  });
+  while (ok_before.load() < 2) absl::SleepFor(absl::Milliseconds(5));
+  b->Kill();
+  absl::SleepFor(absl::Seconds(1));
+  stop = true;
+  load.join();
+  ASSERT_FALSE(failure.ok()) << "no transfer failed after the kill";
+  EXPECT_THAT(failure.code(), AnyOf(absl::StatusCode::kUnavailable,
+                                    absl::StatusCode::kDeadlineExceeded))
+      << failure;
+  EXPECT_LE(failure_took, kTimeout + absl::Milliseconds(500));
+  if (failure.code() == absl::StatusCode::kUnavailable) {
+    EXPECT_THAT(failure.message(), HasSubstr(b_address));
+  }
+
+  // While B is down: UNAVAILABLE naming it, fast.
+  const absl::Time start = absl::Now();
+  auto down = ca->Write(*buf, 0, Remote(*b, "r"), 0, 4096);
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable)
+      << down.status();
+  EXPECT_THAT(down.status().message(), HasSubstr(b_address));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  // B comes back on the same port (a new incarnation, with its region
+  // made anew); A was never restarted.
+  ASSERT_TRUE(b->Restart().ok()) << b->LogTail();
+  ASSERT_EQ(b->peer_address(), b_address);
+  {
+    auto cb = Connect(*b);
+    ASSERT_TRUE(cb);
+    ASSERT_TRUE(cb->CreateRegion("r", kSize, Access::kReadWrite).ok());
+  }
+  auto w = ca->Write(*buf, 0, Remote(*b, "r"), 0, kSize);
+  ASSERT_TRUE(w.ok()) << w.status() << "\n" << a->LogTail();
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  auto view = cb->MapRegion("r");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(FirstDifference(buf->data(), view->data(), kSize), -1);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok());
+  ASSERT_EQ(peers->peers_size(), 1);
+  EXPECT_EQ(peers->peers(0).state(), "READY");
+}
+
+}  // namespace
+}  // namespace rdmad

@@ -1,0 +1,300 @@
+// TcpDataServer: the checks a NIC would make (export, key, bounds, access),
+// each failing with its status without touching memory and without
+// breaking the connection; garbage closing the connection; regions held
+// across a concurrent free.
+#include "daemon/transport/tcp/data_server.h"
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tcp_test_util.h"
+
+namespace rdmad::tcp {
+namespace {
+
+using ::rdmad::tcp::testing::FillPattern;
+using ::rdmad::tcp::testing::RawConnection;
+using ::rdmad::tcp::testing::Regions;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kSize = 64 << 10;
+
+class TcpDataServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rw_ = regions_.Make("rw", kSize, core::RemoteAccess::kReadWrite);
+    ro_ = regions_.Make("ro", kSize, core::RemoteAccess::kRead);
+    wo_ = regions_.Make("wo", kSize, core::RemoteAccess::kWrite);
+    local_ = regions_.Make("local", kSize, core::RemoteAccess::kNone);
+    ASSERT_TRUE(rw_ && ro_ && wo_ && local_);
+    for (auto* r : {&rw_, &ro_, &wo_, &local_}) {
+      FillPattern((*r)->data(), kSize, (*r)->id());
+    }
+    TcpDataServerOptions options;
+    options.listen = "127.0.0.1:0";
+    auto server = TcpDataServer::Start(&regions_.table, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto conn = RawConnection::Connect(server_->port());
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_.emplace(*std::move(conn));
+  }
+
+  static uint64_t Key(const std::shared_ptr<core::Region>& r) {
+    return r->exported().tcp_key;
+  }
+
+  // True if every region still holds its original pattern.
+  bool Untouched() {
+    std::string expect(kSize, '\0');
+    for (auto* r : {&rw_, &ro_, &wo_, &local_}) {
+      FillPattern(expect.data(), kSize, (*r)->id());
+      if (std::memcmp(expect.data(), (*r)->data(), kSize) != 0) return false;
+    }
+    return true;
+  }
+
+  // A WRITE and a READ that must work on the same connection afterwards.
+  void ExpectConnectionWorks() {
+    const std::string data = "still works";
+    ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, 900,
+                                               rw_->id(), Key(rw_), 100,
+                                               data.size(), data))
+                    .ok());
+    auto reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.request_id, 900u);
+    EXPECT_TRUE(reply->status().ok()) << reply->status();
+    ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kRead, 901,
+                                               rw_->id(), Key(rw_), 100,
+                                               data.size()))
+                    .ok());
+    reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.request_id, 901u);
+    EXPECT_EQ(reply->payload, data);
+    // Put the pattern back for Untouched().
+    FillPattern(rw_->data(), kSize, rw_->id());
+  }
+
+  Regions regions_;
+  std::shared_ptr<core::Region> rw_, ro_, wo_, local_;
+  std::unique_ptr<TcpDataServer> server_;
+  std::optional<RawConnection> conn_;
+};
+
+TEST_F(TcpDataServerTest, WriteThenReadBack) {
+  std::string data(5000, '\0');
+  FillPattern(data.data(), data.size(), 42);
+  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, 1, rw_->id(),
+                                             Key(rw_), 7, data.size(), data))
+                  .ok());
+  auto reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.type, FrameType::kWriteReply);
+  EXPECT_EQ(reply->header.request_id, 1u);
+  EXPECT_TRUE(reply->status().ok()) << reply->status();
+  EXPECT_EQ(std::memcmp(rw_->data() + 7, data.data(), data.size()), 0);
+
+  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kRead, 2, rw_->id(),
+                                             Key(rw_), 7, data.size()))
+                  .ok());
+  reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.type, FrameType::kReadReply);
+  EXPECT_EQ(reply->payload, data);
+  EXPECT_EQ(server_->stats().bytes_written, data.size());
+  EXPECT_EQ(server_->stats().bytes_read, data.size());
+}
+
+TEST_F(TcpDataServerTest, PipelinedRequestsAllAnswered) {
+  // Many requests written back to back before reading any reply.
+  std::string batch;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const std::string data(100, static_cast<char>('a' + i % 26));
+    batch += EncodeRequestFrame(FrameType::kWrite, 2 * i, rw_->id(), Key(rw_),
+                                i * 100, data.size(), data);
+    batch += EncodeRequestFrame(FrameType::kRead, 2 * i + 1, rw_->id(),
+                                Key(rw_), i * 100, data.size());
+  }
+  ASSERT_TRUE(conn_->Send(batch).ok());
+  for (int i = 0; i < 400; ++i) {
+    auto reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_TRUE(reply->status().ok()) << reply->status();
+    if (reply->header.type == FrameType::kReadReply) {
+      const uint64_t n = reply->header.request_id / 2;
+      EXPECT_EQ(reply->payload, std::string(100, static_cast<char>('a' + n % 26)));
+    }
+  }
+}
+
+struct Violation {
+  std::string name;
+  FrameType type;
+  int region;  // 0 rw, 1 ro, 2 wo, 3 local (unexported), 4 no such region
+  bool good_key;
+  uint64_t offset;
+  uint64_t length;
+  absl::StatusCode code;
+  std::string message;
+};
+
+TEST_F(TcpDataServerTest, ViolationsFailWithoutTouchingMemory) {
+  const uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  const std::vector<Violation> cases = {
+      {"unexported write", FrameType::kWrite, 3, true, 0, 16,
+       absl::StatusCode::kNotFound, "not exported"},
+      {"unexported read", FrameType::kRead, 3, true, 0, 16,
+       absl::StatusCode::kNotFound, "not exported"},
+      {"no such region", FrameType::kWrite, 4, true, 0, 16,
+       absl::StatusCode::kNotFound, "not exported"},
+      {"wrong key write", FrameType::kWrite, 0, false, 0, 16,
+       absl::StatusCode::kPermissionDenied, "key does not match"},
+      {"wrong key read", FrameType::kRead, 0, false, 0, 16,
+       absl::StatusCode::kPermissionDenied, "key does not match"},
+      {"past the end", FrameType::kWrite, 0, true, kSize, 1,
+       absl::StatusCode::kOutOfRange, "outside"},
+      {"straddles the end", FrameType::kWrite, 0, true, kSize - 10, 11,
+       absl::StatusCode::kOutOfRange, "outside"},
+      {"longer than region", FrameType::kRead, 0, true, 0, kSize + 1,
+       absl::StatusCode::kOutOfRange, "outside"},
+      {"offset+length overflows", FrameType::kWrite, 0, true, kMax - 7, 16,
+       absl::StatusCode::kOutOfRange, "outside"},
+      {"huge offset read", FrameType::kRead, 0, true, kMax, 1,
+       absl::StatusCode::kOutOfRange, "outside"},
+      {"write to read-only", FrameType::kWrite, 1, true, 0, 4096,
+       absl::StatusCode::kPermissionDenied, "read-only"},
+      {"read from write-only", FrameType::kRead, 2, true, 0, 4096,
+       absl::StatusCode::kPermissionDenied, "write-only"},
+  };
+  const std::shared_ptr<core::Region> by_index[] = {rw_, ro_, wo_, local_};
+  uint64_t id = 100;
+  for (const Violation& c : cases) {
+    SCOPED_TRACE(c.name);
+    const uint64_t region_id = c.region == 4 ? 999999 : by_index[c.region]->id();
+    uint64_t key = c.region == 4 ? 1 : Key(by_index[c.region]);
+    if (!c.good_key) key ^= 0x5a5a;
+    const bool write = c.type == FrameType::kWrite;
+    // Rejected WRITEs still carry their payload; it must be drained.
+    const std::string payload = write ? std::string(c.length, 'Z') : "";
+    ASSERT_TRUE(conn_->Send(EncodeRequestFrame(c.type, ++id, region_id, key,
+                                               c.offset, c.length, payload))
+                    .ok());
+    auto reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.request_id, id);
+    EXPECT_EQ(reply->header.type,
+              write ? FrameType::kWriteReply : FrameType::kReadReply);
+    EXPECT_EQ(reply->status().code(), c.code) << reply->status();
+    EXPECT_THAT(reply->message, HasSubstr(c.message));
+    EXPECT_TRUE(reply->payload.empty());
+    EXPECT_TRUE(Untouched());
+    ExpectConnectionWorks();
+  }
+  EXPECT_EQ(server_->stats().rejected, cases.size());
+}
+
+TEST_F(TcpDataServerTest, ReexportChangesTheKey) {
+  const uint64_t old_key = Key(rw_);
+  ASSERT_TRUE(regions_.table
+                  .Export(regions_.root, {rw_->id(), ""},
+                          core::RemoteAccess::kReadWrite)
+                  .ok());
+  ASSERT_NE(Key(rw_), old_key);
+  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kRead, 1, rw_->id(),
+                                             old_key, 0, 8))
+                  .ok());
+  auto reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kPermissionDenied);
+  // Revoked: NOT_FOUND.
+  ASSERT_TRUE(regions_.table
+                  .Export(regions_.root, {rw_->id(), ""}, core::RemoteAccess::kNone)
+                  .ok());
+  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kRead, 2, rw_->id(),
+                                             old_key, 0, 8))
+                  .ok());
+  reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TcpDataServerTest, GarbageClosesTheConnection) {
+  ASSERT_TRUE(conn_->Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  EXPECT_TRUE(conn_->ClosedByPeer());
+  // The server itself carries on.
+  auto other = RawConnection::Connect(server_->port());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(other->Send(EncodeRequestFrame(FrameType::kRead, 1, rw_->id(),
+                                             Key(rw_), 0, 4))
+                  .ok());
+  auto reply = other->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->status().ok());
+  EXPECT_GE(server_->stats().protocol_errors, 1u);
+}
+
+TEST_F(TcpDataServerTest, OversizedFrameClosesTheConnection) {
+  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, 1, rw_->id(),
+                                             Key(rw_), 0,
+                                             kMaxFramePayload + 1))
+                  .ok());
+  EXPECT_TRUE(conn_->ClosedByPeer());
+  EXPECT_TRUE(Untouched());
+}
+
+TEST_F(TcpDataServerTest, ReplyFrameFromClientClosesTheConnection) {
+  ASSERT_TRUE(conn_->Send(EncodeReplyFrame(FrameType::kWriteReply, 1,
+                                           absl::OkStatus(), ""))
+                  .ok());
+  EXPECT_TRUE(conn_->ClosedByPeer());
+}
+
+TEST_F(TcpDataServerTest, FreeDuringWriteKeepsMemoryMapped) {
+  // Send the header and half of the payload, free the region, then the
+  // rest: the server holds the region until the WRITE is done.
+  auto doomed = regions_.Make("doomed", kSize, core::RemoteAccess::kReadWrite);
+  ASSERT_NE(doomed, nullptr);
+  std::weak_ptr<core::Region> weak = doomed;
+  const std::string data(kSize, 'q');
+  const std::string frame = EncodeRequestFrame(
+      FrameType::kWrite, 5, doomed->id(), Key(doomed), 0, data.size(), data);
+  ASSERT_TRUE(conn_->Send(frame.substr(0, frame.size() / 2)).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(regions_.table.Free(regions_.root, {doomed->id(), ""}).ok());
+  doomed.reset();
+  ASSERT_TRUE(conn_->Send(frame.substr(frame.size() / 2)).ok());
+  auto reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->status().ok()) << reply->status();
+  // Released once the WRITE completed.
+  for (int i = 0; i < 100 && !weak.expired(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST_F(TcpDataServerTest, AcceptAdvertisesEndpoint) {
+  v1::ConnectRequest request;
+  request.set_transport(v1::TRANSPORT_TCP);
+  request.set_tcp_connections(100);
+  v1::ConnectResponse response;
+  ASSERT_TRUE(server_->Accept(request, &response).ok());
+  EXPECT_EQ(response.tcp().host(), "127.0.0.1");
+  EXPECT_EQ(response.tcp().port(), server_->port());
+  EXPECT_EQ(response.tcp().connections(), 16u);
+}
+
+TEST_F(TcpDataServerTest, StopIsIdempotentAndClosesConnections) {
+  server_->Stop();
+  EXPECT_TRUE(conn_->ClosedByPeer());
+  server_->Stop();
+}
+
+}  // namespace
+}  // namespace rdmad::tcp

@@ -1,0 +1,346 @@
+// TcpPeerChannel against an in-process TcpDataServer (and against fake
+// servers for the failure cases): data integrity over many sizes and
+// concurrent operations, remote errors, deadlines, lost connections and
+// reconnection, and no late writes into local memory.
+#include "daemon/transport/tcp/peer_channel.h"
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "daemon/transport/tcp/data_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tcp_test_util.h"
+
+namespace rdmad::tcp {
+namespace {
+
+using ::rdmad::tcp::testing::FillPattern;
+using ::rdmad::tcp::testing::Regions;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kRegionSize = 72ull << 20;
+
+// Waits for one operation's callback.
+class Waiter {
+ public:
+  transport::OpCallback Callback() {
+    return [this](absl::Status s) {
+      EXPECT_FALSE(done_.HasBeenNotified()) << "callback ran twice";
+      status_ = std::move(s);
+      done_.Notify();
+    };
+  }
+  absl::Status Wait(absl::Duration timeout = absl::Seconds(30)) {
+    if (!done_.WaitForNotificationWithTimeout(timeout)) {
+      return absl::InternalError("callback never ran");
+    }
+    return status_;
+  }
+  bool done() const { return done_.HasBeenNotified(); }
+
+ private:
+  absl::Notification done_;
+  absl::Status status_;
+};
+
+class TcpPeerChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    local_ = regions_.Make("local", kRegionSize, core::RemoteAccess::kNone);
+    remote_ = regions_.Make("remote", kRegionSize, core::RemoteAccess::kReadWrite);
+    ASSERT_TRUE(local_ && remote_);
+    StartServer("127.0.0.1:0");
+    channel_ = MakeChannel(server_->port());
+  }
+
+  void StartServer(const std::string& listen) {
+    TcpDataServerOptions options;
+    options.listen = listen;
+    auto server = TcpDataServer::Start(&regions_.table, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  std::unique_ptr<TcpPeerChannel> MakeChannel(uint16_t port,
+                                              int connections = 4) {
+    TcpChannelOptions options;
+    options.peer = "test-peer:1";
+    options.host = "127.0.0.1";
+    options.port = port;
+    options.connections = connections;
+    options.chunk_bytes = 1 << 20;
+    options.connect_timeout = absl::Seconds(2);
+    auto channel = TcpPeerChannel::Create(options);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.ok() ? *std::move(channel) : nullptr;
+  }
+
+  transport::RemoteOp Op(core::OpType type, uint64_t local_offset,
+                         uint64_t remote_offset, uint64_t length,
+                         absl::Duration timeout = absl::Seconds(20)) {
+    transport::RemoteOp op;
+    op.op = type;
+    op.local = local_;
+    op.local_addr = local_->data() + local_offset;
+    op.length = length;
+    op.remote.region_id = remote_->id();
+    op.remote.region_name = "remote";
+    op.remote.region_length = remote_->size();
+    op.remote.tcp_key = remote_->exported().tcp_key;
+    op.remote.offset = remote_offset;
+    op.deadline = absl::Now() + timeout;
+    return op;
+  }
+
+  absl::Status Run(transport::RemoteOp op) {
+    Waiter w;
+    channel_->Post(std::move(op), w.Callback());
+    return w.Wait();
+  }
+
+  Regions regions_;
+  std::shared_ptr<core::Region> local_, remote_;
+  std::unique_ptr<TcpDataServer> server_;
+  std::unique_ptr<TcpPeerChannel> channel_;
+};
+
+TEST_F(TcpPeerChannelTest, WriteAndReadBackManySizes) {
+  const uint64_t sizes[] = {1, 4095, 64 << 10, (1 << 20) + 7, 5 << 20,
+                            (64ull << 20) + 3};
+  uint64_t seed = 1;
+  for (uint64_t size : sizes) {
+    SCOPED_TRACE(size);
+    const uint64_t local_off = 3, remote_off = 4093;
+    FillPattern(local_->data() + local_off, size, ++seed);
+    ASSERT_TRUE(Run(Op(core::OpType::kWrite, local_off, remote_off, size)).ok());
+    ASSERT_EQ(std::memcmp(local_->data() + local_off,
+                          remote_->data() + remote_off, size),
+              0);
+    std::memset(local_->data() + local_off, 0, size);
+    ASSERT_TRUE(Run(Op(core::OpType::kRead, local_off, remote_off, size)).ok());
+    ASSERT_EQ(std::memcmp(local_->data() + local_off,
+                          remote_->data() + remote_off, size),
+              0);
+  }
+  const transport::ChannelInfo info = channel_->Describe();
+  EXPECT_EQ(info.kind, v1::TRANSPORT_TCP);
+  EXPECT_EQ(info.state, "READY");
+  ASSERT_EQ(info.connections.size(), 4u);
+  uint64_t completed = 0;
+  for (const auto& c : info.connections) completed += c.completed;
+  EXPECT_GT(completed, 12u);  // large transfers were split
+}
+
+TEST_F(TcpPeerChannelTest, ManyConcurrentOperations) {
+  constexpr int kOps = 300;
+  constexpr uint64_t kSlot = 200 << 10;
+  std::mt19937_64 rng(7);
+  FillPattern(local_->data(), kOps * kSlot, 99);
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  std::vector<uint64_t> lengths;
+  for (int i = 0; i < kOps; ++i) {
+    const uint64_t len = 1 + rng() % kSlot;
+    lengths.push_back(len);
+    waiters.push_back(std::make_unique<Waiter>());
+    channel_->Post(Op(core::OpType::kWrite, i * kSlot, i * kSlot, len),
+                   waiters.back()->Callback());
+  }
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(waiters[i]->Wait().ok()) << i;
+    ASSERT_EQ(std::memcmp(local_->data() + i * kSlot,
+                          remote_->data() + i * kSlot, lengths[i]),
+              0)
+        << i;
+  }
+  // Reads from several threads at once.
+  std::memset(local_->data(), 0, kOps * kSlot);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kOps; i += 4) {
+        Waiter w;
+        channel_->Post(Op(core::OpType::kRead, i * kSlot, i * kSlot, lengths[i]),
+                       w.Callback());
+        if (!w.Wait().ok()) failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_EQ(std::memcmp(local_->data() + i * kSlot,
+                          remote_->data() + i * kSlot, lengths[i]),
+              0)
+        << i;
+  }
+}
+
+TEST_F(TcpPeerChannelTest, RemoteErrorsNameThePeerAndKeepTheChannel) {
+  auto op = Op(core::OpType::kWrite, 0, 0, 3 << 20);
+  op.remote.tcp_key ^= 1;
+  absl::Status s = Run(std::move(op));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("peer test-peer:1"));
+  EXPECT_THAT(s.message(), HasSubstr("key does not match"));
+
+  s = Run(Op(core::OpType::kRead, 0, kRegionSize - 10, 11));
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+
+  op = Op(core::OpType::kRead, 0, 0, 100);
+  op.remote.region_id = 424242;
+  s = Run(std::move(op));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+
+  EXPECT_TRUE(Run(Op(core::OpType::kWrite, 0, 0, 3 << 20)).ok());
+  EXPECT_EQ(channel_->Describe().state, "READY");
+}
+
+TEST_F(TcpPeerChannelTest, ConnectionRefusedIsUnavailable) {
+  // A port nobody listens on: bind one, note it, close it.
+  uint16_t port;
+  {
+    auto fd = Listen(HostPort{"127.0.0.1", 0});
+    ASSERT_TRUE(fd.ok());
+    port = LocalPortOf(fd->get());
+  }
+  channel_ = MakeChannel(port);
+  const absl::Time start = absl::Now();
+  absl::Status s = Run(Op(core::OpType::kWrite, 0, 0, 100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("test-peer:1"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(channel_->Describe().state, "ERROR");
+}
+
+TEST_F(TcpPeerChannelTest, SilentServerHitsTheDeadline) {
+  // The kernel completes connections to a listener that never accepts, so
+  // requests go out and no reply ever comes.
+  auto silent = Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(silent.ok());
+  channel_ = MakeChannel(LocalPortOf(silent->get()));
+  const absl::Time start = absl::Now();
+  absl::Status s =
+      Run(Op(core::OpType::kRead, 0, 0, 4096, absl::Milliseconds(300)));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_GE(took, absl::Milliseconds(290));
+  EXPECT_LT(took, absl::Milliseconds(800));
+}
+
+TEST_F(TcpPeerChannelTest, ServerRestartFailsInFlightThenReconnects) {
+  ASSERT_TRUE(Run(Op(core::OpType::kWrite, 0, 0, 1 << 20)).ok());
+  const uint16_t port = server_->port();
+  server_->Stop();
+  server_.reset();
+  // The old connections are gone: the next transfer fails UNAVAILABLE
+  // (either on the dead connection or on the refused reconnect).
+  absl::Status s = Run(Op(core::OpType::kWrite, 0, 0, 1 << 20));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  // Back on the same port: the channel reconnects on next use.
+  StartServer(absl::StrCat("127.0.0.1:", port));
+  s = Run(Op(core::OpType::kWrite, 0, 0, 1 << 20));
+  if (!s.ok()) {
+    // A connection that died silently may fail one more request.
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    s = Run(Op(core::OpType::kWrite, 0, 0, 1 << 20));
+  }
+  EXPECT_TRUE(s.ok()) << s;
+  bool reconnected = false;
+  for (const auto& c : channel_->Describe().connections) {
+    reconnected |= c.generation >= 2;
+  }
+  EXPECT_TRUE(reconnected);
+}
+
+// A server that answers one READ late (after the client's deadline) with
+// bytes that must not land in local memory, then answers a second READ on
+// time to show the connection is still in step.
+TEST_F(TcpPeerChannelTest, LateReadDataIsDropped) {
+  auto listener = Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(listener.ok());
+  const uint16_t port = LocalPortOf(listener->get());
+  std::thread fake([fd = listener->get()] {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1);
+    UniqueFd conn(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(conn.valid());
+    for (int i = 0; i < 2; ++i) {
+      std::string head(kRequestHeaderSize, '\0');
+      size_t at = 0;
+      while (at < head.size()) {
+        ssize_t n = ::recv(conn.get(), head.data() + at, head.size() - at, 0);
+        ASSERT_GT(n, 0);
+        at += n;
+      }
+      auto h = DecodeHeader(absl::Span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(head.data()), head.size()));
+      ASSERT_TRUE(h.ok() && h->has_value());
+      if (i == 0) absl::SleepFor(absl::Milliseconds(400));
+      const std::string reply = EncodeReplyFrame(
+          FrameType::kReadReply, (*h)->request_id, absl::OkStatus(),
+          std::string((*h)->length, i == 0 ? 'L' : 'G'));
+      ASSERT_EQ(::send(conn.get(), reply.data(), reply.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(reply.size()));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  });
+  channel_ = MakeChannel(port, /*connections=*/1);
+  std::memset(local_->data(), 'o', 1 << 20);
+  absl::Status s =
+      Run(Op(core::OpType::kRead, 0, 0, 1 << 20, absl::Milliseconds(150)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  // The late bytes arrive now; they must be dropped.
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(std::string(local_->data(), 16), std::string(16, 'o'));
+  EXPECT_EQ(local_->data()[(1 << 20) - 1], 'o');
+  // The second READ still works on the same connection.
+  s = Run(Op(core::OpType::kRead, 0, 0, 4096));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::string(local_->data(), 8), std::string(8, 'G'));
+  fake.join();
+}
+
+TEST_F(TcpPeerChannelTest, CloseFailsPendingAndLaterPosts) {
+  auto silent = Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(silent.ok());
+  channel_ = MakeChannel(LocalPortOf(silent->get()));
+  Waiter pending;
+  channel_->Post(Op(core::OpType::kRead, 0, 0, 4096), pending.Callback());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(pending.done());
+  channel_->Close();
+  EXPECT_EQ(pending.Wait(absl::Seconds(1)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Run(Op(core::OpType::kRead, 0, 0, 4096)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(channel_->Describe().state, "CLOSED");
+}
+
+TEST_F(TcpPeerChannelTest, FreedLocalRegionStaysMappedUntilDone) {
+  auto doomed = regions_.Make("doomed-local", 8 << 20, core::RemoteAccess::kNone);
+  ASSERT_NE(doomed, nullptr);
+  std::weak_ptr<core::Region> weak = doomed;
+  auto op = Op(core::OpType::kRead, 0, 0, 8 << 20);
+  op.local = doomed;
+  op.local_addr = doomed->data();
+  ASSERT_TRUE(regions_.table.Free(regions_.root, {doomed->id(), ""}).ok());
+  doomed.reset();
+  EXPECT_FALSE(weak.expired());  // the op holds it
+  EXPECT_TRUE(Run(std::move(op)).ok());
+  for (int i = 0; i < 100 && !weak.expired(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace rdmad::tcp

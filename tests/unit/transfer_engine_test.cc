@@ -1,0 +1,130 @@
+#include "daemon/core/transfer_engine.h"
+
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr Caller kAlice{1, 1000, 1000, 11};
+
+class TransferEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AllocateOptions src;
+    src.name = "src";
+    src.size = 8192;
+    src.daemon_owned = true;
+    ASSERT_TRUE(regions_.Allocate(kAlice, src).ok());
+    AllocateOptions dst = src;
+    dst.name = "dst";
+    dst.size = 5000;
+    dst.export_access = RemoteAccess::kReadWrite;
+    ASSERT_TRUE(regions_.Allocate(kAlice, dst).ok());
+    AllocateOptions ro = src;
+    ro.name = "ro";
+    ro.size = 100;
+    ro.export_access = RemoteAccess::kRead;
+    ASSERT_TRUE(regions_.Allocate(kAlice, ro).ok());
+  }
+
+  absl::StatusOr<TransferResult> Run(TransferRequest request) {
+    std::optional<absl::StatusOr<TransferResult>> out;
+    engine_.Submit(kAlice, request,
+                   [&](absl::StatusOr<TransferResult> r) { out = std::move(r); });
+    EXPECT_TRUE(out.has_value()) << "local transfers complete inline";
+    return *std::move(out);
+  }
+
+  char* Data(const char* name) {
+    return (*regions_.FindForUse(kAlice, {0, name}))->data();
+  }
+
+  TransferRequest Op(OpType op, uint64_t local_offset, const char* remote,
+                     uint64_t remote_offset, uint64_t length) {
+    TransferRequest r;
+    r.op = op;
+    r.local = {0, "src"};
+    r.local_offset = local_offset;
+    r.remote_name = remote;
+    r.remote_offset = remote_offset;
+    r.length = length;
+    return r;
+  }
+
+  NullRegistrar registrar_;
+  RegionTable regions_{&registrar_, RegionLimits{}};
+  TransferEngine engine_{&regions_, nullptr};
+};
+
+TEST_F(TransferEngineTest, WriteThenReadBackAtUnalignedOffsets) {
+  for (int i = 0; i < 8192; ++i) Data("src")[i] = static_cast<char>(i * 7);
+  auto w = Run(Op(OpType::kWrite, 3, "dst", 1001, 3999));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->bytes, 3999u);
+  EXPECT_EQ(std::memcmp(Data("dst") + 1001, Data("src") + 3, 3999), 0);
+
+  std::memset(Data("src"), 0, 8192);
+  auto r = Run(Op(OpType::kRead, 4000, "dst", 1001, 3999));
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int i = 0; i < 3999; ++i) {
+    ASSERT_EQ(Data("src")[4000 + i], static_cast<char>((i + 3) * 7)) << i;
+  }
+  EXPECT_EQ(engine_.counters().ops_ok, 2u);
+  EXPECT_EQ(engine_.counters().bytes_written, 3999u);
+  EXPECT_EQ(engine_.counters().bytes_read, 3999u);
+}
+
+TEST_F(TransferEngineTest, BoundsAreCheckedOnBothSides) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(Run(Op(OpType::kWrite, 0, "dst", 0, 5001)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Run(Op(OpType::kWrite, 8000, "dst", 0, 200)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Run(Op(OpType::kWrite, 0, "dst", kMax, 2)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Run(Op(OpType::kRead, kMax - 10, "dst", 0, 20)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Run(Op(OpType::kWrite, 0, "dst", 0, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Run(Op(OpType::kWrite, 0, "dst", 4999, 2)).status().message(),
+              HasSubstr("5000 bytes"));
+  EXPECT_EQ(engine_.counters().ops_failed, 6u);
+}
+
+TEST_F(TransferEngineTest, ExportAccessIsEnforced) {
+  std::memset(Data("ro"), 'r', 100);
+  auto w = Run(Op(OpType::kWrite, 0, "ro", 0, 10));
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Data("ro")[0], 'r');  // untouched
+  EXPECT_TRUE(Run(Op(OpType::kRead, 0, "ro", 0, 10)).ok());
+  // Not exported at all: indistinguishable from unknown for peers.
+  EXPECT_EQ(Run(Op(OpType::kRead, 0, "src", 0, 10)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Run(Op(OpType::kRead, 0, "nope", 0, 10)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(TransferEngineTest, RemoteWithoutTransportIsUnimplemented) {
+  TransferRequest r = Op(OpType::kWrite, 0, "dst", 0, 10);
+  r.peer = "127.0.0.1:9";
+  EXPECT_EQ(Run(r).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(TransferEngineTest, LocalRegionMustBeTheCallers) {
+  TransferRequest r = Op(OpType::kWrite, 0, "dst", 0, 10);
+  std::optional<absl::StatusOr<TransferResult>> out;
+  engine_.Submit(Caller{9, 4242, 4242, 9}, r,
+                 [&](absl::StatusOr<TransferResult> res) { out = std::move(res); });
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace rdmad::core

@@ -1,0 +1,162 @@
+// GID index and port choice on synthetic GID tables: no RDMA device needed.
+#include <string>
+
+#include "daemon/transport/verbs/conversions.h"
+#include "daemon/transport/verbs/gid_selection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::verbs {
+namespace {
+
+using ::testing::HasSubstr;
+
+core::GidInfo MakeGid(uint32_t index, const std::string& text,
+                      absl::string_view type) {
+  core::GidInfo gid;
+  gid.index = index;
+  absl::StatusOr<Gid> raw = GidFromText(text);
+  EXPECT_TRUE(raw.ok()) << text;
+  gid.raw = raw.value_or(Gid{});
+  gid.text = text;
+  gid.type = std::string(type);
+  gid.netdev = "veth0";
+  return gid;
+}
+
+core::PortInfo RocePort(std::vector<core::GidInfo> gids) {
+  core::PortInfo port;
+  port.port = 1;
+  port.state = "ACTIVE";
+  port.link_layer = "Ethernet";
+  port.active_mtu = 1024;
+  port.max_mtu = 4096;
+  port.gids = std::move(gids);
+  return port;
+}
+
+// The table a soft-RoCE port on a veth with 192.0.2.1 shows: link-local
+// RoCEv1/v2 then the IPv4-mapped RoCEv1/v2.
+TEST(ChooseGidIndexTest, PrefersRoceV2Ipv4Mapped) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeIbRoceV1),
+      MakeGid(1, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
+      MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1),
+      MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(*index, 3u);
+}
+
+// rdma_rxe lists only RoCEv2 entries: link-local at 0, IPv4-mapped at 1.
+TEST(ChooseGidIndexTest, RxeStyleTable) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
+      MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(*index, 1u);
+}
+
+TEST(ChooseGidIndexTest, LowestIpv4MappedWins) {
+  const core::PortInfo port = RocePort({
+      MakeGid(5, "::ffff:198.51.100.7", kGidTypeRoceV2),
+      MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2),
+      MakeGid(1, "fe80::1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, 3u);
+}
+
+TEST(ChooseGidIndexTest, FallsBackToRoceV2WithoutIpv4) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
+      MakeGid(1, "fe80::1", kGidTypeRoceV2),
+      MakeGid(2, "2001:db8::1", kGidTypeIbRoceV1),
+      MakeGid(3, "2001:db8::1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, 1u);
+}
+
+TEST(ChooseGidIndexTest, IpV4MappedRoceV1IsNotPreferred) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
+      MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, 0u);
+}
+
+TEST(ChooseGidIndexTest, InfiniBandPortUsesIndexZero) {
+  core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::2:c903:a:1234", kGidTypeIbRoceV1),
+  });
+  port.link_layer = "InfiniBand";
+  port.lid = 7;
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, 0u);
+}
+
+TEST(ChooseGidIndexTest, ConfiguredIndexWins) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::1", kGidTypeRoceV2),
+      MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, 0u);
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, 0u);
+}
+
+TEST(ChooseGidIndexTest, ConfiguredIndexMustExist) {
+  const core::PortInfo port = RocePort({
+      MakeGid(0, "fe80::1", kGidTypeRoceV2),
+      MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2),
+  });
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, 4u);
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(index.status().message(), HasSubstr("GID index 4"));
+  EXPECT_THAT(index.status().message(), HasSubstr("1=::ffff:192.0.2.1"));
+}
+
+TEST(ChooseGidIndexTest, EmptyTableIsAnError) {
+  const core::PortInfo port = RocePort({});
+  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(index.status().message(), HasSubstr("no valid GID"));
+}
+
+TEST(ChooseActivePortTest, FirstActivePort) {
+  core::DeviceInfo device;
+  device.name = "mlx5_0";
+  core::PortInfo down = RocePort({});
+  down.port = 1;
+  down.state = "DOWN";
+  core::PortInfo up = RocePort({});
+  up.port = 2;
+  device.ports = {down, up};
+  absl::StatusOr<uint32_t> port = ChooseActivePort(device);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(*port, 2u);
+}
+
+TEST(ChooseActivePortTest, NoActivePortNamesStates) {
+  core::DeviceInfo device;
+  device.name = "rxe0";
+  core::PortInfo down = RocePort({});
+  down.state = "DOWN";
+  device.ports = {down};
+  absl::StatusOr<uint32_t> port = ChooseActivePort(device);
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(port.status().message(), HasSubstr("1=DOWN"));
+  EXPECT_THAT(port.status().message(), HasSubstr("rxe0"));
+}
+
+}  // namespace
+}  // namespace rdmad::verbs
