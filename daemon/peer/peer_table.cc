@@ -351,7 +351,9 @@ void PeerTable::Failed(std::shared_ptr<Transfer> t, absl::Status status) {
     if (key_problem && t->used_cache) {
       --t->retries_left;
       t->used_cache = false;
-      return ResolveTarget(std::move(t));
+      // Through Begin: a stale rkey also broke the verbs QP that carried
+      // it, and the channel must be rebuilt before the retry.
+      return Begin(std::move(t));
     }
   }
   Finish(t, std::move(status));

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,8 +73,16 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
+// The transport integration tests run daemons with: "tcp" unless the
+// environment says otherwise (the soft-RoCE lab runs the same tests with
+// RDMAD_TEST_TRANSPORT=verbs).
+inline std::string TestTransport() {
+  const char* env = std::getenv("RDMAD_TEST_TRANSPORT");
+  return env != nullptr && *env != '\0' ? env : "tcp";
+}
+
 struct DaemonOptions {
-  std::string transport = "tcp";
+  std::string transport = TestTransport();
   std::string peer_listen = "127.0.0.1:0";
   std::vector<std::string> extra_args;
 };
