@@ -23,7 +23,7 @@ packages=(
 # QEMU, and rdma-core's own tools as the reference.
 packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod)
 # Benchmark references.
-packages+=(iperf3)
+packages+=(iperf3 ucx-utils)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,12 +1,16 @@
 #include "client/rdmactl/args.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <functional>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/region_address.h"
 #include "common/size.h"
 
@@ -26,7 +30,11 @@ constexpr OptionSpec kOptions[] = {
     {"socket", 0, true, true},      {"timeout", 0, true, true},
     {"json", 0, false, true},       {"help", 'h', false, true},
     {"export", 0, true, false},     {"length", 0, true, false},
-    {"output", 'o', true, false},
+    {"output", 'o', true, false},   {"peer", 0, true, false},
+    {"region", 0, true, false},     {"create-region", 0, false, false},
+    {"op", 0, true, false},         {"sizes", 0, true, false},
+    {"qd", 0, true, false},         {"iters", 0, true, false},
+    {"duration", 0, true, false},
 };
 
 struct CommandSpec {
@@ -37,7 +45,7 @@ struct CommandSpec {
   absl::string_view details;   // the rest of `rdmactl NAME --help`
   size_t min_args;
   size_t max_args;
-  std::array<absl::string_view, 2> options;  // command options accepted
+  std::array<absl::string_view, 8> options;  // command options accepted
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -104,6 +112,43 @@ constexpr CommandSpec kCommands[] = {
      "into it, r to read from it). Without --length, copies from SRC's offset\n"
      "to its end (SRC must then be local).\n",
      2, 2, {"length"}},
+    {"bench", Command::kBench,
+     // Continuation lines line up under "usage: rdmactl bench ".
+     "[--peer HOST:PORT] [--op write|read] [--sizes LIST]\n"
+     "                     [--qd N] [--iters N | --duration S]\n"
+     "                     [--region NAME] [--create-region]",
+     "measure one-sided transfer bandwidth and latency",
+     "Measures one-sided transfers between a buffer that rdmactl allocates\n"
+     "through this daemon and region NAME (default rdmad-bench) that the\n"
+     "daemon at --peer HOST:PORT exports: --op write (default) sends to it,\n"
+     "--op read fetches from it. For each size, after one warm-up transfer\n"
+     "that is not counted, it runs --iters N operations, or as many as fit\n"
+     "in --duration S seconds (default 2; also 500ms, 1m), with --qd N\n"
+     "operations in flight (default 1; one thread each, doing one\n"
+     "synchronous transfer at a time). A failed transfer stops the run.\n"
+     "\n"
+     "Per size it prints the operations done, MB/s (10^6 bytes/s), Gb/s,\n"
+     "operations/s, the latency of one operation as rdmactl sees it (the call\n"
+     "to the daemon included) at p50, p99 and p99.9 in microseconds, and the\n"
+     "transport that carried it. --json prints one JSON object instead. On a\n"
+     "terminal, a progress line is shown on stderr.\n"
+     "\n"
+     "--sizes is a comma-separated list with size suffixes (default\n"
+     "8,4K,64K,1M,16M). All operations use the same local buffer, as large as\n"
+     "the largest size, and the same remote range at offset 0: the region\n"
+     "must hold the largest size and be exported w (write) or r (read). On\n"
+     "the peer's node, e.g.: rdmactl alloc rdmad-bench 16M --export rw\n"
+     "\n"
+     "Without --peer, bench targets this daemon's own peer address (the\n"
+     "'peer listen' of 'rdmactl status'): a loopback through its transport,\n"
+     "not a local copy. --create-region then creates the region on this\n"
+     "daemon (exported rw, as large as the largest size) if it does not\n"
+     "exist, and frees it when done; an existing region is used as it is.\n"
+     "rdmactl talks only to this daemon, so it cannot create a region on\n"
+     "another one: --create-region and --peer do not go together.\n",
+     0, 0,
+     {"peer", "region", "create-region", "op", "sizes", "qd", "iters",
+      "duration"}},
     {"help", Command::kHelp, "[COMMAND]", "print help (of one command)", "", 0,
      1, {}},
 };
@@ -141,6 +186,141 @@ absl::Status UsageError(const CommandSpec* spec, absl::string_view what) {
           ? absl::StrCat(spec->name, ": ")
           : std::string(),
       what, Hint(spec)));
+}
+
+// A positive whole number for option `name` (e.g. "--qd").
+absl::StatusOr<uint64_t> ParseCount(absl::string_view name,
+                                    absl::string_view text,
+                                    absl::string_view unit) {
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || absl::StartsWith(text, "+")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " '", text, "' is not a whole number: give the number of ", unit,
+        ", e.g. ", name, " 4"));
+  }
+  if (value == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be at least 1 (the number of ", unit, ")"));
+  }
+  return value;
+}
+
+// Comma-separated sizes, each at least 1 byte.
+absl::StatusOr<std::vector<uint64_t>> ParseSizeList(absl::string_view text) {
+  std::vector<uint64_t> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sizes '", text,
+          "' has an empty entry: give sizes separated by commas, e.g. "
+          "8,4K,1M"));
+    }
+    auto size = ParseSize(item);
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sizes: ", size.status().message()));
+    }
+    if (*size == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sizes: '", item,
+                       "' is 0 bytes; every transfer moves at least 1 byte"));
+    }
+    sizes.push_back(*size);
+  }
+  return sizes;
+}
+
+// "2" (seconds), "0.5" (seconds), or a Go-style duration ("500ms", "1m").
+absl::StatusOr<absl::Duration> ParseBenchDuration(absl::string_view text) {
+  absl::Duration duration;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &duration)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--duration '", text,
+        "' is not a duration: give seconds (2, 0.5) or e.g. 500ms, 1m"));
+  }
+  if (duration <= absl::ZeroDuration() ||
+      duration == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--duration '", text, "' must be a positive, finite time"));
+  }
+  return duration;
+}
+
+absl::Status FillBench(
+    const std::function<const std::string*(absl::string_view)>& option,
+    BenchOptions& bench) {
+  if (const std::string* peer = option("peer")) {
+    if (absl::Status s = ValidatePeerAddress(*peer); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--peer: ", s.message()));
+    }
+    bench.peer = *peer;
+  }
+  if (const std::string* region = option("region")) {
+    if (absl::Status s = ValidateRegionName(*region); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--region: ", s.message()));
+    }
+    bench.region = *region;
+  }
+  if (const std::string* op = option("op")) {
+    const std::string lower = absl::AsciiStrToLower(*op);
+    if (lower == "write") {
+      bench.op = BenchOp::kWrite;
+    } else if (lower == "read") {
+      bench.op = BenchOp::kRead;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--op '", *op, "' is not an operation: use write or read"));
+    }
+  }
+  if (const std::string* sizes = option("sizes")) {
+    auto parsed = ParseSizeList(*sizes);
+    if (!parsed.ok()) return parsed.status();
+    bench.sizes = *std::move(parsed);
+  }
+  if (const std::string* qd = option("qd")) {
+    auto parsed = ParseCount("--qd", *qd, "operations in flight");
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed > static_cast<uint64_t>(kMaxBenchQueueDepth)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--qd ", *qd, " is too deep: at most ", kMaxBenchQueueDepth,
+          " operations in flight (one thread each)"));
+    }
+    bench.queue_depth = static_cast<int>(*parsed);
+  }
+  const std::string* iters = option("iters");
+  const std::string* duration = option("duration");
+  if (iters != nullptr && duration != nullptr) {
+    return absl::InvalidArgumentError(
+        "--iters and --duration both bound a run: give one of them");
+  }
+  if (iters != nullptr) {
+    auto parsed = ParseCount("--iters", *iters, "operations per size");
+    if (!parsed.ok()) return parsed.status();
+    bench.iterations = *parsed;
+  }
+  if (duration != nullptr) {
+    auto parsed = ParseBenchDuration(*duration);
+    if (!parsed.ok()) return parsed.status();
+    bench.duration = *parsed;
+  }
+  if (option("create-region") != nullptr) {
+    if (!bench.peer.empty()) {
+      uint64_t largest = 0;
+      for (uint64_t size : bench.sizes) largest = std::max(largest, size);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--create-region creates the region on this daemon, so it works "
+          "only without --peer; on the node of ",
+          bench.peer, " run 'rdmactl alloc ", bench.region, " ",
+          FormatSize(largest), " --export rw'"));
+    }
+    bench.create_region = true;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
@@ -292,6 +472,8 @@ absl::Status FillCommand(const CommandSpec& spec,
       }
       return absl::OkStatus();
     }
+    case Command::kBench:
+      return FillBench(option, inv.bench);
   }
   return absl::InternalError("unhandled command");
 }
@@ -375,8 +557,8 @@ absl::StatusOr<Invocation> ParseCommandLine(
       help = true;
     } else {
       // A command option; checked against the command once it is known
-      // (it may come before the command on the line).
-      command_options[name] = *value;
+      // (it may come before the command on the line). Flags store "".
+      command_options[name] = value.value_or("");
     }
   }
 
@@ -411,11 +593,11 @@ absl::StatusOr<Invocation> ParseCommandLine(
   }
   if (positional.size() < spec->min_args || positional.size() > spec->max_args) {
     return UsageError(
-        spec, absl::StrCat(
-                  "expected ",
-                  spec->synopsis.empty() ? "no arguments"
-                                         : std::string(spec->synopsis),
-                  ", got ", Plural(positional.size(), "argument")));
+        spec, absl::StrCat("expected ",
+                           spec->synopsis.empty() || spec->max_args == 0
+                               ? "no arguments"
+                               : std::string(spec->synopsis),
+                           ", got ", Plural(positional.size(), "argument")));
   }
   inv.command = spec->command;
   if (absl::Status s = FillCommand(*spec, positional, command_options, inv);
@@ -435,7 +617,13 @@ std::string Usage() {
       "Commands:\n";
   for (const CommandSpec& spec : kCommands) {
     std::string line = absl::StrCat("  ", spec.name);
-    if (!spec.synopsis.empty()) absl::StrAppend(&line, " ", spec.synopsis);
+    // A synopsis of several lines shows its first one here.
+    const size_t newline = spec.synopsis.find('\n');
+    if (newline != absl::string_view::npos) {
+      absl::StrAppend(&line, " ", spec.synopsis.substr(0, newline), " ...");
+    } else if (!spec.synopsis.empty()) {
+      absl::StrAppend(&line, " ", spec.synopsis);
+    }
     if (line.size() < 42) {
       line.resize(42, ' ');
     } else {
@@ -463,7 +651,7 @@ std::string Usage() {
       "30s)\n"
       "  --json              print the daemon's answer as JSON (status, "
       "devices,\n"
-      "                      regions, peers, qps, alloc, export)\n"
+      "                      regions, peers, qps, alloc, export, bench)\n"
       "  -h, --help          print help; 'rdmactl COMMAND --help' for one "
       "command\n"
       "\n"

@@ -48,6 +48,7 @@ enum class Command {
   kPut,
   kGet,
   kCopy,
+  kBench,
 };
 
 struct GlobalOptions {
@@ -68,6 +69,31 @@ struct RegionOperand {
   }
 };
 
+// bench: which transfer it measures.
+enum class BenchOp { kWrite, kRead };
+
+inline constexpr char kDefaultBenchRegion[] = "rdmad-bench";
+// The most operations bench keeps in flight (one thread each).
+inline constexpr int kMaxBenchQueueDepth = 256;
+
+// The options of `rdmactl bench`, validated.
+struct BenchOptions {
+  // "HOST:PORT" of the daemon that exports the region; empty: this daemon's
+  // own peer address (a loopback through its transport).
+  std::string peer;
+  std::string region = kDefaultBenchRegion;
+  // Create the region on this daemon (exported rw) if it does not exist;
+  // only without `peer`.
+  bool create_region = false;
+  BenchOp op = BenchOp::kWrite;
+  // Transfer sizes in bytes, each >= 1, in the order given.
+  std::vector<uint64_t> sizes = {8, 4 << 10, 64 << 10, 1 << 20, 16 << 20};
+  int queue_depth = 1;  // operations in flight, 1..kMaxBenchQueueDepth
+  // Operations per size; without it, each size runs for `duration`.
+  std::optional<uint64_t> iterations;
+  absl::Duration duration = absl::Seconds(2);
+};
+
 // A validated command line. Only the fields of `command` are meaningful.
 struct Invocation {
   GlobalOptions global;
@@ -83,6 +109,8 @@ struct Invocation {
   RegionOperand src;   // get, copy
   RegionOperand dest;  // put, copy
   std::optional<uint64_t> length;  // get, copy (--length)
+
+  BenchOptions bench;  // bench
 };
 
 // Parses the arguments after argv[0]. `env_socket` is $RDMAD_SOCKET (may be

@@ -4,7 +4,7 @@
 //
 // Files: commands_inspect.cc (status, devices, regions, peers, qps),
 // commands_regions.cc (alloc, free, export, descriptor), commands_data.cc
-// (put, get, copy).
+// (put, get, copy), commands_bench.cc (bench).
 #ifndef RDMAD_CLIENT_RDMACTL_COMMANDS_H_
 #define RDMAD_CLIENT_RDMACTL_COMMANDS_H_
 
@@ -57,6 +57,8 @@ absl::Status RunDescriptor(CommandContext& context);
 absl::Status RunPut(CommandContext& context);
 absl::Status RunGet(CommandContext& context);
 absl::Status RunCopy(CommandContext& context);
+
+absl::Status RunBench(CommandContext& context);
 
 }  // namespace rdmad::rdmactl
 

@@ -44,6 +44,8 @@ absl::Status Dispatch(CommandContext& context) {
       return RunGet(context);
     case Command::kCopy:
       return RunCopy(context);
+    case Command::kBench:
+      return RunBench(context);
   }
   return absl::InternalError("unknown command");
 }

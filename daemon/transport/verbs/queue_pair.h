@@ -81,9 +81,11 @@ struct QpConfig {
   // retry_cnt).
   uint8_t timeout = 14;
   // Retransmissions after a timeout before the WR fails with
-  // IBV_WC_RETRY_EXC_ERR; 7 is the most the protocol allows: a transient
-  // loss must not fail a transfer.
-  uint8_t retry_cnt = 7;
+  // IBV_WC_RETRY_EXC_ERR: enough that a transient loss does not fail a
+  // transfer. Not 7: soft-RoCE (rdma_rxe) takes 7 as "retry forever", and
+  // then a dead peer is never detected (seen in the lab: a WRITE to a
+  // SIGKILLed daemon hung until its deadline).
+  uint8_t retry_cnt = 6;
   // Retries after a receiver-not-ready NAK; 7 means "forever". One-sided
   // operations never cause RNR, but the attribute is required for RTS.
   uint8_t rnr_retry = 7;

@@ -1,0 +1,403 @@
+// rdmactl bench: one-sided transfer bandwidth and latency to a region that
+// another daemon (or, without --peer, this daemon through its own peer
+// address) exports.
+//
+// Per size: one warm-up transfer, then `queue_depth` threads, each doing
+// one synchronous Client::Write/Read at a time, until --iters operations
+// were claimed or --duration passed. Each operation's latency is the time
+// its call took; throughput is bytes over the wall time from the common
+// start to the last completion. All operations share one local buffer and
+// the remote range at offset 0: bench measures the transport, not the data.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <latch>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/rdmactl/bench_stats.h"
+#include "client/rdmactl/commands.h"
+#include "client/rdmactl/format.h"
+#include "client/rdmactl/render.h"
+#include "common/size.h"
+
+namespace rdmad::rdmactl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::string_view OpName(BenchOp op) {
+  return op == BenchOp::kWrite ? "write" : "read";
+}
+
+uint64_t Largest(const std::vector<uint64_t>& sizes) {
+  return *std::max_element(sizes.begin(), sizes.end());
+}
+
+// A progress line on stderr, redrawn in place; only when stderr is a
+// terminal, so that scripts and logs see nothing there.
+class Progress {
+ public:
+  Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { Clear(); }
+
+  bool enabled() const { return enabled_; }
+
+  void Show(absl::string_view text) {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r\033[K%.*s", static_cast<int>(text.size()),
+                 text.data());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  void Clear() {
+    if (!shown_) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+// A region bench created on this daemon: freed when done, also when the
+// run fails (then quietly; Free() reports errors).
+class ScratchRegion {
+ public:
+  ScratchRegion(Client& client, std::string name)
+      : client_(&client), name_(std::move(name)) {}
+  ScratchRegion(const ScratchRegion&) = delete;
+  ScratchRegion& operator=(const ScratchRegion&) = delete;
+  ~ScratchRegion() {
+    if (armed_) client_->FreeRegion(name_).IgnoreError();
+  }
+
+  absl::Status Free() {
+    armed_ = false;
+    absl::Status status = client_->FreeRegion(name_);
+    return status.ok()
+               ? status
+               : Failed(absl::StrCat("free scratch region ", name_), status);
+  }
+
+ private:
+  Client* client_;  // Not owned.
+  std::string name_;
+  bool armed_ = true;
+};
+
+// Adds what to do about the usual failures of a bench transfer.
+absl::Status WithHint(const absl::Status& status, const BenchOptions& options,
+                      absl::string_view peer) {
+  std::string hint;
+  const std::string alloc =
+      absl::StrCat("'rdmactl alloc ", options.region, " ",
+                   FormatSize(Largest(options.sizes)), " --export rw'");
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      hint = absl::StrCat("on the node of ", peer, ": ", alloc);
+      break;
+    case absl::StatusCode::kOutOfRange:
+      hint =
+          absl::StrCat("the region must hold the largest size (",
+                       HumanSize(Largest(options.sizes)),
+                       "): pass smaller --sizes or recreate it with ", alloc);
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      hint = absl::StrCat("on the node of ", peer, " run 'rdmactl export ",
+                          options.region, " rw'");
+      break;
+    default:
+      return status;
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (", hint, ")"));
+}
+
+// Checks (and with --create-region creates) the region on this daemon, for
+// a run without --peer. Returns the region bench created, if any.
+absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
+    Client& client, const BenchOptions& options) {
+  const uint64_t largest = Largest(options.sizes);
+  auto regions = client.ListRegions();
+  if (!regions.ok()) return Failed("list regions", regions.status());
+  const v1::RegionInfo* found = nullptr;
+  for (const v1::RegionInfo& region : regions->regions()) {
+    if (region.name() == options.region) found = &region;
+  }
+  const std::string what = absl::StrCat("bench region ", options.region);
+  if (found == nullptr) {
+    if (!options.create_region) {
+      return Failed(what, absl::NotFoundError(absl::StrCat(
+                              "region '", options.region,
+                              "' does not exist on this daemon: pass "
+                              "--create-region, or create it with "
+                              "'rdmactl alloc ",
+                              options.region, " ", FormatSize(largest),
+                              " --export rw'")));
+    }
+    auto created =
+        client.CreateRegion(options.region, largest, Access::kReadWrite);
+    if (!created.ok()) {
+      return Failed(absl::StrCat("create region ", options.region, " (",
+                                 HumanSize(largest), ")"),
+                    created.status());
+    }
+    return std::make_unique<ScratchRegion>(client, options.region);
+  }
+  if (found->size() < largest) {
+    return Failed(
+        what,
+        absl::OutOfRangeError(absl::StrCat(
+            "region '", options.region, "' has ", HumanSize(found->size()),
+            ", less than the largest size (", HumanSize(largest),
+            "): pass smaller --sizes, or free it ('rdmactl "
+            "free ",
+            options.region,
+            "') and let --create-region "
+            "make one")));
+  }
+  const v1::Access needed =
+      options.op == BenchOp::kWrite ? v1::ACCESS_WRITE : v1::ACCESS_READ;
+  if ((found->export_access() & needed) == 0) {
+    return Failed(what, absl::PermissionDeniedError(absl::StrCat(
+                            "region '", options.region,
+                            "' is not exported for ", OpName(options.op),
+                            ": run 'rdmactl export ", options.region, " rw'")));
+  }
+  return nullptr;
+}
+
+// What one thread measured.
+struct WorkerResult {
+  std::vector<int64_t> latencies_ns;
+  Clock::time_point last_end;
+  std::set<v1::TransportKind> transports;
+};
+
+// State shared by the threads of one size.
+struct SizeRun {
+  Client* client;  // Not owned.
+  const Buffer* local;
+  const RemoteRegion* remote;
+  BenchOp op;
+  uint64_t size;
+  std::optional<uint64_t> iterations;
+  Clock::time_point start;     // written before `go`
+  Clock::time_point deadline;  // duration runs
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> claimed{0};
+  std::atomic<uint64_t> completed{0};
+  std::atomic<int> finished{0};
+  std::mutex mu;
+  absl::Status error;  // the first failure, guarded by mu
+  uint64_t error_op = 0;
+};
+
+absl::StatusOr<TransferResult> Transfer(Client& client, BenchOp op,
+                                        const Buffer& local,
+                                        const RemoteRegion& remote,
+                                        uint64_t size) {
+  return op == BenchOp::kWrite ? client.Write(local, 0, remote, 0, size)
+                               : client.Read(local, 0, remote, 0, size);
+}
+
+void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
+  ready.count_down();
+  run.go.wait(false);
+  out.last_end = run.start;
+  if (!run.iterations.has_value()) out.latencies_ns.reserve(4096);
+  for (;;) {
+    if (run.stop.load(std::memory_order_relaxed)) break;
+    uint64_t index = 0;
+    if (run.iterations.has_value()) {
+      index = run.claimed.fetch_add(1);
+      if (index >= *run.iterations) break;
+    } else if (Clock::now() >= run.deadline) {
+      break;
+    }
+    const Clock::time_point t0 = Clock::now();
+    auto result =
+        Transfer(*run.client, run.op, *run.local, *run.remote, run.size);
+    const Clock::time_point t1 = Clock::now();
+    if (!result.ok()) {
+      std::lock_guard<std::mutex> lock(run.mu);
+      if (run.error.ok()) {
+        run.error = result.status();
+        run.error_op = run.completed.load() + 1;
+      }
+      run.stop = true;
+      break;
+    }
+    out.latencies_ns.push_back(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    out.last_end = t1;
+    out.transports.insert(result->transport);
+    run.completed.fetch_add(1, std::memory_order_relaxed);
+  }
+  run.finished.fetch_add(1);
+}
+
+std::string ProgressText(const SizeRun& run, absl::string_view label,
+                         Clock::time_point now) {
+  const double seconds = std::chrono::duration<double>(now - run.start).count();
+  const uint64_t done = run.completed.load(std::memory_order_relaxed);
+  const double mb_per_s =
+      seconds > 0 ? static_cast<double>(done * run.size) / seconds / 1e6 : 0;
+  return absl::StrFormat("%s: %.1fs, %d ops, %.2f MB/s", label, seconds, done,
+                         mb_per_s);
+}
+
+absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
+                                    const RemoteRegion& remote,
+                                    const BenchOptions& options, uint64_t size,
+                                    absl::string_view label,
+                                    Progress& progress) {
+  const std::string what =
+      absl::StrCat("bench ", OpName(options.op), " ", HumanSize(size),
+                   options.op == BenchOp::kWrite ? " to " : " from ",
+                   remote.peer, "/", remote.name);
+  progress.Show(absl::StrCat(label, ": warming up"));
+  // Not counted: sets up the connection to the peer on the first size.
+  if (auto warm = Transfer(client, options.op, local, remote, size);
+      !warm.ok()) {
+    return Failed(absl::StrCat(what, " (warm-up)"),
+                  WithHint(warm.status(), options, remote.peer));
+  }
+
+  SizeRun run;
+  run.client = &client;
+  run.local = &local;
+  run.remote = &remote;
+  run.op = options.op;
+  run.size = size;
+  run.iterations = options.iterations;
+  const int threads = options.queue_depth;
+  std::vector<WorkerResult> results(threads);
+  std::latch ready(threads);
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back(Worker, std::ref(run), std::ref(ready),
+                         std::ref(results[i]));
+  }
+  ready.wait();
+  run.start = Clock::now();
+  run.deadline = run.start + absl::ToChronoNanoseconds(options.duration);
+  run.go = true;
+  run.go.notify_all();
+  if (progress.enabled()) {
+    while (run.finished.load() < threads) {
+      progress.Show(ProgressText(run, label, Clock::now()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  for (std::thread& worker : workers) worker.join();
+
+  if (!run.error.ok()) {
+    return Failed(absl::StrCat(what, " (operation ", run.error_op, ")"),
+                  WithHint(run.error, options, remote.peer));
+  }
+  std::vector<int64_t> latencies;
+  Clock::time_point end = run.start;
+  std::set<v1::TransportKind> transports;
+  for (WorkerResult& r : results) {
+    latencies.insert(latencies.end(), r.latencies_ns.begin(),
+                     r.latencies_ns.end());
+    end = std::max(end, r.last_end);
+    transports.insert(r.transports.begin(), r.transports.end());
+  }
+  std::vector<std::string> names;
+  for (v1::TransportKind kind : transports)
+    names.push_back(TransportName(kind));
+  return Summarize(
+      size, std::move(latencies), absl::FromChrono(end - run.start),
+      names.empty() ? std::string("-") : absl::StrJoin(names, "+"));
+}
+
+}  // namespace
+
+absl::Status RunBench(CommandContext& context) {
+  const BenchOptions& options = context.invocation().bench;
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+
+  // The target: --peer, or this daemon's own peer address.
+  std::string peer = options.peer;
+  std::unique_ptr<ScratchRegion> scratch;
+  if (peer.empty()) {
+    auto status = (*client)->GetStatus();
+    if (!status.ok()) return Failed("get status", status.status());
+    if (status->peer_listen().empty()) {
+      return Failed("bench", absl::FailedPreconditionError(
+                                 "this daemon reports no peer address to "
+                                 "loop back to: pass --peer HOST:PORT"));
+    }
+    peer = status->peer_listen();
+    auto prepared = PrepareLocalRegion(**client, options);
+    if (!prepared.ok()) return prepared.status();
+    scratch = *std::move(prepared);
+  }
+  RemoteRegion remote;
+  remote.peer = peer;
+  remote.name = options.region;
+
+  const uint64_t largest = Largest(options.sizes);
+  auto local = (*client)->Allocate(largest);
+  if (!local.ok()) {
+    return Failed(
+        absl::StrCat("allocate a local buffer of ", HumanSize(largest)),
+        local.status());
+  }
+  // Touch every page now, not during the first measurements.
+  std::memset(local->data(), 0x5a, local->size());
+
+  BenchReport report;
+  report.op = std::string(OpName(options.op));
+  report.peer = peer;
+  report.region = options.region;
+  report.queue_depth = options.queue_depth;
+  report.iterations = options.iterations;
+  report.duration = options.duration;
+  {
+    Progress progress;
+    for (size_t i = 0; i < options.sizes.size(); ++i) {
+      const uint64_t size = options.sizes[i];
+      const std::string label =
+          absl::StrCat(report.op, " ", HumanSize(size), " [", i + 1, "/",
+                       options.sizes.size(), "]");
+      auto result =
+          RunSize(**client, *local, remote, options, size, label, progress);
+      if (!result.ok()) return result.status();
+      report.results.push_back(*std::move(result));
+    }
+  }
+  absl::Status printed =
+      context.Print(context.global().json ? BenchReportJson(report)
+                                          : RenderBenchTable(report));
+  if (absl::Status s = local->Release(); !s.ok() && printed.ok()) {
+    printed = Failed("free the local buffer", s);
+  }
+  if (scratch != nullptr) {
+    if (absl::Status s = scratch->Free(); !s.ok() && printed.ok()) {
+      printed = s;
+    }
+  }
+  return printed;
+}
+
+}  // namespace rdmad::rdmactl

@@ -1,0 +1,286 @@
+// `rdmactl bench` end to end: real rdmad daemons as child processes on
+// loopback, rdmactl run as a process against one of them.
+//
+//   - A benchmarks writes into a region that B exports: --json has every
+//     size with ops > 0, bytes/s > 0 and the transport; nothing on stderr
+//     (it is not a terminal);
+//   - --op read with --duration, printed as a table;
+//   - without --peer, --create-region makes the region on A, loops back
+//     through A's own peer address, and frees it afterwards;
+//   - a missing or too small region, and a peer killed mid-run, stop the
+//     bench with exit 1 and a message saying what failed; bad flags exit 2.
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::testing::DaemonOptions;
+using ::rdmad::testing::DaemonProcess;
+using ::rdmad::testing::ProcessResult;
+using ::rdmad::testing::RdmactlBinary;
+using ::rdmad::testing::RunProcess;
+using ::rdmad::testing::TempDir;
+using ::rdmad::testing::TestTransport;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class RdmactlBenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The region table counts against RLIMIT_MEMLOCK (often 8 MiB in
+    // containers): lift the budget, as transfer_test does.
+    config_ = absl::StrCat(dir_.path(), "/rdmad.conf");
+    std::ofstream(config_) << "max_pinned_bytes: 4294967296\n";
+  }
+
+  std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name) {
+    DaemonOptions options;
+    options.extra_args = {"--config", config_};
+    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  static std::unique_ptr<Client> Connect(const DaemonProcess& daemon) {
+    auto client = Client::Connect({.socket_path = daemon.socket()});
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  // rdmactl --socket <daemon> bench ARGS...
+  static ProcessResult Bench(const DaemonProcess& daemon,
+                             std::vector<std::string> args,
+                             absl::Duration timeout = absl::Seconds(120)) {
+    std::vector<std::string> argv = {RdmactlBinary(), "--socket",
+                                     daemon.socket(), "bench"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, "", timeout);
+  }
+
+  static google::protobuf::Struct ParseJson(const std::string& json) {
+    google::protobuf::Struct parsed;
+    const auto status =
+        google::protobuf::util::JsonStringToMessage(json, &parsed);
+    EXPECT_TRUE(status.ok()) << status << "\n" << json;
+    return parsed;
+  }
+
+  static bool HasRegion(Client& client, const std::string& name) {
+    auto regions = client.ListRegions();
+    EXPECT_TRUE(regions.ok()) << regions.status();
+    if (!regions.ok()) return false;
+    for (const v1::RegionInfo& region : regions->regions()) {
+      if (region.name() == name) return true;
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::string config_;
+};
+
+TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(
+      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+
+  const ProcessResult out =
+      Bench(*a, {"--peer", b->peer_address(), "--sizes", "8,4K,64K", "--qd",
+                 "2", "--iters", "200", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  EXPECT_EQ(out.err, "");  // stderr is not a terminal: no progress line
+  const google::protobuf::Struct json = ParseJson(out.out);
+  const auto& f = json.fields();
+  EXPECT_EQ(f.at("op").string_value(), "write");
+  EXPECT_EQ(f.at("peer").string_value(), b->peer_address());
+  EXPECT_EQ(f.at("region").string_value(), "rdmad-bench");
+  EXPECT_EQ(f.at("qd").number_value(), 2);
+  EXPECT_EQ(f.at("iterations").number_value(), 200);
+  const auto& results = f.at("results").list_value().values();
+  ASSERT_EQ(results.size(), 3);
+  const double sizes[] = {8, 4096, 65536};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(absl::StrCat("result ", i));
+    const auto& r = results[i].struct_value().fields();
+    EXPECT_EQ(r.at("size").number_value(), sizes[i]);
+    EXPECT_EQ(r.at("ops").number_value(), 200);
+    EXPECT_EQ(r.at("bytes").number_value(), 200 * sizes[i]);
+    EXPECT_GT(r.at("seconds").number_value(), 0);
+    EXPECT_GT(r.at("bytes_per_s").number_value(), 0);
+    EXPECT_GT(r.at("mb_per_s").number_value(), 0);
+    EXPECT_GT(r.at("ops_per_s").number_value(), 0);
+    EXPECT_GT(r.at("p50_us").number_value(), 0);
+    EXPECT_GE(r.at("p99_us").number_value(), r.at("p50_us").number_value());
+    EXPECT_GE(r.at("p999_us").number_value(), r.at("p99_us").number_value());
+    EXPECT_EQ(r.at("transport").string_value(), TestTransport());
+  }
+
+  // B saw the traffic as a peer of A.
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  ASSERT_EQ(peers->peers_size(), 1);
+  EXPECT_GE(peers->peers(0).ops_completed(), 600u);
+}
+
+TEST_F(RdmactlBenchTest, ReadsForADurationAndPrintsATable) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("scratch", 64 << 10, Access::kRead).ok());
+
+  const absl::Time start = absl::Now();
+  const ProcessResult out =
+      Bench(*a, {"--peer", b->peer_address(), "--region", "scratch", "--op",
+                 "read", "--sizes", "4K,64K", "--duration", "300ms"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(out.err, "");
+  EXPECT_THAT(out.out,
+              HasSubstr(absl::StrCat("read from ", b->peer_address(),
+                                     "/scratch, qd 1, 300ms per size")));
+  EXPECT_THAT(out.out, HasSubstr("P99.9(us)"));
+  EXPECT_THAT(out.out, HasSubstr("4 KiB"));
+  EXPECT_THAT(out.out, HasSubstr("64 KiB"));
+  EXPECT_THAT(out.out, HasSubstr(TestTransport()));
+}
+
+TEST_F(RdmactlBenchTest, LoopsBackThroughTheLocalDaemonWithCreateRegion) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+
+  // Without the region and without --create-region: says what to do.
+  ProcessResult out = Bench(*a, {"--sizes", "4K", "--iters", "10"});
+  EXPECT_EQ(out.exit_code, 1) << out.out;
+  EXPECT_THAT(out.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(out.err, HasSubstr("--create-region"));
+
+  out = Bench(*a, {"--create-region", "--sizes", "4K,1M", "--iters", "50",
+                   "--qd", "3", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  EXPECT_EQ(out.err, "");
+  const google::protobuf::Struct json = ParseJson(out.out);
+  EXPECT_EQ(json.fields().at("peer").string_value(), a->peer_address());
+  const auto& results = json.fields().at("results").list_value().values();
+  ASSERT_EQ(results.size(), 2);
+  for (const auto& result : results) {
+    const auto& r = result.struct_value().fields();
+    EXPECT_EQ(r.at("ops").number_value(), 50);
+    EXPECT_GT(r.at("bytes_per_s").number_value(), 0);
+    EXPECT_EQ(r.at("transport").string_value(), TestTransport());
+  }
+  // The scratch region is gone again; the loopback went through the
+  // transport (A is its own peer), not a local copy.
+  EXPECT_FALSE(HasRegion(*ca, "rdmad-bench"));
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  ASSERT_EQ(peers->peers_size(), 1);
+  EXPECT_EQ(peers->peers(0).address(), a->peer_address());
+
+  // An existing region is used as it is, and kept.
+  ASSERT_TRUE(
+      ca->CreateRegion("rdmad-bench", 8 << 10, Access::kReadWrite).ok());
+  out = Bench(*a, {"--create-region", "--sizes", "8K", "--iters", "5"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  EXPECT_TRUE(HasRegion(*ca, "rdmad-bench"));
+  // ... unless it is too small.
+  out = Bench(*a, {"--sizes", "16K", "--iters", "5"});
+  EXPECT_EQ(out.exit_code, 1) << out.out;
+  EXPECT_THAT(out.err, HasSubstr("OUT_OF_RANGE"));
+  EXPECT_THAT(out.err, HasSubstr("less than the largest size"));
+}
+
+TEST_F(RdmactlBenchTest, FailedTransfersStopTheBench) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+
+  // No such region on the peer.
+  ProcessResult out =
+      Bench(*a, {"--peer", b->peer_address(), "--iters", "10", "--json"});
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_EQ(out.out, "");
+  EXPECT_THAT(out.err, HasSubstr("rdmactl: bench write 8 B to "));
+  EXPECT_THAT(out.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(out.err, HasSubstr("rdmactl alloc rdmad-bench 16Mi --export rw"));
+
+  // Too small for the largest size: the sizes before it ran, then it stops.
+  ASSERT_TRUE(
+      cb->CreateRegion("rdmad-bench", 64 << 10, Access::kReadWrite).ok());
+  out = Bench(
+      *a, {"--peer", b->peer_address(), "--sizes", "4K,1M", "--iters", "10"});
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_THAT(out.err, HasSubstr("bench write 1 MiB to "));
+  EXPECT_THAT(out.err, HasSubstr("OUT_OF_RANGE"));
+
+  // Not exported for reading.
+  ASSERT_TRUE(cb->Export("rdmad-bench", Access::kWrite).ok());
+  out = Bench(*a, {"--peer", b->peer_address(), "--op", "read", "--sizes", "4K",
+                   "--iters", "10"});
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_THAT(out.err, HasSubstr("bench read 4 KiB from "));
+  EXPECT_THAT(out.err, HasSubstr("PERMISSION_DENIED"));
+
+  // The peer dies in the middle of a run.
+  std::thread killer([&b] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    b->Kill();
+  });
+  const absl::Time start = absl::Now();
+  out = Bench(*a, {"--peer", b->peer_address(), "--sizes", "4K", "--duration",
+                   "20", "--qd", "2", "--timeout", "5s"});
+  killer.join();
+  EXPECT_EQ(out.exit_code, 1) << out.out;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_EQ(out.out, "");
+  EXPECT_THAT(out.err, HasSubstr("rdmactl: bench write 4 KiB to "));
+  EXPECT_THAT(out.err, HasSubstr("(operation "));
+}
+
+TEST_F(RdmactlBenchTest, BadFlagsAreUsageErrors) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--qd", "0"},
+      {"--sizes", "0"},
+      {"--op", "fetch"},
+      {"--peer", a->peer_address(), "--create-region"},
+  };
+  for (const auto& args : cases) {
+    SCOPED_TRACE(args[0]);
+    const ProcessResult out = Bench(*a, args);
+    EXPECT_EQ(out.exit_code, 2);
+    EXPECT_EQ(out.out, "");
+    EXPECT_THAT(out.err, HasSubstr("(see 'rdmactl bench --help')"));
+    EXPECT_THAT(out.err, Not(HasSubstr("\n\n")));
+  }
+}
+
+}  // namespace
+}  // namespace rdmad
