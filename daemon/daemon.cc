@@ -19,7 +19,10 @@
 #include "common/status_macros.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
+#include "daemon/config/config_reload.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/service/daemon_state.h"
 #include "daemon/service/local_service.h"
@@ -31,8 +34,6 @@
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/registrar.h"
 #include "daemon/transport/verbs/verbs_transport.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -41,8 +42,6 @@
 namespace rdmad {
 namespace {
 
-constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
-constexpr char kDefaultPeerListen[] = "0.0.0.0:7471";
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
 // Raises RLIMIT_MEMLOCK as far as we are allowed: RDMA registration pins
@@ -103,22 +102,6 @@ std::string AdvertisedAddress(const v1::DaemonConfig& config, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-// Collects protobuf text-format errors with their line and column.
-class ConfigErrorCollector final : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    errors_.push_back(absl::StrCat("line ", line + 1, " column ", column + 1,
-                                   ": ", message));
-  }
-  void AddWarning(int line, int column, const std::string& message) override {
-    AddError(line, column, message);
-  }
-  std::string Joined() const { return absl::StrJoin(errors_, "; "); }
-
- private:
-  std::vector<std::string> errors_;
-};
-
 verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
   verbs::VerbsTransportOptions options;
   options.device = config.device();
@@ -166,40 +149,6 @@ absl::Status ValidateVerbsConfig(const v1::DaemonConfig& config) {
 
 }  // namespace
 
-void ApplyDefaults(v1::DaemonConfig& config) {
-  if (config.socket().empty()) config.set_socket(kDefaultSocket);
-  if (config.peer_listen().empty()) config.set_peer_listen(kDefaultPeerListen);
-  if (config.transport().empty()) config.set_transport("auto");
-  if (config.log_level().empty()) config.set_log_level("info");
-  if (config.socket_mode().empty()) config.set_socket_mode("0666");
-  if (config.data_listen().empty()) {
-    // Same host as the Peer service, any free port: peers learn it from
-    // Peer.Connect.
-    const std::string& peer = config.peer_listen();
-    config.set_data_listen(
-        absl::StrCat(peer.substr(0, peer.rfind(':')), ":0"));
-  }
-}
-
-absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  v1::DaemonConfig config;
-  google::protobuf::TextFormat::Parser parser;
-  ConfigErrorCollector errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text.str(), &config)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, ": ", errors.Joined()));
-  }
-  return config;
-}
-
 struct Daemon::Impl {
   v1::DaemonConfig config;
   // Declared in dependency order; Shutdown() tears down in reverse.
@@ -210,6 +159,8 @@ struct Daemon::Impl {
   std::shared_ptr<verbs::VerbsFabric> fabric;  // null on TCP-only nodes
   std::unique_ptr<verbs::VerbsAcceptor> verbs_acceptor;
   std::unique_ptr<peer::PeerTable> peers;
+  // Observes `transfers` and reads the tables above at scrape time.
+  std::unique_ptr<metrics::DaemonMetrics> metrics;
   std::unique_ptr<core::TransferEngine> transfers;
   service::DaemonState state;
   std::unique_ptr<service::SessionServer> session_server;
@@ -217,6 +168,7 @@ struct Daemon::Impl {
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;
   std::unique_ptr<grpc::Server> peer_server;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
   bool shut_down = false;
 };
 
@@ -368,6 +320,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
   impl->transfers = std::make_unique<core::TransferEngine>(
       impl->regions.get(), impl->peers.get());
+  impl->metrics = std::make_unique<metrics::DaemonMetrics>(
+      metrics::MetricSources{impl->regions.get(), &impl->sessions,
+                             impl->peers.get(), id.version,
+                             id.transport == v1::TRANSPORT_VERBS ? "verbs"
+                                                                 : "tcp"});
+  impl->transfers->SetObserver(impl->metrics.get());
   impl->state.peers = impl->peers.get();
   impl->state.tcp_acceptor = impl->data_server.get();
   impl->state.verbs_acceptor = impl->verbs_acceptor.get();
@@ -427,6 +385,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                                  absl::StrCat("chmod ", config.socket()));
     }
   }
+  if (config::MetricsEnabled(config)) {
+    RDMAD_ASSIGN_OR_RETURN(
+        impl->metrics_server,
+        metrics::MetricsServer::Start(config.metrics_listen(),
+                                      impl->metrics->collectable()));
+    spdlog::info("metrics on http://{}/metrics",
+                 impl->metrics_server->address());
+  }
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
       "{} ({})",
@@ -439,6 +405,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 void Daemon::Shutdown() {
   if (impl_ == nullptr || impl_->shut_down) return;
   impl_->shut_down = true;
+  // Scrapes read the tables torn down below.
+  impl_->metrics_server.reset();
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
   const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even
@@ -462,6 +430,85 @@ void Daemon::Shutdown() {
   impl_->regions.reset();
   impl_->registrar.reset();
   spdlog::info("rdmad stopped; released {} daemon-owned region(s)", left.count);
+}
+
+std::string Daemon::metrics_address() const {
+  return impl_->metrics_server ? impl_->metrics_server->address() : "";
+}
+
+namespace {
+// A config value as the reload log shows it: text-format, or "(unset)".
+std::string Shown(const std::string& value) {
+  return value.empty() ? "(unset)" : value;
+}
+}  // namespace
+
+void Daemon::Reload(const v1::DaemonConfig& input) {
+  v1::DaemonConfig next = input;
+  ApplyDefaults(next);
+  v1::DaemonConfig& running = impl_->config;
+  const config::ReloadPlan plan = config::PlanReload(running, next);
+  if (plan.empty()) {
+    spdlog::info("config reload: nothing changed");
+    return;
+  }
+  config::ReloadPlan applied;
+  for (const config::FieldChange& change : plan.apply) {
+    absl::Status status = absl::OkStatus();
+    if (change.field == "log_level") {
+      // CheckConfig vetted the name. The line saying so is logged at info:
+      // after the change when that makes it more verbose, before otherwise,
+      // so that it is seen either way.
+      const auto level = spdlog::level::from_str(next.log_level());
+      if (level <= spdlog::level::info) spdlog::set_level(level);
+      spdlog::info("config reload: log_level changed from {} to {}: "
+                   "applied", Shown(change.before), Shown(change.after));
+      spdlog::set_level(level);
+      applied.apply.push_back(change);
+      continue;
+    } else if (change.field == "socket_mode") {
+      auto mode = ParseMode(next.socket_mode());
+      status = mode.status();
+      for (const std::string& path :
+           {next.socket(), session_wire::SessionSocketPath(next.socket())}) {
+        if (status.ok() && ::chmod(path.c_str(), *mode) != 0) {
+          status = absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
+        }
+      }
+    } else if (change.field == "metrics_listen") {
+      // The old endpoint stays up until the new one is bound.
+      std::unique_ptr<metrics::MetricsServer> server;
+      if (config::MetricsEnabled(next)) {
+        auto started = metrics::MetricsServer::Start(
+            next.metrics_listen(), impl_->metrics->collectable());
+        status = started.status();
+        if (started.ok()) server = *std::move(started);
+      }
+      if (status.ok()) {
+        impl_->metrics_server = std::move(server);
+        if (impl_->metrics_server) {
+          spdlog::info("metrics on http://{}/metrics",
+                       impl_->metrics_server->address());
+        }
+      }
+    }
+    if (status.ok()) {
+      spdlog::info("config reload: {} changed from {} to {}: applied",
+                   change.field, Shown(change.before), Shown(change.after));
+      applied.apply.push_back(change);
+    } else {
+      spdlog::error("config reload: {} changed from {} to {} but could "
+                    "not be applied ({}); still {}",
+                    change.field, Shown(change.before), Shown(change.after),
+                    status.ToString(), Shown(change.before));
+    }
+  }
+  for (const config::FieldChange& change : plan.restart) {
+    spdlog::warn("config reload: {} changed from {} to {}: needs a "
+                 "restart of rdmad to take effect; still {}",
+                 change.field, Shown(change.before), Shown(change.after), Shown(change.before));
+  }
+  running = config::Merge(running, next, applied);
 }
 
 }  // namespace rdmad

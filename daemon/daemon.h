@@ -7,15 +7,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/config/config_file.h"
 #include "rdmad/v1/config.pb.h"
 
 namespace rdmad {
 
-// Fills unset fields of `config` with rdmad's defaults.
-void ApplyDefaults(v1::DaemonConfig& config);
-
-// Reads a text-format DaemonConfig. Errors name the file, line and field.
-absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path);
+// The config file, defaults and checks live in daemon/config/.
+using config::ApplyDefaults;
+using config::LoadConfigFile;
 
 class Daemon {
  public:
@@ -33,6 +32,17 @@ class Daemon {
 
   // The Peer address as bound (with the real port if 0 was asked for).
   const std::string& peer_address() const;
+
+  // Takes a re-read configuration (SIGHUP): applies the fields that can
+  // change safely (log_level, socket_mode, metrics_listen) and logs, per
+  // other changed field, that it needs a restart and was not applied. The
+  // daemon keeps running whatever happens; a field that fails to apply
+  // (e.g. the new metrics port is taken) keeps its old value and is logged.
+  // Call from one thread at a time (main's signal loop).
+  void Reload(const v1::DaemonConfig& next);
+
+  // HOST:PORT of the metrics endpoint as bound, "" when off.
+  std::string metrics_address() const;
 
  private:
   struct Impl;

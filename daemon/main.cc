@@ -2,9 +2,9 @@
 //
 //   rdmad [--socket PATH] [--peer_listen HOST:PORT] [--data_listen HOST:PORT]
 //         [--transport auto|verbs|tcp]
-//         [--config FILE] [--log_level LEVEL]
+//         [--config FILE] [--log_level LEVEL] [--metrics_listen HOST:PORT]
 //
-// Stops cleanly on SIGTERM or SIGINT.
+// Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
 #include <signal.h>
 
 #include <cstdio>
@@ -14,7 +14,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/config/config_file.h"
 #include "daemon/daemon.h"
+#include "daemon/service/notify.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -40,6 +42,9 @@ ABSL_FLAG(std::string, config, "",
           "override it");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info (the default), warn, error, critical or off");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT of the Prometheus metrics endpoint (http://HOST:PORT/"
+          "metrics); off by default, port 0 picks a free port");
 ABSL_FLAG(std::string, socket_mode, "",
           "file mode of the Unix sockets (octal, default 0666)");
 
@@ -51,28 +56,15 @@ void Override(std::string value, std::string* field) {
   if (!value.empty()) *field = std::move(value);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "rdmad: per-node daemon that owns RDMA resources for local clients.\n"
-      "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
-      "[--data_listen HOST:PORT] "
-      "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL]");
-  absl::ParseCommandLine(argc, argv);
-
-  auto logger = spdlog::stderr_color_mt("rdmad");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ rdmad[%P]: %v");
-
+// The configuration from the file (if any) with the flags given explicitly
+// on top, defaults filled in and every field checked. Run at start and
+// again on SIGHUP, so that flags keep overriding a reloaded file.
+absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
   rdmad::v1::DaemonConfig config;
   if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
-    auto loaded = rdmad::LoadConfigFile(path);
-    if (!loaded.ok()) {
-      spdlog::critical("{}", std::string(loaded.status().message()));
-      return 2;
-    }
-    config = *loaded;
+    auto loaded = rdmad::config::LoadConfigFile(path);
+    if (!loaded.ok()) return loaded.status();
+    config = *std::move(loaded);
   }
   Override(absl::GetFlag(FLAGS_socket), config.mutable_socket());
   Override(absl::GetFlag(FLAGS_peer_listen), config.mutable_peer_listen());
@@ -82,15 +74,39 @@ int main(int argc, char** argv) {
   Override(absl::GetFlag(FLAGS_transport), config.mutable_transport());
   Override(absl::GetFlag(FLAGS_log_level), config.mutable_log_level());
   Override(absl::GetFlag(FLAGS_socket_mode), config.mutable_socket_mode());
-  rdmad::ApplyDefaults(config);
+  Override(absl::GetFlag(FLAGS_metrics_listen),
+           config.mutable_metrics_listen());
+  rdmad::config::ApplyDefaults(config);
+  if (absl::Status s =
+          rdmad::config::ValidateConfig(config, "command line");
+      !s.ok()) {
+    return s;
+  }
+  return config;
+}
 
-  const auto level = spdlog::level::from_str(config.log_level());
-  if (level == spdlog::level::off && config.log_level() != "off") {
-    spdlog::critical("--log_level={} is not one of trace, debug, info, warn, "
-                     "error, critical, off", config.log_level());
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "rdmad: per-node daemon that owns RDMA resources for local clients.\n"
+      "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
+      "[--data_listen HOST:PORT] "
+      "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL] "
+      "[--metrics_listen HOST:PORT]");
+  absl::ParseCommandLine(argc, argv);
+
+  auto logger = spdlog::stderr_color_mt("rdmad");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ rdmad[%P]: %v");
+
+  auto built = BuildConfig();
+  if (!built.ok()) {
+    spdlog::critical("{}", std::string(built.status().message()));
     return 2;
   }
-  spdlog::set_level(level);
+  const rdmad::v1::DaemonConfig config = *std::move(built);
+  spdlog::set_level(spdlog::level::from_str(config.log_level()));
 
   // Block the signals we handle before any thread starts, so that every
   // thread inherits the mask and only sigwait below receives them.
@@ -102,23 +118,43 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Under systemd (Type=notify): READY=1 only now that both gRPC servers
+  // listen; a no-op elsewhere.
+  rdmad::service::SystemdNotifier notifier;
   auto daemon = rdmad::Daemon::Start(config);
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
+    notifier.Status(absl::StrCat("cannot start: ", daemon.status().message()));
     return 1;
   }
+  const std::string serving = absl::StrCat(
+      "serving local ", config.socket(), ", peer ", (*daemon)->peer_address());
+  notifier.Ready(serving);
+  notifier.StartWatchdog();
   for (;;) {
     int received = 0;
     if (sigwait(&signals, &received) != 0) continue;
     if (received == SIGHUP) {
-      spdlog::info("SIGHUP: configuration reload is not supported yet; "
-                   "restart rdmad to apply changes");
+      // A file that does not parse changes nothing: the daemon keeps
+      // running with what it has.
+      notifier.Reloading("reloading configuration");
+      spdlog::info("SIGHUP: reloading configuration");
+      auto next = BuildConfig();
+      if (next.ok()) {
+        (*daemon)->Reload(*next);
+      } else {
+        spdlog::error("config reload failed, nothing changed: {}",
+                      std::string(next.status().message()));
+      }
+      notifier.Ready(serving);
       continue;
     }
     spdlog::info("{} received; shutting down", received == SIGTERM ? "SIGTERM"
                                                                     : "SIGINT");
     break;
   }
+  notifier.Stopping("shutting down");
   (*daemon)->Shutdown();
+  notifier.StopWatchdog();
   return 0;
 }

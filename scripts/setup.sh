@@ -17,8 +17,11 @@ packages=(
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
-  libsystemd-dev
+  libsystemd-dev prometheus-cpp-dev
 )
+# Running as a service: the Python example client (examples/python) and its
+# test, and the .deb packaging check (scripts/package.sh).
+packages+=(python3-grpcio python3-grpc-tools python3-protobuf dpkg-dev file)
 # The soft-RoCE lab (tests/lab): a Debian kernel with rdma_rxe, run under
 # QEMU, and rdma-core's own tools as the reference.
 packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod)

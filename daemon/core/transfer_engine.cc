@@ -90,6 +90,10 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
 
 void TransferEngine::Count(const TransferRequest& request,
                            const absl::StatusOr<TransferResult>& result) {
+  // Outside mu_: the observer takes locks of its own.
+  if (TransferObserver* observer = observer_.load(std::memory_order_acquire)) {
+    observer->OnTransferDone(request, result);
+  }
   absl::MutexLock lock(&mu_);
   if (!result.ok()) {
     ++counters_.ops_failed;

@@ -9,6 +9,7 @@
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/region_table.h"
+#include "daemon/core/transfer_observer.h"
 
 namespace rdmad::core {
 
@@ -75,6 +77,13 @@ class TransferEngine {
 
   TransferCounters counters() const;
 
+  // Reports every finished transfer to `observer` (not owned; null to stop).
+  // Set it before the first Submit; it must outlive the engine's last
+  // transfer.
+  void SetObserver(TransferObserver* observer) {
+    observer_.store(observer, std::memory_order_release);
+  }
+
  private:
   absl::StatusOr<TransferResult> CopyLocal(const TransferRequest& request,
                                            Region& local);
@@ -83,6 +92,7 @@ class TransferEngine {
 
   RegionTable* const regions_;       // Not owned.
   RemoteTransfers* const remote_;    // Not owned; may be null.
+  std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
 
   mutable absl::Mutex mu_;
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,216 @@
+#include "daemon/config/config_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/region_address.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace rdmad::config {
+namespace {
+
+constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
+constexpr char kDefaultPeerListen[] = "0.0.0.0:7471";
+
+// Collects text-format errors as "SOURCE:LINE:COLUMN: message". The
+// parser's own messages name unknown fields, but for a malformed value they
+// only say what was expected; the field is then taken from the start of the
+// offending line, which in this flat format is always "name: value".
+class ErrorCollector final : public google::protobuf::io::ErrorCollector {
+ public:
+  ErrorCollector(const std::string& source, const std::string& text)
+      : source_(source), lines_(absl::StrSplit(text, '\n')) {}
+
+  void AddError(int line, int column, const std::string& message) override {
+    std::string error =
+        absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message);
+    const std::string field = FieldOnLine(line);
+    if (!field.empty() && message.find(absl::StrCat("\"", field, "\"")) ==
+                              std::string::npos) {
+      absl::StrAppend(&error, " (field '", field, "')");
+    }
+    errors_.push_back(std::move(error));
+  }
+  // Warnings (e.g. deprecated syntax) are treated as errors: a config that
+  // means something other than it says should not start a daemon.
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "; "); }
+
+ private:
+  std::string FieldOnLine(int line) const {
+    if (line < 0 || static_cast<size_t>(line) >= lines_.size()) return "";
+    absl::string_view text = absl::StripLeadingAsciiWhitespace(lines_[line]);
+    size_t end = 0;
+    while (end < text.size() &&
+           (absl::ascii_isalnum(text[end]) || text[end] == '_')) {
+      ++end;
+    }
+    return std::string(text.substr(0, end));
+  }
+
+  std::string source_;
+  std::vector<std::string> lines_;
+  std::vector<std::string> errors_;
+};
+
+void CheckAddress(const char* field, const std::string& value,
+                  std::vector<FieldError>& errors) {
+  if (value.empty()) return;
+  if (absl::Status s = ValidatePeerAddress(value, /*listen=*/true); !s.ok()) {
+    errors.push_back({field, std::string(s.message())});
+  }
+}
+
+void CheckAtMost(const char* field, uint64_t value, uint64_t most,
+                 const std::string& why, std::vector<FieldError>& errors) {
+  if (value > most) {
+    errors.push_back({field, absl::StrCat(value, " must be 0..", most, why)});
+  }
+}
+
+}  // namespace
+
+std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
+  std::vector<FieldError> errors;
+  static constexpr const char* kLevels[] = {"trace", "debug",    "info", "warn",
+                                            "error", "critical", "off"};
+  if (!config.log_level().empty() &&
+      std::find(std::begin(kLevels), std::end(kLevels), config.log_level()) ==
+          std::end(kLevels)) {
+    errors.push_back({"log_level",
+                      absl::StrCat("'", config.log_level(),
+                                   "' is not one of trace, debug, info, warn, "
+                                   "error, critical, off")});
+  }
+  if (const std::string& t = config.transport();
+      !t.empty() && t != "auto" && t != "verbs" && t != "tcp") {
+    errors.push_back(
+        {"transport", absl::StrCat("'", t, "' is not one of auto, verbs, tcp")});
+  }
+  if (const std::string& mode = config.socket_mode(); !mode.empty()) {
+    const bool octal =
+        mode.size() <= 4 &&
+        mode.find_first_not_of("01234567") == std::string::npos;
+    if (!octal) {
+      errors.push_back({"socket_mode", absl::StrCat("'", mode,
+                                                    "' must be octal, e.g. "
+                                                    "0660")});
+    }
+  }
+  if (!config.socket().empty() && config.socket().front() != '/') {
+    errors.push_back({"socket", absl::StrCat("'", config.socket(),
+                                             "' must be an absolute path")});
+  }
+  CheckAddress("peer_listen", config.peer_listen(), errors);
+  CheckAddress("data_listen", config.data_listen(), errors);
+  if (!config.advertise_address().empty()) {
+    if (absl::Status s = ValidatePeerAddress(config.advertise_address(),
+                                             /*listen=*/false);
+        !s.ok()) {
+      errors.push_back({"advertise_address", std::string(s.message())});
+    }
+  }
+  if (MetricsEnabled(config)) {
+    CheckAddress("metrics_listen", config.metrics_listen(), errors);
+  }
+  CheckAtMost("qps_per_peer", config.qps_per_peer(), 64, "", errors);
+  CheckAtMost("qp_max_send_wr", config.qp_max_send_wr(), 16384, "", errors);
+  if (config.has_qp_timeout()) {
+    CheckAtMost("qp_timeout", config.qp_timeout(), 31, " (4.096 us * 2^n)",
+                errors);
+  }
+  if (config.has_qp_retry_cnt()) {
+    CheckAtMost("qp_retry_cnt", config.qp_retry_cnt(), 7, "", errors);
+  }
+  if (config.has_qp_rnr_retry()) {
+    CheckAtMost("qp_rnr_retry", config.qp_rnr_retry(), 7, " (7 = infinite)",
+                errors);
+  }
+  return errors;
+}
+
+absl::Status ValidateConfig(const v1::DaemonConfig& config,
+                            const std::string& source) {
+  std::vector<std::string> lines;
+  for (const FieldError& e : CheckConfig(config)) {
+    lines.push_back(absl::StrCat("field '", e.field, "': ", e.message));
+  }
+  if (lines.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": ", absl::StrJoin(lines, "; ")));
+}
+
+absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& text,
+                                                 const std::string& source) {
+  v1::DaemonConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector collector(source, text);
+  parser.RecordErrorsTo(&collector);
+  // Unknown fields stay errors (the parser's default): a misspelt field
+  // silently ignored is a setting silently not applied.
+  google::protobuf::TextFormat::ParseInfoTree locations;
+  parser.WriteLocationsTo(&locations);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(collector.Joined());
+  }
+  std::vector<std::string> lines;
+  for (const FieldError& e : CheckConfig(config)) {
+    const auto* field =
+        v1::DaemonConfig::descriptor()->FindFieldByName(e.field);
+    const auto where = field != nullptr
+                           ? locations.GetLocation(field, -1)
+                           : google::protobuf::TextFormat::ParseLocation();
+    lines.push_back(where.line >= 0
+                        ? absl::StrCat(source, ":", where.line + 1, ":",
+                                       where.column + 1, ": field '", e.field,
+                                       "': ", e.message)
+                        : absl::StrCat(source, ": field '", e.field, "': ",
+                                       e.message));
+  }
+  if (!lines.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(lines, "; "));
+  }
+  return config;
+}
+
+absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfigText(text.str(), path);
+}
+
+void ApplyDefaults(v1::DaemonConfig& config) {
+  if (config.socket().empty()) config.set_socket(kDefaultSocket);
+  if (config.peer_listen().empty()) config.set_peer_listen(kDefaultPeerListen);
+  if (config.transport().empty()) config.set_transport("auto");
+  if (config.log_level().empty()) config.set_log_level("info");
+  if (config.socket_mode().empty()) config.set_socket_mode("0666");
+  if (config.data_listen().empty()) {
+    // Same host as the Peer service, any free port: peers learn it from
+    // Peer.Connect.
+    const std::string& peer = config.peer_listen();
+    config.set_data_listen(
+        absl::StrCat(peer.substr(0, peer.rfind(':')), ":0"));
+  }
+}
+
+bool MetricsEnabled(const v1::DaemonConfig& config) {
+  return !config.metrics_listen().empty() && config.metrics_listen() != "off";
+}
+
+}  // namespace rdmad::config

@@ -1,0 +1,74 @@
+// DaemonMetrics: rdmad's Prometheus metrics.
+//
+// Counters and histograms of transfers are fed by the TransferEngine (as its
+// core::TransferObserver); gauges of regions, sessions, peers and QPs are
+// read from the core's tables at scrape time, so nothing has to keep them
+// in step. Exposed over HTTP by MetricsServer.
+//
+//   rdmad_transfer_bytes_total{peer,op,transport}       bytes moved
+//   rdmad_transfer_operations_total{peer,op,transport}  transfers completed
+//   rdmad_transfer_errors_total{op,kind}                failed, by status code
+//   rdmad_transfer_latency_seconds{op,transport}        histogram
+//   rdmad_qps{transport,state}                          QPs / TCP connections
+//   rdmad_peers{state}                                  remote daemons
+//   rdmad_regions, rdmad_region_bytes, rdmad_pinned_bytes, rdmad_sessions
+//   rdmad_build_info{version,transport}                 always 1
+//
+// `peer` is the remote daemon's HOST:PORT, or "local" for a transfer within
+// this daemon. Its cardinality is the number of peers, which is bounded by
+// the cluster size.
+//
+// Thread-safe.
+#ifndef RDMAD_DAEMON_METRICS_DAEMON_METRICS_H_
+#define RDMAD_DAEMON_METRICS_DAEMON_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/core/transfer_observer.h"
+#include "daemon/peer/peer_table.h"
+
+namespace prometheus {
+class Collectable;
+}  // namespace prometheus
+
+namespace rdmad::metrics {
+
+// What the gauges are read from. Not owned; each must outlive the
+// DaemonMetrics (any may be null: that gauge is then left out).
+struct MetricSources {
+  core::RegionTable* regions = nullptr;
+  core::SessionTable* sessions = nullptr;
+  peer::PeerTable* peers = nullptr;
+  std::string version;
+  std::string transport;  // "verbs" or "tcp": this daemon's own
+};
+
+class DaemonMetrics final : public core::TransferObserver {
+ public:
+  explicit DaemonMetrics(MetricSources sources);
+  ~DaemonMetrics() override;
+
+  DaemonMetrics(const DaemonMetrics&) = delete;
+  DaemonMetrics& operator=(const DaemonMetrics&) = delete;
+
+  // core::TransferObserver.
+  void OnTransferDone(
+      const core::TransferRequest& request,
+      const absl::StatusOr<core::TransferResult>& result) override;
+
+  // Everything to expose: the registry of counters plus the scrape-time
+  // gauges. Shared so an exposer can hold it weakly.
+  std::shared_ptr<prometheus::Collectable> collectable() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace rdmad::metrics
+
+#endif  // RDMAD_DAEMON_METRICS_DAEMON_METRICS_H_

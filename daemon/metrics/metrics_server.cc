@@ -1,0 +1,41 @@
+#include "daemon/metrics/metrics_server.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/region_address.h"
+#include "prometheus/exposer.h"
+
+namespace rdmad::metrics {
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen,
+    std::shared_ptr<prometheus::Collectable> collectable) {
+  if (absl::Status s = ValidatePeerAddress(listen, /*is_listen_address=*/true);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_listen: ", s.message()));
+  }
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  try {
+    // Two HTTP threads: scrapes are rare and cheap.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+  } catch (const std::exception& e) {
+    // civetweb reports a failed bind by throwing from the constructor.
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", listen, ": ", e.what(),
+        " (is the port in use? pick another metrics_listen)"));
+  }
+  server->collectable_ = std::move(collectable);
+  server->exposer_->RegisterCollectable(server->collectable_);
+  const auto ports = server->exposer_->GetListeningPorts();
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  server->address_ =
+      absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
+  return server;
+}
+
+MetricsServer::~MetricsServer() = default;
+
+}  // namespace rdmad::metrics

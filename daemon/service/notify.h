@@ -1,0 +1,74 @@
+// SystemdNotifier: tells systemd (or anything listening on $NOTIFY_SOCKET)
+// how the daemon is doing, with sd_notify(3):
+//   READY=1      once both gRPC servers listen (Type=notify units wait for it)
+//   RELOADING=1  while SIGHUP re-reads the config file, READY=1 after
+//   STATUS=...   a line shown by `systemctl status rdmad`
+//   STOPPING=1   when shutdown begins
+//   WATCHDOG=1   every half of WatchdogSec=, from a thread of its own
+// Outside systemd (no $NOTIFY_SOCKET) every call is a cheap no-op, so main()
+// calls it unconditionally.
+//
+// Example:
+//   SystemdNotifier notifier;
+//   notifier.Ready("serving");
+//   notifier.StartWatchdog();
+//   ...                       // until SIGTERM
+//   notifier.Stopping();
+//   notifier.StopWatchdog();  // also done by the destructor
+//
+// Thread-safety: all methods may be called from any thread.
+#ifndef RDMAD_DAEMON_SERVICE_NOTIFY_H_
+#define RDMAD_DAEMON_SERVICE_NOTIFY_H_
+
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace rdmad::service {
+
+class SystemdNotifier {
+ public:
+  SystemdNotifier() = default;
+  ~SystemdNotifier();  // StopWatchdog()
+
+  SystemdNotifier(const SystemdNotifier&) = delete;
+  SystemdNotifier& operator=(const SystemdNotifier&) = delete;
+
+  // READY=1 with a STATUS= line.
+  void Ready(const std::string& status);
+  // RELOADING=1 with a STATUS= line; follow with Ready().
+  void Reloading(const std::string& status);
+  // STOPPING=1 with a STATUS= line.
+  void Stopping(const std::string& status);
+  // STATUS= only.
+  void Status(const std::string& status);
+
+  // The keep-alive interval systemd asked for (half of WatchdogSec=, as
+  // sd_watchdog_enabled(3) recommends), or zero when no watchdog is wanted
+  // for this process ($WATCHDOG_USEC unset, or $WATCHDOG_PID is another
+  // process).
+  static absl::Duration WatchdogInterval();
+
+  // Starts the thread that sends WATCHDOG=1 every WatchdogInterval(). Does
+  // nothing if the interval is zero or the thread already runs. Returns the
+  // interval in use.
+  absl::Duration StartWatchdog();
+  // Stops and joins the watchdog thread; returns within one wake-up.
+  // Idempotent.
+  void StopWatchdog();
+
+ private:
+  void WatchdogLoop(absl::Duration interval);
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watchdog_;  // touched only by Start/StopWatchdog
+  absl::Mutex thread_mu_;  // serializes Start/StopWatchdog
+};
+
+}  // namespace rdmad::service
+
+#endif  // RDMAD_DAEMON_SERVICE_NOTIFY_H_

@@ -1,0 +1,14 @@
+# Integration tests of running rdmad as a service: the systemd notify
+# protocol, config reload, metrics, the packaged unit. Included from
+# tests/integration/CMakeLists.txt (uses its rdmad_integration_test()).
+rdmad_integration_test(systemd_notify_test)
+
+# The systemd unit, sysusers.d and tmpfiles.d files, checked by systemd's own
+# tools (exit 77 = skipped, only where systemd-analyze is missing).
+add_test(NAME systemd_files_test
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/systemd_files_test.sh
+          ${PROJECT_SOURCE_DIR} $<TARGET_FILE:rdmad>)
+set_tests_properties(systemd_files_test PROPERTIES
+  LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
+rdmad_integration_test(config_reload_test)
+rdmad_integration_test(metrics_test)

@@ -1,0 +1,223 @@
+// Prometheus metrics of a real rdmad: transfers between two daemons on
+// loopback, then the metrics endpoint scraped over HTTP and the values
+// checked against what was done. Also: the endpoint can be switched on by a
+// SIGHUP reload.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace rdmad::testing {
+namespace {
+
+using Labels = std::map<std::string, std::string>;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The metrics address a daemon logged ("metrics on http://H:P/metrics"),
+// waiting for it up to 30 s; "" if it never came.
+std::string MetricsAddress(const std::string& log) {
+  static const std::regex kLine(R"(metrics on http://([0-9.]+:[0-9]+)/metrics)");
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    std::smatch match;
+    const std::string text = ReadFile(log);
+    if (std::regex_search(text, match, kLine)) return match[1];
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return "";
+}
+
+// GET http://ADDRESS/metrics over a plain loopback socket; the body, or ""
+// on any failure.
+std::string Scrape(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port)) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string request = absl::StrCat(
+      "GET /metrics HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return "";
+  }
+  std::string response;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  char buf[8192];
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    pollfd pfd{fd, POLLIN, 0};
+    if (left <= absl::ZeroDuration() ||
+        ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <=
+            0) {
+      break;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    response.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 ||
+      response.find(" 200 ") == std::string::npos || body == std::string::npos) {
+    return "";
+  }
+  return response.substr(body + 4);
+}
+
+// Sum of the samples of `name` whose labels include all of `want`; -1 if
+// there is none.
+double Value(const std::string& scrape, const std::string& name,
+             const Labels& want = {}) {
+  static const std::regex kSample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? ([^ ]+)$)");
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)")re");
+  double sum = 0;
+  bool found = false;
+  for (absl::string_view view : absl::StrSplit(scrape, '\n')) {
+    const std::string line(view);
+    std::smatch match;
+    if (line.empty() || line[0] == '#' ||
+        !std::regex_match(line, match, kSample) || match[1] != name) {
+      continue;
+    }
+    Labels labels;
+    const std::string text = match[3];
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), kLabel);
+         it != std::sregex_iterator(); ++it) {
+      labels[(*it)[1]] = (*it)[2];
+    }
+    bool matches = true;
+    for (const auto& [key, value] : want) {
+      auto at = labels.find(key);
+      matches = matches && at != labels.end() && at->second == value;
+    }
+    double value = 0;
+    if (matches && absl::SimpleAtod(std::string(match[4]), &value)) {
+      sum += value;
+      found = true;
+    }
+  }
+  return found ? sum : -1;
+}
+
+TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
+  TempDir dir;
+  DaemonOptions with_metrics;
+  with_metrics.extra_args = {"--metrics_listen", "127.0.0.1:0"};
+  auto a = DaemonProcess::Start(dir.path(), "a", with_metrics);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = DaemonProcess::Start(dir.path(), "b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string address = MetricsAddress((*a)->log_path());
+  ASSERT_FALSE(address.empty()) << (*a)->LogTail();
+
+  auto ca = Client::Connect({.socket_path = (*a)->socket()});
+  auto cb = Client::Connect({.socket_path = (*b)->socket()});
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  constexpr uint64_t kSize = 64 << 10;
+  ASSERT_TRUE((*cb)->CreateRegion("dst", kSize, Access::kReadWrite).ok());
+  auto buf = (*ca)->Allocate(kSize);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  RemoteRegion dst;
+  dst.peer = (*b)->peer_address();
+  dst.name = "dst";
+
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*ca)->Write(*buf, 0, dst, 4096, 4096).ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE((*ca)->Read(*buf, 0, dst, 0, 1000).ok());
+  }
+  // Past the end of the remote region: OUT_OF_RANGE, counted as an error.
+  EXPECT_EQ((*ca)->Write(*buf, 0, dst, kSize - 10, 100).status().code(),
+            absl::StatusCode::kOutOfRange);
+
+  const std::string scrape = Scrape(address);
+  ASSERT_FALSE(scrape.empty()) << "no answer from http://" << address;
+  const std::string transport = TestTransport();
+  const Labels writes = {
+      {"peer", dst.peer}, {"op", "write"}, {"transport", transport}};
+  const Labels reads = {
+      {"peer", dst.peer}, {"op", "read"}, {"transport", transport}};
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", writes), 3)
+      << scrape;
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", writes), 3 * 4096);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", reads), 2);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", reads), 2000);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_errors_total",
+                  {{"op", "write"}, {"kind", "out_of_range"}}),
+            1);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_latency_seconds_count",
+                  {{"op", "write"}, {"transport", transport}}),
+            3);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_latency_seconds_count",
+                  {{"op", "read"}, {"transport", transport}}),
+            2);
+  // a's own state: ca's session holding one buffer (the session that
+  // DaemonProcess opened to see the daemon up may not be reaped yet).
+  EXPECT_GE(Value(scrape, "rdmad_sessions"), 1);
+  EXPECT_EQ(Value(scrape, "rdmad_regions"), 1);
+  EXPECT_GE(Value(scrape, "rdmad_pinned_bytes"), kSize);
+  EXPECT_EQ(Value(scrape, "rdmad_peers", {{"state", "READY"}}), 1) << scrape;
+  EXPECT_GE(Value(scrape, "rdmad_qps", {{"transport", transport}}), 1)
+      << scrape;
+  EXPECT_EQ(Value(scrape, "rdmad_build_info", {{"transport", transport}}), 1);
+  buf->Release().IgnoreError();
+}
+
+TEST(MetricsTest, ReloadTurnsTheEndpointOn) {
+  TempDir dir;
+  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
+  std::ofstream(conf) << "transport: \"tcp\"\n";
+  DaemonOptions options;
+  options.extra_args = {"--config", conf};
+  auto d = DaemonProcess::Start(dir.path(), "d", options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(ReadFile((*d)->log_path()).find("metrics on"), std::string::npos);
+
+  std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n";
+  ::kill((*d)->pid(), SIGHUP);
+  const std::string address = MetricsAddress((*d)->log_path());
+  ASSERT_FALSE(address.empty()) << (*d)->LogTail();
+  const std::string scrape = Scrape(address);
+  EXPECT_GE(Value(scrape, "rdmad_sessions"), 0) << scrape;  // present
+  EXPECT_NE(ReadFile((*d)->log_path())
+                .find("config reload: metrics_listen changed from (unset) to "
+                      "\"127.0.0.1:0\": applied"),
+            std::string::npos)
+      << (*d)->LogTail();
+}
+
+}  // namespace
+}  // namespace rdmad::testing

@@ -1,0 +1,192 @@
+// The config file: strict parsing with file:line:column errors that name
+// the field, semantic checks, the shipped default config, and which fields
+// a SIGHUP reload may change.
+#include "daemon/config/config_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/config/config_reload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ConfigFileTest, GoodFileParses) {
+  auto config = ParseConfigText(
+      "# comment\n"
+      "socket: \"/run/x/rdmad.sock\"\n"
+      "peer_listen: \"127.0.0.1:7000\"\n"
+      "transport: \"tcp\"\n"
+      "log_level: \"warn\"\n"
+      "qp_timeout: 0\n"
+      "metrics_listen: \"127.0.0.1:0\"\n",
+      "good.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket(), "/run/x/rdmad.sock");
+  EXPECT_EQ(config->transport(), "tcp");
+  EXPECT_TRUE(config->has_qp_timeout());  // explicit 0 is kept as set
+  EXPECT_TRUE(MetricsEnabled(*config));
+}
+
+TEST(ConfigFileTest, SyntaxErrorNamesFileAndLine) {
+  auto config = ParseConfigText(
+      "transport: \"tcp\"\n"
+      "log_level: \"info\"\n"
+      "peer_listen \"127.0.0.1:7000\n",  // no colon, unterminated string
+      "broken.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr("broken.conf:3:"));
+  EXPECT_THAT(config.status().message(), HasSubstr("peer_listen"));
+}
+
+TEST(ConfigFileTest, UnknownFieldIsAnError) {
+  auto config = ParseConfigText(
+      "transport: \"tcp\"\n"
+      "peer_lisen: \"127.0.0.1:7000\"\n",
+      "typo.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("typo.conf:2:"));
+  EXPECT_THAT(config.status().message(), HasSubstr("peer_lisen"));
+}
+
+TEST(ConfigFileTest, MalformedValueNamesField) {
+  auto config = ParseConfigText(
+      "transport: \"tcp\"\n"
+      "\n"
+      "qps_per_peer: \"four\"\n",
+      "value.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("value.conf:3:"));
+  EXPECT_THAT(config.status().message(), HasSubstr("qps_per_peer"));
+}
+
+TEST(ConfigFileTest, FieldGivenTwiceIsAnError) {
+  auto config = ParseConfigText(
+      "transport: \"tcp\"\ntransport: \"verbs\"\n", "twice.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("twice.conf:2:"));
+}
+
+TEST(ConfigFileTest, BadValuesNameLineAndField) {
+  auto config = ParseConfigText(
+      "transport: \"tcp\"\n"
+      "qp_timeout: 40\n"
+      "log_level: \"loud\"\n",
+      "semantic.conf");
+  ASSERT_FALSE(config.ok());
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("semantic.conf:2:1: field 'qp_timeout': 40 "
+                                 "must be 0..31"));
+  EXPECT_THAT(message, HasSubstr("semantic.conf:3:1: field 'log_level': "
+                                 "'loud' is not one of"));
+}
+
+TEST(ConfigFileTest, CheckConfigCoversEachKindOfField) {
+  v1::DaemonConfig config;
+  config.set_transport("udp");
+  config.set_socket_mode("0999");
+  config.set_socket("relative.sock");
+  config.set_peer_listen("no-port");
+  config.set_metrics_listen("127.0.0.1:99999");
+  config.set_qp_retry_cnt(8);
+  std::vector<std::string> fields;
+  for (const FieldError& e : CheckConfig(config)) fields.push_back(e.field);
+  EXPECT_THAT(fields, ::testing::UnorderedElementsAre(
+                          "transport", "socket_mode", "socket", "peer_listen",
+                          "metrics_listen", "qp_retry_cnt"));
+  auto status = ValidateConfig(config, "command line");
+  EXPECT_THAT(status.message(), HasSubstr("command line: field 'transport'"));
+}
+
+TEST(ConfigFileTest, MetricsOffByDefaultAndWithOff) {
+  v1::DaemonConfig config;
+  EXPECT_FALSE(MetricsEnabled(config));
+  config.set_metrics_listen("off");
+  EXPECT_FALSE(MetricsEnabled(config));
+  EXPECT_TRUE(CheckConfig(config).empty());
+}
+
+TEST(ConfigFileTest, MissingFileIsNotFoundNamingIt) {
+  auto config = LoadConfigFile("/nonexistent/rdmad.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/rdmad.conf"));
+}
+
+TEST(ConfigFileTest, ShippedDefaultConfigIsValid) {
+  auto config = LoadConfigFile(RDMAD_DEFAULT_CONFIG);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_TRUE(ValidateConfig(*config, "default").ok());
+  EXPECT_EQ(config->socket(), "/run/rdmad/rdmad.sock");
+}
+
+TEST(ConfigFileTest, ShippedDefaultConfigDocumentsEveryField) {
+  std::ifstream in(RDMAD_DEFAULT_CONFIG);
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  const auto* descriptor = v1::DaemonConfig::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const std::string& name = descriptor->field(i)->name();
+    // Set ("name: ...") or shown commented out ("# name: ...").
+    EXPECT_THAT(text, ::testing::AnyOf(
+                          HasSubstr(absl::StrCat("\n", name, ": ")),
+                          HasSubstr(absl::StrCat("# ", name, ": "))))
+        << "systemd/rdmad.conf does not document field " << name;
+  }
+}
+
+TEST(ConfigReloadTest, SplitsReloadableFromRestartOnly) {
+  v1::DaemonConfig running;
+  running.set_log_level("info");
+  running.set_peer_listen("0.0.0.0:7471");
+  running.set_qps_per_peer(4);
+  v1::DaemonConfig next = running;
+  next.set_log_level("debug");
+  next.set_peer_listen("0.0.0.0:7472");
+  next.set_metrics_listen("127.0.0.1:9471");
+  const ReloadPlan plan = PlanReload(running, next);
+  ASSERT_EQ(plan.apply.size(), 2u);
+  EXPECT_EQ(plan.apply[0].field, "log_level");
+  EXPECT_EQ(plan.apply[0].before, "\"info\"");
+  EXPECT_EQ(plan.apply[0].after, "\"debug\"");
+  EXPECT_EQ(plan.apply[1].field, "metrics_listen");
+  EXPECT_EQ(plan.apply[1].before, "");
+  ASSERT_EQ(plan.restart.size(), 1u);
+  EXPECT_EQ(plan.restart[0].field, "peer_listen");
+
+  const v1::DaemonConfig merged = Merge(running, next, plan);
+  EXPECT_EQ(merged.log_level(), "debug");
+  EXPECT_EQ(merged.metrics_listen(), "127.0.0.1:9471");
+  EXPECT_EQ(merged.peer_listen(), "0.0.0.0:7471");  // needs a restart
+  EXPECT_EQ(merged.qps_per_peer(), 4u);
+}
+
+TEST(ConfigReloadTest, UnchangedIsEmptyAndClearingApplies) {
+  v1::DaemonConfig running;
+  running.set_metrics_listen("127.0.0.1:9471");
+  EXPECT_TRUE(PlanReload(running, running).empty());
+  v1::DaemonConfig next;
+  const ReloadPlan plan = PlanReload(running, next);
+  ASSERT_EQ(plan.apply.size(), 1u);
+  EXPECT_EQ(Merge(running, next, plan).metrics_listen(), "");
+}
+
+TEST(ConfigReloadTest, OnlyTheListedFieldsAreReloadable) {
+  EXPECT_TRUE(IsReloadable("log_level"));
+  EXPECT_TRUE(IsReloadable("socket_mode"));
+  EXPECT_TRUE(IsReloadable("metrics_listen"));
+  EXPECT_FALSE(IsReloadable("socket"));
+  EXPECT_FALSE(IsReloadable("transport"));
+  EXPECT_FALSE(IsReloadable("max_pinned_bytes"));
+}
+
+}  // namespace
+}  // namespace rdmad::config
