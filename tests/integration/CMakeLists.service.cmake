@@ -12,3 +12,14 @@ set_tests_properties(systemd_files_test PROPERTIES
   LABELS integration SKIP_RETURN_CODE 77 TIMEOUT 120)
 rdmad_integration_test(config_reload_test)
 rdmad_integration_test(metrics_test)
+
+# The Python example client (examples/python) against a daemon. Debian's
+# interpreter, where python3-grpcio lives (a python3 earlier on PATH, e.g.
+# pyenv's, may lack it).
+set(RDMAD_PYTHON /usr/bin/python3 CACHE FILEPATH
+    "Python 3 with the grpc and protobuf modules, for the Python example test")
+rdmad_integration_test(python_example_test)
+target_compile_definitions(python_example_test PRIVATE
+  RDMAD_PYTHON="${RDMAD_PYTHON}"
+  RDMAD_PYTHON_EXAMPLE="${PROJECT_SOURCE_DIR}/examples/python/rdmad_client.py"
+  RDMAD_PROTO_DIR="${PROJECT_SOURCE_DIR}/proto")
