@@ -23,3 +23,10 @@ target_compile_definitions(python_example_test PRIVATE
   RDMAD_PYTHON="${RDMAD_PYTHON}"
   RDMAD_PYTHON_EXAMPLE="${PROJECT_SOURCE_DIR}/examples/python/rdmad_client.py"
   RDMAD_PROTO_DIR="${PROJECT_SOURCE_DIR}/proto")
+
+# The .deb built from this tree (cpack), checked with dpkg-deb; installed
+# and purged for real only as root with CI set.
+add_test(NAME package_test
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(package_test PROPERTIES
+  LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)

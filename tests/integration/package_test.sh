@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the .deb from this build tree with cpack and checks it:
+#   * dpkg-deb --info: name, version, dependencies found by dpkg-shlibdeps,
+#     maintainer scripts and the conffile;
+#   * dpkg-deb --contents: every file the package promises;
+#   * as root with CI set (what .ci/run does): installs it for real with
+#     dpkg -i, runs the installed rdmad --help and rdmactl --help, checks
+#     that the user, group and unit are there, and purges it again.
+#
+#   package_test.sh BUILD_DIR
+set -euo pipefail
+build="$1"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+(cd "$build" && cpack -G DEB -B "$out" >"$out/cpack.log" 2>&1) || {
+  cat "$out/cpack.log"; echo "cpack failed"; exit 1; }
+deb="$(ls "$out"/rdmad_*.deb)"
+echo "built $deb ($(du -h "$deb" | cut -f1))"
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+info="$(dpkg-deb --info "$deb")"
+echo "$info" | grep -q '^ Package: rdmad$' || fail "package name"
+echo "$info" | grep -q '^ Version: ' || fail "version"
+# From dpkg-shlibdeps: the libraries the binaries link.
+for dep in libgrpc++ libprotobuf libibverbs libsystemd libspdlog libprometheus-cpp-pull libc6; do
+  echo "$info" | grep '^ Depends:' | grep -q "$dep" || fail "Depends lacks $dep: $(echo "$info" | grep '^ Depends:')"
+done
+for script in postinst prerm postrm conffiles; do
+  echo "$info" | grep -qw "$script" || fail "no $script in the control archive"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/rdmad/rdmad.conf ||
+  fail "/etc/rdmad/rdmad.conf is not a conffile"
+
+contents="$(dpkg-deb --contents "$deb")"
+for path in ./usr/sbin/rdmad ./usr/bin/rdmactl \
+    ./usr/lib/systemd/system/rdmad.service ./usr/lib/sysusers.d/rdmad.conf \
+    ./usr/lib/tmpfiles.d/rdmad.conf ./etc/rdmad/rdmad.conf \
+    ./usr/share/man/man8/rdmad.8.gz ./usr/share/man/man8/rdmactl.8.gz \
+    ./usr/share/bash-completion/completions/rdmactl; do
+  echo "$contents" | grep -q " $path\$" || fail "$path missing from the package"
+done
+echo "info and contents OK"
+
+if [[ "$(id -u)" -ne 0 || -z "${CI:-}" ]]; then
+  echo "not installing: that is done as root in CI only (CI=${CI:-unset}, uid $(id -u))"
+  exit 0
+fi
+if dpkg-query -W -f='${Status}' rdmad 2>/dev/null | grep -q "install ok installed"; then
+  echo "rdmad is already installed on this machine; not touching it"
+  exit 0
+fi
+trap 'dpkg --purge rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+dpkg -i "$deb"
+# absl's --help exits 1; what matters is that the installed binary runs and
+# finds its libraries.
+help="$(/usr/sbin/rdmad --help 2>&1 || true)"
+[[ "$help" == *"Usage: rdmad"* ]] || fail "installed rdmad --help: $help"
+help="$(/usr/bin/rdmactl --help 2>&1)" || fail "installed rdmactl --help: $help"
+[[ "$help" == *rdmactl* ]] || fail "installed rdmactl --help: $help"
+getent group rdma >/dev/null || fail "group rdma not created"
+getent passwd rdmad >/dev/null || fail "user rdmad not created"
+[[ -f /usr/lib/systemd/system/rdmad.service ]] || fail "unit not installed"
+dpkg --purge rdmad
+[[ ! -e /usr/sbin/rdmad ]] || fail "rdmad left behind after purge"
+echo "installed, ran and purged OK"
