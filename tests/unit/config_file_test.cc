@@ -143,6 +143,39 @@ TEST(ConfigFileTest, ShippedDefaultConfigDocumentsEveryField) {
   }
 }
 
+// The example configs under deploy/ are what people copy: they must load.
+TEST(ConfigFileTest, DeployExamplesAreValid) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(RDMAD_DEPLOY_DIR) / "examples")) {
+    if (entry.path().extension() != ".conf") continue;
+    auto config = LoadConfigFile(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status();
+    ++checked;
+  }
+  EXPECT_GE(checked, 2);  // the two-node example
+
+  // The config inside the Kubernetes ConfigMap: the block under
+  // "rdmad.conf: |", indented by four spaces.
+  std::ifstream in(std::filesystem::path(RDMAD_DEPLOY_DIR) / "kubernetes" /
+                   "rdmad-daemonset.yaml");
+  std::string line, text;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.find("rdmad.conf: |") != std::string::npos) {
+      inside = true;
+    } else if (inside && line.rfind("    ", 0) == 0) {
+      text += line.substr(4) + "\n";
+    } else if (inside) {
+      break;
+    }
+  }
+  ASSERT_FALSE(text.empty()) << "no rdmad.conf in the ConfigMap";
+  auto config = ParseConfigText(text, "rdmad-daemonset.yaml ConfigMap");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_NE(config->max_pinned_bytes(), 0u);
+}
+
 TEST(ConfigReloadTest, SplitsReloadableFromRestartOnly) {
   v1::DaemonConfig running;
   running.set_log_level("info");
