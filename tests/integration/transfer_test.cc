@@ -356,6 +356,7 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
 
   // Keep large transfers going, and kill B while they run.
   std::atomic<bool> stop{false};
+  std::atomic<bool> load_ended{false};
   std::atomic<int> ok_before{0};
   absl::Status failure;
   absl::Duration failure_took;
@@ -366,12 +367,24 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
       if (!w.ok()) {
         failure = w.status();
         failure_took = absl::Now() - start;
-        return;
+        break;
       }
       ok_before++;
     }
+    load_ended = true;
   });
-  while (ok_before.load() < 2) absl::SleepFor(absl::Milliseconds(5));
+  // Two transfers must succeed before the kill; if one fails first, stop
+  // waiting (the test fails below) rather than spin until ctest's timeout.
+  const absl::Time warmup_deadline = absl::Now() + absl::Seconds(60);
+  while (ok_before.load() < 2 && !load_ended.load() &&
+         absl::Now() < warmup_deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (ok_before.load() < 2) {
+    stop = true;
+    load.join();
+    FAIL() << "transfers to B did not succeed before the kill: " << failure;
+  }
   b->Kill();
   absl::SleepFor(absl::Seconds(1));
   stop = true;
