@@ -20,6 +20,12 @@ ctest --test-dir "$build" --output-on-failure -j "$jobs" -L 'unit|integration' \
   --timeout 600
 # Lab tests boot VMs; they take a resource lock and run one at a time.
 ctest --test-dir "$build" --output-on-failure -L lab --timeout 900
+# ctest keeps passing tests' output to itself; show rdma-core's figures.
+echo "=== soft-RoCE lab: perftest and rdma-core figures ==="
+for log in "$build"/lab-work/lab_rdma_core_tools_*.logs/output.*.log; do
+  [[ -f $log ]] || continue
+  grep -h "lab figure" "$log" | sed "s|^|$(basename "${log%%.logs/*}"): |" || true
+done
 
 if [[ -z "${SKIP_SANITIZE:-}" ]]; then
   echo "=== tests under ASan + UBSan ==="
