@@ -17,6 +17,7 @@
 #include "daemon/config/config_file.h"
 #include "daemon/daemon.h"
 #include "daemon/service/notify.h"
+#include "daemon/service/self_check.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -130,7 +131,11 @@ int main(int argc, char** argv) {
   const std::string serving = absl::StrCat(
       "serving local ", config.socket(), ", peer ", (*daemon)->peer_address());
   notifier.Ready(serving);
-  notifier.StartWatchdog();
+  // Each keep-alive is earned by the daemon answering its own GetStatus.
+  rdmad::service::SelfCheck self_check(config.socket());
+  notifier.StartWatchdog([&self_check](absl::Duration budget) {
+    return self_check.Run(budget);
+  });
   for (;;) {
     int received = 0;
     if (sigwait(&signals, &received) != 0) continue;
@@ -154,7 +159,10 @@ int main(int argc, char** argv) {
     break;
   }
   notifier.Stopping("shutting down");
-  (*daemon)->Shutdown();
+  // Before Shutdown: the self-check would fail against a server that is
+  // going away, and shutdown is bounded (5 s grace) well within
+  // WatchdogSec=.
   notifier.StopWatchdog();
+  (*daemon)->Shutdown();
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -61,7 +62,7 @@ absl::Duration SystemdNotifier::WatchdogInterval() {
   return absl::Microseconds(static_cast<int64_t>(usec / 2));
 }
 
-absl::Duration SystemdNotifier::StartWatchdog() {
+absl::Duration SystemdNotifier::StartWatchdog(LivenessCheck alive) {
   absl::MutexLock thread_lock(&thread_mu_);
   const absl::Duration interval = WatchdogInterval();
   if (interval <= absl::ZeroDuration() || watchdog_.joinable()) {
@@ -71,7 +72,9 @@ absl::Duration SystemdNotifier::StartWatchdog() {
     absl::MutexLock lock(&mu_);
     stop_ = false;
   }
-  watchdog_ = std::thread([this, interval] { WatchdogLoop(interval); });
+  watchdog_ = std::thread([this, interval, alive = std::move(alive)] {
+    WatchdogLoop(interval, alive);
+  });
   spdlog::info("systemd watchdog: keep-alive every {}",
                absl::FormatDuration(interval));
   return interval;
@@ -87,10 +90,21 @@ void SystemdNotifier::StopWatchdog() {
   watchdog_.join();
 }
 
-void SystemdNotifier::WatchdogLoop(absl::Duration interval) {
-  absl::MutexLock lock(&mu_);
+void SystemdNotifier::WatchdogLoop(absl::Duration interval,
+                                   LivenessCheck alive) {
+  // The check gets half the interval (at most 5 s), so that a slow failure
+  // still leaves time to ping before systemd's deadline once it passes.
+  const absl::Duration budget = std::min(interval / 2, absl::Seconds(5));
   for (;;) {
-    Send("WATCHDOG=1");
+    // Outside mu_: StopWatchdog must not wait behind a slow check.
+    const absl::Status status = alive ? alive(budget) : absl::OkStatus();
+    if (status.ok()) {
+      Send("WATCHDOG=1");
+    } else {
+      spdlog::warn("watchdog: liveness check failed, not pinging systemd: {}",
+                   status.ToString());
+    }
+    absl::MutexLock lock(&mu_);
     // Wakes at once when StopWatchdog sets stop_, else after `interval`.
     if (mu_.AwaitWithTimeout(absl::Condition(&stop_), interval)) return;
   }

@@ -4,14 +4,17 @@
 //   RELOADING=1  while SIGHUP re-reads the config file, READY=1 after
 //   STATUS=...   a line shown by `systemctl status rdmad`
 //   STOPPING=1   when shutdown begins
-//   WATCHDOG=1   every half of WatchdogSec=, from a thread of its own
+//   WATCHDOG=1   every half of WatchdogSec=, from a thread of its own, and
+//                only while a liveness check passes
 // Outside systemd (no $NOTIFY_SOCKET) every call is a cheap no-op, so main()
 // calls it unconditionally.
 //
 // Example:
 //   SystemdNotifier notifier;
 //   notifier.Ready("serving");
-//   notifier.StartWatchdog();
+//   notifier.StartWatchdog([&](absl::Duration budget) {
+//     return self_check.Run(budget);  // see self_check.h
+//   });
 //   ...                       // until SIGTERM
 //   notifier.Stopping();
 //   notifier.StopWatchdog();  // also done by the destructor
@@ -20,10 +23,12 @@
 #ifndef RDMAD_DAEMON_SERVICE_NOTIFY_H_
 #define RDMAD_DAEMON_SERVICE_NOTIFY_H_
 
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -52,16 +57,21 @@ class SystemdNotifier {
   // process).
   static absl::Duration WatchdogInterval();
 
-  // Starts the thread that sends WATCHDOG=1 every WatchdogInterval(). Does
-  // nothing if the interval is zero or the thread already runs. Returns the
-  // interval in use.
-  absl::Duration StartWatchdog();
+  // Checks that the daemon is alive, within the budget it is given (a
+  // fraction of the interval). Only an OK result earns a WATCHDOG=1.
+  using LivenessCheck = std::function<absl::Status(absl::Duration budget)>;
+
+  // Starts the thread that, every WatchdogInterval(), runs `alive` (if
+  // given) and sends WATCHDOG=1 when it passes. Does nothing if the
+  // interval is zero or the thread already runs. Returns the interval in
+  // use.
+  absl::Duration StartWatchdog(LivenessCheck alive = nullptr);
   // Stops and joins the watchdog thread; returns within one wake-up.
   // Idempotent.
   void StopWatchdog();
 
  private:
-  void WatchdogLoop(absl::Duration interval);
+  void WatchdogLoop(absl::Duration interval, LivenessCheck alive);
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -85,6 +85,37 @@ TEST_F(NotifierTest, WatchdogThreadPingsAndStops) {
   notifier.StopWatchdog();  // idempotent
 }
 
+TEST_F(NotifierTest, WatchdogPingsOnlyWhileTheLivenessCheckPasses) {
+  ::setenv("WATCHDOG_USEC", "20000", 1);
+  ::setenv("WATCHDOG_PID", std::to_string(::getpid()).c_str(), 1);
+  absl::Mutex mu;
+  int calls = 0;
+  bool healthy = false;
+  SystemdNotifier notifier;
+  notifier.StartWatchdog([&](absl::Duration budget) {
+    absl::MutexLock lock(&mu);
+    ++calls;
+    EXPECT_EQ(budget, absl::Milliseconds(5));  // half the interval
+    return healthy ? absl::OkStatus() : absl::UnavailableError("wedged");
+  });
+  {
+    // Three failed checks, and not one ping for them: a ping would be in
+    // the socket before the next check starts (datagrams are sent
+    // synchronously).
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n >= 3; }, &calls));
+  }
+  pollfd pfd{fd_, POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "pinged although the check failed";
+  {
+    absl::MutexLock lock(&mu);
+    healthy = true;
+  }
+  EXPECT_EQ(Receive(), "WATCHDOG=1");
+  notifier.StopWatchdog();
+}
+
 TEST_F(NotifierTest, NoWatchdogThreadWithoutWatchdogUsec) {
   SystemdNotifier notifier;
   EXPECT_EQ(notifier.StartWatchdog(), absl::ZeroDuration());
