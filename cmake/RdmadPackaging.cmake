@@ -2,13 +2,18 @@
 #
 #   scripts/package.sh        builds build-pkg/rdmad_<version>_<arch>.deb
 #
-# One package, "rdmad": the daemon and rdmactl, the systemd unit with its
-# sysusers.d and tmpfiles.d files, the default configuration (a conffile, so
-# local edits survive upgrades), man pages and bash completion. Runtime
-# dependencies come from dpkg-shlibdeps. The maintainer scripts create the
-# user and directory and reload systemd, but neither enable nor start the
-# service: an RDMA node needs its config looked at first
-# (`systemctl enable --now rdmad`).
+# Two packages:
+#   rdmad      the daemon and rdmactl, the systemd unit with its sysusers.d
+#              and tmpfiles.d files, the default configuration (a conffile,
+#              so local edits survive upgrades), man pages and bash
+#              completion. Runtime dependencies come from dpkg-shlibdeps.
+#              The maintainer scripts create the user and directory and
+#              reload systemd, but neither enable nor start the service: an
+#              RDMA node needs its config looked at first
+#              (`systemctl enable --now rdmad`).
+#   rdmad-dev  the client library (static, with the generated protobuf
+#              headers its public header includes) and a pkg-config file:
+#              g++ app.cc $(pkg-config --cflags --libs rdmad-client)
 
 include(GNUInstallDirs)
 
@@ -43,23 +48,52 @@ endforeach()
 add_custom_target(rdmad_man_pages ALL DEPENDS ${RDMAD_MAN_PAGES})
 install(FILES ${RDMAD_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 
+# The client library for applications (component dev -> rdmad-dev).
+set(RDMAD_LIB_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
+install(FILES ${PROJECT_SOURCE_DIR}/include/rdmad/client.h
+        DESTINATION include/rdmad COMPONENT dev)
+install(FILES ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.pb.h
+              ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.grpc.pb.h
+              ${CMAKE_BINARY_DIR}/proto/rdmad/v1/config.pb.h
+        DESTINATION include/rdmad/v1 COMPONENT dev)
+install(TARGETS rdmad_client rdmad_common rdmad_proto
+        ARCHIVE DESTINATION ${RDMAD_LIB_DIR} COMPONENT dev)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/rdmad-client.pc.in
+               ${CMAKE_BINARY_DIR}/rdmad-client.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/rdmad-client.pc
+        DESTINATION ${RDMAD_LIB_DIR}/pkgconfig COMPONENT dev)
+
 set(CPACK_GENERATOR DEB)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+# "Unspecified": everything installed without a component (the binaries,
+# whose install() rules live with their targets, and the files above).
+set(CPACK_COMPONENTS_ALL Unspecified dev)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME rdmad)
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME rdmad-dev)
+set(CPACK_DEBIAN_UNSPECIFIED_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_DEV_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libgrpc++-dev, libprotobuf-dev, libabsl-dev, pkg-config")
+set(CPACK_DEBIAN_DEV_DESCRIPTION
+    "client library of rdmad, the per-node RDMA resource daemon\nStatic library, headers (rdmad/client.h and the rdmad.v1 protobuf\nheaders) and a pkg-config file (rdmad-client) for applications that use\nrdmad's registered buffers and one-sided transfers.")
 set(CPACK_PACKAGE_NAME rdmad)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_CONTACT "rdmad maintainers <rdmad@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
-    "per-node daemon that owns RDMA resources for local clients")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "rdmad owns a node's RDMA resources (protection domains, memory regions,\n completion queues, pools of RC queue pairs) on behalf of local client\n processes, exchanges connection parameters with other nodes' daemons over\n gRPC, and runs one-sided RDMA WRITE/READ for its clients. Where a node has\n no RDMA device a TCP transport offers the same semantics. Includes the\n rdmactl command line.")
+# No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPackDeb would prepend it to every
+# component's description; each description's first line is its summary.
+set(CPACK_DEBIAN_UNSPECIFIED_DESCRIPTION
+    "per-node daemon that owns RDMA resources for local clients\nrdmad owns a node's RDMA resources (protection domains, memory regions,\ncompletion queues, pools of RC queue pairs) on behalf of local client\nprocesses, exchanges connection parameters with other nodes' daemons over\ngRPC, and runs one-sided RDMA WRITE/READ for its clients. Where a node has\nno RDMA device a TCP transport offers the same semantics. Includes the\nrdmactl command line.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The verbs providers (mlx5, rxe...) are plugins libibverbs loads at run
 # time; dpkg-shlibdeps cannot see them.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers, rdma-core")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS "ibverbs-providers, rdma-core")
+# Maintainer scripts and the conffile belong to rdmad only.
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/cmake/deb/conffiles
     ${PROJECT_SOURCE_DIR}/cmake/deb/postinst
     ${PROJECT_SOURCE_DIR}/cmake/deb/prerm

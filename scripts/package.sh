@@ -4,7 +4,8 @@
 #   scripts/package.sh [BUILD_DIR]      default: build-pkg
 #
 # Configures a release build without tests, builds it, runs cpack and prints
-# the path of the .deb. Then, for example:
+# the paths of the two .debs (rdmad, and rdmad-dev with the client library).
+# Then, for example:
 #   dpkg-deb --info build-pkg/rdmad_*.deb
 #   sudo apt install ./build-pkg/rdmad_*.deb
 set -euo pipefail
@@ -14,7 +15,8 @@ build="${1:-$here/build-pkg}"
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DRDMAD_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" --target rdmad rdmactl rdmad_man_pages
+cmake --build "$build" --target rdmad rdmactl rdmad_man_pages rdmad_client
 (cd "$build" && cpack -G DEB >/dev/null)
-deb="$(ls -t "$build"/rdmad_*.deb | head -n1)"
-echo "package: $deb"
+for name in rdmad rdmad-dev; do
+  echo "package: $(ls -t "$build"/${name}_*.deb | head -n1)"
+done

@@ -41,7 +41,27 @@ for path in ./usr/sbin/rdmad ./usr/bin/rdmactl \
     ./usr/share/bash-completion/completions/rdmactl; do
   echo "$contents" | grep -q " $path\$" || fail "$path missing from the package"
 done
-echo "info and contents OK"
+echo "rdmad: info and contents OK"
+
+# rdmad-dev: the client library, usable by an application through
+# pkg-config. Unpacked (not installed) and an example compiled against it.
+dev="$(ls "$out"/rdmad-dev_*.deb)"
+dpkg-deb --info "$dev" | grep -q '^ Package: rdmad-dev$' || fail "rdmad-dev name"
+dev_contents="$(dpkg-deb --contents "$dev")"
+for path in ./usr/include/rdmad/client.h ./usr/include/rdmad/v1/rdmad.pb.h \
+    "./usr/lib/$(gcc -print-multiarch)/librdmad_client.a" \
+    "./usr/lib/$(gcc -print-multiarch)/pkgconfig/rdmad-client.pc"; do
+  echo "$dev_contents" | grep -q " $path\$" || fail "$path missing from rdmad-dev"
+done
+root="$out/dev-root"
+dpkg-deb -x "$dev" "$root"
+flags="$(PKG_CONFIG_PATH="$root/usr/lib/$(gcc -print-multiarch)/pkgconfig" \
+  pkg-config --define-variable=prefix="$root/usr" --cflags --libs rdmad-client)" ||
+  fail "pkg-config rdmad-client"
+src="$(cd "$(dirname "$0")/../.." && pwd)/examples/hello_transfer.cc"
+g++ -std=c++20 -o "$out/hello_transfer" "$src" $flags >"$out/cc.log" 2>&1 || {
+  cat "$out/cc.log"; fail "examples/hello_transfer.cc does not build against rdmad-dev"; }
+echo "rdmad-dev: builds examples/hello_transfer.cc via pkg-config OK"
 
 if [[ "$(id -u)" -ne 0 || -z "${CI:-}" ]]; then
   echo "not installing: that is done as root in CI only (CI=${CI:-unset}, uid $(id -u))"
