@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "daemon/peer/descriptor_codec.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -34,8 +35,13 @@ const char* OpName(core::OpType op) {
 
 std::string PeerLabel(const core::TransferRequest& request) {
   if (!request.peer.empty()) return request.peer;
-  // A descriptor names its peer inside; the engine has not decoded it.
-  return request.remote_descriptor.empty() ? "local" : "descriptor";
+  if (request.remote_descriptor.empty()) return "local";
+  // A descriptor names its daemon inside: decoding it again here (a few
+  // hundred bytes) keeps the label the same whichever way the region was
+  // named.
+  auto decoded = peer::DecodeDescriptor(request.remote_descriptor);
+  return decoded.ok() && !decoded->peer().empty() ? decoded->peer()
+                                                  : "descriptor";
 }
 
 MetricFamily Gauge(std::string name, std::string help) {

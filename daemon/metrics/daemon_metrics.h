@@ -14,8 +14,8 @@
 //   rdmad_regions, rdmad_region_bytes, rdmad_pinned_bytes, rdmad_sessions
 //   rdmad_build_info{version,transport}                 always 1
 //
-// `peer` is the remote daemon's HOST:PORT, or "local" for a transfer within
-// this daemon. Its cardinality is the number of peers, which is bounded by
+// `peer` is the remote daemon's HOST:PORT (also when the region was named
+// by a descriptor), or "local" for a transfer within this daemon. Its cardinality is the number of peers, which is bounded by
 // the cluster size.
 //
 // Thread-safe.

@@ -159,6 +159,12 @@ TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE((*ca)->Read(*buf, 0, dst, 0, 1000).ok());
   }
+  // By descriptor: counted under the same peer.
+  auto descriptor = (*cb)->GetDescriptor("dst");
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+  RemoteRegion by_descriptor;
+  by_descriptor.descriptor = *descriptor;
+  ASSERT_TRUE((*ca)->Read(*buf, 0, by_descriptor, 0, 1000).ok());
   // Past the end of the remote region: OUT_OF_RANGE, counted as an error.
   EXPECT_EQ((*ca)->Write(*buf, 0, dst, kSize - 10, 100).status().code(),
             absl::StatusCode::kOutOfRange);
@@ -173,8 +179,8 @@ TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
   EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", writes), 3)
       << scrape;
   EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", writes), 3 * 4096);
-  EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", reads), 2);
-  EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", reads), 2000);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", reads), 3);
+  EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", reads), 3000);
   EXPECT_EQ(Value(scrape, "rdmad_transfer_errors_total",
                   {{"op", "write"}, {"kind", "out_of_range"}}),
             1);
@@ -183,7 +189,7 @@ TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
             3);
   EXPECT_EQ(Value(scrape, "rdmad_transfer_latency_seconds_count",
                   {{"op", "read"}, {"transport", transport}}),
-            2);
+            3);
   // a's own state: ca's session holding one buffer (the session that
   // DaemonProcess opened to see the daemon up may not be reaped yet).
   EXPECT_GE(Value(scrape, "rdmad_sessions"), 1);
