@@ -30,3 +30,9 @@ add_test(NAME package_test
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(package_test PROPERTIES
   LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
+
+# rdmactl's bash completion, against a daemon the script starts.
+add_test(NAME completion_test
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/completion_test.sh ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:rdmad> $<TARGET_FILE:rdmactl>)
+set_tests_properties(completion_test PROPERTIES LABELS integration TIMEOUT 120)

@@ -2,6 +2,7 @@
 // others are logged as needing a restart, a broken file changes nothing,
 // and the daemon keeps serving throughout.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -128,6 +129,28 @@ TEST_F(ConfigReloadTest, AppliesLogLevelAndReportsRestartOnlyFields) {
   auto status = GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->peer_listen(), peer_at_start_);
+}
+
+TEST_F(ConfigReloadTest, SocketModeChangesOnBothSockets) {
+  WriteConfig("info", "127.0.0.1:0", "socket_mode: \"0666\"\n");
+  StartDaemon();
+  const std::string session = absl::StrCat(socket_, ".session");
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0u;
+  };
+  EXPECT_EQ(mode(socket_), 0666u);
+  EXPECT_EQ(mode(session), 0666u);
+
+  WriteConfig("info", "127.0.0.1:0", "socket_mode: \"0660\"\n");
+  daemon_->Signal(SIGHUP);
+  ASSERT_TRUE(WaitForLog(log_, "config reload: socket_mode changed from "
+                               "\"0666\" to \"0660\": applied"))
+      << ReadFile(log_);
+  EXPECT_EQ(mode(socket_), 0660u);
+  EXPECT_EQ(mode(session), 0660u);
+  // Root, or the owner here, still gets in.
+  EXPECT_TRUE(GetStatus().ok());
 }
 
 TEST_F(ConfigReloadTest, BrokenFileChangesNothing) {
