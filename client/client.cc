@@ -308,6 +308,12 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
 absl::StatusOr<v1::RegionInfo> Client::CreateRegion(absl::string_view name,
                                                     uint64_t size,
                                                     Access export_access) {
+  return CreateRegion(name, size, export_access, RegionOptions{});
+}
+
+absl::StatusOr<v1::RegionInfo> Client::CreateRegion(
+    absl::string_view name, uint64_t size, Access export_access,
+    const RegionOptions& options) {
   grpc::ClientContext context;
   impl_->Prepare(context);
   v1::AllocateBufferRequest request;
@@ -315,6 +321,8 @@ absl::StatusOr<v1::RegionInfo> Client::CreateRegion(absl::string_view name,
   request.set_name(std::string(name));
   request.set_daemon_owned(true);
   request.set_export_access(ToProto(export_access));
+  request.set_mode(options.mode);
+  if (options.group.has_value()) request.set_group(*options.group);
   v1::AllocateBufferResponse response;
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(impl_->stub->AllocateBuffer(&context, request, &response)));

@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -147,6 +149,83 @@ absl::Status ValidateVerbsConfig(const v1::DaemonConfig& config) {
   return absl::OkStatus();
 }
 
+// The gid for config socket_group: a group name or a number. -1: unset.
+absl::StatusOr<int64_t> ResolveSocketGroup(const std::string& group) {
+  if (group.empty()) return -1;
+  uint32_t gid = 0;
+  if (absl::SimpleAtoi(group, &gid)) return gid;
+  std::vector<char> buffer(16384);
+  for (;;) {
+    ::group entry{};
+    ::group* found = nullptr;
+    const int rc =
+        ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+    if (rc == ERANGE && buffer.size() < (1u << 20)) {
+      buffer.resize(buffer.size() * 4);
+      continue;
+    }
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "socket_group '", group, "' is not a group on this host: create it "
+          "(groupadd ", group, ") or give a numeric gid"));
+    }
+    return static_cast<int64_t>(found->gr_gid);
+  }
+}
+
+absl::Status ChownSocket(const std::string& path, int64_t gid) {
+  if (gid < 0) return absl::OkStatus();
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) !=
+      0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("chown ", path, " to group ", gid,
+                            " (socket_group): rdmad must run as root or be a "
+                            "member of that group"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& what,
+                                    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read ", what, " ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is not a PEM file"));
+  }
+  return text.str();
+}
+
+// Mutual TLS material for the Peer service, when configured.
+struct PeerTls {
+  std::string ca;
+  std::string cert;
+  std::string key;
+};
+
+absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
+    const v1::DaemonConfig& config) {
+  const int given = !config.tls_ca_file().empty() +
+                    !config.tls_cert_file().empty() +
+                    !config.tls_key_file().empty();
+  if (given == 0) return std::nullopt;
+  if (given != 3) {
+    return absl::InvalidArgumentError(
+        "mutual TLS needs all of tls_ca_file, tls_cert_file and tls_key_file");
+  }
+  PeerTls tls;
+  RDMAD_ASSIGN_OR_RETURN(tls.ca, ReadPem("tls_ca_file", config.tls_ca_file()));
+  RDMAD_ASSIGN_OR_RETURN(tls.cert,
+                         ReadPem("tls_cert_file", config.tls_cert_file()));
+  RDMAD_ASSIGN_OR_RETURN(tls.key, ReadPem("tls_key_file", config.tls_key_file()));
+  return tls;
+}
+
 }  // namespace
 
 struct Daemon::Impl {
@@ -189,6 +268,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(const uint32_t socket_mode,
                          ParseMode(config.socket_mode()));
   RDMAD_RETURN_IF_ERROR(ValidateVerbsConfig(config));
+  RDMAD_ASSIGN_OR_RETURN(const int64_t socket_gid,
+                         ResolveSocketGroup(config.socket_group()));
+  RDMAD_ASSIGN_OR_RETURN(const std::optional<PeerTls> tls, LoadPeerTls(config));
+  RDMAD_ASSIGN_OR_RETURN(
+      impl->state.peer_allow,
+      core::PeerAllowList::Parse({config.peer_allow().begin(),
+                                  config.peer_allow().end()}));
   if (absl::Status s = ValidatePeerAddress(config.peer_listen(), true); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--peer_listen: ", s.message()));
@@ -260,6 +346,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                                 ? config.max_pinned_bytes()
                                 : id.memlock_limit;
   limits.max_region_size = PhysicalMemory();
+  limits.max_pinned_bytes_per_uid = config.quota_pinned_bytes_per_uid();
+  limits.max_regions_per_uid = config.quota_regions_per_uid();
   for (const auto& device : devices) {
     if (device.limits.max_mr_size != 0) {
       limits.max_region_size =
@@ -274,6 +362,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   {
     tcp::TcpDataServerOptions options;
     options.listen = config.data_listen();
+    options.allow = impl->state.peer_allow;
     if (absl::Status s = ValidatePeerAddress(options.listen, true); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--data_listen: ", s.message()));
@@ -308,6 +397,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       options.offered.push_back(v1::TRANSPORT_VERBS);
     }
     options.offered.push_back(v1::TRANSPORT_TCP);
+    if (tls.has_value()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = tls->ca;
+      ssl.pem_private_key = tls->key;
+      ssl.pem_cert_chain = tls->cert;
+      options.channel_credentials = grpc::SslCredentials(ssl);
+    }
     std::vector<std::unique_ptr<transport::Connector>> connectors;
     if (impl->fabric != nullptr) {
       connectors.push_back(
@@ -319,7 +415,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                                                     std::move(connectors));
   }
   impl->transfers = std::make_unique<core::TransferEngine>(
-      impl->regions.get(), impl->peers.get());
+      impl->regions.get(), impl->peers.get(),
+      core::TransferLimits{config.quota_transfers_per_uid()});
   impl->metrics = std::make_unique<metrics::DaemonMetrics>(
       metrics::MetricSources{impl->regions.get(), &impl->sessions,
                              impl->peers.get(), id.version,
@@ -332,6 +429,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   impl->state.sessions = &impl->sessions;
   impl->state.regions = impl->regions.get();
   impl->state.transfers = impl->transfers.get();
+  if (!impl->state.peer_allow.empty()) {
+    spdlog::info("peers allowed: {}", impl->state.peer_allow.ToString());
+  }
 
   // Session socket first: the Local socket appearing is the signal clients
   // wait for, and it must not appear before sessions can be opened.
@@ -339,6 +439,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       session_wire::SessionSocketPath(config.socket()), &impl->sessions,
       impl->regions.get());
   RDMAD_RETURN_IF_ERROR(impl->session_server->Start(socket_mode));
+  RDMAD_RETURN_IF_ERROR(ChownSocket(impl->session_server->path(), socket_gid));
   impl->state.session_server = impl->session_server.get();
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -349,8 +450,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(config.peer_listen(),
-                             grpc::InsecureServerCredentials(), &port);
+    std::shared_ptr<grpc::ServerCredentials> credentials =
+        grpc::InsecureServerCredentials();
+    if (tls.has_value()) {
+      // Mutual TLS: a peer must present a certificate the CA signed.
+      grpc::SslServerCredentialsOptions ssl(
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      ssl.pem_root_certs = tls->ca;
+      ssl.pem_key_cert_pairs.push_back({tls->key, tls->cert});
+      credentials = grpc::SslServerCredentials(ssl);
+    }
+    builder.AddListeningPort(config.peer_listen(), credentials, &port);
     builder.RegisterService(impl->peer_service.get());
     impl->peer_server = builder.BuildAndStart();
     if (impl->peer_server == nullptr || port == 0) {
@@ -384,6 +494,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       return absl::ErrnoToStatus(errno,
                                  absl::StrCat("chmod ", config.socket()));
     }
+    RDMAD_RETURN_IF_ERROR(ChownSocket(config.socket(), socket_gid));
   }
   if (config::MetricsEnabled(config)) {
     RDMAD_ASSIGN_OR_RETURN(

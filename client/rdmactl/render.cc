@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/rdmactl/format.h"
 #include "google/protobuf/util/json_util.h"
@@ -172,14 +173,21 @@ std::string RenderDevices(const v1::ListDevicesResponse& devices) {
 
 std::string RenderRegions(const v1::ListRegionsResponse& regions) {
   if (regions.regions().empty()) return "no regions\n";
-  Table table({"ID", "NAME", "SIZE", "OWNER", "UID", "EXPORT", "BACKING",
-               "KEYS"});
+  Table table({"ID", "NAME", "SIZE", "OWNER", "UID", "GID", "MODE", "EXPORT",
+               "BACKING", "KEYS"});
   table.AlignRight(0);
   table.AlignRight(2);
   table.AlignRight(4);
+  table.AlignRight(5);
   for (const v1::RegionInfo& r : regions.regions()) {
+    // Session buffers are private to their session whatever the mode says.
+    const std::string mode =
+        r.owner() == v1::REGION_OWNER_DAEMON
+            ? absl::StrFormat("%04o", r.mode())
+            : std::string("session");
     table.AddRow({absl::StrCat(r.id()), OrDash(r.name()), HumanSize(r.size()),
                   OwnerText(r), absl::StrCat(r.owner_uid()),
+                  absl::StrCat(r.owner_gid()), mode,
                   AccessText(r.export_access()), OrDash(r.backing()),
                   KeysText(r)});
   }

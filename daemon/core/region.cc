@@ -6,11 +6,13 @@ namespace rdmad::core {
 
 Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
                Caller creator, ShmSegment segment,
-               std::unique_ptr<Registration> local_registration)
+               std::unique_ptr<Registration> local_registration,
+               std::optional<RegionAcl> acl)
     : id_(id),
       name_(std::move(name)),
       owner_(owner),
       creator_(creator),
+      acl_(acl.value_or(RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
       created_(absl::Now()),
       segment_(std::move(segment)),
       local_registration_(std::move(local_registration)) {}
@@ -50,8 +52,9 @@ RegionSnapshot Region::Snapshot() const {
   s.mapped_size = mapped_size();
   s.owner = owner_;
   s.session_id = owner_ == RegionOwnerKind::kSession ? creator_.session_id : 0;
-  s.owner_uid = creator_.uid;
-  s.owner_gid = creator_.gid;
+  s.owner_uid = acl_.uid;
+  s.owner_gid = acl_.gid;
+  s.mode = acl_.mode;
   s.backing = segment_.backing();
   s.created = created_;
   if (local_registration_ != nullptr) s.local_keys = local_registration_->keys();

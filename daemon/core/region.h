@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@ struct Caller {
   uint32_t uid = 0;
   uint32_t gid = 0;
   int32_t pid = 0;
+  // Supplementary groups (SO_PEERGROUPS), for region group permissions.
+  std::vector<uint32_t> groups;
+};
+
+// Mode of a named region created without one: owner read/write only.
+inline constexpr uint32_t kDefaultRegionMode = 0600;
+
+// Who may use a region locally, like a file's owner, group and mode (see
+// access_control.h). Session buffers carry their creator's ids and mode 0600
+// but are checked by session instead.
+struct RegionAcl {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = kDefaultRegionMode;
 };
 
 // Export state as peers see it.
@@ -42,7 +57,8 @@ struct RegionSnapshot {
   RegionOwnerKind owner = RegionOwnerKind::kSession;
   uint64_t session_id = 0;
   uint32_t owner_uid = 0;
-  uint32_t owner_gid = 0;
+  uint32_t owner_gid = 0;  // the region's group
+  uint32_t mode = kDefaultRegionMode;
   std::string backing;
   absl::Time created;
   std::vector<DeviceRegistration> local_keys;
@@ -56,8 +72,10 @@ struct RegionSnapshot {
 // transfer completes. Thread-safe.
 class Region {
  public:
+  // `acl` defaults to the creator's uid and gid with kDefaultRegionMode.
   Region(uint64_t id, std::string name, RegionOwnerKind owner, Caller creator,
-         ShmSegment segment, std::unique_ptr<Registration> local_registration);
+         ShmSegment segment, std::unique_ptr<Registration> local_registration,
+         std::optional<RegionAcl> acl = std::nullopt);
 
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -65,6 +83,8 @@ class Region {
   uint64_t mapped_size() const { return segment_.mapped_size(); }
   RegionOwnerKind owner() const { return owner_; }
   const Caller& creator() const { return creator_; }
+  // Owner, group and mode for local access; fixed for the region's life.
+  const RegionAcl& acl() const { return acl_; }
   char* data() const { return static_cast<char*>(segment_.data()); }
   int fd() const { return segment_.fd(); }
 
@@ -89,6 +109,7 @@ class Region {
   const std::string name_;
   const RegionOwnerKind owner_;
   const Caller creator_;
+  const RegionAcl acl_;
   const absl::Time created_;
   // Declared before the registrations so that they are deregistered before
   // the memory they cover is unmapped.

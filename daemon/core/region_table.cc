@@ -8,13 +8,9 @@
 #include "common/secure_random.h"
 #include "common/size.h"
 #include "common/status_macros.h"
+#include "daemon/core/access_control.h"
 
 namespace rdmad::core {
-namespace {
-
-bool IsRoot(const Caller& caller) { return caller.uid == 0; }
-
-}  // namespace
 
 std::string DescribeKey(const RegionKey& key) {
   if (key.id != 0) return absl::StrCat("region #", key.id);
@@ -43,6 +39,14 @@ absl::Status RegionTable::CheckNew(const Caller& caller,
         "a daemon-owned region needs a name, so it can be found and freed "
         "later");
   }
+  if (!options.daemon_owned && (options.mode != 0 || options.group)) {
+    return absl::InvalidArgumentError(
+        "mode and group apply to daemon-owned named regions; a session "
+        "buffer is private to its session");
+  }
+  if (options.daemon_owned) {
+    RDMAD_RETURN_IF_ERROR(MakeAcl(caller, options.mode, options.group).status());
+  }
   if (!options.daemon_owned && caller.session_id == 0) {
     return absl::UnauthenticatedError(
         "session buffers need a session: connect with the client library "
@@ -68,7 +72,46 @@ absl::Status RegionTable::CheckNew(const Caller& caller,
           "unit, or ulimit -l) and restart rdmad"));
     }
   }
+  return CheckQuota(caller, options.size);
+}
+
+absl::Status RegionTable::CheckQuota(const Caller& caller,
+                                     uint64_t size) const {
+  UidUsage used;
+  if (auto it = usage_.find(caller.uid); it != usage_.end()) used = it->second;
+  if (limits_.max_regions_per_uid != 0 &&
+      used.regions >= limits_.max_regions_per_uid) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", caller.uid, " already holds ", used.regions,
+        " regions, its quota (quota_regions_per_uid) is ",
+        limits_.max_regions_per_uid, ": free regions it no longer needs, or "
+        "raise quota_regions_per_uid in the rdmad config and restart rdmad"));
+  }
+  if (limits_.max_pinned_bytes_per_uid != 0 &&
+      (size > limits_.max_pinned_bytes_per_uid ||
+       used.pinned_bytes > limits_.max_pinned_bytes_per_uid - size)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "allocating ", size, " bytes would make uid ", caller.uid, " pin ",
+        used.pinned_bytes + size, " bytes, over its quota "
+        "(quota_pinned_bytes_per_uid) of ", limits_.max_pinned_bytes_per_uid,
+        " bytes: free regions, or raise quota_pinned_bytes_per_uid in the "
+        "rdmad config and restart rdmad"));
+  }
   return absl::OkStatus();
+}
+
+void RegionTable::Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes) {
+  auto it = usage_.find(uid);
+  if (it == usage_.end()) return;
+  it->second.regions -= std::min(it->second.regions, regions);
+  it->second.pinned_bytes -= std::min(it->second.pinned_bytes, bytes);
+  if (it->second.regions == 0 && it->second.pinned_bytes == 0) usage_.erase(it);
+}
+
+UidUsage RegionTable::UsageOf(uint32_t uid) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = usage_.find(uid);
+  return it == usage_.end() ? UidUsage{} : it->second;
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Allocate(
@@ -77,12 +120,16 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Allocate(
     absl::MutexLock lock(&mu_);
     RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
     reserved_bytes_ += options.size;
+    UidUsage& used = usage_[caller.uid];
+    ++used.regions;
+    used.pinned_bytes += options.size;
   }
   auto segment = ShmSegment::Create(
       options.name.empty() ? "buffer" : options.name, options.size);
   if (!segment.ok()) {
     absl::MutexLock lock(&mu_);
     reserved_bytes_ -= options.size;
+    Uncharge(caller.uid, 1, options.size);
     return segment.status();
   }
   return Insert(caller, options, *std::move(segment));
@@ -98,11 +145,15 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
     absl::MutexLock lock(&mu_);
     RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
     reserved_bytes_ += options.size;
+    UidUsage& used = usage_[caller.uid];
+    ++used.regions;
+    used.pinned_bytes += options.size;
   }
   auto segment = ShmSegment::Adopt(std::move(memfd), options.size);
   if (!segment.ok()) {
     absl::MutexLock lock(&mu_);
     reserved_bytes_ -= options.size;
+    Uncharge(caller.uid, 1, options.size);
     return segment.status();
   }
   return Insert(caller, options, *std::move(segment));
@@ -121,8 +172,16 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     else exported = *std::move(reg);
   }
 
+  std::optional<RegionAcl> acl;
+  if (options.daemon_owned) {
+    // Checked in CheckNew already; cannot fail differently now.
+    auto made = MakeAcl(caller, options.mode, options.group);
+    if (made.ok()) acl = *made;
+  }
   absl::MutexLock lock(&mu_);
   reserved_bytes_ -= options.size;
+  // The charge moves from the requested size to the mapped size (or goes).
+  Uncharge(caller.uid, 1, options.size);
   if (!local.ok()) return local.status();
   // The name was free when checked, but another allocation may have taken
   // it while we registered.
@@ -133,10 +192,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
   }
   const uint64_t id = next_id_++;
   const uint64_t pinned = segment.mapped_size();
+  UidUsage& used = usage_[caller.uid];
+  ++used.regions;
+  used.pinned_bytes += pinned;
   auto region = std::make_shared<Region>(
       id, options.name,
       options.daemon_owned ? RegionOwnerKind::kDaemon : RegionOwnerKind::kSession,
-      caller, std::move(segment), *std::move(local));
+      caller, std::move(segment), *std::move(local), acl);
   if (options.export_access != RemoteAccess::kNone) {
     region->SetExport(options.export_access, SecureRandom64(),
                       std::move(exported));
@@ -180,12 +242,7 @@ absl::Status RegionTable::CheckManage(const Caller& caller,
     }
     return absl::OkStatus();
   }
-  if (!IsRoot(caller) && caller.uid != region.creator().uid) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        DescribeKey(key), " belongs to uid ", region.creator().uid,
-        "; only that user or root may use it"));
-  }
-  return absl::OkStatus();
+  return CheckOwner(caller, region.acl(), DescribeKey(key));
 }
 
 absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
@@ -197,6 +254,7 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     by_id_.erase(region->id());
     if (!region->name().empty()) by_name_.erase(region->name());
     pinned_bytes_ -= region->mapped_size();
+    Uncharge(region->creator().uid, 1, region->mapped_size());
   }
   // Revoke remote access now, even if a transfer still holds the memory.
   region->SetExport(RemoteAccess::kNone, 0, nullptr);
@@ -228,10 +286,15 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
-    const Caller& caller, const RegionKey& key) const {
+    const Caller& caller, const RegionKey& key, uint32_t need) const {
   absl::ReaderMutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(auto region, FindLocked(key));
-  RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
+  if (region->owner() == RegionOwnerKind::kSession) {
+    RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
+  } else {
+    RDMAD_RETURN_IF_ERROR(
+        CheckLocalAccess(caller, region->acl(), need, DescribeKey(key)));
+  }
   return region;
 }
 
@@ -271,6 +334,7 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
           region.creator().session_id == session_id) {
         if (!region.name().empty()) by_name_.erase(region.name());
         pinned_bytes_ -= region.mapped_size();
+        Uncharge(region.creator().uid, 1, region.mapped_size());
         freed.push_back(std::move(it->second));
         by_id_.erase(it++);
       } else {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "daemon/core/access_control.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
 
@@ -31,6 +33,11 @@ struct RegionLimits {
   // Largest single region: above this a size is a mistake (physical memory,
   // or the smallest max_mr_size of the devices).
   uint64_t max_region_size = 0;
+  // Per-uid quotas, charged to the uid that created a region (session
+  // buffers and named regions alike); 0 = no quota. Root is not exempt:
+  // a runaway root client can pin memory as well as any other.
+  uint64_t max_pinned_bytes_per_uid = 0;  // config quota_pinned_bytes_per_uid
+  uint64_t max_regions_per_uid = 0;       // config quota_regions_per_uid
 };
 
 struct AllocateOptions {
@@ -38,6 +45,16 @@ struct AllocateOptions {
   std::string name;          // optional unless daemon_owned
   bool daemon_owned = false;
   RemoteAccess export_access = RemoteAccess::kNone;
+  // Daemon-owned regions only: local permission bits (0 = kDefaultRegionMode)
+  // and group (unset = the caller's gid); see access_control.h.
+  uint32_t mode = 0;
+  std::optional<uint32_t> group;
+};
+
+// What one uid holds, for quotas.
+struct UidUsage {
+  uint64_t regions = 0;
+  uint64_t pinned_bytes = 0;
 };
 
 struct RegionTotals {
@@ -74,10 +91,12 @@ class RegionTable {
                                                  const RegionKey& key,
                                                  RemoteAccess access);
 
-  // A region the caller may read and write locally: its session's buffers,
-  // and named daemon-owned regions of its uid (root may use all).
-  absl::StatusOr<std::shared_ptr<Region>> FindForUse(const Caller& caller,
-                                                     const RegionKey& key) const;
+  // A region the caller may use locally with `need` (kLocalRead and/or
+  // kLocalWrite of access_control.h): its session's buffers, and named
+  // daemon-owned regions whose owner/group/mode grant it (root: all).
+  absl::StatusOr<std::shared_ptr<Region>> FindForUse(
+      const Caller& caller, const RegionKey& key,
+      uint32_t need = kLocalReadWrite) const;
 
   // An exported region by name, for peers (Peer.Resolve). NOT_FOUND when the
   // name is unknown or not exported: peers learn nothing of local regions.
@@ -94,6 +113,8 @@ class RegionTable {
 
   std::vector<RegionSnapshot> List() const;
   RegionTotals Totals() const;
+  // What `uid` holds now (reservations of allocations in progress included).
+  UidUsage UsageOf(uint32_t uid) const;
 
  private:
   absl::StatusOr<std::shared_ptr<Region>> Insert(const Caller& caller,
@@ -105,6 +126,10 @@ class RegionTable {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   static absl::Status CheckManage(const Caller& caller, const Region& region,
                                   const RegionKey& key);
+  absl::Status CheckQuota(const Caller& caller, uint64_t size) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   MemoryRegistrar* const registrar_;  // Not owned.
   const RegionLimits limits_;
@@ -118,6 +143,7 @@ class RegionTable {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> by_id_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, UidUsage> usage_ ABSL_GUARDED_BY(mu_);
 };
 
 // Text for messages: "region 'cache'" or "region #7".

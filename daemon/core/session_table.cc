@@ -5,12 +5,13 @@
 namespace rdmad::core {
 
 SessionTable::Opened SessionTable::Open(uint32_t uid, uint32_t gid,
-                                        int32_t pid) {
+                                        int32_t pid,
+                                        std::vector<uint32_t> groups) {
   // 128 bits: tokens are bearer credentials on the local socket.
   std::string token = SecureRandomHex(16);
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
-  by_id_[id] = SessionInfo{id, uid, gid, pid, absl::Now()};
+  by_id_[id] = SessionInfo{id, uid, gid, pid, absl::Now(), std::move(groups)};
   by_token_[token] = id;
   token_of_[id] = token;
   return Opened{id, std::move(token)};
@@ -35,7 +36,7 @@ absl::StatusOr<Caller> SessionTable::Authenticate(absl::string_view token) const
         "daemon restart?); reconnect with the client library");
   }
   const SessionInfo& info = by_id_.at(it->second);
-  return Caller{info.id, info.uid, info.gid, info.pid};
+  return Caller{info.id, info.uid, info.gid, info.pid, info.groups};
 }
 
 size_t SessionTable::size() const {

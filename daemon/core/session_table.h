@@ -26,6 +26,7 @@ struct SessionInfo {
   uint32_t gid = 0;
   int32_t pid = 0;
   absl::Time opened;
+  std::vector<uint32_t> groups;  // supplementary groups (SO_PEERGROUPS)
 };
 
 // Thread-safe.
@@ -37,7 +38,9 @@ class SessionTable {
   };
 
   // Opens a session for a process whose credentials the kernel reported.
-  Opened Open(uint32_t uid, uint32_t gid, int32_t pid);
+  // `groups`: its supplementary groups, for region group permissions.
+  Opened Open(uint32_t uid, uint32_t gid, int32_t pid,
+              std::vector<uint32_t> groups = {});
 
   // Closes a session; returns false if it was not open.
   bool Close(uint64_t id);

@@ -23,16 +23,55 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
 
 }  // namespace
 
-TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote)
-    : regions_(regions), remote_(remote) {}
+TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote,
+                               TransferLimits limits)
+    : regions_(regions), remote_(remote), limits_(limits) {}
+
+absl::Status TransferEngine::Acquire(uint32_t uid) {
+  absl::MutexLock lock(&mu_);
+  uint64_t& n = in_flight_[uid];
+  if (limits_.max_in_flight_per_uid != 0 &&
+      n >= limits_.max_in_flight_per_uid) {
+    if (n == 0) in_flight_.erase(uid);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", uid, " already has ", n, " transfers in flight, its quota "
+        "(quota_transfers_per_uid) is ", limits_.max_in_flight_per_uid,
+        ": wait for some to complete, or raise quota_transfers_per_uid in "
+        "the rdmad config and restart rdmad"));
+  }
+  ++n;
+  return absl::OkStatus();
+}
+
+void TransferEngine::Release(uint32_t uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(uid);
+  if (it == in_flight_.end()) return;
+  if (--it->second == 0) in_flight_.erase(it);
+}
+
+uint64_t TransferEngine::InFlight(uint32_t uid) const {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(uid);
+  return it == in_flight_.end() ? 0 : it->second;
+}
 
 void TransferEngine::Submit(const Caller& caller,
                             const TransferRequest& request, TransferDone done) {
-  auto finish = [this, &request, &done](absl::StatusOr<TransferResult> result) {
+  if (absl::Status s = Acquire(caller.uid); !s.ok()) {
+    Count(request, s);
+    return done(s);
+  }
+  const uint32_t uid = caller.uid;
+  auto finish = [this, &request, &done, uid](absl::StatusOr<TransferResult> result) {
+    Release(uid);
     Count(request, result);
     done(std::move(result));
   };
-  auto local = regions_->FindForUse(caller, request.local);
+  // WRITE sends the local bytes (reads them); READ lands bytes in them.
+  const uint32_t need =
+      request.op == OpType::kWrite ? kLocalRead : kLocalWrite;
+  auto local = regions_->FindForUse(caller, request.local, need);
   if (!local.ok()) return finish(local.status());
   if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
                                   request.local_offset, request.length);
@@ -47,8 +86,9 @@ void TransferEngine::Submit(const Caller& caller,
         "this daemon has no data transport to other daemons yet"));
   }
   remote_->Submit(request, *std::move(local),
-                  [this, request, done = std::move(done)](
+                  [this, request, uid, done = std::move(done)](
                       absl::StatusOr<TransferResult> result) {
+                    Release(uid);
                     Count(request, result);
                     done(std::move(result));
                   });

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -64,11 +65,18 @@ struct TransferCounters {
   uint64_t bytes_read = 0;
 };
 
+struct TransferLimits {
+  // Most transfers one uid may have in flight (batch operations count one
+  // each); 0 = no quota. Config quota_transfers_per_uid.
+  uint64_t max_in_flight_per_uid = 0;
+};
+
 // Thread-safe.
 class TransferEngine {
  public:
   // Not owned; `remote` may be null until a transport is wired in.
-  TransferEngine(RegionTable* regions, RemoteTransfers* remote);
+  TransferEngine(RegionTable* regions, RemoteTransfers* remote,
+                 TransferLimits limits = {});
 
   // Validates and starts a transfer for `caller`; `done` runs exactly once,
   // possibly before Submit returns.
@@ -83,19 +91,27 @@ class TransferEngine {
   void SetObserver(TransferObserver* observer) {
     observer_.store(observer, std::memory_order_release);
   }
+  // Transfers of `uid` in flight now.
+  uint64_t InFlight(uint32_t uid) const;
 
  private:
   absl::StatusOr<TransferResult> CopyLocal(const TransferRequest& request,
                                            Region& local);
   void Count(const TransferRequest& request,
              const absl::StatusOr<TransferResult>& result);
+  // Takes one in-flight slot of `uid`'s quota (RESOURCE_EXHAUSTED if none
+  // is left); Release gives it back.
+  absl::Status Acquire(uint32_t uid);
+  void Release(uint32_t uid);
 
   RegionTable* const regions_;       // Not owned.
   RemoteTransfers* const remote_;    // Not owned; may be null.
+  const TransferLimits limits_;
   std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
 
   mutable absl::Mutex mu_;
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmad::core

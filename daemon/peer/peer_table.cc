@@ -459,7 +459,11 @@ void PeerTable::StartHandshake(std::shared_ptr<Peer> peer) {
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
       peer->stub = v1::Peer::NewStub(grpc::CreateCustomChannel(
-          peer->address, grpc::InsecureChannelCredentials(), args));
+          peer->address,
+          options_.channel_credentials != nullptr
+              ? options_.channel_credentials
+              : grpc::InsecureChannelCredentials(),
+          args));
       peer->fresh_stub = false;
     }
     stub = peer->stub;

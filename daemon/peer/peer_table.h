@@ -51,6 +51,7 @@
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace grpc {
+class ChannelCredentials;
 class ClientContext;
 }  // namespace grpc
 
@@ -67,6 +68,9 @@ struct PeerTableOptions {
   std::vector<v1::FabricEndpoint> endpoints;
   // Deadline of each Hello/Connect/Resolve call.
   absl::Duration rpc_timeout = absl::Seconds(5);
+  // Credentials for channels to peers' Peer services: null = insecure;
+  // grpc::SslCredentials with this daemon's certificate for mutual TLS.
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
 };
 
 // One peer, for ListPeers.

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/core/device_info.h"
+#include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
@@ -46,6 +47,8 @@ struct DaemonState {
   // Answer Peer.Connect for each transport kind; null if not available.
   transport::ConnectAcceptor* tcp_acceptor = nullptr;
   transport::ConnectAcceptor* verbs_acceptor = nullptr;
+  // Peers allowed on the Peer service (config peer_allow); empty: all.
+  core::PeerAllowList peer_allow;
 };
 
 }  // namespace rdmad::service

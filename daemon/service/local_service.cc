@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/session_wire.h"
+#include "daemon/core/access_control.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
@@ -97,11 +98,14 @@ grpc::ServerUnaryReactor* LocalService::ListRegions(
     v1::ListRegionsResponse* response) {
   const core::Caller caller = OptionalSession(context);
   for (const auto& region : state_->regions->List()) {
+    // Keys are shown to whoever may use the region.
     const bool mine =
         caller.uid == 0 ||
         (region.owner == core::RegionOwnerKind::kSession
              ? region.session_id == caller.session_id && caller.session_id != 0
-             : region.owner_uid == caller.uid);
+             : core::PermittedBits(caller, core::RegionAcl{region.owner_uid,
+                                                           region.owner_gid,
+                                                           region.mode}) != 0);
     ToProto(region, mine, response->add_regions());
   }
   return Done(context, absl::OkStatus());
@@ -159,6 +163,8 @@ grpc::ServerUnaryReactor* LocalService::AllocateBuffer(
   options.name = request->name();
   options.daemon_owned = request->daemon_owned();
   options.export_access = FromProto(request->export_access());
+  options.mode = request->mode();
+  if (request->has_group()) options.group = request->group();
   auto region = state_->regions->Allocate(*caller, options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
@@ -223,7 +229,9 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
   if (!caller.ok()) return Done(context, caller.status());
   auto key = FromProto(request->region());
   if (!key.ok()) return Done(context, key.status());
-  auto region = state_->regions->FindForUse(*caller, *key);
+  // A descriptor lets peers reach the region; hand it only to those who
+  // may read it locally.
+  auto region = state_->regions->FindForUse(*caller, *key, core::kLocalRead);
   if (!region.ok()) return Done(context, region.status());
   const core::RegionSnapshot snapshot = (*region)->Snapshot();
   if (snapshot.exported.access == core::RemoteAccess::kNone) {

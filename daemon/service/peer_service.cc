@@ -17,9 +17,20 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+absl::Status PeerService::CheckPeer(grpc::CallbackServerContext* context) const {
+  if (state_->peer_allow.AllowsGrpcPeer(context->peer())) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "peer ", context->peer(), " is not in this daemon's peer_allow list (",
+      state_->peer_allow.ToString(), "): add its address to peer_allow in "
+      "the rdmad config of the daemon you are calling"));
+}
+
 grpc::ServerUnaryReactor* PeerService::Hello(
     grpc::CallbackServerContext* context, const v1::HelloRequest*,
     v1::HelloResponse* response) {
+  if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
   response->set_version(state_->identity.version);
   response->set_incarnation(state_->identity.incarnation);
   if (state_->identity.transport == v1::TRANSPORT_VERBS) {
@@ -47,6 +58,7 @@ grpc::ServerUnaryReactor* PeerService::Hello(
 grpc::ServerUnaryReactor* PeerService::Connect(
     grpc::CallbackServerContext* context, const v1::ConnectRequest* request,
     v1::ConnectResponse* response) {
+  if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
   if (request->target_incarnation() != 0 &&
       request->target_incarnation() != state_->identity.incarnation) {
     // The caller's Hello was answered by an earlier run of this daemon.
@@ -77,6 +89,7 @@ grpc::ServerUnaryReactor* PeerService::Connect(
 grpc::ServerUnaryReactor* PeerService::Resolve(
     grpc::CallbackServerContext* context, const v1::ResolveRequest* request,
     v1::ResolveResponse* response) {
+  if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
   if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
     return Done(context, s);
   }

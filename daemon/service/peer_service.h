@@ -23,6 +23,9 @@ class PeerService final : public v1::Peer::CallbackService {
                                     v1::ResolveResponse* response) override;
 
  private:
+  // PERMISSION_DENIED unless the caller's address is in peer_allow.
+  absl::Status CheckPeer(grpc::CallbackServerContext* context) const;
+
   const DaemonState* const state_;  // Not owned.
 };
 

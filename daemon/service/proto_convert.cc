@@ -59,6 +59,7 @@ void ToProto(const core::RegionSnapshot& region, bool show_keys,
   out->set_session_id(region.session_id);
   out->set_owner_uid(region.owner_uid);
   out->set_owner_gid(region.owner_gid);
+  out->set_mode(region.mode);
   out->set_export_access(ToProto(region.exported.access));
   out->set_backing(region.backing);
   out->set_create_time_unix_ms(absl::ToUnixMillis(region.created));

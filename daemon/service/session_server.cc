@@ -21,6 +21,29 @@ namespace rdmad::service {
 using session_wire::Message;
 using session_wire::MessageType;
 
+namespace {
+
+// The supplementary groups of the process at the other end of `fd`, as the
+// kernel recorded them at connect time (SO_PEERGROUPS, Linux 4.13+). Empty
+// if the kernel cannot tell: then only the primary gid counts, which can
+// deny access but never grant too much.
+std::vector<uint32_t> PeerGroups(int fd) {
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) ==
+        0) {
+      groups.resize(length / sizeof(gid_t));
+      return std::vector<uint32_t>(groups.begin(), groups.end());
+    }
+    if (errno != ERANGE) break;
+    groups.resize(length / sizeof(gid_t) + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
 SessionServer::SessionServer(std::string path, core::SessionTable* sessions,
                              core::RegionTable* regions)
     : path_(std::move(path)), sessions_(sessions), regions_(regions) {}
@@ -97,7 +120,8 @@ void SessionServer::Accept() {
                  std::strerror(errno));
     return;
   }
-  const auto opened = sessions_->Open(cred.uid, cred.gid, cred.pid);
+  std::vector<uint32_t> groups = PeerGroups(fd);
+  const auto opened = sessions_->Open(cred.uid, cred.gid, cred.pid, groups);
   Message hello;
   hello.type = MessageType::kHello;
   hello.a = opened.id;
@@ -112,7 +136,8 @@ void SessionServer::Accept() {
                cred.uid, cred.gid);
   Connection connection;
   connection.session_id = opened.id;
-  connection.caller = core::Caller{opened.id, cred.uid, cred.gid, cred.pid};
+  connection.caller =
+      core::Caller{opened.id, cred.uid, cred.gid, cred.pid, std::move(groups)};
   connection.socket = std::move(socket);
   connections_.emplace(fd, std::move(connection));
 }
@@ -132,8 +157,11 @@ bool SessionServer::Serve(Connection& connection) {
   absl::Status status;
   switch (request.type) {
     case MessageType::kGetFd: {
+      // The mapping is shared and writable, so it needs read and write
+      // permission on a named region.
       auto region = regions_->FindForUse(connection.caller,
-                                         core::RegionKey{request.a, ""});
+                                         core::RegionKey{request.a, ""},
+                                         core::kLocalReadWrite);
       if (!region.ok()) {
         status = region.status();
         break;

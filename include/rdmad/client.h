@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,15 @@ struct AllocateOptions {
   Access export_access = Access::kNone;
 };
 
+// Local permissions of a daemon-owned named region, like a file's: read
+// (4) and write (2) bits for owner, group and others. Sending from a region
+// needs read, receiving into it write, mapping it both; freeing and
+// exporting need its owner (or root).
+struct RegionOptions {
+  uint32_t mode = 0;              // 0 = 0600 (owner only)
+  std::optional<uint32_t> group;  // one of the caller's groups; unset = its gid
+};
+
 struct TransferResult {
   uint64_t bytes = 0;
   v1::TransportKind transport = v1::TRANSPORT_UNSPECIFIED;
@@ -153,6 +163,10 @@ class Client {
   absl::StatusOr<v1::RegionInfo> CreateRegion(absl::string_view name,
                                               uint64_t size,
                                               Access export_access);
+  absl::StatusOr<v1::RegionInfo> CreateRegion(absl::string_view name,
+                                              uint64_t size,
+                                              Access export_access,
+                                              const RegionOptions& options);
   absl::Status FreeRegion(absl::string_view name);
   // Maps a region this process may use (its uid's named regions; root: all).
   absl::StatusOr<Buffer> MapRegion(absl::string_view name);

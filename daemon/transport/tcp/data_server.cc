@@ -187,6 +187,19 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
         }
         return;  // EAGAIN: all taken
       }
+      if (!server_->options_.allow.empty()) {
+        sockaddr_storage peer{};
+        socklen_t length = sizeof(peer);
+        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer),
+                          &length) != 0 ||
+            !server_->options_.allow.AllowsSockaddr(peer)) {
+          server_->counters_.refused++;
+          spdlog::warn("tcp data server: refused a connection from {}: not "
+                       "in peer_allow",
+                       RemoteAddressOf(fd.get()));
+          continue;  // closes it
+        }
+      }
       TuneSocket(fd.get(), server_->options_.tuning);
       server_->counters_.connections_accepted++;
       auto& workers = server_->workers_;
@@ -548,6 +561,7 @@ TcpDataServer::Stats TcpDataServer::stats() const {
   s.bytes_written = counters_.bytes_written.load();
   s.bytes_read = counters_.bytes_read.load();
   s.protocol_errors = counters_.protocol_errors.load();
+  s.refused = counters_.refused.load();
   return s;
 }
 

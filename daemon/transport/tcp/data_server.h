@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
 #include "daemon/transport/tcp/socket_util.h"
@@ -58,6 +59,9 @@ struct TcpDataServerOptions {
   // waits to be sent on it, so a peer cannot make the daemon queue without
   // bound.
   uint64_t max_queued_reply_bytes = 64ull << 20;
+  // Peers allowed to connect (config peer_allow); others are closed at
+  // accept, before a byte is read. Empty: everyone.
+  core::PeerAllowList allow;
 };
 
 // Checks one request against the region table as the server does; returns
@@ -75,6 +79,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     uint64_t bytes_written = 0;  // into local regions by peers' WRITEs
     uint64_t bytes_read = 0;     // out of local regions by peers' READs
     uint64_t protocol_errors = 0;  // connections closed for garbage
+    uint64_t refused = 0;  // connections closed at accept (peer_allow)
   };
 
   // `regions` is not owned and must outlive the server.
@@ -110,6 +115,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     std::atomic<uint64_t> bytes_written{0};
     std::atomic<uint64_t> bytes_read{0};
     std::atomic<uint64_t> protocol_errors{0};
+    std::atomic<uint64_t> refused{0};
   };
 
   TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options);

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/secure_random.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 
@@ -18,11 +18,9 @@ namespace {
 constexpr uint32_t kMax24Bit = (1u << 24) - 1;
 
 // A random starting PSN, so a new connection is not confused with packets
-// of an old one that reused the QPN.
-uint32_t RandomPsn() {
-  thread_local absl::BitGen gen;
-  return absl::Uniform<uint32_t>(gen, 0, kMax24Bit + 1);
-}
+// of an old one that reused the QPN, and so an off-path attacker cannot
+// predict it to inject packets (hence the kernel's getrandom, not BitGen).
+uint32_t RandomPsn() { return static_cast<uint32_t>(SecureRandom64()) & kMax24Bit; }
 
 uint8_t ClampToU8(uint32_t v) {
   return static_cast<uint8_t>(std::min<uint32_t>(v, 255));

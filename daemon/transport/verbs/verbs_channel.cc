@@ -299,9 +299,12 @@ class VerbsChannel::Impl {
     if (!broken_) {
       broken_ = true;
       last_error_ = std::string(why.message());
-      spdlog::warn("peer {}: verbs QP 0x{:06x} failed: {}; the pool will be "
+      // QP numbers are connection parameters: debug level only.
+      spdlog::warn("peer {}: a verbs QP failed: {}; the pool will be "
                    "rebuilt on next use",
-                   options_.peer, q.qp ? q.qp->qpn() : 0, last_error_);
+                   options_.peer, last_error_);
+      spdlog::debug("peer {}: failed QP is 0x{:06x}", options_.peer,
+                    q.qp ? q.qp->qpn() : 0);
     }
   }
 

@@ -1,3 +1,4 @@
+#include "daemon/transport/handshake.h"
 #include "daemon/transport/verbs/verbs_transport.h"
 
 #include <algorithm>
@@ -207,8 +208,12 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
     // A handshake older than the pool in use must not replace it.
     absl::MutexLock lock(&mu_);
     auto it = pools_.find(request.address());
-    if (it != pools_.end() && it->second.incarnation == request.incarnation() &&
-        it->second.generation >= request.generation()) {
+    if (it != pools_.end() &&
+        transport::HandshakeIsStale(
+            transport::HandshakeId{it->second.incarnation,
+                                   it->second.generation},
+            transport::HandshakeId{request.incarnation(),
+                                   request.generation()})) {
       return absl::FailedPreconditionError(absl::StrCat(
           "stale verbs Connect from ", request.address(), ": generation ",
           request.generation(), " is not newer than ", it->second.generation));
@@ -231,8 +236,11 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
     absl::MutexLock lock(&mu_);
     auto it = pools_.find(request.address());
     if (it != pools_.end()) {
-      if (it->second.incarnation == request.incarnation() &&
-          it->second.generation >= request.generation()) {
+      if (transport::HandshakeIsStale(
+              transport::HandshakeId{it->second.incarnation,
+                                     it->second.generation},
+              transport::HandshakeId{request.incarnation(),
+                                     request.generation()})) {
         // A newer handshake won the race while we built ours.
         return absl::FailedPreconditionError(absl::StrCat(
             "stale verbs Connect from ", request.address()));

@@ -1,0 +1,447 @@
+// Access control end to end, with real daemons on loopback:
+//   - per-uid quotas (regions, pinned bytes) answer RESOURCE_EXHAUSTED
+//     naming the quota;
+//   - socket_group/socket_mode give the Unix sockets that owner and mode;
+//   - a client of another uid (setuid nobody; needs root, skipped loudly
+//     otherwise) is confined to what a region's mode grants;
+//   - revocation: a peer's next access after unexport, re-export and free
+//     fails with a precise status (by name and by saved descriptor);
+//   - peer_allow refuses Peer calls and TCP data connections from others;
+//   - mutual TLS between daemons: two daemons with certificates from one
+//     CA move data; a daemon without a certificate, or with one from
+//     another CA, is refused.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace rdmad::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint32_t kNobody = 65534;
+
+std::string WriteConfig(const std::string& dir, const std::string& name,
+                        const std::string& text) {
+  const std::string path = absl::StrCat(dir, "/", name, ".conf");
+  std::ofstream(path) << "max_pinned_bytes: 1073741824\n" << text;
+  return path;
+}
+
+std::unique_ptr<DaemonProcess> Start(const TempDir& dir, const std::string& name,
+                                     const std::string& config_text = "") {
+  DaemonOptions options;
+  options.extra_args = {"--config", WriteConfig(dir.path(), name, config_text)};
+  auto daemon = DaemonProcess::Start(dir.path(), name, options);
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  return daemon.ok() ? *std::move(daemon) : nullptr;
+}
+
+std::unique_ptr<Client> Connect(const DaemonProcess& daemon) {
+  auto client = Client::Connect({.socket_path = daemon.socket(),
+                                 .timeout = absl::Seconds(20)});
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+RemoteRegion Remote(const DaemonProcess& daemon, const std::string& name) {
+  RemoteRegion r;
+  r.peer = daemon.peer_address();
+  r.name = name;
+  return r;
+}
+
+// The TCP data listener's port, from the daemon's log.
+int DataPort(const DaemonProcess& daemon) {
+  std::ifstream in(daemon.log_path());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string log = text.str();
+  if (std::regex_search(log, m, std::regex("TCP data listener on [^ ]*:([0-9]+)"))) {
+    return std::stoi(m[1]);
+  }
+  return 0;
+}
+
+// --- quotas -----------------------------------------------------------------
+
+TEST(HardeningSecurityTest, QuotasPerUidAreEnforcedAndNamed) {
+  TempDir dir;
+  auto d = Start(dir, "q",
+                 "quota_regions_per_uid: 3\n"
+                 "quota_pinned_bytes_per_uid: 1048576\n");
+  ASSERT_TRUE(d);
+  auto client = Connect(*d);
+  ASSERT_TRUE(client);
+  auto big = client->Allocate(2 << 20);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.status().message(), HasSubstr("quota_pinned_bytes_per_uid"));
+  std::vector<Buffer> held;
+  for (int i = 0; i < 3; ++i) {
+    auto b = client->Allocate(4096);
+    ASSERT_TRUE(b.ok()) << b.status();
+    held.push_back(*std::move(b));
+  }
+  auto fourth = client->Allocate(4096);
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(fourth.status().message(), HasSubstr("quota_regions_per_uid"));
+  EXPECT_THAT(fourth.status().message(), HasSubstr("raise"));
+  // Named regions count too; freeing gives room back.
+  ASSERT_TRUE(held.back().Release().ok());
+  held.pop_back();
+  ASSERT_TRUE(client->CreateRegion("named", 4096, Access::kNone).ok());
+  EXPECT_EQ(client->CreateRegion("named2", 4096, Access::kNone).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+// --- sockets ----------------------------------------------------------------
+
+TEST(HardeningSecurityTest, SocketGroupAndModeApplyToBothSockets) {
+  TempDir dir;
+  const gid_t gid = ::getgid();
+  auto d = Start(dir, "s",
+                 absl::StrCat("socket_mode: \"0660\"\nsocket_group: \"", gid,
+                              "\"\n"));
+  ASSERT_TRUE(d);
+  for (const std::string& path : {d->socket(), d->socket() + ".session"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0660u) << path;
+    EXPECT_EQ(st.st_gid, gid) << path;
+  }
+  auto client = Connect(*d);
+  ASSERT_TRUE(client);
+  EXPECT_TRUE(client->GetStatus().ok());
+
+  // A group that does not exist is a startup error that says so.
+  auto bad = RunProcess({RdmadBinary(), "--socket", dir.path() + "/x.sock",
+                         "--peer_listen", "127.0.0.1:0", "--transport", "tcp",
+                         "--config",
+                         WriteConfig(dir.path(), "bad",
+                                     "socket_group: \"no-such-group-rdmad\"\n")},
+                        "", absl::Seconds(30));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err + bad.out, HasSubstr("no-such-group-rdmad"));
+}
+
+// --- another uid ------------------------------------------------------------
+
+class OtherUidTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) {
+      GTEST_SKIP() << "\n\n*** SKIPPED: confining a client of another uid "
+                      "needs root to setuid(nobody); run the suite as root "
+                      "(CI does) to cover it. ***\n";
+    }
+    // nobody must be able to reach the socket inside our private temp dir.
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+    daemon_ = Start(dir_, "u");
+    ASSERT_TRUE(daemon_);
+    owner_ = Connect(*daemon_);
+    ASSERT_TRUE(owner_);
+  }
+
+  // Runs the helper as nobody; returns "CODE MESSAGE".
+  std::string AsNobody(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {HARDENING_CLIENT_PATH, daemon_->socket(),
+                                     absl::StrCat(kNobody),
+                                     absl::StrCat(kNobody)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult r = RunProcess(argv, "", absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+  static int Code(const std::string& line) { return std::atoi(line.c_str()); }
+
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<Client> owner_;
+};
+
+TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
+  v1::AllocateBufferRequest unused;
+  (void)unused;
+  // Root's private region, a world-readable one, and an exported target.
+  ASSERT_TRUE(owner_->CreateRegion("secret", 4096, Access::kRead).ok());
+  ASSERT_TRUE(owner_->CreateRegion("target", 4096, Access::kReadWrite).ok());
+  auto shared = RunProcess({HARDENING_CLIENT_PATH, daemon_->socket(), "-", "-",
+                            "alloc", "public", "4096", "0644"});
+  ASSERT_EQ(Code(shared.out), 0) << shared.out;
+
+  // Private (0600): nothing at all.
+  std::string out = AsNobody({"map", "secret"});
+  EXPECT_EQ(Code(out), 7) << out;  // PERMISSION_DENIED
+  EXPECT_THAT(out, HasSubstr("uid 65534 may not read and write"));
+  out = AsNobody({"free", "secret"});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("only that user or root"));
+  out = AsNobody({"export", "secret"});
+  EXPECT_EQ(Code(out), 7) << out;
+  out = AsNobody({"descriptor", "secret"});
+  EXPECT_EQ(Code(out), 7) << out;
+  out = AsNobody({"send", "secret", "target"});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("may not read"));
+
+  // World-readable (0644): may be sent from, not received into or mapped.
+  out = AsNobody({"send", "public", "target"});
+  EXPECT_EQ(Code(out), 0) << out;
+  out = AsNobody({"recv", "public", "target"});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("may not write"));
+  out = AsNobody({"map", "public"});
+  EXPECT_EQ(Code(out), 7) << out;
+
+  // Its own regions are its own: created with its uid, freeable by it.
+  out = AsNobody({"alloc", "nobodys", "4096", "0600"});
+  EXPECT_EQ(Code(out), 0) << out;
+  auto list = owner_->ListRegions();
+  ASSERT_TRUE(list.ok());
+  bool found = false;
+  for (const auto& r : list->regions()) {
+    if (r.name() != "nobodys") continue;
+    found = true;
+    EXPECT_EQ(r.owner_uid(), kNobody);
+    EXPECT_EQ(r.mode(), 0600u);
+  }
+  EXPECT_TRUE(found);
+  // And root still reaches everything.
+  EXPECT_TRUE(owner_->MapRegion("nobodys").ok());
+  EXPECT_TRUE(owner_->FreeRegion("nobodys").ok());
+}
+
+// --- revocation -------------------------------------------------------------
+
+TEST(HardeningSecurityTest, UnexportReexportAndFreeRevokePeersAccess) {
+  TempDir dir;
+  auto a = Start(dir, "a");
+  auto b = Start(dir, "b");
+  ASSERT_TRUE(a && b);
+  auto ca = Connect(*a);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(ca && cb);
+  ASSERT_TRUE(cb->CreateRegion("kv", 8192, Access::kReadWrite).ok());
+  auto descriptor = cb->GetDescriptor("kv");
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+  RemoteRegion by_descriptor;
+  by_descriptor.descriptor = *descriptor;
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  std::memset(buf->data(), 0x5a, 4096);
+  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
+  ASSERT_TRUE(ca->Write(*buf, 0, by_descriptor, 0, 4096).ok());
+
+  // Unexport: by name NOT_FOUND (resolve fails), by descriptor NOT_FOUND.
+  ASSERT_TRUE(cb->Export("kv", Access::kNone).ok());
+  auto w = ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("no exported region named 'kv'"));
+  w = ca->Write(*buf, 0, by_descriptor, 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("not exported"));
+
+  // Re-export read-only: the old descriptor's key is dead, the name works
+  // with the new grant only.
+  ASSERT_TRUE(cb->Export("kv", Access::kRead).ok());
+  w = ca->Read(*buf, 0, by_descriptor, 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("key does not match"));
+  EXPECT_TRUE(ca->Read(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
+  w = ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
+  auto fresh = cb->GetDescriptor("kv");
+  ASSERT_TRUE(fresh.ok());
+
+  // Free: both ways NOT_FOUND.
+  ASSERT_TRUE(cb->FreeRegion("kv").ok());
+  RemoteRegion fresh_descriptor;
+  fresh_descriptor.descriptor = *fresh;
+  w = ca->Read(*buf, 0, fresh_descriptor, 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+  w = ca->Read(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+}
+
+// --- peer allow-list --------------------------------------------------------
+
+TEST(HardeningSecurityTest, PeerAllowListRefusesOthers) {
+  TempDir dir;
+  // b allows only an address that is not loopback; c allows loopback.
+  auto a = Start(dir, "a");
+  auto b = Start(dir, "b", "peer_allow: \"192.0.2.1\"\n");
+  auto c = Start(dir, "c", "peer_allow: \"127.0.0.0/8\"\npeer_allow: \"::1\"\n");
+  ASSERT_TRUE(a && b && c);
+  auto ca = Connect(*a);
+  auto cb = Connect(*b);
+  auto cc = Connect(*c);
+  ASSERT_TRUE(ca && cb && cc);
+  ASSERT_TRUE(cb->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(cc->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  auto w = ca->Write(*buf, 0, Remote(*b, "kv"), 0, 100);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("peer_allow"));
+  EXPECT_TRUE(ca->Write(*buf, 0, Remote(*c, "kv"), 0, 100).ok());
+
+  // A raw TCP connection to b's data listener is closed before any reply.
+  const int port = DataPort(*b);
+  ASSERT_GT(port, 0) << b->LogTail();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  EXPECT_LE(n, 0) << "the data listener kept a connection peer_allow refuses";
+  ::close(fd);
+  EXPECT_THAT(b->LogTail(), HasSubstr("not in peer_allow"));
+}
+
+// --- mutual TLS -------------------------------------------------------------
+
+class MutualTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pki_ = dir_.path() + "/pki";
+    ASSERT_EQ(::mkdir(pki_.c_str(), 0700), 0);
+    ASSERT_TRUE(MakeCa("ca"));
+    ASSERT_TRUE(MakeCa("rogue"));
+    ASSERT_TRUE(MakeCert("ca", "d1"));
+    ASSERT_TRUE(MakeCert("ca", "d2"));
+    ASSERT_TRUE(MakeCert("rogue", "d3"));
+  }
+
+  // RunProcess execs a path; find openssl on $PATH.
+  static std::string OpensslPath() {
+    const char* path = std::getenv("PATH");
+    for (absl::string_view dir :
+         absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+      const std::string candidate = absl::StrCat(dir, "/openssl");
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return "/usr/bin/openssl";
+  }
+
+  bool Openssl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {OpensslPath()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult r = RunProcess(argv, "", absl::Seconds(60));
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << "openssl failed (is the openssl package installed?): "
+                    << r.err;
+    }
+    return r.exit_code == 0;
+  }
+  std::string P(const std::string& name) { return pki_ + "/" + name; }
+
+  bool MakeCa(const std::string& ca) {
+    return Openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                    "-subj", "/CN=rdmad test " + ca, "-keyout", P(ca + ".key"),
+                    "-out", P(ca + ".pem")});
+  }
+  bool MakeCert(const std::string& ca, const std::string& name) {
+    std::ofstream(P(name + ".ext"))
+        << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+           "extendedKeyUsage=serverAuth,clientAuth\n";
+    return Openssl({"req", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
+                    "/CN=" + name, "-keyout", P(name + ".key"), "-out",
+                    P(name + ".csr")}) &&
+           Openssl({"x509", "-req", "-in", P(name + ".csr"), "-CA",
+                    P(ca + ".pem"), "-CAkey", P(ca + ".key"), "-CAcreateserial",
+                    "-days", "2", "-extfile", P(name + ".ext"), "-out",
+                    P(name + ".pem")});
+  }
+  std::string TlsConfig(const std::string& ca, const std::string& name) {
+    return absl::StrCat("tls_ca_file: \"", P(ca + ".pem"), "\"\n",
+                        "tls_cert_file: \"", P(name + ".pem"), "\"\n",
+                        "tls_key_file: \"", P(name + ".key"), "\"\n");
+  }
+
+  TempDir dir_;
+  std::string pki_;
+};
+
+TEST_F(MutualTlsTest, DaemonsWithCertsTransferAndOthersAreRefused) {
+  auto d1 = Start(dir_, "d1", TlsConfig("ca", "d1"));
+  auto d2 = Start(dir_, "d2", TlsConfig("ca", "d2"));
+  auto plain = Start(dir_, "plain");
+  auto rogue = Start(dir_, "rogue", TlsConfig("rogue", "d3"));
+  ASSERT_TRUE(d1 && d2 && plain && rogue);
+  auto c1 = Connect(*d1);
+  auto c2 = Connect(*d2);
+  auto cp = Connect(*plain);
+  auto cr = Connect(*rogue);
+  ASSERT_TRUE(c1 && c2 && cp && cr);
+  ASSERT_TRUE(c2->CreateRegion("kv", 1 << 20, Access::kReadWrite).ok());
+  auto view = c2->MapRegion("kv");
+  ASSERT_TRUE(view.ok());
+
+  auto buf = c1->Allocate(1 << 20);
+  ASSERT_TRUE(buf.ok());
+  for (size_t i = 0; i < buf->size(); ++i) buf->data()[i] = static_cast<char>(i * 7);
+  auto w = c1->Write(*buf, 0, Remote(*d2, "kv"), 0, 1 << 20);
+  ASSERT_TRUE(w.ok()) << w.status() << "\n" << d1->LogTail() << d2->LogTail();
+  EXPECT_EQ(std::memcmp(view->data(), buf->data(), 1 << 20), 0);
+
+  // No client certificate (plaintext gRPC to a TLS port): refused.
+  auto pbuf = cp->Allocate(4096);
+  ASSERT_TRUE(pbuf.ok());
+  auto refused = cp->Write(*pbuf, 0, Remote(*d2, "kv"), 0, 4096);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+  // A certificate from another CA: refused.
+  auto rbuf = cr->Allocate(4096);
+  ASSERT_TRUE(rbuf.ok());
+  refused = cr->Write(*rbuf, 0, Remote(*d2, "kv"), 0, 4096);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+  // Neither touched the region.
+  EXPECT_EQ(std::memcmp(view->data(), buf->data(), 1 << 20), 0);
+}
+
+TEST_F(MutualTlsTest, IncompleteTlsConfigIsAStartupError) {
+  auto r = RunProcess(
+      {RdmadBinary(), "--socket", dir_.path() + "/x.sock", "--peer_listen",
+       "127.0.0.1:0", "--transport", "tcp", "--config",
+       WriteConfig(dir_.path(), "half",
+                   absl::StrCat("tls_ca_file: \"", P("ca.pem"), "\"\n"))},
+      "", absl::Seconds(30));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err + r.out, HasSubstr("tls_cert_file"));
+}
+
+}  // namespace
+}  // namespace rdmad::testing
