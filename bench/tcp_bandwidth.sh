@@ -4,8 +4,8 @@
 #   bench/tcp_bandwidth.sh [BUILD_DIR]
 #
 # Starts two rdmad daemons on 127.0.0.1 (--transport tcp), creates an
-# exported region on B, and measures through the client library (rdmad_tcp_bench,
-# BENCH_INFLIGHT transfers in flight) WRITE and READ bandwidth from A to B
+# exported region on B, and measures through the client library (`rdmactl
+# bench`, BENCH_INFLIGHT transfers in flight) WRITE and READ bandwidth from A to B
 # for 64 KiB, 1 MiB and 16 MiB transfers, BENCH_SECONDS per point. Then, on
 # the same loopback, iperf3 with one stream and `ucx_perftest -t ucp_put_bw`
 # with UCX_TLS=tcp at the same sizes. Every step is bounded by `timeout`.
@@ -23,56 +23,36 @@ read -r -a SIZES <<< "${BENCH_SIZES:-65536 1048576 16777216}"
 
 RDMAD=$BUILD/daemon/rdmad
 RDMACTL=$BUILD/client/rdmactl/rdmactl
-BENCH=$BUILD/bench/rdmad_tcp_bench
 
-cmake --build "$BUILD" --target rdmad rdmactl rdmad_tcp_bench >/dev/null
+cmake --build "$BUILD" --target rdmad rdmactl >/dev/null
 
-TMP=$(mktemp -d /tmp/rdmad-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
-# The TCP transport pins nothing; lift the region budget that otherwise
-# follows RLIMIT_MEMLOCK.
-echo 'max_pinned_bytes: 17179869184' > "$TMP/rdmad.conf"
-
-start_daemon() {  # NAME
-  "$RDMAD" --socket "$TMP/$1.sock" --peer_listen 127.0.0.1:0 --transport tcp \
-    --config "$TMP/rdmad.conf" --log_level warn >"$TMP/$1.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 100); do
-    if "$RDMACTL" --socket "$TMP/$1.sock" --timeout 1s status >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "rdmad $1 did not start:" >&2
-  cat "$TMP/$1.log" >&2
-  exit 1
-}
-
-start_daemon a
-start_daemon b
-B_PEER=$("$RDMACTL" --socket "$TMP/b.sock" --json status |
-         python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_listen"])')
+start_daemon a --peer_listen 127.0.0.1:0 --transport tcp
+start_daemon b --peer_listen 127.0.0.1:0 --transport tcp
+B_PEER=$(peer_address b)
 max_size=0
 for s in "${SIZES[@]}"; do (( s > max_size )) && max_size=$s; done
 "$RDMACTL" --socket "$TMP/b.sock" alloc bench $(( max_size * INFLIGHT )) \
   --export rw >/dev/null
 
-echo "# rdmad: A -> $B_PEER, $INFLIGHT in flight, ${SECS}s per point" >&2
-timeout $(( (SECS + 10) * ${#SIZES[@]} * 2 + 30 )) \
-  "$BENCH" --socket "$TMP/a.sock" --remote "$B_PEER/bench" \
-  --sizes "$(IFS=,; echo "${SIZES[*]}")" --seconds "$SECS" \
-  --inflight "$INFLIGHT" --ops write,read | tee "$TMP/rdmad.txt" >&2
+echo "# rdmad: A -> $B_PEER, rdmactl bench --qd $INFLIGHT, ${SECS}s per point" >&2
+: >"$TMP/rdmad.txt"
+for op in write read; do
+  timeout $(( (SECS + 10) * ${#SIZES[@]} + 30 )) \
+    "$RDMACTL" --socket "$TMP/a.sock" --json bench --peer "$B_PEER" \
+    --region bench --op "$op" --sizes "$(IFS=,; echo "${SIZES[*]}")" \
+    --qd "$INFLIGHT" --duration "$SECS" >"$TMP/rdmad-$op.json"
+  python3 - "$TMP/rdmad-$op.json" >>"$TMP/rdmad.txt" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    print("RESULT op=%s size=%d MBps=%.1f p50_us=%.1f transport=%s"
+          % (d["op"], r["size"], r["mb_per_s"], r["p50_us"], r["transport"]))
+EOF2
+done
+cat "$TMP/rdmad.txt" >&2
 
 # iperf3, one stream.
 echo "# iperf3 (1 stream, ${SECS}s)" >&2

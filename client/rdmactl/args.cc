@@ -1,5 +1,7 @@
 #include "client/rdmactl/args.h"
 
+#include <grp.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -34,7 +36,8 @@ constexpr OptionSpec kOptions[] = {
     {"region", 0, true, false},     {"create-region", 0, false, false},
     {"op", 0, true, false},         {"sizes", 0, true, false},
     {"qd", 0, true, false},         {"iters", 0, true, false},
-    {"duration", 0, true, false},
+    {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
+    {"group", 0, true, false},
 };
 
 struct CommandSpec {
@@ -45,7 +48,7 @@ struct CommandSpec {
   absl::string_view details;   // the rest of `rdmactl NAME --help`
   size_t min_args;
   size_t max_args;
-  std::array<absl::string_view, 8> options;  // command options accepted
+  std::array<absl::string_view, 10> options;  // command options accepted
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -73,12 +76,16 @@ constexpr CommandSpec kCommands[] = {
      "Prints the RC queue pairs (verbs) or data connections (TCP) to each\n"
      "peer with their state and counters.\n",
      0, 0, {}},
-    {"alloc", Command::kAlloc, "NAME SIZE [--export r|w|rw]",
+    {"alloc", Command::kAlloc,
+     "NAME SIZE [--export r|w|rw] [--mode 0640] [--group GROUP]",
      "create a daemon-owned named region",
      "Creates a region that the daemon keeps until 'rdmactl free' (or until\n"
      "it exits). SIZE takes suffixes: 4096, 4K, 1M, 1Gi (x1024), 1GB (x1000).\n"
-     "--export grants remote access at once (default: local only).\n",
-     2, 2, {"export"}},
+     "--export grants remote access at once (default: local only).\n"
+     "--mode sets who on this node may use it, like a file mode (octal, read\n"
+     "and write bits only; default 0600); --group its group (a name or gid\n"
+     "you belong to; default your primary group).\n",
+     2, 2, {"export", "mode", "group"}},
     {"free", Command::kFree, "NAME", "free a daemon-owned region",
      "Deregisters and frees a named region.\n", 1, 1, {}},
     {"export", Command::kExport, "NAME r|w|rw|none",
@@ -115,7 +122,7 @@ constexpr CommandSpec kCommands[] = {
     {"bench", Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
      "[--peer HOST:PORT] [--op write|read] [--sizes LIST]\n"
-     "                     [--qd N] [--iters N | --duration S]\n"
+     "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
      "                     [--region NAME] [--create-region]",
      "measure one-sided transfer bandwidth and latency",
      "Measures one-sided transfers between a buffer that rdmactl allocates\n"
@@ -126,6 +133,10 @@ constexpr CommandSpec kCommands[] = {
      "in --duration S seconds (default 2; also 500ms, 1m), with --qd N\n"
      "operations in flight (default 1; one thread each, doing one\n"
      "synchronous transfer at a time). A failed transfer stops the run.\n"
+     "With --batch N, each thread sends N operations per call to the\n"
+     "daemon (one Batch call) instead of one: it shows what amortizing the\n"
+     "per-call cost of the local gRPC round trip buys; latency is then that\n"
+     "of a whole batch.\n"
      "\n"
      "Per size it prints the operations done, MB/s (10^6 bytes/s), Gb/s,\n"
      "operations/s, the latency of one operation as rdmactl sees it (the call\n"
@@ -147,7 +158,7 @@ constexpr CommandSpec kCommands[] = {
      "rdmactl talks only to this daemon, so it cannot create a region on\n"
      "another one: --create-region and --peer do not go together.\n",
      0, 0,
-     {"peer", "region", "create-region", "op", "sizes", "qd", "iters",
+     {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
       "duration"}},
     {"help", Command::kHelp, "[COMMAND]", "print help (of one command)", "", 0,
      1, {}},
@@ -292,6 +303,16 @@ absl::Status FillBench(
     }
     bench.queue_depth = static_cast<int>(*parsed);
   }
+  if (const std::string* batch = option("batch")) {
+    auto parsed = ParseCount("--batch", *batch, "operations per call");
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed > static_cast<uint64_t>(kMaxBenchBatch)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batch ", *batch, " is too large: at most ", kMaxBenchBatch,
+          " operations per call"));
+    }
+    bench.batch = static_cast<int>(*parsed);
+  }
   const std::string* iters = option("iters");
   const std::string* duration = option("duration");
   if (iters != nullptr && duration != nullptr) {
@@ -408,6 +429,30 @@ absl::Status FillCommand(const CommandSpec& spec,
               absl::StrCat("--export: ", parsed.status().message()));
         }
         inv.access = *parsed;
+      }
+      if (const std::string* mode = option("mode")) {
+        uint32_t bits = 0;
+        bool ok = !mode->empty() && mode->size() <= 4;
+        for (char c : *mode) {
+          if (c < '0' || c > '7') ok = false;
+          bits = bits * 8 + static_cast<uint32_t>(c - '0');
+        }
+        if (!ok) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--mode '", *mode, "' must be octal, e.g. 0640"));
+        }
+        inv.region_options.mode = bits;
+      }
+      if (const std::string* group = option("group")) {
+        uint32_t gid = 0;
+        if (absl::SimpleAtoi(*group, &gid)) {
+          inv.region_options.group = gid;
+        } else if (const ::group* entry = ::getgrnam(group->c_str())) {
+          inv.region_options.group = entry->gr_gid;
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--group '", *group, "' is not a group on this host"));
+        }
       }
       return absl::OkStatus();
     }

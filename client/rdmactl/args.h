@@ -75,6 +75,9 @@ enum class BenchOp { kWrite, kRead };
 inline constexpr char kDefaultBenchRegion[] = "rdmad-bench";
 // The most operations bench keeps in flight (one thread each).
 inline constexpr int kMaxBenchQueueDepth = 256;
+// Most operations per Batch call in `rdmactl bench --batch` (the daemon
+// takes up to 4096).
+inline constexpr int kMaxBenchBatch = 1024;
 
 // The options of `rdmactl bench`, validated.
 struct BenchOptions {
@@ -89,6 +92,7 @@ struct BenchOptions {
   // Transfer sizes in bytes, each >= 1, in the order given.
   std::vector<uint64_t> sizes = {8, 4 << 10, 64 << 10, 1 << 20, 16 << 20};
   int queue_depth = 1;  // operations in flight, 1..kMaxBenchQueueDepth
+  int batch = 1;        // operations per call, 1..kMaxBenchBatch
   // Operations per size; without it, each size runs for `duration`.
   std::optional<uint64_t> iterations;
   absl::Duration duration = absl::Seconds(2);
@@ -104,6 +108,7 @@ struct Invocation {
   std::string name;
   uint64_t size = 0;              // alloc
   Access access = Access::kNone;  // alloc --export, export
+  RegionOptions region_options;   // alloc --mode, --group
   // put: the input file; get: the output file. "-" is stdin / stdout.
   std::string file;
   RegionOperand src;   // get, copy

@@ -78,10 +78,18 @@ double PerSecond(double count, absl::Duration elapsed) {
 
 BenchResult Summarize(uint64_t size, std::vector<int64_t> latencies_ns,
                       absl::Duration elapsed, std::string transport) {
+  const uint64_t ops = latencies_ns.size();
+  return Summarize(size, ops, std::move(latencies_ns), elapsed,
+                   std::move(transport));
+}
+
+BenchResult Summarize(uint64_t size, uint64_t ops,
+                      std::vector<int64_t> latencies_ns,
+                      absl::Duration elapsed, std::string transport) {
   std::sort(latencies_ns.begin(), latencies_ns.end());
   BenchResult r;
   r.size = size;
-  r.ops = latencies_ns.size();
+  r.ops = ops;
   r.bytes = size * r.ops;
   r.elapsed = elapsed;
   r.bytes_per_s = PerSecond(static_cast<double>(r.bytes), elapsed);
@@ -95,13 +103,21 @@ BenchResult Summarize(uint64_t size, std::vector<int64_t> latencies_ns,
   return r;
 }
 
+void SetDaemonLatency(BenchResult& result, std::vector<int64_t> latencies_ns) {
+  if (latencies_ns.empty()) return;
+  std::sort(latencies_ns.begin(), latencies_ns.end());
+  result.daemon_p50_us = Microseconds(Percentile(latencies_ns, 50));
+}
+
 std::string RenderBenchTable(const BenchReport& report) {
   std::string out = absl::StrCat(
       report.op, report.op == "read" ? " from " : " to ", report.peer, "/",
-      report.region, ", qd ", report.queue_depth, ", ", Bound(report), "\n");
+      report.region, ", qd ", report.queue_depth,
+      report.batch > 1 ? absl::StrCat(", batch ", report.batch) : "", ", ",
+      Bound(report), "\n");
   Table table({"SIZE", "OPS", "MB/s", "Gb/s", "OPS/s", "P50(us)", "P99(us)",
-               "P99.9(us)", "TRANSPORT"});
-  for (size_t column = 0; column < 8; ++column) table.AlignRight(column);
+               "P99.9(us)", "DAEMON P50(us)", "TRANSPORT"});
+  for (size_t column = 0; column < 9; ++column) table.AlignRight(column);
   for (const BenchResult& r : report.results) {
     table.AddRow({HumanSize(r.size), absl::StrCat(r.ops),
                   absl::StrFormat("%.2f", r.mb_per_s),
@@ -109,7 +125,11 @@ std::string RenderBenchTable(const BenchReport& report) {
                   absl::StrFormat("%.0f", r.ops_per_s),
                   absl::StrFormat("%.1f", r.p50_us),
                   absl::StrFormat("%.1f", r.p99_us),
-                  absl::StrFormat("%.1f", r.p999_us), r.transport});
+                  absl::StrFormat("%.1f", r.p999_us),
+                  r.daemon_p50_us.has_value()
+                      ? absl::StrFormat("%.1f", *r.daemon_p50_us)
+                      : std::string("-"),
+                  r.transport});
   }
   absl::StrAppend(&out, table.Render());
   return out;
@@ -120,7 +140,8 @@ std::string BenchReportJson(const BenchReport& report) {
       "{\n  \"op\": ", JsonString(report.op),
       ",\n  \"peer\": ", JsonString(report.peer),
       ",\n  \"region\": ", JsonString(report.region),
-      ",\n  \"qd\": ", report.queue_depth, ",\n  \"iterations\": ",
+      ",\n  \"qd\": ", report.queue_depth, ",\n  \"batch\": ", report.batch,
+      ",\n  \"iterations\": ",
       report.iterations.has_value() ? absl::StrCat(*report.iterations)
                                     : std::string("null"),
       ",\n  \"duration_s\": ",
@@ -141,6 +162,9 @@ std::string BenchReportJson(const BenchReport& report) {
         ",\n     \"p50_us\": ", JsonNumber(r.p50_us),
         ", \"p99_us\": ", JsonNumber(r.p99_us),
         ", \"p999_us\": ", JsonNumber(r.p999_us),
+        ", \"daemon_p50_us\": ",
+        r.daemon_p50_us.has_value() ? JsonNumber(*r.daemon_p50_us)
+                                    : std::string("null"),
         ", \"transport\": ", JsonString(r.transport), "}");
   }
   absl::StrAppend(&out, report.results.empty() ? "]\n}\n" : "\n  ]\n}\n");

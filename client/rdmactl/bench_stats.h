@@ -42,6 +42,10 @@ struct BenchResult {
   double p50_us = 0;  // latency of one operation, microseconds
   double p99_us = 0;
   double p999_us = 0;
+  // The part of p50 spent inside the local daemon, from posting the
+  // transfer to its completion; the rest is the client's gRPC call.
+  // Unknown for Batch calls, which report no per-operation timing.
+  std::optional<double> daemon_p50_us;
   std::string transport;  // "tcp", "verbs"; "tcp+verbs" if both carried ops
 };
 
@@ -49,6 +53,15 @@ struct BenchResult {
 // any order; sorted here) and the wall time they took together.
 BenchResult Summarize(uint64_t size, std::vector<int64_t> latencies_ns,
                       absl::Duration elapsed, std::string transport);
+// The same when one latency sample may cover several operations (a Batch
+// call): `ops` operations of `size` bytes were done in all.
+BenchResult Summarize(uint64_t size, uint64_t ops,
+                      std::vector<int64_t> latencies_ns,
+                      absl::Duration elapsed, std::string transport);
+
+// Sets `result.daemon_p50_us` from the daemon-side latency of each
+// operation (nanoseconds, any order).
+void SetDaemonLatency(BenchResult& result, std::vector<int64_t> latencies_ns);
 
 // A whole run, as printed.
 struct BenchReport {
@@ -56,6 +69,7 @@ struct BenchReport {
   std::string peer;    // HOST:PORT of the daemon exporting the region
   std::string region;  // its name
   int queue_depth = 1;
+  int batch = 1;  // operations per call
   std::optional<uint64_t> iterations;  // per size; else `duration`
   absl::Duration duration;
   std::vector<BenchResult> results;  // in the order run

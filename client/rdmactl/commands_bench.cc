@@ -3,7 +3,8 @@
 // address) exports.
 //
 // Per size: one warm-up transfer, then `queue_depth` threads, each doing
-// one synchronous Client::Write/Read at a time, until --iters operations
+// one synchronous Client::Write/Read (or, with --batch, Client::Batch) at a
+// time, until --iters operations
 // were claimed or --duration passed. Each operation's latency is the time
 // its call took; throughput is bytes over the wall time from the common
 // start to the last completion. All operations share one local buffer and
@@ -183,7 +184,9 @@ absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
 
 // What one thread measured.
 struct WorkerResult {
-  std::vector<int64_t> latencies_ns;
+  uint64_t ops = 0;
+  std::vector<int64_t> latencies_ns;  // one per call (a batch is one call)
+  std::vector<int64_t> daemon_latencies_ns;  // post to completion in rdmad
   Clock::time_point last_end;
   std::set<v1::TransportKind> transports;
 };
@@ -195,6 +198,7 @@ struct SizeRun {
   const RemoteRegion* remote;
   BenchOp op;
   uint64_t size;
+  int batch = 1;  // operations per call
   std::optional<uint64_t> iterations;
   Clock::time_point start;     // written before `go`
   Clock::time_point deadline;  // duration runs
@@ -216,19 +220,62 @@ absl::StatusOr<TransferResult> Transfer(Client& client, BenchOp op,
                                : client.Read(local, 0, remote, 0, size);
 }
 
+// `count` operations in one Batch call; the first failed one's status.
+absl::Status TransferBatch(SizeRun& run, uint64_t count) {
+  std::vector<TransferOp> ops(count);
+  for (TransferOp& op : ops) {
+    op.kind = run.op == BenchOp::kWrite ? TransferOp::Kind::kWrite
+                                        : TransferOp::Kind::kRead;
+    op.local = run.local;
+    op.remote = *run.remote;
+    op.length = run.size;
+  }
+  auto results = run.client->Batch(ops);
+  if (!results.ok()) return results.status();
+  for (const absl::Status& status : *results) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
   ready.count_down();
   run.go.wait(false);
   out.last_end = run.start;
-  if (!run.iterations.has_value()) out.latencies_ns.reserve(4096);
+  if (!run.iterations.has_value()) {
+    out.latencies_ns.reserve(4096);
+    out.daemon_latencies_ns.reserve(4096);
+  }
   for (;;) {
     if (run.stop.load(std::memory_order_relaxed)) break;
-    uint64_t index = 0;
+    uint64_t count = run.batch;
     if (run.iterations.has_value()) {
-      index = run.claimed.fetch_add(1);
+      const uint64_t index = run.claimed.fetch_add(run.batch);
       if (index >= *run.iterations) break;
+      count = std::min<uint64_t>(count, *run.iterations - index);
     } else if (Clock::now() >= run.deadline) {
       break;
+    }
+    if (run.batch > 1) {
+      const Clock::time_point t0 = Clock::now();
+      absl::Status status = TransferBatch(run, count);
+      const Clock::time_point t1 = Clock::now();
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(run.mu);
+        if (run.error.ok()) {
+          run.error = std::move(status);
+          run.error_op = run.completed.load() + 1;
+        }
+        run.stop = true;
+        break;
+      }
+      out.latencies_ns.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0)
+              .count());
+      out.last_end = t1;
+      run.completed.fetch_add(count, std::memory_order_relaxed);
+      out.ops += count;
+      continue;
     }
     const Clock::time_point t0 = Clock::now();
     auto result =
@@ -245,9 +292,12 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     }
     out.latencies_ns.push_back(
         std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    out.daemon_latencies_ns.push_back(
+        absl::ToInt64Nanoseconds(result->daemon_latency));
     out.last_end = t1;
     out.transports.insert(result->transport);
     run.completed.fetch_add(1, std::memory_order_relaxed);
+    ++out.ops;
   }
   run.finished.fetch_add(1);
 }
@@ -273,8 +323,8 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
                    remote.peer, "/", remote.name);
   progress.Show(absl::StrCat(label, ": warming up"));
   // Not counted: sets up the connection to the peer on the first size.
-  if (auto warm = Transfer(client, options.op, local, remote, size);
-      !warm.ok()) {
+  auto warm = Transfer(client, options.op, local, remote, size);
+  if (!warm.ok()) {
     return Failed(absl::StrCat(what, " (warm-up)"),
                   WithHint(warm.status(), options, remote.peer));
   }
@@ -286,6 +336,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   run.op = options.op;
   run.size = size;
   run.iterations = options.iterations;
+  run.batch = options.batch;
   const int threads = options.queue_depth;
   std::vector<WorkerResult> results(threads);
   std::latch ready(threads);
@@ -312,21 +363,30 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
     return Failed(absl::StrCat(what, " (operation ", run.error_op, ")"),
                   WithHint(run.error, options, remote.peer));
   }
-  std::vector<int64_t> latencies;
+  std::vector<int64_t> latencies, daemon_latencies;
+  uint64_t ops = 0;
   Clock::time_point end = run.start;
   std::set<v1::TransportKind> transports;
   for (WorkerResult& r : results) {
     latencies.insert(latencies.end(), r.latencies_ns.begin(),
                      r.latencies_ns.end());
+    daemon_latencies.insert(daemon_latencies.end(),
+                            r.daemon_latencies_ns.begin(),
+                            r.daemon_latencies_ns.end());
     end = std::max(end, r.last_end);
+    ops += r.ops;
     transports.insert(r.transports.begin(), r.transports.end());
   }
   std::vector<std::string> names;
   for (v1::TransportKind kind : transports)
     names.push_back(TransportName(kind));
-  return Summarize(
-      size, std::move(latencies), absl::FromChrono(end - run.start),
-      names.empty() ? std::string("-") : absl::StrJoin(names, "+"));
+  // Batch calls do not say which transport carried them: the warm-up does.
+  if (names.empty()) names.push_back(TransportName(warm->transport));
+  BenchResult result =
+      Summarize(size, ops, std::move(latencies),
+                absl::FromChrono(end - run.start), absl::StrJoin(names, "+"));
+  SetDaemonLatency(result, std::move(daemon_latencies));
+  return result;
 }
 
 }  // namespace
@@ -371,6 +431,7 @@ absl::Status RunBench(CommandContext& context) {
   report.peer = peer;
   report.region = options.region;
   report.queue_depth = options.queue_depth;
+  report.batch = options.batch;
   report.iterations = options.iterations;
   report.duration = options.duration;
   {

@@ -1,5 +1,6 @@
 // rdmactl alloc, free, export, descriptor: daemon-owned named regions.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
@@ -10,7 +11,8 @@ absl::Status RunAlloc(CommandContext& context) {
   const Invocation& inv = context.invocation();
   auto client = context.client();
   if (!client.ok()) return client.status();
-  auto region = (*client)->CreateRegion(inv.name, inv.size, inv.access);
+  auto region = (*client)->CreateRegion(inv.name, inv.size, inv.access,
+                                        inv.region_options);
   if (!region.ok()) {
     return Failed(absl::StrCat("alloc ", inv.name), region.status());
   }
@@ -18,7 +20,9 @@ absl::Status RunAlloc(CommandContext& context) {
   return context.Print(absl::StrCat(
       "allocated region '", region->name(), "' (id ", region->id(), "): ",
       HumanSize(region->size()), ", export ",
-      AccessText(region->export_access()), "\n"));
+      AccessText(region->export_access()), ", mode ",
+      absl::StrFormat("%04o", region->mode()), " group ", region->owner_gid(),
+      "\n"));
 }
 
 absl::Status RunFree(CommandContext& context) {

@@ -143,6 +143,40 @@ TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
   EXPECT_GE(peers->peers(0).ops_completed(), 600u);
 }
 
+TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(
+      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+
+  // 100 operations in calls of 16: six full batches and one of 4.
+  const ProcessResult out =
+      Bench(*a, {"--peer", b->peer_address(), "--sizes", "64K", "--batch",
+                 "16", "--iters", "100", "--op", "read", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  const google::protobuf::Struct json = ParseJson(out.out);
+  const auto& f = json.fields();
+  EXPECT_EQ(f.at("batch").number_value(), 16);
+  const auto& results = f.at("results").list_value().values();
+  ASSERT_EQ(results.size(), 1);
+  const auto& r = results[0].struct_value().fields();
+  EXPECT_EQ(r.at("ops").number_value(), 100);
+  EXPECT_EQ(r.at("bytes").number_value(), 100 * 65536);
+  EXPECT_EQ(r.at("transport").string_value(), TestTransport());
+  EXPECT_TRUE(r.at("daemon_p50_us").has_null_value());
+
+  // The peer moved every operation: 100 plus the warm-up.
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  ASSERT_EQ(peers->peers_size(), 1);
+  EXPECT_EQ(peers->peers(0).bytes_read(), 101u * 65536);
+}
+
 TEST_F(RdmactlBenchTest, ReadsForADurationAndPrintsATable) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");

@@ -92,6 +92,28 @@ TEST(BenchStatsTest, SummarizeComputesRatesAndPercentiles) {
   EXPECT_EQ(r.transport, "tcp");
 }
 
+TEST(BenchStatsTest, SummarizeBatchesCountsOperationsNotCalls) {
+  // 10 Batch calls of 16 operations of 64 KiB, each call 100..1000 us.
+  std::vector<int64_t> calls;
+  for (int64_t us = 100; us <= 1000; us += 100) calls.push_back(us * 1000);
+  const BenchResult r =
+      Summarize(65536, 160, calls, absl::Milliseconds(4), "verbs");
+  EXPECT_EQ(r.ops, 160u);
+  EXPECT_EQ(r.bytes, 160u * 65536);
+  EXPECT_DOUBLE_EQ(r.ops_per_s, 40000);
+  EXPECT_DOUBLE_EQ(r.p50_us, 500);  // of calls
+  EXPECT_FALSE(r.daemon_p50_us.has_value());
+}
+
+TEST(BenchStatsTest, DaemonLatencyIsItsOwnMedian) {
+  BenchResult r = Summarize(8, {5000, 1000, 3000}, absl::Seconds(1), "tcp");
+  SetDaemonLatency(r, {});
+  EXPECT_FALSE(r.daemon_p50_us.has_value());
+  SetDaemonLatency(r, {900, 100, 500});
+  ASSERT_TRUE(r.daemon_p50_us.has_value());
+  EXPECT_DOUBLE_EQ(*r.daemon_p50_us, 0.5);
+}
+
 TEST(BenchStatsTest, SummarizeBinarySizeInDecimalUnits) {
   // 4 KiB x 250000 in 1 s: 1.024e9 bytes/s = 1024 MB/s = 8.192 Gb/s.
   const BenchResult r = Summarize(4096, std::vector<int64_t>(250000, 1500),
@@ -242,7 +264,21 @@ TEST(BenchArgsTest, AllOptions) {
   EXPECT_EQ(b.op, BenchOp::kRead);
   EXPECT_THAT(b.sizes, ElementsAre(1u, 4096u, 1u << 20, 1000000u));
   EXPECT_EQ(b.queue_depth, 8);
+  EXPECT_EQ(b.batch, 1);
   EXPECT_EQ(b.iterations, 100u);
+}
+
+TEST(BenchArgsTest, BatchIsBounded) {
+  auto inv = Parse({"bench", "--batch", "32"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.batch, 32);
+  for (const char* bad : {"0", "-1", "x", "1025"}) {
+    SCOPED_TRACE(bad);
+    auto r = Parse({"bench", "--batch", bad});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("--batch"));
+  }
 }
 
 TEST(BenchArgsTest, DurationAndCreateRegion) {

@@ -1,0 +1,46 @@
+# Shared by the bench/ scripts (sourced, not run): temporary daemons that
+# are always stopped, free ports, and their work directory.
+#
+# Needs RDMAD and RDMACTL set to the binaries. Sets TMP and PIDS.
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-bench.XXXXXX")
+PIDS=()
+bench_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap bench_cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Benchmarks pin more than a login shell's RLIMIT_MEMLOCK allows; the
+# regions' budget is set explicitly instead.
+echo 'max_pinned_bytes: 17179869184' > "$TMP/rdmad.conf"
+
+# start_daemon NAME [rdmad flags...]: starts rdmad with its socket at
+# $TMP/NAME.sock and waits until it answers.
+start_daemon() {
+  local name=$1
+  shift
+  "$RDMAD" --socket "$TMP/$name.sock" --config "$TMP/rdmad.conf" \
+    --log_level warn "$@" >"$TMP/$name.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 200); do
+    if "$RDMACTL" --socket "$TMP/$name.sock" --timeout 1s status >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "rdmad $name did not start:" >&2
+  cat "$TMP/$name.log" >&2
+  exit 1
+}
+
+# peer_address NAME: the HOST:PORT other daemons reach daemon NAME at.
+peer_address() {
+  "$RDMACTL" --socket "$TMP/$1.sock" --json status |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_listen"])'
+}
