@@ -212,12 +212,15 @@ std::string RenderPeers(const v1::ListPeersResponse& peers) {
 std::string RenderQps(const v1::ListQpsResponse& qps) {
   if (qps.qps().empty()) return "no queue pairs\n";
   Table table({"PEER", "DEVICE", "LOCAL QPN", "REMOTE QPN", "STATE", "MTU",
-               "POSTED", "COMPLETED", "ERRORS", "OUTSTANDING", "GENERATION"});
-  for (size_t column : {2, 3, 5, 6, 7, 8, 9, 10}) table.AlignRight(column);
+               "POSTED", "POST CALLS", "COMPLETED", "ERRORS", "OUTSTANDING",
+               "GENERATION"});
+  for (size_t column : {2, 3, 5, 6, 7, 8, 9, 10, 11}) table.AlignRight(column);
   for (const v1::QpInfo& q : qps.qps()) {
     table.AddRow({q.peer(), OrDash(q.device()), absl::StrCat(q.local_qpn()),
                   absl::StrCat(q.remote_qpn()), OrDash(q.state()),
                   absl::StrCat(q.path_mtu()), absl::StrCat(q.posted()),
+                  q.device().empty() ? std::string("-")
+                                     : absl::StrCat(q.post_calls()),
                   absl::StrCat(q.completed()), absl::StrCat(q.errors()),
                   absl::StrCat(q.outstanding()), absl::StrCat(q.generation())});
   }

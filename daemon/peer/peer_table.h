@@ -66,8 +66,12 @@ struct PeerTableOptions {
   std::vector<v1::TransportKind> offered = {v1::TRANSPORT_TCP};
   // This daemon's RDMA ports, sent in Hello (verbs).
   std::vector<v1::FabricEndpoint> endpoints;
-  // Deadline of each Hello/Connect/Resolve call.
-  absl::Duration rpc_timeout = absl::Seconds(5);
+  // Deadline of each Hello/Connect/Resolve call. Transfers waiting on one
+  // still fail at their own deadlines; this only bounds the call. Generous,
+  // because a first connection can be slow on a loaded node (seen: over 5 s
+  // in the emulated lab VM while the host was busy), and a call that times
+  // out is work thrown away.
+  absl::Duration rpc_timeout = absl::Seconds(20);
   // Credentials for channels to peers' Peer services: null = insecure;
   // grpc::SslCredentials with this daemon's certificate for mutual TLS.
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;

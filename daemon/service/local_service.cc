@@ -13,6 +13,7 @@
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/session_server.h"
+#include "daemon/transport/post_batch.h"
 
 namespace rdmad::service {
 namespace {
@@ -147,6 +148,7 @@ grpc::ServerUnaryReactor* LocalService::ListQps(
     out->set_completed(c.connection.completed);
     out->set_errors(c.connection.errors);
     out->set_outstanding(c.connection.outstanding);
+    out->set_post_calls(c.connection.post_calls);
     out->set_generation(c.connection.generation);
   }
   return Done(context, absl::OkStatus());
@@ -311,6 +313,10 @@ grpc::ServerUnaryReactor* LocalService::Batch(
   auto pending = std::make_shared<Pending>();
   pending->left = n;
   const absl::Time deadline = DeadlineOf(context);
+  // Operations that reach a channel while this loop runs are held back and
+  // posted together at its end: on verbs, a chain per QP, not a doorbell
+  // per operation.
+  transport::PostBatch post_batch;
   for (int i = 0; i < n; ++i) {
     const v1::TransferOp& op = request->ops(i);
     v1::OpStatus* slot = response->mutable_results(i);

@@ -90,6 +90,7 @@ struct ConnectionInfo {
                              // "CONNECTING", "READY", "ERROR"
   uint32_t path_mtu = 0;     // verbs only
   uint64_t posted = 0;       // requests (TCP frames / work requests) posted
+  uint64_t post_calls = 0;   // verbs: ibv_post_send calls (one per chain)
   uint64_t completed = 0;    // completed successfully
   uint64_t errors = 0;       // failed (error status, lost connection...)
   uint32_t outstanding = 0;  // in flight now
@@ -107,8 +108,9 @@ struct ChannelInfo {
 };
 
 // The per-peer data path. Thread-safe: Post and Describe may be called from
-// any thread, concurrently.
-class DataChannel {
+// any thread, concurrently. Owned by a shared_ptr (the peer layer's), which
+// lets a channel join a PostBatch (post_batch.h).
+class DataChannel : public std::enable_shared_from_this<DataChannel> {
  public:
   // Destroying the channel closes it (see Close).
   virtual ~DataChannel() = default;

@@ -57,6 +57,8 @@ struct QpState {
   bool error = false;
   absl::Time error_since;
   uint64_t posted = 0, completed = 0, errors = 0;
+  uint64_t post_calls = 0;  // ibv_post_send calls: posted / post_calls is
+                            // the mean chain length
 };
 
 }  // namespace
@@ -87,7 +89,9 @@ class VerbsChannel::Impl {
     return absl::OkStatus();
   }
 
-  void Post(transport::RemoteOp op, transport::OpCallback done) {
+  // With `pump` false the operation only joins the queue (a PostBatch is
+  // open): Flush() posts it.
+  void Post(transport::RemoteOp op, transport::OpCallback done, bool pump) {
     absl::Status bad = Check(op);
     if (!bad.ok()) return done(std::move(bad));
     auto state = std::make_shared<OpState>();
@@ -112,6 +116,15 @@ class VerbsChannel::Impl {
       }
       state->chunks_left = chunks;
       ops_.push_back(state);
+      if (pump) Pump(finished);
+    }
+    RunFinished(finished);
+  }
+
+  void Flush() {
+    std::vector<Finished> finished;
+    {
+      absl::MutexLock lock(&mu_);
       Pump(finished);
     }
     RunFinished(finished);
@@ -144,6 +157,7 @@ class VerbsChannel::Impl {
         c.state = "DESTROYED";
       }
       c.posted = q.posted;
+      c.post_calls = q.post_calls;
       c.completed = q.completed;
       c.errors = q.errors;
       c.outstanding = static_cast<uint32_t>(q.inflight.size());
@@ -378,6 +392,7 @@ class VerbsChannel::Impl {
     }
     size_t done = 0;
     absl::Status s = q.qp->Post(wrs, &done);
+    ++q.post_calls;
     for (size_t i = 0; i < done; ++i) q.inflight.push_back(std::move(posted[i]));
     q.next_seq += n;
     q.posted += done;
@@ -595,8 +610,17 @@ VerbsChannel::VerbsChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 VerbsChannel::~VerbsChannel() { Close(); }
 
 void VerbsChannel::Post(transport::RemoteOp op, transport::OpCallback done) {
-  impl_->Post(std::move(op), std::move(done));
+  bool defer = false;
+  if (transport::PostBatch::Open()) {
+    std::weak_ptr<transport::Flushable> self;
+    if (std::shared_ptr<DataChannel> owned = weak_from_this().lock()) {
+      self = std::static_pointer_cast<VerbsChannel>(std::move(owned));
+    }
+    defer = transport::PostBatch::Defer(self);
+  }
+  impl_->Post(std::move(op), std::move(done), /*pump=*/!defer);
 }
+void VerbsChannel::Flush() { impl_->Flush(); }
 transport::ChannelInfo VerbsChannel::Describe() const { return impl_->Describe(); }
 bool VerbsChannel::NeedsReconnect() const { return impl_->NeedsReconnect(); }
 void VerbsChannel::Close() { impl_->Close(); }

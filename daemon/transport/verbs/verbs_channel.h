@@ -29,6 +29,11 @@
 // were moved to the error state and their WRs flushed: the callback never
 // runs while the NIC may still write into the operation's memory.
 //
+// Batches: inside a transport::PostBatch, Post only queues the operation;
+// the batch's end posts everything queued, so that a burst of small
+// operations (Local.Batch) takes one ibv_post_send chain per QP instead of
+// one call each.
+//
 // Threads: Post, Describe and NeedsReconnect may be called from any thread.
 // Callbacks run on the poller thread, or inside Post for an immediate
 // failure.
@@ -42,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/transport/post_batch.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/completion_queue.h"
 #include "daemon/transport/verbs/queue_pair.h"
@@ -67,7 +73,8 @@ struct VerbsChannelOptions {
   absl::Duration flush_grace = absl::Seconds(1);
 };
 
-class VerbsChannel final : public transport::DataChannel {
+class VerbsChannel final : public transport::DataChannel,
+                           public transport::Flushable {
  public:
   // Takes connected QPs (RTS), all of whose completions go to `cq`, and
   // starts the poller thread. `remote_qpns[i]` is the peer's QP number of
@@ -79,7 +86,10 @@ class VerbsChannel final : public transport::DataChannel {
   ~VerbsChannel() override;  // Close()
 
   v1::TransportKind kind() const override { return v1::TRANSPORT_VERBS; }
+  // Inside a transport::PostBatch on this thread, queues `op` until the
+  // batch's end (Flush), so that a burst goes out in chains.
   void Post(transport::RemoteOp op, transport::OpCallback done) override;
+  void Flush() override;
   transport::ChannelInfo Describe() const override;
   bool NeedsReconnect() const override;
   void Close() override;
