@@ -1,5 +1,6 @@
 #include "daemon/config/config_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>

@@ -1,6 +1,7 @@
 #include "daemon/config/config_reload.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
@@ -59,23 +60,17 @@ ReloadPlan PlanReload(const v1::DaemonConfig& running,
 v1::DaemonConfig Merge(const v1::DaemonConfig& running,
                        const v1::DaemonConfig& next, const ReloadPlan& plan) {
   v1::DaemonConfig merged = running;
-  const Reflection* reflection = merged.GetReflection();
+  v1::DaemonConfig donor = next;
+  std::vector<const FieldDescriptor*> fields;
   for (const FieldChange& change : plan.apply) {
-    const FieldDescriptor* field =
-        v1::DaemonConfig::descriptor()->FindFieldByName(change.field);
-    if (field == nullptr) continue;
-    reflection->ClearField(&merged, field);
-    // MergeFrom of a message holding only this field copies just it.
-    v1::DaemonConfig only;
-    if (field->is_repeated() || next.GetReflection()->HasField(next, field)) {
-      only = next;
-      for (int i = 0; i < v1::DaemonConfig::descriptor()->field_count(); ++i) {
-        const FieldDescriptor* other = v1::DaemonConfig::descriptor()->field(i);
-        if (other != field) only.GetReflection()->ClearField(&only, other);
-      }
-      merged.MergeFrom(only);
+    if (const FieldDescriptor* field =
+            v1::DaemonConfig::descriptor()->FindFieldByName(change.field)) {
+      fields.push_back(field);
     }
   }
+  // Exactly these fields (set or cleared) move from `next`; the rest of
+  // `running` stays as it is.
+  merged.GetReflection()->SwapFields(&merged, &donor, fields);
   return merged;
 }
 
