@@ -225,5 +225,47 @@ TEST(MetricsTest, ReloadTurnsTheEndpointOn) {
       << (*d)->LogTail();
 }
 
+TEST(MetricsTest, ReloadToABusyPortKeepsTheOldEndpoint) {
+  TempDir dir;
+  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
+  std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n";
+  DaemonOptions options;
+  options.extra_args = {"--config", conf};
+  auto d = DaemonProcess::Start(dir.path(), "d", options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string address = MetricsAddress((*d)->log_path());
+  ASSERT_FALSE(address.empty()) << (*d)->LogTail();
+
+  // A port this test holds: the new endpoint cannot bind there.
+  const int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(busy, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string taken = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+
+  std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"" << taken
+                      << "\"\n";
+  ::kill((*d)->pid(), SIGHUP);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ReadFile((*d)->log_path()).find("could not be applied") ==
+             std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_NE(ReadFile((*d)->log_path())
+                .find(absl::StrCat("metrics_listen changed from "
+                                   "\"127.0.0.1:0\" to \"",
+                                   taken, "\" but could not be applied")),
+            std::string::npos)
+      << (*d)->LogTail();
+  // Still served where it was, and the daemon still runs.
+  EXPECT_GE(Value(Scrape(address), "rdmad_sessions"), 0);
+  ::close(busy);
+}
+
 }  // namespace
 }  // namespace rdmad::testing
