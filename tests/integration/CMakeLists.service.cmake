@@ -26,8 +26,15 @@ target_compile_definitions(python_example_test PRIVATE
 
 # The .deb built from this tree (cpack), checked with dpkg-deb; installed
 # and purged for real only as root with CI set.
+# A sanitizer build's static client library needs the sanitizer runtime in
+# whatever links it.
+set(RDMAD_PACKAGE_TEST_CXXFLAGS "")
+if(RDMAD_SANITIZE)
+  set(RDMAD_PACKAGE_TEST_CXXFLAGS "-fsanitize=address,undefined")
+endif()
 add_test(NAME package_test
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_test.sh ${CMAKE_BINARY_DIR})
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_test.sh ${CMAKE_BINARY_DIR}
+          "${RDMAD_PACKAGE_TEST_CXXFLAGS}")
 set_tests_properties(package_test PROPERTIES
   LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
 

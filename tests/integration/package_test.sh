@@ -7,9 +7,13 @@
 #     dpkg -i, runs the installed rdmad --help and rdmactl --help, checks
 #     that the user, group and unit are there, and purges it again.
 #
-#   package_test.sh BUILD_DIR
+#   package_test.sh BUILD_DIR [EXTRA_CXXFLAGS]
+#
+# EXTRA_CXXFLAGS: what an application needs on top of pkg-config's flags to
+# link this build's library (-fsanitize=... for a sanitizer build).
 set -euo pipefail
 build="$1"
+extra_flags="${2:-}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
@@ -62,7 +66,8 @@ flags="$(PKG_CONFIG_PATH="$root/usr/lib/$(gcc -print-multiarch)/pkgconfig" \
   pkg-config --define-variable=prefix="$root/usr" --cflags --libs rdmad-client)" ||
   fail "pkg-config rdmad-client"
 src="$(cd "$(dirname "$0")/../.." && pwd)/examples/hello_transfer.cc"
-g++ -std=c++20 -o "$out/hello_transfer" "$src" $flags >"$out/cc.log" 2>&1 || {
+# shellcheck disable=SC2086 # flag lists, split on purpose
+g++ -std=c++20 $extra_flags -o "$out/hello_transfer" "$src" $flags >"$out/cc.log" 2>&1 || {
   cat "$out/cc.log"; fail "examples/hello_transfer.cc does not build against rdmad-dev"; }
 echo "rdmad-dev: builds examples/hello_transfer.cc via pkg-config OK"
 
