@@ -139,8 +139,9 @@ TEST(NotifyTest, ReadyOnlyWhenListeningThenWatchdogThenStopping) {
   NotifySocket notify(absl::StrCat(dir.path(), "/notify.sock"));
   ASSERT_TRUE(notify.bound()) << std::strerror(errno);
   const std::string socket = absl::StrCat(dir.path(), "/rdmad.sock");
-  // 200 ms: pings every 100 ms, so several arrive within the wait below.
-  auto daemon = StartNotifyingDaemon(dir, notify, socket, "200000");
+  // 2 s: a ping (each after a self-check with a 500 ms budget) every
+  // second, generous enough for a sanitizer build on a busy machine.
+  auto daemon = StartNotifyingDaemon(dir, notify, socket, "2000000");
   ASSERT_TRUE(daemon.ok()) << daemon.status();
 
   const std::string ready = notify.WaitFor("READY=1", absl::Seconds(30));
