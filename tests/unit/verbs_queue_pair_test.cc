@@ -33,7 +33,7 @@ QpEndpoint RoceRemote() {
 
 TEST(QpConfigTest, DefaultsAreTheDocumentedOnes) {
   const QpConfig config;
-  EXPECT_EQ(config.timeout, 14);
+  EXPECT_EQ(config.timeout, 18);
   EXPECT_EQ(config.retry_cnt, 6);  // rxe takes 7 as "forever"
   EXPECT_EQ(config.rnr_retry, 7);
   EXPECT_GT(config.hop_limit, 1);

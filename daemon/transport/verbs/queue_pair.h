@@ -75,11 +75,13 @@ struct QpConfig {
   uint32_t max_recv_wr = 1;
   uint32_t max_recv_sge = 1;
 
-  // Local ACK timeout, encoded as 4.096 us * 2^timeout: 14 is ~67 ms, long
-  // enough for a congested fabric and for soft-RoCE under emulation, short
-  // enough that a dead peer is detected in about half a second (times
-  // retry_cnt).
-  uint8_t timeout = 14;
+  // Local ACK timeout, encoded as 4.096 us * 2^timeout: 18 is ~1.07 s.
+  // Not perftest's 14 (~67 ms): with retry_cnt 6 that gave up after half a
+  // second, and in the lab a 64 MiB READ between two emulated hosts on a
+  // busy machine failed with RETRY_EXC_ERR while both peers were alive.
+  // A dead peer is still noticed in ~7 s, and a transfer never waits past
+  // its own deadline (the channel moves the QPs to the error state then).
+  uint8_t timeout = 18;
   // Retransmissions after a timeout before the WR fails with
   // IBV_WC_RETRY_EXC_ERR: enough that a transient loss does not fail a
   // transfer. Not 7: soft-RoCE (rdma_rxe) takes 7 as "retry forever", and
