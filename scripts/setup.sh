@@ -27,6 +27,9 @@ packages+=(python3-grpcio python3-grpc-tools python3-protobuf dpkg-dev file)
 packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod)
 # Benchmark references.
 packages+=(iperf3 ucx-utils)
+# Hardening: openssl makes throwaway certificates for the mutual-TLS test;
+# clang and its libFuzzer runtime build the fuzz targets (fuzz/).
+packages+=(openssl clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,7 @@
 #
 #   scripts/test.sh            everything (what CI runs)
 #   SKIP_SANITIZE=1 scripts/test.sh   without the sanitizer pass
+#   SKIP_HARDENING=1 scripts/test.sh  without fuzzing and ThreadSanitizer
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,5 +39,10 @@ if [[ -z "${SKIP_SANITIZE:-}" ]]; then
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$asan" --output-on-failure -j "$jobs" \
       -L 'unit|integration' --timeout 600
+fi
+if [[ -z "${SKIP_HARDENING:-}" ]]; then
+  # Fuzz targets for a bounded time, and a ThreadSanitizer build running the
+  # unit tests and an integration subset (under 10 minutes on 2 cores).
+  "$here/scripts/hardening_ci.sh" "$build"
 fi
 echo "=== all tests passed ==="

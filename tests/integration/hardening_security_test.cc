@@ -145,6 +145,37 @@ TEST(HardeningSecurityTest, SocketGroupAndModeApplyToBothSockets) {
   EXPECT_THAT(bad.err + bad.out, HasSubstr("no-such-group-rdmad"));
 }
 
+TEST(HardeningSecurityTest, RdmactlAllocSetsModeAndGroupAndListShowsThem) {
+  TempDir dir;
+  auto d = Start(dir, "r");
+  ASSERT_TRUE(d);
+  const gid_t gid = ::getgid();
+  auto ok = RunProcess({RdmactlBinary(), "--socket", d->socket(), "alloc",
+                        "shared", "4K", "--mode", "0640", "--group",
+                        absl::StrCat(gid)});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("mode 0640"));
+  auto bad = RunProcess({RdmactlBinary(), "--socket", d->socket(), "alloc",
+                         "x", "4K", "--mode", "0755"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("read (4) and write (2)"));
+  bad = RunProcess({RdmactlBinary(), "--socket", d->socket(), "alloc", "x",
+                    "4K", "--mode", "rw"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("must be octal"));
+  auto list = RunProcess({RdmactlBinary(), "--socket", d->socket(), "regions"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("MODE"));
+  EXPECT_THAT(list.out, HasSubstr("0640"));
+  auto client = Connect(*d);
+  ASSERT_TRUE(client);
+  auto regions = client->ListRegions();
+  ASSERT_TRUE(regions.ok());
+  ASSERT_EQ(regions->regions_size(), 1);
+  EXPECT_EQ(regions->regions(0).mode(), 0640u);
+  EXPECT_EQ(regions->regions(0).owner_gid(), gid);
+}
+
 // --- another uid ------------------------------------------------------------
 
 class OtherUidTest : public ::testing::Test {

@@ -191,7 +191,7 @@ TEST(HardeningSoakTest, SeveralClientsOnThreeDaemonsNeverSeeAMismatch) {
   std::atomic<uint64_t> transfers{0};
   std::atomic<uint64_t> mismatches{0};
   std::atomic<uint64_t> errors{0};
-  const absl::Time end = absl::Now() + absl::Seconds(15);
+  const absl::Time end = absl::Now() + absl::Seconds(10);
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {

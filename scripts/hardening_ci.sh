@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The hardening pass of the CI (called by scripts/test.sh):
+#   1. libFuzzer targets (fuzz/), built with clang, each run for a bounded
+#      time from the seed corpus in fuzz/corpus (copied, so the repository
+#      is not touched);
+#   2. a ThreadSanitizer build running the unit tests and a subset of the
+#      integration tests.
+# Budget: under 10 minutes on a 2-core machine (measured in docs/SECURITY.md).
+#
+#   scripts/hardening_ci.sh BUILD_PREFIX
+#   FUZZ_SECONDS=30   seconds per fuzz target
+#   SKIP_FUZZ=1 / SKIP_TSAN=1
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+prefix="${1:-$here/build-test}"
+jobs="$(nproc)"
+fuzz_seconds="${FUZZ_SECONDS:-30}"
+start=$SECONDS
+
+if [[ -z "${SKIP_FUZZ:-}" ]]; then
+  echo "=== fuzzing: ${fuzz_seconds}s per target ==="
+  fuzz="$prefix-fuzz"
+  cmake -S "$here" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DRDMAD_FUZZ=ON -DRDMAD_BUILD_TESTS=OFF > /dev/null
+  cmake --build "$fuzz" --target rdmad_fuzzers
+  for target in tcp_frame descriptor request_validation; do
+    corpus="$(mktemp -d)"
+    cp "$here/fuzz/corpus/$target/"* "$corpus/"
+    echo "--- fuzz_$target"
+    # -error_exitcode: any crash, leak, sanitizer report or abort() fails CI.
+    "$fuzz/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" \
+      -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -error_exitcode=77 -artifact_prefix="$fuzz/crash-$target-" \
+      "$corpus" 2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|INFO: Running with)" || true
+    status=${PIPESTATUS[0]}
+    rm -rf "$corpus"
+    if [[ $status -ne 0 ]]; then
+      echo "fuzz_$target failed (exit $status); reproducer in $fuzz/crash-$target-*"
+      exit 1
+    fi
+  done
+  echo "fuzzing took $((SECONDS - start)) s"
+fi
+
+if [[ -z "${SKIP_TSAN:-}" ]]; then
+  echo "=== ThreadSanitizer: unit tests and an integration subset ==="
+  tsan_start=$SECONDS
+  tsan="$prefix-tsan"
+  cmake -S "$here" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRDMAD_TSAN=ON > /dev/null
+  # Only what the chosen tests need: the core, TCP transport and peer layer
+  # unit tests (the concurrent code), and integration tests that run real
+  # daemons through transfers, revocation and quotas.
+  cmake --build "$tsan" --target rdmad rdmad_test_client client_test \
+    transfer_test hardening_security_test rdmad_hardening_client \
+    hardening_access_test region_table_test session_table_test \
+    transfer_engine_test tcp_wire_test tcp_data_server_test \
+    tcp_peer_channel_test descriptor_codec_test
+  # The Debian abseil and gRPC libraries are not built with TSan, so it
+  # cannot see their synchronization; fuzz/tsan.supp says what that forces
+  # us to suppress and why.
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/fuzz/tsan.supp"
+  ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
+    -R '^(AccessControlTest|RegionAclTest|QuotaTest|RevocationTest|HandshakeTest|PeerAllowListTest|RegionTableTest|SessionTableTest|TransferEngineTest|Tcp[A-Za-z]*Test|DescriptorCodecTest)\.'
+  ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
+    -R '^(ClientTest\.|TransferTest\.(PatternsRoundTrip|SeveralClients|Violations)|HardeningSecurityTest\.(Quotas|UnexportReexport))'
+  echo "ThreadSanitizer pass took $((SECONDS - tsan_start)) s"
+fi
+echo "hardening pass took $((SECONDS - start)) s"
