@@ -5,7 +5,8 @@
 // or dropping privileges failed.
 //
 //   rdmad_hardening_client SOCKET UID GID COMMAND [ARGS...]
-//     UID/GID "-" keep the current ones.
+//     UID/GID "-" keep the current ones; GID may be GID,SUPP1,SUPP2... to
+//     set supplementary groups too.
 //   COMMANDS
 //     map NAME                 ask for the region's memfd (needs rw)
 //     free NAME                FreeRegion
@@ -22,8 +23,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/session_wire.h"
 #include "tests/integration/raw_session.h"
 
@@ -54,10 +57,16 @@ int main(int argc, char** argv) {
   const std::string command = argv[4];
   const std::string name = argv[5];
   if (gid_text != "-") {
-    uint32_t gid = 0;
-    if (!absl::SimpleAtoi(gid_text, &gid)) return Usage();
+    // GID[,SUPPLEMENTARY...]
+    std::vector<gid_t> groups;
+    for (absl::string_view part : absl::StrSplit(gid_text, ',')) {
+      uint32_t g = 0;
+      if (!absl::SimpleAtoi(part, &g)) return Usage();
+      groups.push_back(g);
+    }
     // Supplementary groups first, while still privileged.
-    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0) {
+    if (::setgroups(groups.size() - 1, groups.data() + 1) != 0 ||
+        ::setgid(groups[0]) != 0) {
       std::perror("setgroups/setgid");
       return 3;
     }

@@ -194,11 +194,13 @@ class OtherUidTest : public ::testing::Test {
     ASSERT_TRUE(owner_);
   }
 
-  // Runs the helper as nobody; returns "CODE MESSAGE".
-  std::string AsNobody(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {HARDENING_CLIENT_PATH, daemon_->socket(),
-                                     absl::StrCat(kNobody),
-                                     absl::StrCat(kNobody)};
+  // Runs the helper as nobody (gid nogroup plus `supplementary` groups);
+  // returns "CODE MESSAGE".
+  std::string AsNobody(const std::vector<std::string>& args,
+                       const std::string& supplementary = "") {
+    std::vector<std::string> argv = {
+        HARDENING_CLIENT_PATH, daemon_->socket(), absl::StrCat(kNobody),
+        absl::StrCat(kNobody, supplementary.empty() ? "" : ",", supplementary)};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessResult r = RunProcess(argv, "", absl::Seconds(30));
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -261,6 +263,32 @@ TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   // And root still reaches everything.
   EXPECT_TRUE(owner_->MapRegion("nobodys").ok());
   EXPECT_TRUE(owner_->FreeRegion("nobodys").ok());
+}
+
+TEST_F(OtherUidTest, GroupBitsApplyThroughPrimaryAndSupplementaryGroups) {
+  // Group 4242 (members: whoever has it as a supplementary group), group
+  // nogroup (nobody's primary group); both group-rw, nothing for others.
+  RegionOptions g4242;
+  g4242.mode = 0660;
+  g4242.group = 4242;
+  ASSERT_TRUE(owner_->CreateRegion("team", 4096, Access::kNone, g4242).ok());
+  RegionOptions nogroup;
+  nogroup.mode = 0060;
+  nogroup.group = kNobody;
+  ASSERT_TRUE(owner_->CreateRegion("nogroup", 4096, Access::kNone, nogroup).ok());
+
+  std::string out = AsNobody({"map", "team"});
+  EXPECT_EQ(Code(out), 7) << out;
+  // The kernel reports supplementary groups on the session socket.
+  out = AsNobody({"map", "team"}, "4242");
+  EXPECT_EQ(Code(out), 0) << out;
+  out = AsNobody({"map", "team"}, "4243,4244");
+  EXPECT_EQ(Code(out), 7) << out;
+  out = AsNobody({"map", "nogroup"});
+  EXPECT_EQ(Code(out), 0) << out;
+  // Group members use, but do not manage.
+  out = AsNobody({"free", "team"}, "4242");
+  EXPECT_EQ(Code(out), 7) << out;
 }
 
 // --- revocation -------------------------------------------------------------

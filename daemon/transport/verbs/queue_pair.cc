@@ -37,16 +37,15 @@ absl::StatusOr<PathParams> ResolvePath(const QpConfig& config,
                                        const LocalLimits& local,
                                        const QpEndpoint& remote) {
   if (remote.qpn == 0 || remote.qpn > kMax24Bit) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "remote QPN 0x%x is not a valid RC QP number (1..0xffffff): the peer "
-        "sent a bad endpoint",
-        remote.qpn));
+    // Connection parameters stay out of messages (they end up in logs).
+    return absl::InvalidArgumentError(
+        "the remote QPN is not a valid RC QP number (1..0xffffff): the peer "
+        "sent a bad endpoint");
   }
   if (remote.psn > kMax24Bit) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "remote PSN 0x%x does not fit in 24 bits: the peer sent a bad "
-        "endpoint",
-        remote.psn));
+    return absl::InvalidArgumentError(
+        "the remote PSN does not fit in 24 bits: the peer sent a bad "
+        "endpoint");
   }
   if (!MtuFromBytes(remote.mtu).ok()) {
     return absl::InvalidArgumentError(
@@ -179,7 +178,7 @@ absl::StatusOr<ibv_qp_state> QueuePair::QueryState() const {
   ibv_qp_init_attr init{};
   if (int rc = ibv_query_qp(qp_.get(), &attr, IBV_QP_STATE, &init); rc != 0) {
     return absl::ErrnoToStatus(
-        rc, absl::StrFormat("ibv_query_qp(QP 0x%06x)", qpn()));
+        rc, "ibv_query_qp");
   }
   return attr.qp_state;
 }
@@ -188,8 +187,8 @@ absl::Status QueuePair::Modify(ibv_qp_attr& attr, int mask,
                                absl::string_view step) {
   if (int rc = ibv_modify_qp(qp_.get(), &attr, mask); rc != 0) {
     return absl::ErrnoToStatus(
-        rc, absl::StrFormat("ibv_modify_qp(QP 0x%06x on %s, %s)", qpn(),
-                            cq_->device()->name(), step));
+        rc, absl::StrFormat("ibv_modify_qp(on %s, %s)", cq_->device()->name(),
+                            step));
   }
   return absl::OkStatus();
 }
