@@ -30,13 +30,16 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     cp "$here/fuzz/corpus/$target/"* "$corpus/"
     echo "--- fuzz_$target"
     # -error_exitcode: any crash, leak, sanitizer report or abort() fails CI.
+    log="$fuzz/fuzz_$target.log"
+    status=0
     "$fuzz/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" \
       -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -error_exitcode=77 -artifact_prefix="$fuzz/crash-$target-" \
-      "$corpus" 2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|INFO: Running with)" || true
-    status=${PIPESTATUS[0]}
+      "$corpus" > "$log" 2>&1 || status=$?
+    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" "$log" || true
     rm -rf "$corpus"
     if [[ $status -ne 0 ]]; then
+      tail -50 "$log"
       echo "fuzz_$target failed (exit $status); reproducer in $fuzz/crash-$target-*"
       exit 1
     fi
