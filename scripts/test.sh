@@ -2,7 +2,8 @@
 # The whole test suite, from scratch: installs dependencies, builds, and runs
 # every test (labels unit, integration, lab), then builds the tests again
 # with AddressSanitizer + UndefinedBehaviorSanitizer and runs unit and
-# integration tests under them.
+# integration tests under them; finally runs the fuzz targets for a bounded
+# time and a ThreadSanitizer build (scripts/hardening_ci.sh).
 #
 #   scripts/test.sh            everything (what CI runs)
 #   SKIP_SANITIZE=1 scripts/test.sh   without the sanitizer pass

@@ -13,6 +13,8 @@
 //   - PeerAllowList parsing and matching (IPv4, IPv6, mapped, CIDR, gRPC).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <memory>
 #include <optional>
@@ -364,6 +366,47 @@ TEST(RevocationTest, UnexportReexportAndFreeInvalidateTheKey) {
   s = tcp::CheckRequest(table, h).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*region)->exported().tcp_key, 0u);
+}
+
+// --- data connections a peer may hold --------------------------------------
+
+int ConnectLoopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 &&
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
+  NullRegistrar registrar;
+  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
+  tcp::TcpDataServerOptions options;
+  options.threads = 1;  // one loop: accepts are counted in order
+  options.max_open_connections = 2;
+  auto server = tcp::TcpDataServer::Start(&table, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) {
+    fds.push_back(ConnectLoopback((*server)->port()));
+    ASSERT_GE(fds.back(), 0);
+  }
+  // The third is closed by the server without a byte sent (if it were kept,
+  // recv fails after the timeout instead of returning 0).
+  timeval tv{10, 0};
+  ::setsockopt(fds[2], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char byte = 0;
+  EXPECT_EQ(::recv(fds[2], &byte, 1, 0), 0);
+  EXPECT_EQ((*server)->stats().refused, 1u);
+  EXPECT_EQ((*server)->stats().connections_open, 2u);
+  for (int fd : fds) ::close(fd);
+  (*server)->Stop();
 }
 
 // --- stale handshakes -------------------------------------------------------

@@ -193,12 +193,14 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
         if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer),
                           &length) != 0 ||
             !server_->options_.allow.AllowsSockaddr(peer)) {
-          server_->counters_.refused++;
-          spdlog::warn("tcp data server: refused a connection from {}: not "
-                       "in peer_allow",
-                       RemoteAddressOf(fd.get()));
+          Refuse(fd.get(), "not in peer_allow");
           continue;  // closes it
         }
+      }
+      if (server_->counters_.connections_open.load() >=
+          server_->options_.max_open_connections) {
+        Refuse(fd.get(), "too many open data connections");
+        continue;
       }
       TuneSocket(fd.get(), server_->options_.tuning);
       server_->counters_.connections_accepted++;
@@ -209,6 +211,17 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       } else {
         target->Adopt(std::move(fd));
       }
+    }
+  }
+
+  // Counts a connection closed at accept. Logs the first and then every
+  // 1000th, so that a peer knocking in a loop cannot flood the log.
+  void Refuse(int fd, absl::string_view why) {
+    const uint64_t n = ++server_->counters_.refused;
+    if (n % 1000 == 1) {
+      spdlog::warn("tcp data server: refused a connection from {}: {} ({} "
+                   "refused so far)",
+                   RemoteAddressOf(fd), std::string(why), n);
     }
   }
 

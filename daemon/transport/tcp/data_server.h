@@ -62,6 +62,10 @@ struct TcpDataServerOptions {
   // Peers allowed to connect (config peer_allow); others are closed at
   // accept, before a byte is read. Empty: everyone.
   core::PeerAllowList allow;
+  // Most data connections open at once, from all peers together; more are
+  // closed at accept, so that a peer cannot exhaust the daemon's file
+  // descriptors. (Approximate with several event loops.)
+  uint32_t max_open_connections = 1024;
 };
 
 // Checks one request against the region table as the server does; returns
@@ -79,7 +83,9 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     uint64_t bytes_written = 0;  // into local regions by peers' WRITEs
     uint64_t bytes_read = 0;     // out of local regions by peers' READs
     uint64_t protocol_errors = 0;  // connections closed for garbage
-    uint64_t refused = 0;  // connections closed at accept (peer_allow)
+    // Connections closed at accept: not in peer_allow, or over
+    // max_open_connections.
+    uint64_t refused = 0;
   };
 
   // `regions` is not owned and must outlive the server.
