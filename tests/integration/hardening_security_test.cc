@@ -12,10 +12,12 @@
 //     another CA, is refused.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -113,6 +116,54 @@ TEST(HardeningSecurityTest, QuotasPerUidAreEnforcedAndNamed) {
   ASSERT_TRUE(client->CreateRegion("named", 4096, Access::kNone).ok());
   EXPECT_EQ(client->CreateRegion("named2", 4096, Access::kNone).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+TEST(HardeningSecurityTest, TransfersInFlightQuotaRefusesTheNextOne) {
+  TempDir dir;
+  auto a = Start(dir, "qa", "quota_transfers_per_uid: 2\n");
+  auto b = Start(dir, "qb");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("kv", 1 << 20, Access::kReadWrite).ok());
+  auto ca = Client::Connect({.socket_path = a->socket(),
+                             .timeout = absl::Seconds(60)});
+  ASSERT_TRUE(ca.ok());
+  auto buf = (*ca)->Allocate(1 << 20);
+  ASSERT_TRUE(buf.ok());
+  // Resolve and connect first, so the held transfers are posted at once.
+  ASSERT_TRUE((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
+
+  // B stops: two transfers hang in flight (posted, unanswered).
+  ASSERT_EQ(::kill(b->pid(), SIGSTOP), 0);
+  std::vector<std::thread> held;
+  std::atomic<int> held_ok{0};
+  for (int i = 0; i < 2; ++i) {
+    held.emplace_back([&] {
+      if ((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok()) held_ok++;
+    });
+  }
+  const absl::Time posted_by = absl::Now() + absl::Seconds(20);
+  uint32_t outstanding = 0;
+  while (absl::Now() < posted_by) {
+    auto qps = (*ca)->ListQps();
+    outstanding = 0;
+    if (qps.ok()) {
+      for (const auto& q : qps->qps()) outstanding += q.outstanding();
+    }
+    if (outstanding >= 2) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(outstanding, 2u);
+  auto third = (*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
+      << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("quota_transfers_per_uid"));
+  ::kill(b->pid(), SIGCONT);
+  for (auto& t : held) t.join();
+  EXPECT_EQ(held_ok.load(), 2);
+  // The slots came back.
+  EXPECT_TRUE((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
 }
 
 // --- sockets ----------------------------------------------------------------
