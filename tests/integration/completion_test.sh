@@ -58,6 +58,8 @@ expect "--socket"               rdmactl --so
 expect "--op"                   rdmactl bench --o
 expect "write read"             rdmactl bench --op ""
 expect "r w rw"                 rdmactl alloc x 1M --export ""
+expect "--batch"                rdmactl bench --bat
+expect "--mode"                 rdmactl alloc x 1M --mo
 expect "kv-cache kv-index"      rdmactl --socket "$sock" free kv
 expect "kv-cache"               rdmactl --socket "$sock" export kv-c
 expect "r w rw none"            rdmactl --socket "$sock" export kv-cache ""
