@@ -241,6 +241,67 @@ TEST_F(TransferTest, BatchOfSmallWritesLandsAndIsChained) {
   }
 }
 
+// Unexport and free revoke a peer's access, also for a peer that holds the
+// old key in a descriptor and sends straight to it: on verbs the export's
+// MR is deregistered, so the remote NIC itself refuses the old rkey, and
+// the region's bytes stay untouched.
+TEST_F(TransferTest, UnexportAndFreeRevokeAnOldDescriptor) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = 64 * 1024;
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("kv", kSize, Access::kReadWrite).ok());
+  auto view = cb->MapRegion("kv");
+  ASSERT_TRUE(view.ok()) << view.status();
+  std::memset(view->data(), 0, kSize);
+  auto descriptor = cb->GetDescriptor("kv");
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+  RemoteRegion old_key;
+  old_key.descriptor = *descriptor;
+
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto buf = ca->Allocate(kSize);
+  ASSERT_TRUE(buf.ok());
+  std::memset(buf->data(), 0x11, kSize);
+  ASSERT_TRUE(ca->Write(*buf, 0, old_key, 0, kSize).ok());
+  ASSERT_EQ(static_cast<unsigned char>(view->data()[kSize - 1]), 0x11);
+
+  // Unexported: the old key no longer reaches the memory.
+  ASSERT_TRUE(cb->Export("kv", Access::kNone).ok());
+  std::memset(buf->data(), 0x22, kSize);
+  auto w = ca->Write(*buf, 0, old_key, 0, kSize);
+  ASSERT_FALSE(w.ok()) << "a write with the old key went through";
+  EXPECT_THAT(w.status().code(), AnyOf(absl::StatusCode::kNotFound,
+                                       absl::StatusCode::kPermissionDenied))
+      << w.status();
+  for (uint64_t i = 0; i < kSize; ++i) {
+    ASSERT_EQ(static_cast<unsigned char>(view->data()[i]), 0x11)
+        << "byte " << i << " changed after unexport";
+  }
+
+  // Exported again: a new key; the old descriptor stays dead, the name works.
+  ASSERT_TRUE(cb->Export("kv", Access::kReadWrite).ok());
+  w = ca->Write(*buf, 0, old_key, 0, kSize);
+  EXPECT_FALSE(w.ok()) << "the old key works again after re-export";
+  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "kv"), 0, kSize).ok())
+      << "the channel did not survive the refusals";
+  EXPECT_EQ(static_cast<unsigned char>(view->data()[0]), 0x22);
+
+  // Freed: neither the name nor a fresh descriptor reaches it.
+  auto fresh = cb->GetDescriptor("kv");
+  ASSERT_TRUE(fresh.ok());
+  RemoteRegion fresh_key;
+  fresh_key.descriptor = *fresh;
+  view = absl::InternalError("unmapped");  // drop our view before freeing
+  ASSERT_TRUE(cb->FreeRegion("kv").ok());
+  EXPECT_FALSE(ca->Read(*buf, 0, fresh_key, 0, kSize).ok());
+  auto r = ca->Read(*buf, 0, Remote(*b, "kv"), 0, kSize);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+}
+
 TEST_F(TransferTest, SeveralClientsAtOnce) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");
