@@ -256,48 +256,39 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     } else if (Clock::now() >= run.deadline) {
       break;
     }
-    if (run.batch > 1) {
-      const Clock::time_point t0 = Clock::now();
-      absl::Status status = TransferBatch(run, count);
-      const Clock::time_point t1 = Clock::now();
-      if (!status.ok()) {
-        std::lock_guard<std::mutex> lock(run.mu);
-        if (run.error.ok()) {
-          run.error = std::move(status);
-          run.error_op = run.completed.load() + 1;
-        }
-        run.stop = true;
-        break;
-      }
-      out.latencies_ns.push_back(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0)
-              .count());
-      out.last_end = t1;
-      run.completed.fetch_add(count, std::memory_order_relaxed);
-      out.ops += count;
-      continue;
-    }
     const Clock::time_point t0 = Clock::now();
-    auto result =
-        Transfer(*run.client, run.op, *run.local, *run.remote, run.size);
+    absl::Status status;
+    std::optional<TransferResult> single;  // what a one-operation call says
+    if (run.batch > 1) {
+      status = TransferBatch(run, count);
+    } else if (auto result = Transfer(*run.client, run.op, *run.local,
+                                      *run.remote, run.size);
+               result.ok()) {
+      single = *std::move(result);
+    } else {
+      status = result.status();
+    }
     const Clock::time_point t1 = Clock::now();
-    if (!result.ok()) {
+    if (!status.ok()) {
       std::lock_guard<std::mutex> lock(run.mu);
       if (run.error.ok()) {
-        run.error = result.status();
+        run.error = std::move(status);
         run.error_op = run.completed.load() + 1;
       }
       run.stop = true;
       break;
     }
+    // One sample per call: a whole batch's latency with --batch.
     out.latencies_ns.push_back(
         std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-    out.daemon_latencies_ns.push_back(
-        absl::ToInt64Nanoseconds(result->daemon_latency));
+    if (single.has_value()) {
+      out.daemon_latencies_ns.push_back(
+          absl::ToInt64Nanoseconds(single->daemon_latency));
+      out.transports.insert(single->transport);
+    }
     out.last_end = t1;
-    out.transports.insert(result->transport);
-    run.completed.fetch_add(1, std::memory_order_relaxed);
-    ++out.ops;
+    run.completed.fetch_add(count, std::memory_order_relaxed);
+    out.ops += count;
   }
   run.finished.fetch_add(1);
 }
