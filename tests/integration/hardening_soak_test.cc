@@ -27,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
@@ -41,20 +42,6 @@ std::unique_ptr<DaemonProcess> Start(const TempDir& dir,
   auto daemon = DaemonProcess::Start(dir.path(), name, options);
   EXPECT_TRUE(daemon.ok()) << daemon.status();
   return daemon.ok() ? *std::move(daemon) : nullptr;
-}
-
-std::unique_ptr<Client> Connect(const DaemonProcess& daemon) {
-  auto client = Client::Connect({.socket_path = daemon.socket(),
-                                 .timeout = absl::Seconds(30)});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return client.ok() ? *std::move(client) : nullptr;
-}
-
-RemoteRegion Remote(const DaemonProcess& daemon, const std::string& name) {
-  RemoteRegion r;
-  r.peer = daemon.peer_address();
-  r.name = name;
-  return r;
 }
 
 int OpenFds(pid_t pid) {

@@ -24,6 +24,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad {
@@ -35,6 +36,7 @@ using ::rdmad::testing::ProcessResult;
 using ::rdmad::testing::RdmactlBinary;
 using ::rdmad::testing::RunProcess;
 using ::rdmad::testing::TempDir;
+using ::rdmad::testing::Connect;
 using ::rdmad::testing::TestTransport;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -54,12 +56,6 @@ class RdmactlBenchTest : public ::testing::Test {
     auto daemon = DaemonProcess::Start(dir_.path(), name, options);
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;
-  }
-
-  static std::unique_ptr<Client> Connect(const DaemonProcess& daemon) {
-    auto client = Client::Connect({.socket_path = daemon.socket()});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? *std::move(client) : nullptr;
   }
 
   // rdmactl --socket <daemon> bench ARGS...

@@ -32,13 +32,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad {
 namespace {
 
+using ::rdmad::testing::Connect;
 using ::rdmad::testing::DaemonOptions;
 using ::rdmad::testing::DaemonProcess;
+using ::rdmad::testing::Remote;
 using ::rdmad::testing::TempDir;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -86,22 +89,6 @@ class TransferTest : public ::testing::Test {
     auto daemon = DaemonProcess::Start(dir_.path(), name, options);
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;
-  }
-
-  static std::unique_ptr<Client> Connect(const DaemonProcess& daemon,
-                                         absl::Duration timeout = absl::Seconds(30)) {
-    auto client = Client::Connect({.socket_path = daemon.socket(),
-                                   .timeout = timeout});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? *std::move(client) : nullptr;
-  }
-
-  static RemoteRegion Remote(const DaemonProcess& daemon,
-                             const std::string& name) {
-    RemoteRegion r;
-    r.peer = daemon.peer_address();
-    r.name = name;
-    return r;
   }
 
   TempDir dir_;
