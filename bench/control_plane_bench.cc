@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/rdmactl/bench_stats.h"
 #include "common/size.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -95,12 +96,11 @@ Args ParseArgs(int argc, char** argv) {
   std::exit(1);
 }
 
-// The q-quantile of `samples` (sorted in place), in microseconds.
-double QuantileUs(std::vector<absl::Duration>& samples, double q) {
-  std::sort(samples.begin(), samples.end());
-  const size_t index = std::min(
-      samples.size() - 1, static_cast<size_t>(q * samples.size()));
-  return absl::ToDoubleMicroseconds(samples[index]);
+// The `percent` percentile of `samples` (sorted in place), in microseconds:
+// the same nearest-rank definition as rdmactl bench's.
+double PercentileUs(std::vector<int64_t>& samples_ns, double percent) {
+  std::sort(samples_ns.begin(), samples_ns.end());
+  return rdmad::rdmactl::Percentile(samples_ns, percent) / 1000.0;
 }
 
 double Median(std::vector<double> values) {
@@ -140,22 +140,22 @@ void LocalCall(rdmad::Client& client, const Args& args,
     if (auto s = client.GetStatus(); !s.ok()) Die("GetStatus", s.status());
     HealthCheck(*health);
   }
-  std::vector<absl::Duration> ours, floor;
+  std::vector<int64_t> ours, floor;  // nanoseconds
   ours.reserve(args.calls);
   floor.reserve(args.calls);
   // Interleaved, so that both see the same machine.
   for (int i = 0; i < args.calls; ++i) {
     absl::Time start = absl::Now();
     if (auto s = client.GetStatus(); !s.ok()) Die("GetStatus", s.status());
-    ours.push_back(absl::Now() - start);
+    ours.push_back(absl::ToInt64Nanoseconds(absl::Now() - start));
     start = absl::Now();
     HealthCheck(*health);
-    floor.push_back(absl::Now() - start);
+    floor.push_back(absl::ToInt64Nanoseconds(absl::Now() - start));
   }
-  rows.push_back({"local call p50", QuantileUs(ours, 0.5),
-                  QuantileUs(floor, 0.5), "us", "Health/Check, same socket"});
-  rows.push_back({"local call p99", QuantileUs(ours, 0.99),
-                  QuantileUs(floor, 0.99), "us", "Health/Check, same socket"});
+  rows.push_back({"local call p50", PercentileUs(ours, 50),
+                  PercentileUs(floor, 50), "us", "Health/Check, same socket"});
+  rows.push_back({"local call p99", PercentileUs(ours, 99),
+                  PercentileUs(floor, 99), "us", "Health/Check, same socket"});
 }
 
 // Huge pages reserved on this machine (/proc/sys/vm/nr_hugepages)? rdmad
@@ -231,15 +231,15 @@ void PeerSetup(rdmad::Client& client, const Args& args,
     auto first = client.Write(*buffer, 0, remote, 0, 8);
     const absl::Duration first_took = absl::Now() - start;
     if (!first.ok()) Die("first write to " + peer, first.status());
-    std::vector<absl::Duration> steady;
+    std::vector<int64_t> steady;  // nanoseconds
     for (int i = 0; i < 50; ++i) {
       start = absl::Now();
       auto w = client.Write(*buffer, 0, remote, 0, 8);
       if (!w.ok()) Die("write to " + peer, w.status());
-      steady.push_back(absl::Now() - start);
+      steady.push_back(absl::ToInt64Nanoseconds(absl::Now() - start));
     }
     ours.push_back(absl::ToDoubleMilliseconds(first_took) -
-                   QuantileUs(steady, 0.5) / 1000);
+                   PercentileUs(steady, 50) / 1000);
   }
   rows.push_back({"peer setup", Median(ours), Median(floor), "ms",
                   "new gRPC channel + first call"});
