@@ -1,5 +1,7 @@
 #include "common/region_address.h"
 
+#include "common/host_port.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,38 +35,9 @@ absl::Status ValidateRegionName(absl::string_view name) {
 
 absl::Status ValidatePeerAddress(absl::string_view peer,
                                  bool is_listen_address) {
-  absl::string_view host;
-  absl::string_view port;
-  if (!peer.empty() && peer.front() == '[') {
-    const size_t close = peer.find(']');
-    if (close == absl::string_view::npos || close + 1 >= peer.size() ||
-        peer[close + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer address '", peer, "' must look like [IPV6]:PORT"));
-    }
-    host = peer.substr(1, close - 1);
-    port = peer.substr(close + 2);
-  } else {
-    const size_t colon = peer.rfind(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer address '", peer, "' has no port: use HOST:PORT"));
-    }
-    host = peer.substr(0, colon);
-    port = peer.substr(colon + 1);
-    if (host.find(':') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer address '", peer, "': bracket IPv6 hosts, e.g. [::1]:7471"));
-    }
-  }
-  uint32_t port_number = 0;
-  if (host.empty() || !absl::SimpleAtoi(port, &port_number) ||
-      (port_number == 0 && !is_listen_address) || port_number > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address '", peer, "' needs a host and a port in ",
-        is_listen_address ? "0..65535" : "1..65535"));
-  }
-  return absl::OkStatus();
+  return ParseHostPort(peer, is_listen_address ? AddressUse::kListen
+                                               : AddressUse::kDial)
+      .status();
 }
 
 absl::StatusOr<RegionAddress> ParseRegionAddress(absl::string_view text) {

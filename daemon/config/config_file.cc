@@ -137,6 +137,8 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
     CheckAtMost("qp_rnr_retry", config.qp_rnr_retry(), 7, " (7 = infinite)",
                 errors);
   }
+  CheckAtMost("io_threads", config.io_threads(), 64, "", errors);
+  CheckAtMost("max_peers", config.max_peers(), 1u << 20, "", errors);
   return errors;
 }
 
@@ -201,6 +203,8 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   if (config.transport().empty()) config.set_transport("auto");
   if (config.log_level().empty()) config.set_log_level("info");
   if (config.socket_mode().empty()) config.set_socket_mode("0666");
+  if (config.io_threads() == 0) config.set_io_threads(2);
+  if (config.max_peers() == 0) config.set_max_peers(1024);
   if (config.data_listen().empty()) {
     // Same host as the Peer service, any free port: peers learn it from
     // Peer.Connect.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
@@ -13,15 +14,22 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
                         uint64_t size, uint64_t offset, uint64_t length) {
   if (RangeInside(size, offset, length)) return absl::OkStatus();
   if (length == 0) {
-    return absl::InvalidArgumentError("transfer length is 0: move at least one byte");
+    return absl::InvalidArgumentError(
+        "transfer length is 0: move at least one byte");
   }
   return absl::OutOfRangeError(absl::StrCat(
       what, " range [", offset, ", ", offset, "+", length, ") does not fit in ",
-      region_name.empty() ? "the region" : absl::StrCat("region '", region_name, "'"),
+      region_name.empty() ? "the region"
+                          : absl::StrCat("region '", region_name, "'"),
       " of ", size, " bytes"));
 }
 
 }  // namespace
+
+std::string RemoteRegionLabel(const RemoteRegionInfo& region) {
+  return region.name.empty() ? absl::StrCat("region #", region.region_id)
+                             : absl::StrCat("region '", region.name, "'");
+}
 
 TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote,
                                TransferLimits limits)
@@ -56,92 +64,139 @@ uint64_t TransferEngine::InFlight(uint32_t uid) const {
   return it == in_flight_.end() ? 0 : it->second;
 }
 
-void TransferEngine::Submit(const Caller& caller,
-                            const TransferRequest& request, TransferDone done) {
+void TransferEngine::Submit(const Caller& caller, TransferSpec spec,
+                            TransferDone done) {
+  TransferRequest request{std::move(spec), std::move(done)};
+  SubmitBatch(caller, absl::MakeSpan(&request, 1));
+}
+
+void TransferEngine::SubmitBatch(const Caller& caller,
+                                 absl::Span<TransferRequest> requests) {
+  std::vector<Transfer> remote;
+  for (TransferRequest& request : requests) {
+    std::optional<Transfer> transfer = Check(caller, request);
+    if (!transfer.has_value()) continue;
+    if (transfer->remote.is_local()) {
+      Finish(transfer->op, transfer->remote.peer, caller.uid, true,
+             CopyLocal(*transfer), transfer->done);
+      continue;
+    }
+    // Accounting happens when the peer layer finishes it.
+    transfer->done = [this, op = transfer->op, peer = transfer->remote.peer,
+                      uid = caller.uid, done = std::move(transfer->done)](
+                         absl::StatusOr<TransferResult> result) mutable {
+      Finish(op, peer, uid, true, std::move(result), done);
+    };
+    remote.push_back(*std::move(transfer));
+  }
+  if (!remote.empty()) remote_->SubmitBatch(absl::MakeSpan(remote));
+}
+
+std::optional<Transfer> TransferEngine::Check(const Caller& caller,
+                                              TransferRequest& request) {
+  const TransferSpec& spec = request.spec;
   if (absl::Status s = Acquire(caller.uid); !s.ok()) {
-    Count(request, s);
-    return done(s);
+    Finish(spec.op, spec.remote.peer, caller.uid, false, s, request.done);
+    return std::nullopt;
   }
-  const uint32_t uid = caller.uid;
-  auto finish = [this, &request, &done, uid](absl::StatusOr<TransferResult> result) {
-    Release(uid);
-    Count(request, result);
-    done(std::move(result));
+  auto fail = [&](absl::Status status) {
+    Finish(spec.op, spec.remote.peer, caller.uid, true, std::move(status),
+           request.done);
+    return std::nullopt;
   };
+  if (!spec.remote.is_local() && remote_ == nullptr) {
+    return fail(absl::FailedPreconditionError(
+        "this daemon has no data transport to other daemons"));
+  }
   // WRITE sends the local bytes (reads them); READ lands bytes in them.
-  const uint32_t need =
-      request.op == OpType::kWrite ? kLocalRead : kLocalWrite;
-  auto local = regions_->FindForUse(caller, request.local, need);
-  if (!local.ok()) return finish(local.status());
+  const uint32_t need = spec.op == OpType::kWrite ? kLocalRead : kLocalWrite;
+  auto local = regions_->FindForUse(caller, spec.local, need);
+  if (!local.ok()) return fail(local.status());
   if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
-                                  request.local_offset, request.length);
+                                  spec.local_offset, spec.length);
       !s.ok()) {
-    return finish(s);
+    return fail(std::move(s));
   }
-  if (request.peer.empty() && request.remote_descriptor.empty()) {
-    return finish(CopyLocal(request, **local));
-  }
-  if (remote_ == nullptr) {
-    return finish(absl::UnimplementedError(
-        "this daemon has no data transport to other daemons yet"));
-  }
-  remote_->Submit(request, *std::move(local),
-                  [this, request, uid, done = std::move(done)](
-                      absl::StatusOr<TransferResult> result) {
-                    Release(uid);
-                    Count(request, result);
-                    done(std::move(result));
-                  });
+  Transfer t;
+  t.op = spec.op;
+  t.local = *std::move(local);
+  t.local_offset = spec.local_offset;
+  t.length = spec.length;
+  t.remote = std::move(request.spec.remote);
+  t.deadline = spec.deadline;
+  t.uid = caller.uid;
+  t.start = absl::Now();
+  t.done = std::move(request.done);
+  return t;
 }
 
 absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const TransferRequest& request, Region& local) {
-  const absl::Time start = absl::Now();
-  if (request.remote_name.empty()) {
+    const Transfer& transfer) {
+  const TransferTarget& remote = transfer.remote;
+  if (remote.name.empty()) {
     return absl::InvalidArgumentError("no target region named");
   }
-  auto target = regions_->FindExported(request.remote_name);
+  auto target = regions_->FindExported(remote.name);
   if (!target.ok()) return target.status();
   const ExportState exported = (*target)->exported();
-  const RemoteAccess needed =
-      request.op == OpType::kWrite ? RemoteAccess::kWrite : RemoteAccess::kRead;
-  if (!Allows(exported.access, needed)) {
+  const bool write = transfer.op == OpType::kWrite;
+  if (!Allows(exported.access,
+              write ? RemoteAccess::kWrite : RemoteAccess::kRead)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "region '", request.remote_name, "' is not exported for ",
-        request.op == OpType::kWrite ? "write" : "read",
-        ": export it with ", request.op == OpType::kWrite ? "w or rw" : "r or rw"));
+        "region '", remote.name, "' is not exported for ",
+        write ? "write" : "read", ": export it with ",
+        write ? "w or rw" : "r or rw"));
   }
-  if (absl::Status s = CheckRange("remote", request.remote_name,
-                                  (*target)->size(), request.remote_offset,
-                                  request.length);
+  if (absl::Status s = CheckRange("remote", remote.name, (*target)->size(),
+                                  remote.offset, transfer.length);
       !s.ok()) {
     return s;
   }
-  char* local_bytes = local.data() + request.local_offset;
-  char* remote_bytes = (*target)->data() + request.remote_offset;
+  char* local_bytes = transfer.local_data();
+  char* remote_bytes = (*target)->data() + remote.offset;
   // memmove: the two ranges may be the same region.
-  if (request.op == OpType::kWrite) {
-    std::memmove(remote_bytes, local_bytes, request.length);
+  if (write) {
+    std::memmove(remote_bytes, local_bytes, transfer.length);
   } else {
-    std::memmove(local_bytes, remote_bytes, request.length);
+    std::memmove(local_bytes, remote_bytes, transfer.length);
   }
-  return TransferResult{request.length, "local", absl::Now() - start};
+  return TransferResult{transfer.length, TransportKind::kLocal,
+                        absl::Now() - transfer.start};
 }
 
-void TransferEngine::Count(const TransferRequest& request,
-                           const absl::StatusOr<TransferResult>& result) {
+void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
+                            bool charged,
+                            absl::StatusOr<TransferResult> result,
+                            TransferDone& done) {
+  if (charged) Release(uid);
   // Outside mu_: the observer takes locks of its own.
   if (TransferObserver* observer = observer_.load(std::memory_order_acquire)) {
-    observer->OnTransferDone(request, result);
+    TransferRecord record;
+    record.op = op;
+    record.peer = &peer;
+    record.code = result.status().code();
+    if (result.ok()) {
+      record.transport = result->transport;
+      record.bytes = result->bytes;
+      record.latency = result->latency;
+    }
+    observer->OnTransferDone(record);
   }
-  absl::MutexLock lock(&mu_);
-  if (!result.ok()) {
-    ++counters_.ops_failed;
-    return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!result.ok()) {
+      ++counters_.ops_failed;
+    } else {
+      ++counters_.ops_ok;
+      if (op == OpType::kWrite) {
+        counters_.bytes_written += result->bytes;
+      } else {
+        counters_.bytes_read += result->bytes;
+      }
+    }
   }
-  ++counters_.ops_ok;
-  if (request.op == OpType::kWrite) counters_.bytes_written += result->bytes;
-  else counters_.bytes_read += result->bytes;
+  TransferDone run = std::move(done);
+  run(std::move(result));
 }
 
 TransferCounters TransferEngine::counters() const {

@@ -1,61 +1,42 @@
-// TransferEngine: turns a client's transfer request into a checked move of
-// bytes between a local region and a (local or remote) target region.
+// TransferEngine: turns decoded transfer requests (TransferSpec) into
+// checked transfers (Transfer) and runs them.
 //
-// The engine validates everything it can see locally — the caller may use
-// the local region, both ranges lie inside their regions — and hands remote
-// work to the transport of the peer. A target on this same daemon (empty
-// peer) is served like a loopback peer: it must be exported with the access
-// the operation needs, exactly as a remote daemon would demand.
+// The engine is the one place that checks a request against the tables:
+// the caller may use the local region with the access the operation needs,
+// the local range lies inside it, and the caller's uid has room in its
+// in-flight quota. A target on this same daemon (empty peer) is served as
+// a memory copy, with the checks a remote daemon would make (exported with
+// the access needed, range inside). Everything else goes to the peer layer
+// (RemoteTransfers) in one batch per call, which trusts what the engine
+// checked.
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "daemon/core/region_table.h"
+#include "daemon/core/transfer.h"
 #include "daemon/core/transfer_observer.h"
 
 namespace rdmad::core {
 
-enum class OpType { kWrite, kRead };
-
-struct TransferRequest {
-  OpType op = OpType::kWrite;
-  RegionKey local;
-  uint64_t local_offset = 0;
-  std::string peer;               // HOST:PORT; empty = this daemon
-  std::string remote_name;        // exported region name, or
-  std::string remote_descriptor;  // an encoded descriptor
-  uint64_t remote_offset = 0;
-  uint64_t length = 0;
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
-struct TransferResult {
-  uint64_t bytes = 0;
-  std::string transport;  // "local", "tcp", "verbs"
-  absl::Duration latency;
-};
-
-using TransferDone = std::function<void(absl::StatusOr<TransferResult>)>;
-
-// Moves data to and from other daemons. Implemented by the peer layer; the
-// engine calls it after the local side of a request has been validated.
+// Moves data to and from other daemons. Implemented by the peer layer.
 class RemoteTransfers {
  public:
   virtual ~RemoteTransfers() = default;
-  // `local` stays alive until `done` runs. Calls `done` exactly once, from
-  // any thread, no later than shortly after request.deadline.
-  virtual void Submit(const TransferRequest& request,
-                      std::shared_ptr<Region> local, TransferDone done) = 0;
+  // Takes every transfer of `transfers` (moved from) and runs each one's
+  // `done` exactly once, from any thread, no later than shortly after its
+  // deadline. Transfers of one batch to the same peer are handed to its
+  // data channel together.
+  virtual void SubmitBatch(absl::Span<Transfer> transfers) = 0;
 };
 
 struct TransferCounters {
@@ -71,17 +52,26 @@ struct TransferLimits {
   uint64_t max_in_flight_per_uid = 0;
 };
 
+// One request of a batch: what was asked and whom to tell.
+struct TransferRequest {
+  TransferSpec spec;
+  TransferDone done;
+};
+
 // Thread-safe.
 class TransferEngine {
  public:
-  // Not owned; `remote` may be null until a transport is wired in.
+  // Not owned; `remote` may be null (then remote targets fail
+  // FAILED_PRECONDITION: a daemon always has one, tests may not).
   TransferEngine(RegionTable* regions, RemoteTransfers* remote,
                  TransferLimits limits = {});
 
-  // Validates and starts a transfer for `caller`; `done` runs exactly once,
-  // possibly before Submit returns.
-  void Submit(const Caller& caller, const TransferRequest& request,
-              TransferDone done);
+  // Checks and starts every request of `requests` (moved from) for
+  // `caller`. Each `done` runs exactly once, possibly before this returns
+  // (local copies and failed checks complete inline).
+  void SubmitBatch(const Caller& caller, absl::Span<TransferRequest> requests);
+  // One request.
+  void Submit(const Caller& caller, TransferSpec spec, TransferDone done);
 
   TransferCounters counters() const;
 
@@ -95,10 +85,11 @@ class TransferEngine {
   uint64_t InFlight(uint32_t uid) const;
 
  private:
-  absl::StatusOr<TransferResult> CopyLocal(const TransferRequest& request,
-                                           Region& local);
-  void Count(const TransferRequest& request,
-             const absl::StatusOr<TransferResult>& result);
+  // Checks `request` and returns the Transfer, or fails its `done`.
+  std::optional<Transfer> Check(const Caller& caller, TransferRequest& request);
+  absl::StatusOr<TransferResult> CopyLocal(const Transfer& transfer);
+  void Finish(OpType op, const std::string& peer, uint32_t uid, bool charged,
+              absl::StatusOr<TransferResult> result, TransferDone& done);
   // Takes one in-flight slot of `uid`'s quota (RESOURCE_EXHAUSTED if none
   // is left); Release gives it back.
   absl::Status Acquire(uint32_t uid);

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "daemon/peer/descriptor_codec.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -29,19 +28,11 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   return *buckets;
 }
 
-const char* OpName(core::OpType op) {
-  return op == core::OpType::kWrite ? "write" : "read";
-}
-
-std::string PeerLabel(const core::TransferRequest& request) {
-  if (!request.peer.empty()) return request.peer;
-  if (request.remote_descriptor.empty()) return "local";
-  // A descriptor names its daemon inside: decoding it again here (a few
-  // hundred bytes) keeps the label the same whichever way the region was
-  // named.
-  auto decoded = peer::DecodeDescriptor(request.remote_descriptor);
-  return decoded.ok() && !decoded->peer().empty() ? decoded->peer()
-                                                  : "descriptor";
+// A descriptor's peer is the transfer's peer (the decoder sets it), so
+// the label is the same whichever way the region was named.
+std::string PeerLabel(const core::TransferRecord& record) {
+  return record.peer == nullptr || record.peer->empty() ? "local"
+                                                        : *record.peer;
 }
 
 MetricFamily Gauge(std::string name, std::string help) {
@@ -89,7 +80,8 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     std::vector<MetricFamily> families = registry->Collect();
     MetricFamily info = Gauge("rdmad_build_info",
                               "rdmad version and data transport (always 1)");
-    AddSample(info, {{"transport", sources.transport},
+    AddSample(info, {{"transport", std::string(core::TransportKindName(
+                                       sources.transport))},
                      {"version", sources.version}},
               1);
     families.push_back(std::move(info));
@@ -115,7 +107,10 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     if (sources.peers != nullptr) {
       std::map<std::string, int> peer_states;
       for (const peer::PeerSnapshot& p : sources.peers->ListPeers()) {
-        ++peer_states[p.state];
+        ++peer_states[std::string(
+            p.state == peer::PeerState::kReady
+                ? transport::ChannelStateName(p.channel_state)
+                : peer::PeerStateName(p.state))];
       }
       MetricFamily peers = Gauge("rdmad_peers", "Remote daemons by state");
       for (const auto& [state, n] : peer_states) {
@@ -127,8 +122,11 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
       std::map<std::pair<std::string, std::string>, int> qp_states;
       for (const peer::ConnectionSnapshot& c :
            sources.peers->ListConnections()) {
-        ++qp_states[{c.connection.device.empty() ? "tcp" : "verbs",
-                     c.connection.state}];
+        ++qp_states[{std::string(core::TransportKindName(c.transport)),
+                     c.connection.qp_state.empty()
+                         ? std::string(transport::ConnectionStateName(
+                               c.connection.state))
+                         : c.connection.qp_state}];
       }
       MetricFamily qps = Gauge(
           "rdmad_qps", "Queue pairs (verbs) or data connections (tcp) by state");
@@ -154,28 +152,25 @@ DaemonMetrics::DaemonMetrics(MetricSources sources)
 
 DaemonMetrics::~DaemonMetrics() = default;
 
-void DaemonMetrics::OnTransferDone(
-    const core::TransferRequest& request,
-    const absl::StatusOr<core::TransferResult>& result) {
-  const char* op = OpName(request.op);
-  if (!result.ok()) {
+void DaemonMetrics::OnTransferDone(const core::TransferRecord& record) {
+  const std::string op(core::OpName(record.op));
+  if (record.code != absl::StatusCode::kOk) {
     // "NOT_FOUND" -> "not_found": label values in the usual metric style.
     state_->errors
         .Add({{"op", op},
-              {"kind", absl::AsciiStrToLower(
-                           absl::StatusCodeToString(result.status().code()))}})
+              {"kind",
+               absl::AsciiStrToLower(absl::StatusCodeToString(record.code))}})
         .Increment();
     return;
   }
+  const std::string transport(core::TransportKindName(record.transport));
   // Family::Add returns the existing series for labels seen before.
-  const prometheus::Labels labels = {{"peer", PeerLabel(request)},
-                                     {"op", op},
-                                     {"transport", result->transport}};
-  state_->bytes.Add(labels).Increment(static_cast<double>(result->bytes));
+  const prometheus::Labels labels = {
+      {"peer", PeerLabel(record)}, {"op", op}, {"transport", transport}};
+  state_->bytes.Add(labels).Increment(static_cast<double>(record.bytes));
   state_->operations.Add(labels).Increment();
-  state_->latency
-      .Add({{"op", op}, {"transport", result->transport}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(result->latency));
+  state_->latency.Add({{"op", op}, {"transport", transport}}, LatencyBuckets())
+      .Observe(absl::ToDoubleSeconds(record.latency));
 }
 
 std::shared_ptr<prometheus::Collectable> DaemonMetrics::collectable() const {

@@ -44,7 +44,7 @@ struct MetricSources {
   core::SessionTable* sessions = nullptr;
   peer::PeerTable* peers = nullptr;
   std::string version;
-  std::string transport;  // "verbs" or "tcp": this daemon's own
+  core::TransportKind transport = core::TransportKind::kTcp;  // this daemon's
 };
 
 class DaemonMetrics final : public core::TransferObserver {
@@ -56,9 +56,7 @@ class DaemonMetrics final : public core::TransferObserver {
   DaemonMetrics& operator=(const DaemonMetrics&) = delete;
 
   // core::TransferObserver.
-  void OnTransferDone(
-      const core::TransferRequest& request,
-      const absl::StatusOr<core::TransferResult>& result) override;
+  void OnTransferDone(const core::TransferRecord& record) override;
 
   // Everything to expose: the registry of counters plus the scrape-time
   // gauges. Shared so an exposer can hold it weakly.

@@ -50,4 +50,22 @@ absl::StatusOr<v1::RegionDescriptor> DecodeDescriptor(absl::string_view text) {
   return descriptor;
 }
 
+core::RemoteRegionInfo RegionInfoFromProto(const v1::RegionDescriptor& d) {
+  core::RemoteRegionInfo info;
+  info.peer = d.peer();
+  info.incarnation = d.incarnation();
+  info.region_id = d.region_id();
+  info.name = d.name();
+  info.length = d.length();
+  info.access = v1::Access_IsValid(d.access())
+                    ? static_cast<core::RemoteAccess>(d.access())
+                    : core::RemoteAccess::kNone;
+  info.addr = d.addr();
+  for (const auto& key : d.keys()) {
+    info.rkeys.push_back({key.device(), 0, key.rkey()});
+  }
+  info.tcp_key = d.tcp_key();
+  return info;
+}
+
 }  // namespace rdmad::peer

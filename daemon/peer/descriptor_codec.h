@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/core/transfer.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::peer {
@@ -20,6 +21,10 @@ std::string EncodeDescriptor(const v1::RegionDescriptor& descriptor);
 // well-formed descriptor (wrong prefix, bad base64, bad message, missing
 // peer, zero length).
 absl::StatusOr<v1::RegionDescriptor> DecodeDescriptor(absl::string_view text);
+
+// The descriptor as the peer layer and the transports use it. Access values
+// outside the enum count as no access.
+core::RemoteRegionInfo RegionInfoFromProto(const v1::RegionDescriptor& d);
 
 }  // namespace rdmad::peer
 

@@ -13,6 +13,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/core/transport_kind.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
@@ -25,7 +26,7 @@ class SessionServer;
 struct DaemonIdentity {
   std::string version;
   uint64_t incarnation = 0;  // random per start, so peers notice restarts
-  v1::TransportKind transport = v1::TRANSPORT_TCP;
+  core::TransportKind transport = core::TransportKind::kTcp;
   std::string transport_reason;
   std::string local_socket;
   std::string peer_listen;

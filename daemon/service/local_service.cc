@@ -10,10 +10,10 @@
 #include "common/session_wire.h"
 #include "daemon/core/access_control.h"
 #include "daemon/peer/descriptor_codec.h"
+#include "daemon/service/transfer_decoder.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/session_server.h"
-#include "daemon/transport/post_batch.h"
 
 namespace rdmad::service {
 namespace {
@@ -64,7 +64,7 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   const DaemonIdentity& id = state_->identity;
   response->set_version(id.version);
   response->set_incarnation(id.incarnation);
-  response->set_transport(id.transport);
+  response->set_transport(ToProto(id.transport));
   response->set_transport_reason(id.transport_reason);
   response->set_local_socket(id.local_socket);
   response->set_peer_listen(id.peer_listen);
@@ -120,9 +120,12 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
     v1::PeerInfo* out = response->add_peers();
     out->set_address(p.address);
     out->set_incarnation(p.incarnation);
-    out->set_transport(p.transport);
+    out->set_transport(ToProto(p.transport));
     out->set_transport_reason(p.transport_reason);
-    out->set_state(p.state);
+    out->set_state(std::string(
+        p.state == peer::PeerState::kReady
+            ? transport::ChannelStateName(p.channel_state)
+            : peer::PeerStateName(p.state)));
     out->set_last_error(p.last_error);
     out->set_bytes_written(p.bytes_written);
     out->set_bytes_read(p.bytes_read);
@@ -132,24 +135,48 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
   return Done(context, absl::OkStatus());
 }
 
+namespace {
+
+void FillQpInfo(const std::string& peer, core::TransportKind kind,
+                const transport::ConnectionInfo& c, const char* role,
+                v1::QpInfo* out) {
+  out->set_peer(peer);
+  out->set_role(role);
+  out->set_transport(ToProto(kind));
+  out->set_device(c.device);
+  out->set_local_qpn(c.local_qpn);
+  out->set_remote_qpn(c.remote_qpn);
+  out->set_state(c.qp_state.empty()
+                     ? std::string(transport::ConnectionStateName(c.state))
+                     : c.qp_state);
+  out->set_path_mtu(c.path_mtu);
+  out->set_posted(c.posted);
+  out->set_completed(c.completed);
+  out->set_errors(c.errors);
+  out->set_outstanding(c.outstanding);
+  out->set_post_calls(c.post_calls);
+  out->set_generation(c.generation);
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* LocalService::ListQps(
     grpc::CallbackServerContext* context, const v1::ListQpsRequest*,
     v1::ListQpsResponse* response) {
-  if (state_->peers == nullptr) return Done(context, absl::OkStatus());
-  for (const peer::ConnectionSnapshot& c : state_->peers->ListConnections()) {
-    v1::QpInfo* out = response->add_qps();
-    out->set_peer(c.peer);
-    out->set_device(c.connection.device);
-    out->set_local_qpn(c.connection.local_qpn);
-    out->set_remote_qpn(c.connection.remote_qpn);
-    out->set_state(c.connection.state);
-    out->set_path_mtu(c.connection.path_mtu);
-    out->set_posted(c.connection.posted);
-    out->set_completed(c.connection.completed);
-    out->set_errors(c.connection.errors);
-    out->set_outstanding(c.connection.outstanding);
-    out->set_post_calls(c.connection.post_calls);
-    out->set_generation(c.connection.generation);
+  if (state_->peers != nullptr) {
+    for (const peer::ConnectionSnapshot& c :
+         state_->peers->ListConnections()) {
+      FillQpInfo(c.peer, c.transport, c.connection, "initiator",
+                 response->add_qps());
+    }
+  }
+  for (transport::ConnectAcceptor* acceptor :
+       {state_->tcp_acceptor, state_->verbs_acceptor}) {
+    if (acceptor == nullptr) continue;
+    for (const auto& served : acceptor->ListServed()) {
+      FillQpInfo(served.peer, acceptor->kind(), served.connection,
+                 "responder", response->add_qps());
+    }
   }
   return Done(context, absl::OkStatus());
 }
@@ -252,22 +279,17 @@ grpc::ServerUnaryReactor* LocalService::Transfer(
     v1::TransferResponse* response, core::OpType type) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  auto transfer = FromProto(request->op(), type);
-  if (!transfer.ok()) return Done(context, transfer.status());
-  transfer->deadline = DeadlineOf(context);
+  auto spec = DecodeTransfer(request->op(), type, DeadlineOf(context));
+  if (!spec.ok()) return Done(context, spec.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Completes from whichever thread finishes the transfer; no gRPC thread
   // waits for it.
   state_->transfers->Submit(
-      *caller, *transfer,
+      *caller, *std::move(spec),
       [reactor, response](absl::StatusOr<core::TransferResult> result) {
         if (result.ok()) {
           response->set_bytes(result->bytes);
-          response->set_transport(result->transport == "verbs"
-                                      ? v1::TRANSPORT_VERBS
-                                  : result->transport == "tcp"
-                                      ? v1::TRANSPORT_TCP
-                                      : v1::TRANSPORT_UNSPECIFIED);
+          response->set_transport(ToProto(result->transport));
           response->set_latency_ns(absl::ToInt64Nanoseconds(result->latency));
         }
         reactor->Finish(ToGrpcStatus(result.status()));
@@ -313,15 +335,17 @@ grpc::ServerUnaryReactor* LocalService::Batch(
   auto pending = std::make_shared<Pending>();
   pending->left = n;
   const absl::Time deadline = DeadlineOf(context);
-  // Operations that reach a channel while this loop runs are held back and
-  // posted together at its end: on verbs, a chain per QP, not a doorbell
-  // per operation.
-  transport::PostBatch post_batch;
+  // The operations go down as one batch: the engine hands them to the peer
+  // layer together, which posts those for one channel in one Post (a
+  // chain per QP on verbs, coalesced frames on TCP).
+  std::vector<core::TransferRequest> batch;
+  batch.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::TransferOp& op = request->ops(i);
     v1::OpStatus* slot = response->mutable_results(i);
-    auto complete = [reactor, response, pending, slot](
-                        absl::StatusOr<core::TransferResult> result) {
+    core::TransferDone complete = [reactor, response, pending, slot](
+                                      absl::StatusOr<core::TransferResult>
+                                          result) {
       if (result.ok()) {
         pending->bytes += result->bytes;
       } else {
@@ -338,15 +362,16 @@ grpc::ServerUnaryReactor* LocalService::Batch(
           "batch operation needs op = OP_WRITE or OP_READ"));
       continue;
     }
-    auto transfer = FromProto(
-        op, op.op() == v1::OP_WRITE ? core::OpType::kWrite : core::OpType::kRead);
-    if (!transfer.ok()) {
-      complete(transfer.status());
+    auto spec = DecodeTransfer(
+        op, op.op() == v1::OP_WRITE ? core::OpType::kWrite : core::OpType::kRead,
+        deadline);
+    if (!spec.ok()) {
+      complete(spec.status());
       continue;
     }
-    transfer->deadline = deadline;
-    state_->transfers->Submit(*caller, *transfer, std::move(complete));
+    batch.push_back({*std::move(spec), std::move(complete)});
   }
+  state_->transfers->SubmitBatch(*caller, absl::MakeSpan(batch));
   return reactor;
 }
 

@@ -4,6 +4,7 @@
 #include "common/region_address.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
+#include "daemon/transport/transport_choice.h"
 
 namespace rdmad::service {
 namespace {
@@ -33,10 +34,10 @@ grpc::ServerUnaryReactor* PeerService::Hello(
   if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
   response->set_version(state_->identity.version);
   response->set_incarnation(state_->identity.incarnation);
-  if (state_->identity.transport == v1::TRANSPORT_VERBS) {
-    response->add_transports(v1::TRANSPORT_VERBS);
+  for (core::TransportKind kind :
+       transport::OfferedTransports(state_->identity.transport)) {
+    response->add_transports(ToProto(kind));
   }
-  response->add_transports(v1::TRANSPORT_TCP);
   for (const auto& device : state_->devices) {
     for (const auto& port : device.ports) {
       for (const auto& gid : port.gids) {
@@ -75,7 +76,9 @@ grpc::ServerUnaryReactor* PeerService::Connect(
     return Done(context,
                 absl::UnimplementedError(absl::StrCat(
                     "this daemon cannot accept ",
-                    v1::TransportKind_Name(request->transport()),
+                    v1::TransportKind_IsValid(request->transport())
+                        ? v1::TransportKind_Name(request->transport())
+                        : absl::StrCat("transport ", request->transport()),
                     " connections")));
   }
   if (absl::Status s = acceptor->Accept(*request, response); !s.ok()) {

@@ -126,45 +126,15 @@ void ToDescriptor(const DaemonIdentity& identity,
   out->set_tcp_key(region.exported.tcp_key);
 }
 
-absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
-                                                core::OpType type) {
-  core::TransferRequest request;
-  request.op = type;
-  auto local = FromProto(op.local());
-  if (!local.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("local region: ", local.status().message()));
+v1::TransportKind ToProto(core::TransportKind kind) {
+  switch (kind) {
+    case core::TransportKind::kVerbs:
+      return v1::TRANSPORT_VERBS;
+    case core::TransportKind::kTcp:
+      return v1::TRANSPORT_TCP;
+    default:
+      return v1::TRANSPORT_UNSPECIFIED;
   }
-  request.local = *std::move(local);
-  request.local_offset = op.local_offset();
-  request.remote_offset = op.remote_offset();
-  request.length = op.length();
-  if (op.length() == 0) {
-    return absl::InvalidArgumentError(
-        "transfer length is 0: move at least one byte");
-  }
-  const v1::RemoteRegion& remote = op.remote();
-  request.peer = remote.peer();
-  if (!request.peer.empty()) {
-    if (absl::Status s = ValidatePeerAddress(request.peer); !s.ok()) return s;
-  }
-  switch (remote.ref_case()) {
-    case v1::RemoteRegion::kName:
-      if (absl::Status s = ValidateRegionName(remote.name()); !s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("remote region: ", s.message()));
-      }
-      request.remote_name = remote.name();
-      break;
-    case v1::RemoteRegion::kEncodedDescriptor:
-      request.remote_descriptor = remote.encoded_descriptor();
-      break;
-    case v1::RemoteRegion::REF_NOT_SET:
-      return absl::InvalidArgumentError(
-          "no remote region given: set RemoteRegion.name or "
-          "RemoteRegion.encoded_descriptor");
-  }
-  return request;
 }
 
 }  // namespace rdmad::service

@@ -6,7 +6,7 @@
 #include "daemon/core/device_info.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
-#include "daemon/core/transfer_engine.h"
+#include "daemon/core/transport_kind.h"
 #include "daemon/service/daemon_state.h"
 #include "rdmad/v1/rdmad.pb.h"
 
@@ -28,9 +28,7 @@ void ToDescriptor(const DaemonIdentity& identity,
                   const core::RegionSnapshot& region,
                   v1::RegionDescriptor* out);
 
-// Validates a TransferOp and turns it into a core request.
-absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
-                                                core::OpType type);
+v1::TransportKind ToProto(core::TransportKind kind);
 
 }  // namespace rdmad::service
 

@@ -4,27 +4,33 @@
 //
 // Two transports implement it: TCP (daemon/transport/tcp) and verbs
 // (daemon/transport/verbs, RC QPs). Per peer the peer layer
-//   1. picks a transport from what both daemons advertise in Peer.Hello,
+//   1. picks a transport from what both daemons advertise in Peer.Hello
+//      (transport_choice.h),
 //   2. asks that transport's Connector to fill its part of a Peer.Connect
 //      request, sends it, and hands the response back to get a DataChannel,
-//   3. posts validated RemoteOps on the channel.
+//   3. takes, once per resolved region, the key this transport needs
+//      (KeyFor), and posts batches of RemoteOps on the channel.
 // On the serving side Peer.Connect is answered by the transport's
 // ConnectAcceptor.
 //
-// The peer layer has already checked everything it can see before it posts
-// (local range, remote range against the resolved region length, access);
-// the remote side still enforces key, bounds and access itself, exactly as a
-// NIC does for an rkey, so a stale or forged descriptor cannot touch memory.
+// What the channel is given has been checked (local range, remote range
+// against the region's length, access); the remote side still enforces key,
+// bounds and access itself, exactly as a NIC does for an rkey, so a stale
+// or forged key cannot touch memory.
 //
 // Example (peer layer):
-//   transport::RemoteOp op;
-//   op.op = core::OpType::kWrite;
-//   op.local = region;                       // keeps the memory mapped
-//   op.local_addr = region->data() + 4096;
-//   op.length = n;
-//   op.remote = target;                      // from Peer.Resolve
-//   op.deadline = absl::Now() + absl::Seconds(5);
-//   channel->Post(std::move(op), [](absl::Status s) { ... });
+//   RDMAD_ASSIGN_OR_RETURN(transport::RemoteKey key, channel->KeyFor(*info));
+//   transport::RemoteOp ops[2];
+//   ops[0].op = core::OpType::kWrite;
+//   ops[0].local = region;                   // keeps the memory mapped
+//   ops[0].local_addr = region->data() + 4096;
+//   ops[0].length = n;
+//   ops[0].remote = info;                    // from Peer.Resolve
+//   ops[0].key = key;
+//   ops[0].deadline = absl::Now() + absl::Seconds(5);
+//   ops[0].done = [](absl::Status s) { ... };
+//   ...
+//   channel->Post(absl::MakeSpan(ops));      // one doorbell / one sendmsg
 #ifndef RDMAD_DAEMON_TRANSPORT_TRANSPORT_H_
 #define RDMAD_DAEMON_TRANSPORT_TRANSPORT_H_
 
@@ -36,61 +42,65 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/core/memory_registrar.h"
+#include "absl/types/span.h"
 #include "daemon/core/region.h"
-#include "daemon/core/transfer_engine.h"
+#include "daemon/core/transfer.h"
+#include "daemon/core/transport_kind.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::transport {
 
-// Where an operation lands on the peer: one exported region, as resolved
-// through Peer.Resolve or an encoded descriptor.
-struct RemoteTarget {
-  uint64_t region_id = 0;
-  std::string region_name;  // for messages only
-  uint64_t region_length = 0;
-  // verbs: the remote virtual address of the region's first byte and the
-  // rkey of the export registration on each remote device.
-  uint64_t addr = 0;
-  std::vector<core::DeviceRegistration> rkeys;
-  // tcp: the 64-bit key of the current export.
-  uint64_t tcp_key = 0;
-  // Byte offset of this operation inside the remote region.
-  uint64_t offset = 0;
+// Where one transport addresses a remote region, taken from its
+// RemoteRegionInfo by DataChannel::KeyFor.
+struct RemoteKey {
+  uint64_t base = 0;  // verbs: remote address of the first byte; tcp: region id
+  uint64_t key = 0;   // verbs: the rkey on the peer's device; tcp: the TCP key
 };
 
-// One validated one-sided operation.
+// Runs exactly once per posted operation, on the channel's event loop (or
+// inside Post for an immediate failure). It must not block. After it ran,
+// the transport never writes into the local memory of the operation again.
+using OpCallback = absl::AnyInvocable<void(absl::Status)>;
+
+// One checked one-sided operation.
 struct RemoteOp {
   core::OpType op = core::OpType::kWrite;  // WRITE: local -> remote
-  // The local region; the channel keeps this reference until the callback
-  // has run, so a concurrent FreeRegion cannot unmap memory under the I/O.
+  // The local region; the channel keeps this reference until `done` has
+  // run, so a concurrent FreeRegion cannot unmap memory under the I/O.
   std::shared_ptr<core::Region> local;
   char* local_addr = nullptr;  // inside `local`: source (WRITE) or sink (READ)
   uint64_t length = 0;         // > 0
-  RemoteTarget remote;
+  // The region on the peer (for messages), the key into it, and the offset
+  // of this operation inside it.
+  std::shared_ptr<const core::RemoteRegionInfo> remote;
+  RemoteKey key;
+  uint64_t remote_offset = 0;
   // The operation fails with DEADLINE_EXCEEDED if not complete by then.
   absl::Time deadline = absl::InfiniteFuture();
+  OpCallback done;
 };
 
-// Runs exactly once per posted operation, from any thread (usually the
-// transport's I/O thread, or inside Post for an immediate failure). It must
-// not block and must not destroy or Close() the channel it came from.
-// After it ran, the transport never writes into the local memory of the
-// operation again.
-using OpCallback = absl::AnyInvocable<void(absl::Status)>;
+enum class ConnectionState : uint8_t { kIdle, kConnecting, kReady, kError, kClosed };
+enum class ChannelState : uint8_t { kReady, kDegraded, kError, kClosed };
+
+// "IDLE", "CONNECTING", "READY", "ERROR", "CLOSED".
+absl::string_view ConnectionStateName(ConnectionState state);
+// "READY", "DEGRADED", "ERROR", "CLOSED".
+absl::string_view ChannelStateName(ChannelState state);
 
 // One connection (TCP) or queue pair (verbs) of a channel, for ListQps.
 struct ConnectionInfo {
-  uint32_t index = 0;        // position in the channel (TCP: connection #)
-  std::string device;        // local verbs device; "" for TCP
-  uint32_t local_qpn = 0;    // verbs QPN; TCP: the connection index
+  uint32_t index = 0;        // position in the channel
+  ConnectionState state = ConnectionState::kIdle;
+  std::string device;        // verbs: local device; "" for TCP
+  std::string qp_state;      // verbs: the ibv_qp_state ("RTS", "ERR"...)
+  uint32_t local_qpn = 0;    // verbs QPN; 0 for TCP
   uint32_t remote_qpn = 0;   // verbs: the peer's QPN
-  std::string state;         // verbs: "RTS", "ERR"...; TCP: "IDLE",
-                             // "CONNECTING", "READY", "ERROR"
   uint32_t path_mtu = 0;     // verbs only
   uint64_t posted = 0;       // requests (TCP frames / work requests) posted
-  uint64_t post_calls = 0;   // verbs: ibv_post_send calls (one per chain)
+  uint64_t post_calls = 0;   // ibv_post_send / sendmsg calls that posted them
   uint64_t completed = 0;    // completed successfully
   uint64_t errors = 0;       // failed (error status, lost connection...)
   uint32_t outstanding = 0;  // in flight now
@@ -101,27 +111,35 @@ struct ConnectionInfo {
 
 // A data channel as a whole, for ListPeers/ListQps.
 struct ChannelInfo {
-  v1::TransportKind kind = v1::TRANSPORT_UNSPECIFIED;
-  std::string state;       // "READY", "DEGRADED", "ERROR", "CLOSED"
+  core::TransportKind kind = core::TransportKind::kNone;
+  ChannelState state = ChannelState::kReady;
   std::string last_error;  // last connection-level error, if any
   std::vector<ConnectionInfo> connections;
 };
 
-// The per-peer data path. Thread-safe: Post and Describe may be called from
-// any thread, concurrently. Owned by a shared_ptr (the peer layer's), which
-// lets a channel join a PostBatch (post_batch.h).
-class DataChannel : public std::enable_shared_from_this<DataChannel> {
+// The per-peer data path. Each channel lives on one event loop of the
+// daemon's IoRuntime; Post, KeyFor, Describe and Close may be called from
+// any thread, concurrently.
+class DataChannel {
  public:
   // Destroying the channel closes it (see Close).
   virtual ~DataChannel() = default;
 
-  virtual v1::TransportKind kind() const = 0;
+  virtual core::TransportKind kind() const = 0;
 
-  // Starts `op`. `done` runs exactly once with OK, or with the status of the
-  // first failure: the remote side's (NOT_FOUND, PERMISSION_DENIED,
-  // OUT_OF_RANGE, ...), DEADLINE_EXCEEDED at op.deadline, or UNAVAILABLE
-  // when the connection to the peer failed. Never blocks.
-  virtual void Post(RemoteOp op, OpCallback done) = 0;
+  // The key this transport uses for `region`. FAILED_PRECONDITION, saying
+  // what to do, when the region carries none for it (verbs: no rkey for
+  // the device this channel's QPs reach).
+  virtual absl::StatusOr<RemoteKey> KeyFor(
+      const core::RemoteRegionInfo& region) const = 0;
+
+  // Starts every operation of `ops` (moved from), as one batch: verbs posts
+  // one ibv_post_send chain per QP, TCP coalesces the frames into as few
+  // sendmsg calls as it can. Each op's `done` runs exactly once with OK, or
+  // with the status of its first failure: the remote side's (NOT_FOUND,
+  // PERMISSION_DENIED, OUT_OF_RANGE...), DEADLINE_EXCEEDED at its deadline,
+  // or UNAVAILABLE when the connection to the peer failed. Never blocks.
+  virtual void Post(absl::Span<RemoteOp> ops) = 0;
 
   virtual ChannelInfo Describe() const = 0;
 
@@ -131,9 +149,9 @@ class DataChannel : public std::enable_shared_from_this<DataChannel> {
   // reconnects by itself and never needs this.
   virtual bool NeedsReconnect() const { return false; }
 
-  // Fails everything in flight with UNAVAILABLE, stops the channel's
-  // threads and waits for them. Later Posts fail at once. Idempotent. Must
-  // not be called from an OpCallback.
+  // Fails everything in flight with UNAVAILABLE (on the channel's loop,
+  // soon after) and refuses later Posts. Idempotent; callable from any
+  // thread, including from an OpCallback.
   virtual void Close() = 0;
 };
 
@@ -146,13 +164,13 @@ class Connector {
    public:
     virtual ~Pending() = default;
     // Completes the channel with the peer's answer.
-    virtual absl::StatusOr<std::unique_ptr<DataChannel>> Finish(
+    virtual absl::StatusOr<std::shared_ptr<DataChannel>> Finish(
         const v1::ConnectResponse& response) = 0;
   };
 
   virtual ~Connector() = default;
 
-  virtual v1::TransportKind kind() const = 0;
+  virtual core::TransportKind kind() const = 0;
 
   // Whether this side can use the transport at all (verbs: a device with an
   // active port). `why` says why not.
@@ -168,11 +186,18 @@ class Connector {
 class ConnectAcceptor {
  public:
   virtual ~ConnectAcceptor() = default;
-  virtual v1::TransportKind kind() const = 0;
+  virtual core::TransportKind kind() const = 0;
   // Answers a Connect request of this kind (TCP: where the data listener
   // is; verbs: creates and connects QPs for the caller).
   virtual absl::Status Accept(const v1::ConnectRequest& request,
                               v1::ConnectResponse* response) = 0;
+  // The connections serving peers (verbs: the responder QPs), for ListQps;
+  // `peer` is the caller's address. Empty where there is nothing to show.
+  struct Served {
+    std::string peer;
+    ConnectionInfo connection;
+  };
+  virtual std::vector<Served> ListServed() const { return {}; }
 };
 
 }  // namespace rdmad::transport

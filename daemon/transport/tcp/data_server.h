@@ -1,26 +1,22 @@
 // TcpDataServer: the serving side of rdmad's TCP data channel.
 //
 // Listens on --data_listen and answers WRITE and READ frames (see wire.h)
-// from other daemons against this daemon's exported regions. It enforces
-// exactly what a NIC enforces for an rkey, per request:
-//   - the region exists and is exported            else NOT_FOUND
-//   - the key equals the region's current TCP key  else PERMISSION_DENIED
-//   - [offset, offset+length) lies inside it       else OUT_OF_RANGE
-//   - the export grants the access (w / r)         else PERMISSION_DENIED
-// A rejected request never touches memory; the connection survives (the
-// payload of a rejected WRITE is read and dropped). Bytes move directly
-// between the socket and the shared-memory region (readv into it, sendmsg
-// from it) with no intermediate copy, and the region is held
+// from other daemons against this daemon's exported regions, checking each
+// request exactly as a NIC checks an rkey (CheckRequest in
+// data_connection.h). A rejected request never touches memory; the
+// connection survives. Bytes move directly between the socket and the
+// shared-memory region with no intermediate copy, and the region is held
 // (shared_ptr) for the duration of each I/O so a concurrent FreeRegion
 // cannot unmap it underneath.
 //
-// Threads: a small fixed number of event loops (epoll, nonblocking
-// sockets); each connection lives on one loop. Stop() ends them all.
+// Threads: none of its own. The listener and the connections live on the
+// event loops of the daemon's IoRuntime, connections spread round-robin.
 //
 // Example:
 //   TcpDataServerOptions options;
 //   options.listen = "127.0.0.1:0";
-//   RDMAD_ASSIGN_OR_RETURN(auto server, TcpDataServer::Start(&regions, options));
+//   RDMAD_ASSIGN_OR_RETURN(auto server,
+//                          TcpDataServer::Start(&regions, options, runtime));
 //   ... peers connect to server->address() ...
 //   server->Stop();
 #ifndef RDMAD_DAEMON_TRANSPORT_TCP_DATA_SERVER_H_
@@ -32,13 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/core/peer_allow_list.h"
-#include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
+#include "daemon/runtime/io_runtime.h"
+#include "daemon/transport/tcp/data_connection.h"
 #include "daemon/transport/tcp/socket_util.h"
-#include "daemon/transport/tcp/wire.h"
 #include "daemon/transport/transport.h"
 
 namespace rdmad::tcp {
@@ -50,8 +47,6 @@ struct TcpDataServerOptions {
   // host, or, for a wildcard listen address, nothing, which tells peers to
   // use the host they reached this daemon's Peer service at.
   std::string advertise_host;
-  // Event loop threads.
-  int threads = 2;
   SocketTuning tuning;
   // Most data connections one peer is granted in Peer.Connect.
   uint32_t max_connections_per_peer = 16;
@@ -64,14 +59,9 @@ struct TcpDataServerOptions {
   core::PeerAllowList allow;
   // Most data connections open at once, from all peers together; more are
   // closed at accept, so that a peer cannot exhaust the daemon's file
-  // descriptors. (Approximate with several event loops.)
+  // descriptors.
   uint32_t max_open_connections = 1024;
 };
-
-// Checks one request against the region table as the server does; returns
-// the region to do the I/O on. Exposed for tests.
-absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
-    const core::RegionTable& regions, const FrameHeader& request);
 
 class TcpDataServer final : public transport::ConnectAcceptor {
  public:
@@ -88,16 +78,17 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     uint64_t refused = 0;
   };
 
-  // `regions` is not owned and must outlive the server.
+  // `regions` and `runtime` are not owned and must outlive the server.
   static absl::StatusOr<std::unique_ptr<TcpDataServer>> Start(
-      const core::RegionTable* regions, TcpDataServerOptions options);
+      const core::RegionTable* regions, TcpDataServerOptions options,
+      runtime::IoRuntime* runtime);
 
   // Stops if still running.
   ~TcpDataServer() override;
 
-  // Closes the listener and every connection and joins the threads.
-  // In-flight requests are dropped (their peers see the connection close).
-  // Idempotent.
+  // Closes the listener and every connection (their peers see the
+  // connection close; in-flight requests are dropped) and waits until the
+  // loops have let go of them. Idempotent; not from one of the loops.
   void Stop();
 
   // The bound address, "HOST:PORT" (with the real port).
@@ -105,35 +96,45 @@ class TcpDataServer final : public transport::ConnectAcceptor {
   uint16_t port() const { return port_; }
 
   // transport::ConnectAcceptor: tells a peer where to connect.
-  v1::TransportKind kind() const override { return v1::TRANSPORT_TCP; }
+  core::TransportKind kind() const override {
+    return core::TransportKind::kTcp;
+  }
   absl::Status Accept(const v1::ConnectRequest& request,
                       v1::ConnectResponse* response) override;
 
   Stats stats() const;
 
  private:
-  class Worker;
-  struct Counters {
-    std::atomic<uint64_t> connections_accepted{0};
-    std::atomic<uint64_t> connections_open{0};
-    std::atomic<uint64_t> requests{0};
-    std::atomic<uint64_t> rejected{0};
-    std::atomic<uint64_t> bytes_written{0};
-    std::atomic<uint64_t> bytes_read{0};
-    std::atomic<uint64_t> protocol_errors{0};
-    std::atomic<uint64_t> refused{0};
+  // The connections living on one loop; touched only on that loop.
+  struct Shard {
+    runtime::EventLoop* loop = nullptr;
+    absl::flat_hash_map<DataConnection*, std::unique_ptr<DataConnection>>
+        connections;
   };
 
-  TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options);
+  TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options,
+                runtime::IoRuntime* runtime);
+  void OnListenerReadable();
+  void Refuse(int fd, absl::string_view why);
+  void PauseAccepting();
+  static void AddConnection(Shard* shard, const DataServerContext* context,
+                            UniqueFd fd);
 
   const core::RegionTable* const regions_;  // Not owned.
   const TcpDataServerOptions options_;
+  runtime::IoRuntime* const runtime_;       // Not owned.
+  DataServerCounters counters_;
+  DataServerContext context_;
   std::string address_;
   std::string advertise_host_;
   uint16_t port_ = 0;
-  Counters counters_;
-  std::vector<std::unique_ptr<Worker>> workers_;
-  bool stopped_ = false;
+  // The listener lives on shards_[0]'s loop.
+  UniqueFd listener_;
+  uint64_t listener_watch_ = 0;
+  uint64_t resume_timer_ = 0;  // accepting paused until it fires
+  std::vector<std::unique_ptr<Shard>> shards_;
+  size_t next_shard_ = 0;  // listener loop only
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace rdmad::tcp

@@ -2,12 +2,14 @@
 // peer (transport::DataChannel over the frames of wire.h).
 //
 // A channel keeps several TCP connections to the peer's data listener
-// (default 4) and one event-loop thread (epoll) that drives all of them; no
-// thread ever blocks per request. A posted operation is split into chunks
-// (at most chunk_bytes each; large ones spread over the connections, least
-// loaded first), many requests are in flight per connection, and replies
-// may complete in any order. WRITE payloads are sent straight from the local
-// region (sendmsg) and READ payloads received straight into it (readv).
+// (default 4), all driven by one event loop of the daemon's IoRuntime: the
+// channel owns no thread, and no thread ever blocks per request. A posted
+// operation is split into chunks (at most chunk_bytes each; large ones
+// spread over the connections, least loaded first), many requests are in
+// flight per connection, and replies may complete in any order. The frames
+// of one Post (a batch) are queued together and written with as few
+// sendmsg calls as the socket takes. WRITE payloads are sent straight from
+// the local region and READ payloads received straight into it.
 //
 // Failures:
 //   - an error reply fails the operation with the remote status (e.g.
@@ -21,11 +23,12 @@
 //
 // Example:
 //   TcpChannelOptions options;
+//   options.loop = runtime->Pick();
 //   options.peer = "10.0.0.2:7471";
 //   options.host = "10.0.0.2";
 //   options.port = 7472;
 //   RDMAD_ASSIGN_OR_RETURN(auto channel, TcpPeerChannel::Create(options));
-//   channel->Post(std::move(op), [](absl::Status s) { ... });
+//   channel->Post(absl::MakeSpan(ops));
 #ifndef RDMAD_DAEMON_TRANSPORT_TCP_PEER_CHANNEL_H_
 #define RDMAD_DAEMON_TRANSPORT_TCP_PEER_CHANNEL_H_
 
@@ -35,12 +38,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/runtime/event_loop.h"
+#include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "daemon/transport/transport.h"
 
 namespace rdmad::tcp {
 
 struct TcpChannelOptions {
+  // The loop the channel's sockets live on. Not owned; must outlive the
+  // channel's last operation (the daemon stops its runtime last).
+  runtime::EventLoop* loop = nullptr;
   std::string peer;  // the peer's Peer-service address, for messages
   std::string host;  // its data listener
   uint16_t port = 0;
@@ -57,37 +65,41 @@ struct TcpChannelOptions {
 
 class TcpPeerChannel final : public transport::DataChannel {
  public:
-  // Starts the channel's I/O thread. Connections are opened on first use.
+  // Connections are opened on first use.
   static absl::StatusOr<std::unique_ptr<TcpPeerChannel>> Create(
       TcpChannelOptions options);
   ~TcpPeerChannel() override;  // Close()
 
-  v1::TransportKind kind() const override { return v1::TRANSPORT_TCP; }
-  void Post(transport::RemoteOp op, transport::OpCallback done) override;
+  core::TransportKind kind() const override { return core::TransportKind::kTcp; }
+  absl::StatusOr<transport::RemoteKey> KeyFor(
+      const core::RemoteRegionInfo& region) const override;
+  void Post(absl::Span<transport::RemoteOp> ops) override;
   transport::ChannelInfo Describe() const override;
   void Close() override;
 
  private:
   class Impl;
-  explicit TcpPeerChannel(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit TcpPeerChannel(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
 };
 
 // transport::Connector for TCP: asks the peer for its data endpoint in
 // Peer.Connect and builds a TcpPeerChannel to it.
 class TcpConnector final : public transport::Connector {
  public:
-  // `defaults` supplies everything but peer, host and port.
-  explicit TcpConnector(TcpChannelOptions defaults)
-      : defaults_(std::move(defaults)) {}
+  // `defaults` supplies everything but peer, host, port and loop; each
+  // channel goes on the next loop of `runtime` (not owned).
+  TcpConnector(TcpChannelOptions defaults, runtime::IoRuntime* runtime)
+      : defaults_(std::move(defaults)), runtime_(runtime) {}
 
-  v1::TransportKind kind() const override { return v1::TRANSPORT_TCP; }
+  core::TransportKind kind() const override { return core::TransportKind::kTcp; }
   bool Usable(std::string*) const override { return true; }
   absl::StatusOr<std::unique_ptr<Pending>> Prepare(
       const std::string& peer, v1::ConnectRequest* request) override;
 
  private:
   const TcpChannelOptions defaults_;
+  runtime::IoRuntime* const runtime_;  // Not owned.
 };
 
 }  // namespace rdmad::tcp

@@ -33,50 +33,6 @@ std::string FormatSockaddr(const sockaddr* sa) {
 
 }  // namespace
 
-absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
-  absl::string_view host;
-  absl::string_view port;
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close == absl::string_view::npos || close + 1 >= address.size() ||
-        address[close + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address '", address, "' must look like [IPV6]:PORT"));
-    }
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address '", address, "' has no port: use HOST:PORT"));
-    }
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-    if (host.find(':') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address '", address, "': bracket IPv6 hosts, e.g. [::1]:7472"));
-    }
-  }
-  uint32_t number = 0;
-  if (!absl::SimpleAtoi(port, &number) || number > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "' has no valid port (0..65535)"));
-  }
-  return HostPort{std::string(host), static_cast<uint16_t>(number)};
-}
-
-std::string JoinHostPort(absl::string_view host, uint16_t port) {
-  if (host.find(':') != absl::string_view::npos) {
-    return absl::StrCat("[", host, "]:", port);
-  }
-  return absl::StrCat(host, ":", port);
-}
-
-bool IsWildcardHost(absl::string_view host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
-}
-
 absl::StatusOr<SocketAddress> Resolve(const HostPort& address) {
   SocketAddress out;
   const std::string host = IsWildcardHost(address.host) && address.host.empty()

@@ -11,23 +11,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/host_port.h"
 #include "common/unique_fd.h"
 
 namespace rdmad::tcp {
 
-struct HostPort {
-  std::string host;  // without IPv6 brackets
-  uint16_t port = 0;
-};
-
-// Splits "HOST:PORT" or "[IPV6]:PORT". Port 0 is allowed (listen: any).
-absl::StatusOr<HostPort> SplitHostPort(absl::string_view address);
-
-// "HOST:PORT", bracketing IPv6 literals.
-std::string JoinHostPort(absl::string_view host, uint16_t port);
-
-// True for "", "0.0.0.0", "::" and "[::]": listen on every address.
-bool IsWildcardHost(absl::string_view host);
+using ::rdmad::HostPort;
+using ::rdmad::IsWildcardHost;
+using ::rdmad::JoinHostPort;
 
 struct SocketAddress {
   sockaddr_storage storage{};

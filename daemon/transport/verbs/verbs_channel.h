@@ -1,16 +1,22 @@
 // VerbsChannel: the data path to one peer over a pool of connected RC QPs
 // (transport::DataChannel for the verbs transport).
 //
-// A channel owns one CompletionQueue, the QPs of its pool (already in RTS,
-// connected to QPs the peer created for us in Peer.Connect) and one poller
-// thread. A posted operation is split into work requests of at most
-// chunk_bytes (and the port's max message size); the chunks are spread over
-// the QPs with the most free send-queue slots and posted as chains, one
-// ibv_post_send per chain, with selective signaling: only the last WR of a
-// chain (and at least every max_send_wr/2-th) asks for a completion, since an
-// RC send queue completes in order and a completion retires every WR before
-// it. Short WRITEs go inline. The send queue is never overrun: a QP takes a
-// WR only while it has a free slot; the rest wait in the channel's queue.
+// A channel owns one CompletionQueue and the QPs of its pool (already in
+// RTS, connected to QPs the peer created for us in Peer.Connect) and lives
+// on one event loop of the daemon's IoRuntime: the loop watches the CQ's
+// completion channel, and while work requests are in flight the channel
+// also polls the CQ on every turn of the loop (a completion is often
+// microseconds away), so it owns no thread and takes no lock around
+// ibv_poll_cq. A posted batch of operations is split into work requests of
+// at most chunk_bytes (and the port's max message size); they are spread
+// over the QPs with the most free send-queue slots and posted as chains,
+// one ibv_post_send per chain, with selective signaling: only the last WR
+// of a chain (and at least every max_send_wr/2-th) asks for a completion,
+// since an RC send queue completes in order and a completion retires every
+// WR before it. Short WRITEs go inline. A WR's wr_id names its QP and its
+// place on that QP, so a completion finds both without a search. The send
+// queue is never overrun: a QP takes a WR only while it has a free slot;
+// the rest wait in the channel's queue.
 //
 // Ordering and completion: an operation completes (its callback runs) when
 // every one of its WRs has completed; chunks of one operation, and separate
@@ -28,15 +34,6 @@
 // failed with DEADLINE_EXCEEDED, but only after the QPs carrying its WRs
 // were moved to the error state and their WRs flushed: the callback never
 // runs while the NIC may still write into the operation's memory.
-//
-// Batches: inside a transport::PostBatch, Post only queues the operation;
-// the batch's end posts everything queued, so that a burst of small
-// operations (Local.Batch) takes one ibv_post_send chain per QP instead of
-// one call each.
-//
-// Threads: Post, Describe and NeedsReconnect may be called from any thread.
-// Callbacks run on the poller thread, or inside Post for an immediate
-// failure.
 #ifndef RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_
 #define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_
 
@@ -47,7 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/transport/post_batch.h"
+#include "daemon/runtime/event_loop.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/completion_queue.h"
 #include "daemon/transport/verbs/queue_pair.h"
@@ -55,6 +52,9 @@
 namespace rdmad::verbs {
 
 struct VerbsChannelOptions {
+  // The loop the channel lives on. Not owned; must outlive the channel's
+  // last operation (the daemon stops its runtime last).
+  runtime::EventLoop* loop = nullptr;
   std::string peer;           // the peer's Peer-service address, for messages
   std::string local_device;   // picks the local region's lkey
   std::string remote_device;  // picks the remote region's rkey
@@ -63,33 +63,28 @@ struct VerbsChannelOptions {
   uint64_t chunk_bytes = 1ull << 20;
   // Most WRs in one ibv_post_send chain.
   uint32_t max_chain = 16;
-  // The poller busy-polls this long after a completion before it sleeps on
-  // the completion channel: the next one is often microseconds away.
-  absl::Duration spin = absl::Microseconds(20);
-  // How often deadlines are checked while nothing completes.
-  absl::Duration tick = absl::Milliseconds(10);
   // A QP in the error state whose flushed WRs have not all completed after
   // this long is taken as drained (the QP no longer moves data).
   absl::Duration flush_grace = absl::Seconds(1);
 };
 
-class VerbsChannel final : public transport::DataChannel,
-                           public transport::Flushable {
+class VerbsChannel final : public transport::DataChannel {
  public:
-  // Takes connected QPs (RTS), all of whose completions go to `cq`, and
-  // starts the poller thread. `remote_qpns[i]` is the peer's QP number of
-  // qps[i], for ListQps.
+  // Takes connected QPs (RTS), all of whose completions go to `cq`.
+  // `remote_qpns[i]` is the peer's QP number of qps[i], for ListQps.
   static absl::StatusOr<std::unique_ptr<VerbsChannel>> Create(
       VerbsChannelOptions options, std::shared_ptr<CompletionQueue> cq,
       std::vector<std::unique_ptr<QueuePair>> qps,
       std::vector<uint32_t> remote_qpns);
   ~VerbsChannel() override;  // Close()
 
-  v1::TransportKind kind() const override { return v1::TRANSPORT_VERBS; }
-  // Inside a transport::PostBatch on this thread, queues `op` until the
-  // batch's end (Flush), so that a burst goes out in chains.
-  void Post(transport::RemoteOp op, transport::OpCallback done) override;
-  void Flush() override;
+  core::TransportKind kind() const override {
+    return core::TransportKind::kVerbs;
+  }
+  // {address, rkey} on the peer's device this channel's QPs reach.
+  absl::StatusOr<transport::RemoteKey> KeyFor(
+      const core::RemoteRegionInfo& region) const override;
+  void Post(absl::Span<transport::RemoteOp> ops) override;
   transport::ChannelInfo Describe() const override;
   bool NeedsReconnect() const override;
   void Close() override;
@@ -100,8 +95,8 @@ class VerbsChannel final : public transport::DataChannel,
 
  private:
   class Impl;
-  explicit VerbsChannel(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit VerbsChannel(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace rdmad::verbs

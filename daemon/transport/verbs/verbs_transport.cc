@@ -116,16 +116,18 @@ namespace {
 // The QPs of one Connect between Prepare and the peer's answer.
 class PendingPool final : public transport::Connector::Pending {
  public:
-  PendingPool(std::shared_ptr<VerbsFabric> fabric, std::string peer,
-              uint64_t generation, std::shared_ptr<CompletionQueue> cq,
+  PendingPool(std::shared_ptr<VerbsFabric> fabric, runtime::EventLoop* loop,
+              std::string peer, uint64_t generation,
+              std::shared_ptr<CompletionQueue> cq,
               std::vector<std::unique_ptr<QueuePair>> qps)
       : fabric_(std::move(fabric)),
+        loop_(loop),
         peer_(std::move(peer)),
         generation_(generation),
         cq_(std::move(cq)),
         qps_(std::move(qps)) {}
 
-  absl::StatusOr<std::unique_ptr<transport::DataChannel>> Finish(
+  absl::StatusOr<std::shared_ptr<transport::DataChannel>> Finish(
       const v1::ConnectResponse& response) override {
     if (static_cast<size_t>(response.qps_size()) != qps_.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -142,6 +144,7 @@ class PendingPool final : public transport::Connector::Pending {
       remote_qpns.push_back(remote.qpn);
     }
     VerbsChannelOptions options;
+    options.loop = loop_;
     options.peer = peer_;
     options.local_device = fabric_->device()->name();
     options.remote_device = remote_device;
@@ -151,11 +154,12 @@ class PendingPool final : public transport::Connector::Pending {
         auto channel, VerbsChannel::Create(std::move(options), std::move(cq_),
                                            std::move(qps_),
                                            std::move(remote_qpns)));
-    return std::unique_ptr<transport::DataChannel>(std::move(channel));
+    return std::shared_ptr<transport::DataChannel>(std::move(channel));
   }
 
  private:
   const std::shared_ptr<VerbsFabric> fabric_;
+  runtime::EventLoop* const loop_;  // Not owned.
   const std::string peer_;
   const uint64_t generation_;
   std::shared_ptr<CompletionQueue> cq_;
@@ -184,7 +188,8 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   }
   request->set_transport(v1::TRANSPORT_VERBS);
   return std::unique_ptr<Pending>(std::make_unique<PendingPool>(
-      fabric_, peer, request->generation(), std::move(cq), std::move(qps)));
+      fabric_, runtime_->Pick(), peer, request->generation(), std::move(cq),
+      std::move(qps)));
 }
 
 absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
@@ -266,20 +271,26 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   return absl::OkStatus();
 }
 
-std::vector<VerbsAcceptor::ServedQp> VerbsAcceptor::List() const {
-  std::vector<ServedQp> out;
+std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
+    const {
+  std::vector<Served> out;
   absl::MutexLock lock(&mu_);
   for (const auto& [peer, pool] : pools_) {
     for (size_t i = 0; i < pool.qps.size(); ++i) {
-      ServedQp s;
+      Served s;
       s.peer = peer;
-      s.info.index = static_cast<uint32_t>(i);
-      s.info.device = fabric_->device()->name();
-      s.info.local_qpn = pool.qps[i]->qpn();
-      s.info.remote_qpn = pool.remote_qpns[i];
+      transport::ConnectionInfo& c = s.connection;
+      c.index = static_cast<uint32_t>(i);
+      c.device = fabric_->device()->name();
+      c.local_qpn = pool.qps[i]->qpn();
+      c.remote_qpn = pool.remote_qpns[i];
       auto state = pool.qps[i]->QueryState();
-      s.info.state = state.ok() ? QpStateName(*state) : "UNKNOWN";
-      s.info.generation = pool.generation;
+      c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
+      c.state = state.ok() && *state == IBV_QPS_RTS
+                    ? transport::ConnectionState::kReady
+                    : transport::ConnectionState::kError;
+      c.path_mtu = pool.qps[i]->config().path_mtu;
+      c.generation = pool.generation;
       out.push_back(std::move(s));
     }
   }

@@ -17,7 +17,7 @@
 //
 // Example (daemon wiring):
 //   RDMAD_ASSIGN_OR_RETURN(auto fabric, VerbsFabric::Open(devices, options));
-//   auto connector = std::make_unique<VerbsConnector>(fabric);
+//   auto connector = std::make_unique<VerbsConnector>(fabric, runtime);
 //   auto acceptor = std::make_unique<VerbsAcceptor>(fabric);
 #ifndef RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_TRANSPORT_H_
 #define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_TRANSPORT_H_
@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/device_info.h"
+#include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/completion_queue.h"
 #include "daemon/transport/verbs/device.h"
@@ -92,16 +93,21 @@ absl::StatusOr<QpEndpoint> FromProto(const v1::QpEndpoint& endpoint);
 // transport::Connector for verbs. Thread-safe.
 class VerbsConnector final : public transport::Connector {
  public:
-  explicit VerbsConnector(std::shared_ptr<VerbsFabric> fabric)
-      : fabric_(std::move(fabric)) {}
+  // Each channel goes on the next loop of `runtime` (not owned).
+  VerbsConnector(std::shared_ptr<VerbsFabric> fabric,
+                 runtime::IoRuntime* runtime)
+      : fabric_(std::move(fabric)), runtime_(runtime) {}
 
-  v1::TransportKind kind() const override { return v1::TRANSPORT_VERBS; }
+  core::TransportKind kind() const override {
+    return core::TransportKind::kVerbs;
+  }
   bool Usable(std::string* why) const override;
   absl::StatusOr<std::unique_ptr<Pending>> Prepare(
       const std::string& peer, v1::ConnectRequest* request) override;
 
  private:
   const std::shared_ptr<VerbsFabric> fabric_;
+  runtime::IoRuntime* const runtime_;  // Not owned.
 };
 
 // transport::ConnectAcceptor for verbs: the serving half of the pools.
@@ -111,16 +117,14 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
   explicit VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric)
       : fabric_(std::move(fabric)) {}
 
-  v1::TransportKind kind() const override { return v1::TRANSPORT_VERBS; }
+  core::TransportKind kind() const override {
+    return core::TransportKind::kVerbs;
+  }
   absl::Status Accept(const v1::ConnectRequest& request,
                       v1::ConnectResponse* response) override;
 
-  // The serving QPs, for ListQps ("peer" is the caller's address).
-  struct ServedQp {
-    std::string peer;
-    transport::ConnectionInfo info;
-  };
-  std::vector<ServedQp> List() const;
+  // The responder QPs serving each caller (its Peer address), for ListQps.
+  std::vector<Served> ListServed() const override;
 
   // Destroys every serving QP (daemon shutdown).
   void Clear();

@@ -1,0 +1,106 @@
+#include "daemon/config/resolved_config.h"
+
+#include <grp.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/config/config_file.h"
+
+namespace rdmad::config {
+namespace {
+
+// The gid for config socket_group: a group name or a number. -1: unset.
+absl::StatusOr<int64_t> ResolveSocketGroup(const std::string& group) {
+  if (group.empty()) return -1;
+  uint32_t gid = 0;
+  if (absl::SimpleAtoi(group, &gid)) return gid;
+  std::vector<char> buffer(16384);
+  for (;;) {
+    ::group entry{};
+    ::group* found = nullptr;
+    const int rc = ::getgrnam_r(group.c_str(), &entry, buffer.data(),
+                                buffer.size(), &found);
+    if (rc == ERANGE && buffer.size() < (1u << 20)) {
+      buffer.resize(buffer.size() * 4);
+      continue;
+    }
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "socket_group '", group, "' is not a group on this host: create it "
+          "(groupadd ", group, ") or give a numeric gid"));
+    }
+    return static_cast<int64_t>(found->gr_gid);
+  }
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& what,
+                                    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read ", what, " ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is not a PEM file"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
+    const v1::DaemonConfig& config) {
+  const int given = !config.tls_ca_file().empty() +
+                    !config.tls_cert_file().empty() +
+                    !config.tls_key_file().empty();
+  if (given == 0) return std::nullopt;
+  if (given != 3) {
+    return absl::InvalidArgumentError(
+        "mutual TLS needs all of tls_ca_file, tls_cert_file and tls_key_file");
+  }
+  PeerTls tls;
+  RDMAD_ASSIGN_OR_RETURN(tls.ca, ReadPem("tls_ca_file", config.tls_ca_file()));
+  RDMAD_ASSIGN_OR_RETURN(tls.cert,
+                         ReadPem("tls_cert_file", config.tls_cert_file()));
+  RDMAD_ASSIGN_OR_RETURN(tls.key,
+                         ReadPem("tls_key_file", config.tls_key_file()));
+  return tls;
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> ParseMode(const std::string& text) {
+  if (text.empty() || text.size() > 4 ||
+      text.find_first_not_of("01234567") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode '", text, "' must be octal, e.g. 0660"));
+  }
+  uint32_t mode = 0;
+  for (char c : text) mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  return mode;
+}
+
+absl::StatusOr<ResolvedConfig> ResolveConfig(const v1::DaemonConfig& config) {
+  RDMAD_RETURN_IF_ERROR(ValidateConfig(config, "the configuration"));
+  ResolvedConfig out;
+  RDMAD_ASSIGN_OR_RETURN(out.socket_mode, ParseMode(config.socket_mode()));
+  RDMAD_ASSIGN_OR_RETURN(out.socket_gid,
+                         ResolveSocketGroup(config.socket_group()));
+  RDMAD_ASSIGN_OR_RETURN(out.transport,
+                         core::ParseTransportMode(config.transport()));
+  RDMAD_ASSIGN_OR_RETURN(
+      out.peer_allow, core::PeerAllowList::Parse({config.peer_allow().begin(),
+                                                  config.peer_allow().end()}));
+  RDMAD_ASSIGN_OR_RETURN(out.tls, LoadPeerTls(config));
+  return out;
+}
+
+}  // namespace rdmad::config

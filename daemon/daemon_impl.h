@@ -1,0 +1,57 @@
+// What rdmad::Daemon owns, in the order it is built (daemon.cc) and torn
+// down in reverse. Shared by daemon.cc (start, shutdown) and
+// daemon_reload.cc (SIGHUP). Not a public header.
+#ifndef RDMAD_DAEMON_DAEMON_IMPL_H_
+#define RDMAD_DAEMON_DAEMON_IMPL_H_
+
+#include <memory>
+
+#include "daemon/config/resolved_config.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/daemon.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/metrics_server.h"
+#include "daemon/peer/grpc_peer_connector.h"
+#include "daemon/peer/peer_table.h"
+#include "daemon/runtime/io_runtime.h"
+#include "daemon/runtime/timers.h"
+#include "daemon/service/daemon_state.h"
+#include "daemon/service/local_service.h"
+#include "daemon/service/peer_service.h"
+#include "daemon/service/session_server.h"
+#include "daemon/transport_setup.h"
+#include "grpcpp/grpcpp.h"
+
+namespace rdmad {
+
+struct Daemon::Impl {
+  v1::DaemonConfig config;
+  config::ResolvedConfig resolved;
+  // First so that it goes last: every channel and connection below lives
+  // on its loops.
+  std::unique_ptr<runtime::IoRuntime> runtime;
+  std::unique_ptr<runtime::LoopTimers> timers;
+  Transports transports;
+  std::unique_ptr<core::RegionTable> regions;
+  core::SessionTable sessions;
+  std::unique_ptr<tcp::TcpDataServer> data_server;
+  std::unique_ptr<peer::GrpcPeerConnector> connector;
+  std::unique_ptr<peer::PeerTable> peers;
+  // Observes `transfers` and reads the tables above at scrape time.
+  std::unique_ptr<metrics::DaemonMetrics> metrics;
+  std::unique_ptr<core::TransferEngine> transfers;
+  service::DaemonState state;
+  std::unique_ptr<service::SessionServer> session_server;
+  std::unique_ptr<service::LocalService> local_service;
+  std::unique_ptr<service::PeerService> peer_service;
+  std::unique_ptr<grpc::Server> local_server;
+  std::unique_ptr<grpc::Server> peer_server;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
+  bool shut_down = false;
+};
+
+}  // namespace rdmad
+
+#endif  // RDMAD_DAEMON_DAEMON_IMPL_H_

@@ -1,0 +1,136 @@
+#include "daemon/peer/name_cache.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace rdmad::peer {
+
+NameCache::NameCache(std::string address, PeerConnector* connector,
+                     runtime::Timers* timers)
+    : address_(std::move(address)), connector_(connector), timers_(timers) {}
+
+ResolvedRegion NameCache::Find(const std::string& name,
+                               uint64_t incarnation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.region->incarnation != incarnation) {
+    return nullptr;
+  }
+  return it->second.region;
+}
+
+size_t NameCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+void NameCache::Lookup(const std::string& name, uint64_t incarnation,
+                       uint32_t uid, absl::Time deadline,
+                       Callback<ResolvedRegion> done) {
+  ResolvedRegion cached;
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(name);
+    if (it != entries_.end() && it->second.region->incarnation == incarnation) {
+      cached = it->second.region;
+    } else {
+      Pending& pending = resolving_[name];
+      // A Resolve out for an older incarnation does not answer this one:
+      // start another (the older one's answer is then dropped).
+      first = pending.waiters.empty() || pending.incarnation != incarnation;
+      pending.incarnation = incarnation;
+      Waiter& w = pending.waiters.emplace_back();
+      w.id = next_waiter_++;
+      w.done = std::move(done);
+      std::weak_ptr<NameCache> weak = weak_from_this();
+      w.timer = timers_->RunAt(deadline, [weak, name, id = w.id] {
+        if (auto self = weak.lock()) self->Expire(name, id);
+      });
+    }
+  }
+  if (cached != nullptr) return done(std::move(cached));
+  if (!first) return;
+  connector_->Resolve(
+      address_, name, uid,
+      [self = shared_from_this(), name,
+       incarnation](absl::StatusOr<core::RemoteRegionInfo> result) {
+        self->OnResolved(name, incarnation, std::move(result));
+      });
+}
+
+void NameCache::OnResolved(const std::string& name, uint64_t incarnation,
+                           absl::StatusOr<core::RemoteRegionInfo> result) {
+  absl::StatusOr<ResolvedRegion> answer = result.status();
+  if (result.ok()) {
+    if (result->incarnation != incarnation) {
+      answer = absl::UnavailableError(absl::StrCat(
+          "peer ", address_, " restarted since Hello (it answered Resolve "
+          "of '", name, "' from another run)"));
+    } else {
+      answer = std::make_shared<const core::RemoteRegionInfo>(
+          *std::move(result));
+    }
+  }
+  std::list<Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = resolving_.find(name);
+    if (it == resolving_.end() || it->second.incarnation != incarnation) {
+      return;  // superseded by a look-up for a newer incarnation
+    }
+    waiters.swap(it->second.waiters);
+    resolving_.erase(it);
+    if (answer.ok()) {
+      auto existing = entries_.find(name);
+      if (existing != entries_.end()) {
+        order_.erase(existing->second.age);
+        entries_.erase(existing);
+      }
+      order_.push_back(name);
+      entries_[name] = Entry{*answer, std::prev(order_.end())};
+      while (entries_.size() > kMaxEntries) {
+        entries_.erase(order_.front());
+        order_.pop_front();
+      }
+    }
+    for (const Waiter& w : waiters) timers_->Cancel(w.timer);
+  }
+  for (Waiter& w : waiters) w.done(answer);
+}
+
+void NameCache::Expire(const std::string& name, uint64_t waiter_id) {
+  Callback<ResolvedRegion> done;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = resolving_.find(name);
+    if (it == resolving_.end()) return;
+    for (auto w = it->second.waiters.begin(); w != it->second.waiters.end();
+         ++w) {
+      if (w->id == waiter_id) {
+        done = std::move(w->done);
+        it->second.waiters.erase(w);
+        break;
+      }
+    }
+    // (An emptied list stays until its Resolve answers, so that the answer
+    // still fills the cache.)
+  }
+  if (done) {
+    done(absl::DeadlineExceededError(absl::StrCat(
+        "peer ", address_, " did not resolve '", name,
+        "' before the transfer's deadline")));
+  }
+}
+
+void NameCache::Invalidate(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  order_.erase(it->second.age);
+  entries_.erase(it);
+}
+
+}  // namespace rdmad::peer

@@ -1,0 +1,42 @@
+// RemotePeer: everything this daemon keeps about one remote daemon — its
+// connection (state machine and data channel), its name cache and its
+// counters — shared by the registry (PeerTable) and the transfers running
+// to it.
+#ifndef RDMAD_DAEMON_PEER_REMOTE_PEER_H_
+#define RDMAD_DAEMON_PEER_REMOTE_PEER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/peer/name_cache.h"
+#include "daemon/peer/peer_connection.h"
+
+namespace rdmad::peer {
+
+struct RemotePeer {
+  RemotePeer(std::string peer_address, core::TransportMode mode,
+             PeerConnector* connector, runtime::Timers* timers)
+      : address(std::move(peer_address)),
+        connection(std::make_shared<PeerConnection>(address, mode, connector,
+                                                    timers)),
+        names(std::make_shared<NameCache>(address, connector, timers)) {}
+
+  const std::string address;
+  const std::shared_ptr<PeerConnection> connection;
+  const std::shared_ptr<NameCache> names;
+
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> ops_completed{0};
+  std::atomic<uint64_t> ops_failed{0};
+  std::atomic<int64_t> in_flight{0};
+  // absl::ToUnixNanos of the last transfer's start (for idle eviction).
+  std::atomic<int64_t> last_used_ns{0};
+};
+
+}  // namespace rdmad::peer
+
+#endif  // RDMAD_DAEMON_PEER_REMOTE_PEER_H_

@@ -1,0 +1,252 @@
+#include "daemon/peer/transfer_flow.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/size.h"
+#include "daemon/peer/retry_policy.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::peer {
+namespace {
+
+absl::Status TooLate(const std::string& peer) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "peer ", peer, ": the transfer's deadline passed before it could be "
+      "sent"));
+}
+
+}  // namespace
+
+TransferFlow::TransferFlow(FindPeer find, runtime::Timers* timers)
+    : find_(std::move(find)), timers_(timers) {}
+
+absl::Status TransferFlow::Attach(Running& r) {
+  auto peer = find_(r.address(), r.t.uid);
+  if (!peer.ok()) return peer.status();
+  r.peer = *std::move(peer);
+  r.peer->in_flight++;
+  r.peer->last_used_ns = absl::ToUnixNanos(timers_->Now());
+  return absl::OkStatus();
+}
+
+void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
+  // Ops bound for the same channel, posted together at the end.
+  struct Group {
+    std::shared_ptr<transport::DataChannel> channel;
+    std::vector<transport::RemoteOp> ops;
+  };
+  std::vector<Group> groups;
+  for (core::Transfer& t : transfers) {
+    auto r = std::make_unique<Running>();
+    r->t = std::move(t);
+    if (draining_.load()) {
+      Finish(std::move(r), absl::UnavailableError(
+                               "this daemon is shutting down: no new transfers"));
+      continue;
+    }
+    if (absl::Status s = Attach(*r); !s.ok()) {
+      Finish(std::move(r), std::move(s));
+      continue;
+    }
+    // The fast path: a ready link and a known target.
+    std::optional<Link> link = r->peer->connection->ReadyLink();
+    ResolvedRegion target;
+    if (link.has_value()) {
+      if (r->t.remote.descriptor != nullptr) {
+        if (r->t.remote.descriptor->incarnation == link->incarnation) {
+          target = r->t.remote.descriptor;
+        }
+      } else {
+        target = r->peer->names->Find(r->t.remote.name, link->incarnation);
+        r->from_cache = target != nullptr;
+      }
+    }
+    if (target == nullptr) {
+      Begin(std::move(r));
+      continue;
+    }
+    std::optional<transport::RemoteOp> op =
+        MakeOp(std::move(r), *link, target);
+    if (!op.has_value()) continue;
+    Group* group = nullptr;
+    for (Group& g : groups) {
+      if (g.channel == link->channel) group = &g;
+    }
+    if (group == nullptr) {
+      group = &groups.emplace_back();
+      group->channel = link->channel;
+    }
+    group->ops.push_back(*std::move(op));
+  }
+  for (Group& g : groups) g.channel->Post(absl::MakeSpan(g.ops));
+}
+
+void TransferFlow::Begin(RunningPtr r) {
+  if (timers_->Now() >= r->t.deadline) {
+    const std::string address = r->address();
+    return Finish(std::move(r), TooLate(address));
+  }
+  std::shared_ptr<PeerConnection> connection = r->peer->connection;
+  connection->Acquire(
+      r->t.deadline,
+      [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
+        OnLink(std::move(r), std::move(link));
+      });
+}
+
+void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
+  // Handshake failures are not retried here: the handshake itself just
+  // tried to reach the peer.
+  if (!link.ok()) return Finish(std::move(r), link.status());
+  const core::TransferTarget& remote = r->t.remote;
+  if (remote.descriptor != nullptr) {
+    const core::RemoteRegionInfo& d = *remote.descriptor;
+    if (d.incarnation == link->incarnation) {
+      return Send(std::move(r), *link, remote.descriptor);
+    }
+    if (r->retries_left > 0) {
+      // Maybe the peer restarted and we have not noticed yet (the
+      // descriptor is newer than what we know): ask it.
+      --r->retries_left;
+      r->peer->connection->MarkStale(absl::UnavailableError(
+          "a descriptor names another run of this peer"));
+      return Begin(std::move(r));
+    }
+    return Finish(std::move(r),
+                  absl::NotFoundError(absl::StrFormat(
+                      "the descriptor of %s was issued by another run of "
+                      "peer %s (incarnation %x; it now runs %x): the region "
+                      "is gone; get a new descriptor from that node",
+                      core::RemoteRegionLabel(d), d.peer, d.incarnation,
+                      link->incarnation)));
+  }
+  if (ResolvedRegion cached =
+          r->peer->names->Find(remote.name, link->incarnation)) {
+    r->from_cache = true;
+    return Send(std::move(r), *link, cached);
+  }
+  r->from_cache = false;
+  std::shared_ptr<NameCache> names = r->peer->names;
+  const std::string name = remote.name;
+  const uint32_t uid = r->t.uid;
+  const absl::Time deadline = r->t.deadline;
+  names->Lookup(name, link->incarnation, uid, deadline,
+                [this, r = std::move(r), link = *std::move(link)](
+                    absl::StatusOr<ResolvedRegion> target) mutable {
+                  if (!target.ok()) {
+                    if (target.status().code() ==
+                        absl::StatusCode::kUnavailable) {
+                      r->peer->connection->MarkStale(target.status());
+                    }
+                    return Fail(std::move(r), target.status());
+                  }
+                  Send(std::move(r), link, *target);
+                });
+}
+
+std::optional<transport::RemoteOp> TransferFlow::MakeOp(
+    RunningPtr r, const Link& link, const ResolvedRegion& target) {
+  const core::Transfer& t = r->t;
+  const std::string& peer = r->peer->address;
+  if (timers_->Now() >= t.deadline) {
+    Finish(std::move(r), TooLate(peer));
+    return std::nullopt;
+  }
+  const std::string label = core::RemoteRegionLabel(*target);
+  if (!RangeInside(target->length, t.remote.offset, t.length)) {
+    Finish(std::move(r),
+           absl::OutOfRangeError(absl::StrCat(
+               "remote range [", t.remote.offset, ", ", t.remote.offset, "+",
+               t.length, ") does not fit in ", label, " on ", peer, " (",
+               target->length, " bytes)")));
+    return std::nullopt;
+  }
+  const bool write = t.op == core::OpType::kWrite;
+  if (!core::Allows(target->access, write ? core::RemoteAccess::kWrite
+                                          : core::RemoteAccess::kRead)) {
+    const char* how =
+        target->access == core::RemoteAccess::kRead    ? "exported read-only"
+        : target->access == core::RemoteAccess::kWrite ? "exported write-only"
+                                                       : "not exported";
+    // A cached answer may predate a re-export: Fail retries it.
+    Fail(std::move(r), absl::PermissionDeniedError(
+                           absl::StrCat(label, " on ", peer, " is ", how)));
+    return std::nullopt;
+  }
+  auto key = link.channel->KeyFor(*target);
+  if (!key.ok()) {
+    Finish(std::move(r), key.status());
+    return std::nullopt;
+  }
+  r->kind = link.kind;
+  transport::RemoteOp op;
+  op.op = t.op;
+  op.local = t.local;
+  op.local_addr = t.local_data();
+  op.length = t.length;
+  op.remote = target;
+  op.key = *key;
+  op.remote_offset = t.remote.offset;
+  op.deadline = t.deadline;
+  op.done = [this, r = std::move(r)](absl::Status status) mutable {
+    OnSent(std::move(r), std::move(status));
+  };
+  return op;
+}
+
+void TransferFlow::Send(RunningPtr r, const Link& link,
+                        const ResolvedRegion& target) {
+  std::optional<transport::RemoteOp> op =
+      MakeOp(std::move(r), link, target);
+  if (op.has_value()) link.channel->Post(absl::MakeSpan(&*op, 1));
+}
+
+void TransferFlow::OnSent(RunningPtr r, absl::Status status) {
+  if (status.ok()) return Finish(std::move(r), std::move(status));
+  Fail(std::move(r), std::move(status));
+}
+
+void TransferFlow::Fail(RunningPtr r, absl::Status status) {
+  const Retry retry = RetryFor(status, r->from_cache);
+  if (retry == Retry::kReconnect) {
+    r->peer->connection->MarkStale(status);
+  } else if (retry == Retry::kReresolve) {
+    r->peer->names->Invalidate(r->t.remote.name);
+  }
+  if (retry != Retry::kNo && r->retries_left > 0 && !draining_.load() &&
+      timers_->Now() < r->t.deadline) {
+    --r->retries_left;
+    r->from_cache = false;
+    spdlog::debug("retrying a transfer to {} after: {}", r->peer->address,
+                  status.ToString());
+    return Begin(std::move(r));
+  }
+  Finish(std::move(r), std::move(status));
+}
+
+void TransferFlow::Finish(RunningPtr r, absl::Status status) {
+  core::TransferDone done = std::move(r->t.done);
+  RemotePeer* peer = r->peer.get();
+  if (peer != nullptr) peer->in_flight--;
+  if (!status.ok()) {
+    if (peer != nullptr) peer->ops_failed++;
+    done(std::move(status));
+    return;
+  }
+  core::TransferResult result;
+  result.bytes = r->t.length;
+  result.transport = r->kind;
+  result.latency = timers_->Now() - r->t.start;
+  if (r->t.op == core::OpType::kWrite) {
+    peer->bytes_written += result.bytes;
+  } else {
+    peer->bytes_read += result.bytes;
+  }
+  peer->ops_completed++;
+  done(std::move(result));
+}
+
+}  // namespace rdmad::peer

@@ -1,0 +1,287 @@
+#include "daemon/runtime/event_loop.h"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::runtime {
+namespace {
+
+constexpr uint64_t kWakeId = 0;
+constexpr int kMaxEvents = 128;
+// Upper bound of one sleep even with nothing due, so that a lost wake-up
+// can never stall the loop for long.
+constexpr absl::Duration kMaxSleep = absl::Seconds(1);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(std::string name,
+                                                             Options options) {
+  UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll) return absl::ErrnoToStatus(errno, "epoll_create1");
+  UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return absl::ErrnoToStatus(errno, "eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeId;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0) {
+    return absl::ErrnoToStatus(errno, "epoll_ctl(eventfd)");
+  }
+  return std::unique_ptr<EventLoop>(new EventLoop(
+      std::move(name), options, std::move(epoll), std::move(wake)));
+}
+
+EventLoop::EventLoop(std::string name, Options options, UniqueFd epoll,
+                     UniqueFd wake)
+    : name_(std::move(name)),
+      options_(options),
+      epoll_(std::move(epoll)),
+      wake_(std::move(wake)) {}
+
+EventLoop::~EventLoop() { Stop(); }
+
+void EventLoop::Start() {
+  if (started_.exchange(true)) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EventLoop::Stop() {
+  stop_.store(true);
+  Wake();
+  if (InLoopThread() || joined_) return;
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    // Never started: still run what was queued, as a started loop would.
+    while (RunTasks()) {
+    }
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+  }
+  joined_ = true;
+}
+
+absl::StatusOr<uint64_t> EventLoop::Watch(int fd, uint32_t events,
+                                          FdCallback callback) {
+  const uint64_t id = next_watch_id_++;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return absl::ErrnoToStatus(errno, "epoll_ctl(ADD)");
+  }
+  watches_.emplace(id, std::make_shared<FdCallback>(std::move(callback)));
+  watch_fds_.emplace(id, fd);
+  return id;
+}
+
+absl::Status EventLoop::Rewatch(uint64_t id, uint32_t events) {
+  auto it = watch_fds_.find(id);
+  if (it == watch_fds_.end()) {
+    return absl::NotFoundError("no such watch");
+  }
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, it->second, &ev) != 0) {
+    return absl::ErrnoToStatus(errno, "epoll_ctl(MOD)");
+  }
+  return absl::OkStatus();
+}
+
+void EventLoop::Unwatch(uint64_t id) {
+  auto it = watch_fds_.find(id);
+  if (it == watch_fds_.end()) return;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second, nullptr);
+  watch_fds_.erase(it);
+  // The callback may be running right now (it unwatches itself): the
+  // dispatcher holds its own reference until it returns.
+  watches_.erase(id);
+}
+
+uint64_t EventLoop::RunAt(absl::Time when, Task task) {
+  const uint64_t id = next_timer_id_++;
+  timers_.emplace(std::make_pair(when, id), std::move(task));
+  timer_when_.emplace(id, when);
+  return id;
+}
+
+void EventLoop::CancelTimer(uint64_t id) {
+  auto it = timer_when_.find(id);
+  if (it == timer_when_.end()) return;
+  timers_.erase({it->second, id});
+  timer_when_.erase(it);
+}
+
+void EventLoop::AddPoller(Poller* poller) { pollers_.push_back(poller); }
+
+void EventLoop::RemovePoller(Poller* poller) {
+  pollers_.erase(std::remove(pollers_.begin(), pollers_.end(), poller),
+                 pollers_.end());
+}
+
+bool EventLoop::Post(Task task) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return false;  // `task` is destroyed on return
+    tasks_.push_back(std::move(task));
+  }
+  // Only a sleeping loop needs the eventfd: a running one takes the task on
+  // its next turn (see Run for why this cannot miss).
+  if (sleeping_.load()) Wake();
+  return true;
+}
+
+void EventLoop::Wake() {
+  const uint64_t one = 1;
+  // EAGAIN (counter saturated) still leaves the eventfd readable.
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+}
+
+bool EventLoop::RunTasks() {
+  std::vector<Task> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks.swap(tasks_);
+  }
+  for (Task& task : tasks) task();
+  return !tasks.empty();
+}
+
+absl::Time EventLoop::RunTimers(absl::Time now) {
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
+    auto node = timers_.extract(timers_.begin());
+    timer_when_.erase(node.key().second);
+    node.mapped()();
+  }
+  return timers_.empty() ? absl::InfiniteFuture()
+                         : timers_.begin()->first.first;
+}
+
+bool EventLoop::PollAll() {
+  bool work = false;
+  // By index: a poller may add or remove pollers.
+  for (size_t i = 0; i < pollers_.size(); ++i) work |= pollers_[i]->Poll();
+  return work;
+}
+
+void EventLoop::Run() {
+  loop_thread_id_.store(std::this_thread::get_id());
+  // Thread names are limited to 15 characters.
+  ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
+  sleeping_.store(false);
+  epoll_event events[kMaxEvents];
+  absl::Time spin_until = absl::InfinitePast();
+  absl::Time next_timer = absl::InfiniteFuture();
+  bool slept = false;
+  while (!stop_.load()) {
+    const absl::Time now = absl::Now();
+    int timeout_ms = 0;
+    if (now >= spin_until && !pollers_.empty()) {
+      // About to sleep: pollers arm their wake-ups; one that found work
+      // meanwhile keeps the loop awake.
+      bool work = false;
+      for (size_t i = 0; i < pollers_.size(); ++i) {
+        work |= pollers_[i]->PrepareToSleep();
+      }
+      if (work) spin_until = now + options_.spin;
+    }
+    if (now >= spin_until) {
+      // Publish that we may sleep before the last look at the task queue:
+      // a Post that lands after that look sees `sleeping_` and wakes us.
+      sleeping_.store(true);
+      bool have_tasks;
+      {
+        absl::MutexLock lock(&mu_);
+        have_tasks = !tasks_.empty();
+      }
+      if (!have_tasks) {
+        const absl::Duration sleep = std::min(
+            kMaxSleep, std::max(absl::ZeroDuration(), next_timer - now));
+        // Round up so a timer is never checked a moment early and then
+        // slept past.
+        timeout_ms = static_cast<int>(
+            absl::ToInt64Milliseconds(sleep + absl::Microseconds(999)));
+      }
+    }
+    const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
+    if (sleeping_.load()) {
+      sleeping_.store(false);
+      slept = timeout_ms != 0;
+    }
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
+    }
+    if (slept) {
+      slept = false;
+      for (size_t i = 0; i < pollers_.size(); ++i) pollers_[i]->Woke();
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kWakeId) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t r = ::read(wake_.get(), &count, sizeof(count));
+        continue;
+      }
+      auto it = watches_.find(id);
+      if (it == watches_.end()) continue;  // unwatched earlier in this batch
+      std::shared_ptr<FdCallback> callback = it->second;
+      (*callback)(events[i].events);
+    }
+    RunTasks();
+    next_timer = RunTimers(absl::Now());
+    if (PollAll()) spin_until = absl::Now() + options_.spin;
+  }
+  // Tasks queued before or during shutdown still run (they close channels
+  // and fail their operations), including those they queue in turn.
+  for (;;) {
+    if (!RunTasks()) {
+      absl::MutexLock lock(&mu_);
+      if (tasks_.empty()) {
+        finished_ = true;
+        break;
+      }
+    }
+  }
+  timers_.clear();
+  timer_when_.clear();
+  watches_.clear();
+  watch_fds_.clear();
+}
+
+absl::Status RunOnLoop(EventLoop* loop, absl::AnyInvocable<absl::Status()> fn,
+                       absl::Duration timeout) {
+  if (loop->InLoopThread()) return fn();
+  struct Result {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+  auto result = std::make_shared<Result>();
+  if (!loop->Post([result, fn = std::move(fn)]() mutable {
+        absl::Status status = fn();
+        absl::MutexLock lock(&result->mu);
+        result->status = std::move(status);
+        result->done = true;
+      })) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("event loop ", loop->name(), " has stopped"));
+  }
+  absl::MutexLock lock(&result->mu);
+  if (!result->mu.AwaitWithTimeout(absl::Condition(&result->done), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "event loop ", loop->name(), " ran no task for ",
+        absl::FormatDuration(timeout)));
+  }
+  return result->status;
+}
+
+}  // namespace rdmad::runtime

@@ -1,0 +1,34 @@
+#include "daemon/runtime/io_runtime.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rdmad::runtime {
+
+absl::StatusOr<std::unique_ptr<IoRuntime>> IoRuntime::Start(
+    IoRuntimeOptions options) {
+  const int threads = std::clamp(options.threads, 1, 64);
+  std::vector<std::unique_ptr<EventLoop>> loops;
+  for (int i = 0; i < threads; ++i) {
+    auto loop = EventLoop::Create(absl::StrCat(options.name, i), options.loop);
+    if (!loop.ok()) return loop.status();
+    loops.push_back(*std::move(loop));
+  }
+  for (auto& loop : loops) loop->Start();
+  return std::unique_ptr<IoRuntime>(new IoRuntime(std::move(loops)));
+}
+
+IoRuntime::~IoRuntime() { Stop(); }
+
+EventLoop* IoRuntime::Pick() {
+  return loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()]
+      .get();
+}
+
+void IoRuntime::Stop() {
+  for (auto& loop : loops_) loop->Stop();
+}
+
+}  // namespace rdmad::runtime

@@ -1,0 +1,91 @@
+#include "daemon/servers.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/service/unix_listener.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace rdmad {
+
+void EnableServerPlugins() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+absl::StatusOr<StartedServer> StartPeerServer(
+    const std::string& listen, const std::optional<config::PeerTls>& tls,
+    grpc::Service* service) {
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (tls.has_value()) {
+    // Mutual TLS: a peer must present a certificate the CA signed.
+    grpc::SslServerCredentialsOptions ssl(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = tls->ca;
+    ssl.pem_key_cert_pairs.push_back({tls->key, tls->cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  StartedServer out;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, credentials, &out.port);
+  builder.RegisterService(service);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || out.port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen,
+                     " for peers: is the port in use? pick another "
+                     "--peer_listen"));
+  }
+  return out;
+}
+
+absl::StatusOr<StartedServer> StartLocalServer(const std::string& path,
+                                               grpc::Service* service,
+                                               uint32_t mode, int64_t gid) {
+  RDMAD_RETURN_IF_ERROR(service::ClaimSocketPath(path));
+  StartedServer out;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", path),
+                           grpc::InsecureServerCredentials(), &out.port);
+  builder.RegisterService(service);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on unix:", path));
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
+  }
+  RDMAD_RETURN_IF_ERROR(ChownSocket(path, gid));
+  return out;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> PeerChannelCredentials(
+    const std::optional<config::PeerTls>& tls) {
+  if (!tls.has_value()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls->ca;
+  ssl.pem_private_key = tls->key;
+  ssl.pem_cert_chain = tls->cert;
+  return grpc::SslCredentials(ssl);
+}
+
+absl::Status ChownSocket(const std::string& path, int64_t gid) {
+  if (gid < 0) return absl::OkStatus();
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) !=
+      0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("chown ", path, " to group ", gid,
+                            " (socket_group): rdmad must run as root or be a "
+                            "member of that group"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad

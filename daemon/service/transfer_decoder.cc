@@ -1,0 +1,72 @@
+#include "daemon/service/transfer_decoder.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/region_address.h"
+#include "daemon/peer/descriptor_codec.h"
+#include "daemon/service/proto_convert.h"
+
+namespace rdmad::service {
+
+absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
+                                                  core::OpType type,
+                                                  absl::Time deadline) {
+  core::TransferSpec spec;
+  spec.op = type;
+  spec.deadline = deadline;
+  auto local = FromProto(op.local());
+  if (!local.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local region: ", local.status().message()));
+  }
+  spec.local = *std::move(local);
+  spec.local_offset = op.local_offset();
+  spec.length = op.length();
+  if (op.length() == 0) {
+    return absl::InvalidArgumentError(
+        "transfer length is 0: move at least one byte");
+  }
+  const v1::RemoteRegion& remote = op.remote();
+  core::TransferTarget& target = spec.remote;
+  target.offset = op.remote_offset();
+  target.peer = remote.peer();
+  if (!target.peer.empty()) {
+    if (absl::Status s = ValidatePeerAddress(target.peer); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("remote peer: ", s.message()));
+    }
+  }
+  switch (remote.ref_case()) {
+    case v1::RemoteRegion::kName:
+      if (absl::Status s = ValidateRegionName(remote.name()); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("remote region: ", s.message()));
+      }
+      target.name = remote.name();
+      break;
+    case v1::RemoteRegion::kEncodedDescriptor: {
+      auto decoded = peer::DecodeDescriptor(remote.encoded_descriptor());
+      if (!decoded.ok()) return decoded.status();
+      if (!target.peer.empty() && target.peer != decoded->peer()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the descriptor names a region on ", decoded->peer(),
+            " but the transfer names peer ", target.peer,
+            ": leave the peer empty or make them agree"));
+      }
+      auto info = std::make_shared<core::RemoteRegionInfo>(
+          peer::RegionInfoFromProto(*decoded));
+      target.peer = info->peer;
+      target.descriptor = std::move(info);
+      break;
+    }
+    case v1::RemoteRegion::REF_NOT_SET:
+      return absl::InvalidArgumentError(
+          "no remote region given: set RemoteRegion.name or "
+          "RemoteRegion.encoded_descriptor");
+  }
+  return spec;
+}
+
+}  // namespace rdmad::service

@@ -1,0 +1,359 @@
+#include "daemon/transport/tcp/data_connection.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/size.h"
+#include "common/status_macros.h"
+#include "daemon/transport/tcp/data_server.h"
+#include "daemon/transport/tcp/socket_util.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::tcp {
+namespace {
+
+constexpr int kMaxIov = 64;
+// Bytes one connection may read per readable event before the loop moves
+// on to the others (level-triggered epoll brings it back).
+constexpr uint64_t kReadBudget = 16ull << 20;
+// Scratch space for the payload of rejected WRITEs.
+constexpr size_t kDrainBufferSize = 256 << 10;
+
+// Compares keys without an early exit, so response timing says nothing
+// about how much of a guessed key was right.
+bool KeysEqual(uint64_t a, uint64_t b) {
+  volatile uint64_t diff = a ^ b;
+  return diff == 0;
+}
+
+std::string RegionLabel(const core::Region& region) {
+  if (region.name().empty()) return absl::StrCat("region #", region.id());
+  return absl::StrCat("region '", region.name(), "'");
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
+    const core::RegionTable& regions, const FrameHeader& request) {
+  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
+                         regions.FindExportedById(request.region_id));
+  const core::ExportState exported = region->exported();
+  if (exported.access == core::RemoteAccess::kNone) {
+    // Revoked between the lookup and now.
+    return absl::NotFoundError(absl::StrCat(
+        "region #", request.region_id, " is no longer exported"));
+  }
+  if (!KeysEqual(exported.tcp_key, request.key)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the key does not match the current export of ", RegionLabel(*region),
+        ": it was re-exported or revoked since it was resolved; resolve it "
+        "again"));
+  }
+  if (!RangeInside(region->size(), request.offset, request.length)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "range [", request.offset, ", ", request.offset, "+", request.length,
+        ") is outside ", RegionLabel(*region), " of ", region->size(),
+        " bytes"));
+  }
+  const bool write = request.type == FrameType::kWrite;
+  if (!core::Allows(exported.access, write ? core::RemoteAccess::kWrite
+                                           : core::RemoteAccess::kRead)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        RegionLabel(*region), " is exported ",
+        write ? "read-only: it accepts no WRITE"
+              : "write-only: it accepts no READ"));
+  }
+  return region;
+}
+
+DataConnection::DataConnection(
+    UniqueFd fd, runtime::EventLoop* loop, const DataServerContext* context,
+    absl::AnyInvocable<void(DataConnection*)> closed)
+    : loop_(loop),
+      ctx_(context),
+      closed_callback_(std::move(closed)),
+      fd_(std::move(fd)),
+      remote_(RemoteAddressOf(fd_.get())) {
+  ctx_->counters->connections_open++;
+}
+
+DataConnection::~DataConnection() {
+  if (watch_ != 0) loop_->Unwatch(watch_);
+  ctx_->counters->connections_open--;
+}
+
+absl::Status DataConnection::Start() {
+  RDMAD_ASSIGN_OR_RETURN(
+      watch_, loop_->Watch(fd_.get(), EPOLLIN,
+                           [this](uint32_t events) { OnEvent(events); }));
+  spdlog::debug("tcp data server: connection from {}", remote_);
+  return absl::OkStatus();
+}
+
+void DataConnection::Close(absl::string_view why) {
+  if (closed_) return;
+  closed_ = true;
+  if (!why.empty()) {
+    spdlog::info("tcp data server: closing connection from {}: {}", remote_,
+                 std::string(why));
+  }
+  if (watch_ != 0) {
+    loop_->Unwatch(watch_);
+    watch_ = 0;
+  }
+  fd_.reset();
+  region_.reset();
+  out_.clear();  // releases the regions replies held
+  // The owner destroys us after the handler that closed us has returned.
+  loop_->Post([this] { closed_callback_(this); });
+}
+
+void DataConnection::OnEvent(uint32_t events) {
+  if (closed_) return;
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    if (!OnReadable()) return;
+  }
+  if (events & EPOLLOUT) Flush();
+}
+
+bool DataConnection::OnReadable() {
+  uint64_t budget = kReadBudget;
+  while (reading_ && budget > 0) {
+    iovec iov[2];
+    int count = 1;
+    size_t first = 0;  // bytes asked for in iov[0]
+    switch (in_) {
+      case In::kHeader:
+        iov[0] = {header_.data() + header_have_,
+                  kRequestHeaderSize - header_have_};
+        first = iov[0].iov_len;
+        break;
+      case In::kPayload:
+        first = std::min<uint64_t>(left_, budget);
+        iov[0] = {dest_, first};
+        break;
+      case In::kDrain:
+        if (drain_.empty()) drain_.resize(kDrainBufferSize);
+        first = std::min<uint64_t>(left_, drain_.size());
+        iov[0] = {drain_.data(), first};
+        break;
+    }
+    if (in_ != In::kHeader && first == left_) {
+      // The body ends within this read: pick up the next request's header
+      // in the same call.
+      iov[1] = {header_.data(), kRequestHeaderSize};
+      count = 2;
+    }
+    const size_t asked = first + (count == 2 ? kRequestHeaderSize : 0);
+    const ssize_t n = ::readv(fd_.get(), iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      Close(std::strerror(errno));
+      return false;
+    }
+    if (n == 0) {
+      Close(in_ == In::kHeader && header_have_ == 0
+                ? ""
+                : "peer closed the connection mid-frame");
+      return false;
+    }
+    budget -= std::min<uint64_t>(budget, n);
+    const size_t got = static_cast<size_t>(n);
+    if (in_ == In::kHeader) {
+      header_have_ += got;
+    } else {
+      const size_t body = std::min(got, first);
+      left_ -= body;
+      if (in_ == In::kPayload) dest_ += body;
+      header_have_ = got - body;
+      if (left_ == 0) FinishBody();
+    }
+    if (header_have_ == kRequestHeaderSize) {
+      if (!OnHeader()) return false;
+    } else if (header_have_ > 0 && !CheckPartialHeader()) {
+      return false;
+    }
+    // A short read means the socket is empty: skip the EAGAIN round trip.
+    if (got < asked) break;
+  }
+  Flush();  // may close
+  return !closed_;
+}
+
+// The payload of a WRITE (or the drained payload of a rejected one) is
+// complete. A reply goes out only once its whole request has arrived, so
+// the client never sees the answer to a WRITE it is still sending.
+void DataConnection::FinishBody() {
+  if (in_ == In::kPayload) {
+    ctx_->counters->bytes_written += write_len_;
+    QueueReply(FrameType::kWriteReply, request_id_, absl::OkStatus());
+    region_.reset();
+    dest_ = nullptr;
+  } else {
+    QueueReply(FrameType::kWriteReply, request_id_, drain_status_);
+    drain_status_ = absl::OkStatus();
+  }
+  in_ = In::kHeader;
+}
+
+// Turns away a peer that speaks something else as soon as its first bytes
+// prove it, rather than waiting for a whole header that may never come.
+bool DataConnection::CheckPartialHeader() {
+  auto decoded =
+      DecodeHeader(absl::Span<const uint8_t>(header_.data(), header_have_));
+  absl::string_view why;
+  if (!decoded.ok()) {
+    why = decoded.status().message();
+  } else if (header_have_ >= 6 &&
+             !IsRequest(static_cast<FrameType>(header_[5]))) {
+    why = "peer sent a reply frame to the server";
+  } else {
+    return true;
+  }
+  ctx_->counters->protocol_errors++;
+  Close(why);
+  return false;
+}
+
+bool DataConnection::OnHeader() {
+  header_have_ = 0;
+  auto decoded = DecodeHeader(header_);
+  if (!decoded.ok() || !decoded->has_value() || !IsRequest((*decoded)->type)) {
+    ctx_->counters->protocol_errors++;
+    Close(decoded.ok() ? "peer sent a reply frame to the server"
+                       : std::string(decoded.status().message()));
+    return false;
+  }
+  const FrameHeader& h = **decoded;
+  ctx_->counters->requests++;
+  auto region = CheckRequest(*ctx_->regions, h);
+  const bool write = h.type == FrameType::kWrite;
+  if (!region.ok()) {
+    ctx_->counters->rejected++;
+    spdlog::debug("tcp data server: {} from {} rejected: {}",
+                  std::string(FrameTypeName(h.type)), remote_,
+                  region.status().ToString());
+    if (write) {
+      // Drop the payload (answering after it), so the connection stays
+      // usable.
+      in_ = In::kDrain;
+      request_id_ = h.request_id;
+      left_ = h.length;
+      drain_status_ = region.status();
+    } else {
+      QueueReply(FrameType::kReadReply, h.request_id, region.status());
+    }
+    return true;
+  }
+  if (write) {
+    in_ = In::kPayload;
+    request_id_ = h.request_id;
+    region_ = *std::move(region);
+    dest_ = region_->data() + h.offset;
+    left_ = h.length;
+    write_len_ = h.length;
+    return true;
+  }
+  Reply& reply = out_.emplace_back();
+  EncodeReply(FrameType::kReadReply, h.request_id, 0, 0, h.length,
+              reply.header.data());
+  reply.region = *std::move(region);
+  reply.payload = reply.region->data() + h.offset;
+  reply.payload_length = h.length;
+  queued_payload_ += h.length;
+  ctx_->counters->bytes_read += h.length;
+  if (queued_payload_ > ctx_->options->max_queued_reply_bytes) {
+    // Backpressure: the peer is not reading its replies fast enough.
+    reading_ = false;
+    UpdateInterest();
+  }
+  return true;
+}
+
+void DataConnection::QueueReply(FrameType type, uint64_t request_id,
+                                const absl::Status& status) {
+  Reply& reply = out_.emplace_back();
+  reply.message = std::string(ClipMessage(status.message()));
+  EncodeReply(type, request_id, static_cast<uint32_t>(status.code()),
+              static_cast<uint32_t>(reply.message.size()), 0,
+              reply.header.data());
+}
+
+void DataConnection::Flush() {
+  while (!out_.empty()) {
+    iovec iov[kMaxIov];
+    int count = 0;
+    uint64_t asked = 0;
+    for (auto it = out_.begin(); it != out_.end() && count + 3 <= kMaxIov;
+         ++it) {
+      uint64_t skip = it->sent;
+      auto add = [&](const void* base, uint64_t len) {
+        if (skip >= len) {
+          skip -= len;
+          return;
+        }
+        iov[count++] = {
+            const_cast<char*>(static_cast<const char*>(base)) + skip,
+            static_cast<size_t>(len - skip)};
+        asked += len - skip;
+        skip = 0;
+      };
+      add(it->header.data(), kReplyHeaderSize);
+      if (!it->message.empty()) add(it->message.data(), it->message.size());
+      if (it->payload_length > 0) add(it->payload, it->payload_length);
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      Close(std::strerror(errno));
+      return;
+    }
+    uint64_t done = static_cast<uint64_t>(n);
+    while (done > 0) {
+      Reply& front = out_.front();
+      const uint64_t rest = front.total() - front.sent;
+      if (done < rest) {
+        front.sent += done;
+        break;
+      }
+      done -= rest;
+      queued_payload_ -= front.payload_length;
+      out_.pop_front();
+    }
+    if (static_cast<uint64_t>(n) < asked) break;  // socket buffer full
+  }
+  if (!reading_ &&
+      queued_payload_ <= ctx_->options->max_queued_reply_bytes / 2) {
+    reading_ = true;
+  }
+  UpdateInterest();
+  // Data that arrived while reading was paused is still in the socket;
+  // level-triggered epoll reports it again now that EPOLLIN is back.
+}
+
+void DataConnection::UpdateInterest() {
+  if (closed_) return;
+  const bool want_write = !out_.empty();
+  const uint32_t events =
+      (reading_ ? EPOLLIN : 0u) | (want_write ? EPOLLOUT : 0u);
+  const uint32_t before = (reading_registered_ ? EPOLLIN : 0u) |
+                          (want_write_ ? EPOLLOUT : 0u);
+  if (events == before) return;
+  want_write_ = want_write;
+  reading_registered_ = reading_;
+  loop_->Rewatch(watch_, events).IgnoreError();
+}
+
+}  // namespace rdmad::tcp

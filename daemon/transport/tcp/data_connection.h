@@ -1,0 +1,139 @@
+// DataConnection: one connection a peer opened to this daemon's TCP data
+// listener (data_server.h), served on one event loop of the IoRuntime.
+//
+// It reads request frames, checks each against the region table exactly as
+// a NIC checks an rkey (CheckRequest), moves a WRITE's payload straight
+// from the socket into the region and a READ's straight from the region
+// into the socket, and answers every request with one reply. A rejected
+// WRITE's payload is read and dropped so the connection stays usable;
+// anything that is not a valid frame closes it.
+#ifndef RDMAD_DAEMON_TRANSPORT_TCP_DATA_CONNECTION_H_
+#define RDMAD_DAEMON_TRANSPORT_TCP_DATA_CONNECTION_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/unique_fd.h"
+#include "daemon/core/region.h"
+#include "daemon/core/region_table.h"
+#include "daemon/runtime/event_loop.h"
+#include "daemon/transport/tcp/wire.h"
+
+namespace rdmad::tcp {
+
+struct TcpDataServerOptions;
+
+// Checks one request against the region table as the server does; returns
+// the region to do the I/O on:
+//   - the region exists and is exported            else NOT_FOUND
+//   - the key equals the region's current TCP key  else PERMISSION_DENIED
+//   - [offset, offset+length) lies inside it       else OUT_OF_RANGE
+//   - the export grants the access (w / r)         else PERMISSION_DENIED
+absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
+    const core::RegionTable& regions, const FrameHeader& request);
+
+// Counters shared by every connection of a server.
+struct DataServerCounters {
+  std::atomic<uint64_t> connections_accepted{0};
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> refused{0};
+};
+
+// What the connections of one server share. Not owned by them; outlives
+// them.
+struct DataServerContext {
+  const core::RegionTable* regions = nullptr;
+  const TcpDataServerOptions* options = nullptr;
+  DataServerCounters* counters = nullptr;
+};
+
+// Lives on its loop: every member runs there.
+class DataConnection {
+ public:
+  // `closed` runs on the loop, once, after the connection closed; the owner
+  // destroys the connection then (not before: it may still be on the
+  // stack).
+  DataConnection(UniqueFd fd, runtime::EventLoop* loop,
+                 const DataServerContext* context,
+                 absl::AnyInvocable<void(DataConnection*)> closed);
+  ~DataConnection();
+
+  DataConnection(const DataConnection&) = delete;
+  DataConnection& operator=(const DataConnection&) = delete;
+
+  absl::Status Start();
+  // Stops serving, releases the regions it held, closes the socket and
+  // schedules `closed`. Idempotent.
+  void Close(absl::string_view why);
+
+ private:
+  // One queued reply: header, error message, and for READ the region bytes
+  // to send straight from the mapping.
+  struct Reply {
+    std::array<uint8_t, kReplyHeaderSize> header{};
+    std::string message;
+    std::shared_ptr<core::Region> region;  // holds the memory while sending
+    const char* payload = nullptr;
+    uint64_t payload_length = 0;
+    uint64_t sent = 0;  // bytes of the whole reply already sent
+    uint64_t total() const {
+      return kReplyHeaderSize + message.size() + payload_length;
+    }
+  };
+
+  enum class In { kHeader, kPayload, kDrain };
+
+  void OnEvent(uint32_t events);
+  // Reads as much as is there (up to a budget). False if it closed.
+  bool OnReadable();
+  void FinishBody();
+  bool CheckPartialHeader();
+  bool OnHeader();
+  void QueueReply(FrameType type, uint64_t request_id,
+                  const absl::Status& status);
+  void Flush();
+  void UpdateInterest();
+
+  runtime::EventLoop* const loop_;      // Not owned.
+  const DataServerContext* const ctx_;  // Not owned.
+  absl::AnyInvocable<void(DataConnection*)> closed_callback_;
+  UniqueFd fd_;
+  uint64_t watch_ = 0;
+  bool closed_ = false;
+  std::string remote_;
+  // Receiving.
+  In in_ = In::kHeader;
+  std::array<uint8_t, kRequestHeaderSize> header_{};
+  size_t header_have_ = 0;
+  uint64_t request_id_ = 0;
+  std::shared_ptr<core::Region> region_;  // WRITE in progress
+  char* dest_ = nullptr;
+  uint64_t left_ = 0;        // payload bytes still to receive (or drain)
+  uint64_t write_len_ = 0;   // the WRITE's length, for the counters
+  absl::Status drain_status_;  // why the WRITE being drained was rejected
+  // Sending.
+  std::deque<Reply> out_;
+  uint64_t queued_payload_ = 0;
+  bool want_write_ = false;          // EPOLLOUT registered
+  bool reading_ = true;              // wants EPOLLIN
+  bool reading_registered_ = true;   // EPOLLIN registered
+  std::vector<char> drain_;
+};
+
+}  // namespace rdmad::tcp
+
+#endif  // RDMAD_DAEMON_TRANSPORT_TCP_DATA_CONNECTION_H_

@@ -1,0 +1,377 @@
+// TcpPeerChannel: one connection's socket. Connects on first use, writes
+// queued request frames (header, then a WRITE's payload straight from the
+// local region) and reads replies (a READ's payload straight into the local
+// region), on the channel's event loop.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/transport/tcp/peer_channel_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::tcp {
+namespace {
+
+constexpr int kMaxIov = 64;
+// Bytes one connection may read per readable event before the loop moves
+// on to the others (level-triggered epoll brings it back).
+constexpr uint64_t kReadBudget = 16ull << 20;
+constexpr size_t kDiscardBufferSize = 256 << 10;
+
+}  // namespace
+
+using transport::ConnectionState;
+
+void TcpPeerChannel::Impl::StartConnecting(Conn& conn) {
+  if (!address_) {
+    auto resolved = Resolve(HostPort{options_.host, options_.port});
+    if (!resolved.ok()) {
+      FailConn(conn, std::string(resolved.status().message()));
+      return;
+    }
+    address_ = *resolved;
+  }
+  bool in_progress = false;
+  auto fd = StartConnect(*address_, &in_progress);
+  if (!fd.ok()) {
+    address_.reset();  // resolve again next time
+    FailConn(conn, absl::StrCat("cannot connect to its data listener ",
+                                JoinHostPort(options_.host, options_.port),
+                                ": ", fd.status().message()));
+    return;
+  }
+  TuneSocket(fd->get(), options_.tuning);
+  conn.fd = *std::move(fd);
+  conn.generation++;
+  conn.state = ConnectionState::kConnecting;
+  conn.public_state = ConnectionState::kConnecting;
+  auto watch = loop_->Watch(conn.fd.get(), EPOLLOUT, [this, &conn](uint32_t e) {
+    OnSocketEvent(conn, e);
+  });
+  if (!watch.ok()) {
+    FailConn(conn, std::string(watch.status().message()));
+    return;
+  }
+  conn.watch = *watch;
+  conn.connect_timer = loop_->RunAt(
+      absl::Now() + options_.connect_timeout, [this, &conn] {
+        conn.connect_timer = 0;
+        if (conn.state != ConnectionState::kConnecting) return;
+        FailConn(conn,
+                 absl::StrCat("no connection to its data listener ",
+                              JoinHostPort(options_.host, options_.port),
+                              " within ",
+                              absl::FormatDuration(options_.connect_timeout)));
+      });
+  if (!in_progress) OnConnected(conn);
+}
+
+void TcpPeerChannel::Impl::OnSocketEvent(Conn& conn, uint32_t events) {
+  if (conn.state == ConnectionState::kConnecting) {
+    if (absl::Status s = ConnectResult(conn.fd.get()); !s.ok()) {
+      FailConn(conn, absl::StrCat("cannot connect to its data listener ",
+                                  JoinHostPort(options_.host, options_.port),
+                                  ": ", s.message()));
+      return;
+    }
+    OnConnected(conn);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    if (!OnReadable(conn)) return;
+  }
+  if (events & EPOLLOUT) Flush(conn);
+}
+
+void TcpPeerChannel::Impl::OnConnected(Conn& conn) {
+  if (conn.connect_timer != 0) {
+    loop_->CancelTimer(conn.connect_timer);
+    conn.connect_timer = 0;
+  }
+  conn.state = ConnectionState::kReady;
+  conn.public_state = ConnectionState::kReady;
+  conn.want_write = false;
+  loop_->Rewatch(conn.watch, EPOLLIN).IgnoreError();
+  ConnAddresses addresses{LocalAddressOf(conn.fd.get()),
+                          RemoteAddressOf(conn.fd.get())};
+  spdlog::debug("peer {}: data connection {} up ({} -> {})", options_.peer,
+                conn.index, addresses.local, addresses.remote);
+  {
+    absl::MutexLock lock(&mu_);
+    infos_[conn.index] = std::move(addresses);
+  }
+  Flush(conn);
+}
+
+void TcpPeerChannel::Impl::FailConn(Conn& conn, const std::string& why,
+                                    absl::Status status) {
+  if (status.ok()) {
+    status = absl::UnavailableError(absl::StrCat(
+        "peer ", options_.peer, ": TCP data connection ", conn.index,
+        conn.state == ConnectionState::kReady ? " lost: " : " failed: ", why));
+  }
+  if (!why.empty()) spdlog::warn("{}", std::string(status.message()));
+  if (conn.watch != 0) {
+    loop_->Unwatch(conn.watch);
+    conn.watch = 0;
+  }
+  if (conn.connect_timer != 0) {
+    loop_->CancelTimer(conn.connect_timer);
+    conn.connect_timer = 0;
+  }
+  conn.fd.reset();
+  conn.state = ConnectionState::kIdle;
+  conn.public_state =
+      why.empty() ? ConnectionState::kIdle : ConnectionState::kError;
+  conn.want_write = false;
+  conn.in = In::kHeader;
+  conn.header_have = 0;
+  conn.receiving = nullptr;
+  conn.send_queue.clear();
+  if (!why.empty()) {
+    absl::MutexLock lock(&mu_);
+    last_error_ = std::string(status.message());
+  }
+  auto chunks = std::move(conn.chunks);
+  conn.chunks.clear();
+  conn.pending_bytes = 0;
+  for (auto& [id, chunk] : chunks) {
+    conn.errors++;
+    conn.outstanding--;
+    Op& op = *chunk->op;
+    --op.outstanding;
+    if (!op.finished) FinishOp(op, status);
+    chunk.reset();
+    MaybeForget(op);
+  }
+}
+
+bool TcpPeerChannel::Impl::OnReadable(Conn& conn) {
+  uint64_t budget = kReadBudget;
+  while (budget > 0) {
+    iovec iov[2];
+    int count = 1;
+    size_t first = 0;
+    switch (conn.in) {
+      case In::kHeader:
+        iov[0] = {conn.header.data() + conn.header_have,
+                  kReplyHeaderSize - conn.header_have};
+        first = iov[0].iov_len;
+        break;
+      case In::kMessage:
+        iov[0] = {conn.message.data() + conn.message_have,
+                  conn.message.size() - conn.message_have};
+        first = iov[0].iov_len;
+        break;
+      case In::kPayload: {
+        const uint64_t left = conn.receiving->length - conn.received;
+        // After the operation finished (deadline, another chunk's error),
+        // its memory is no longer ours to write: drop the bytes.
+        if (conn.receiving->op->finished) {
+          if (discard_.empty()) discard_.resize(kDiscardBufferSize);
+          first = std::min<uint64_t>(left, discard_.size());
+          iov[0] = {discard_.data(), first};
+        } else {
+          first = std::min<uint64_t>(left, budget);
+          iov[0] = {conn.receiving->local() + conn.received, first};
+        }
+        if (first == left) {
+          iov[1] = {conn.header.data(), kReplyHeaderSize};
+          count = 2;
+        }
+        break;
+      }
+    }
+    const size_t asked = first + (count == 2 ? kReplyHeaderSize : 0);
+    const ssize_t n = ::readv(conn.fd.get(), iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      FailConn(conn, std::strerror(errno));
+      return false;
+    }
+    if (n == 0) {
+      FailConn(conn, "the peer closed it");
+      return false;
+    }
+    const size_t got = static_cast<size_t>(n);
+    budget -= std::min<uint64_t>(budget, got);
+    switch (conn.in) {
+      case In::kHeader:
+        conn.header_have += got;
+        break;
+      case In::kMessage:
+        conn.message_have += got;
+        if (conn.message_have == conn.message.size()) {
+          if (!OnMessageDone(conn)) return false;
+        }
+        break;
+      case In::kPayload: {
+        const size_t body = std::min(got, first);
+        conn.received += body;
+        conn.header_have = got - body;
+        if (conn.received == conn.receiving->length) {
+          Chunk* chunk = conn.receiving;
+          conn.receiving = nullptr;
+          conn.in = In::kHeader;
+          CompleteChunk(conn, chunk, absl::OkStatus());
+        }
+        break;
+      }
+    }
+    if (conn.in == In::kHeader && conn.header_have == kReplyHeaderSize) {
+      if (!OnReplyHeader(conn)) return false;
+    } else if (conn.in == In::kHeader && conn.header_have > 0) {
+      // Refuse garbage on its first bytes instead of waiting for more.
+      auto partial = DecodeHeader(
+          absl::Span<const uint8_t>(conn.header.data(), conn.header_have));
+      if (!partial.ok()) {
+        return ProtocolError(conn, partial.status().message());
+      }
+    }
+    if (got < asked) break;
+  }
+  return true;
+}
+
+bool TcpPeerChannel::Impl::ProtocolError(Conn& conn, absl::string_view what) {
+  FailConn(conn, absl::StrCat("protocol error: ", what));
+  return false;
+}
+
+bool TcpPeerChannel::Impl::OnReplyHeader(Conn& conn) {
+  conn.header_have = 0;
+  auto decoded = DecodeHeader(conn.header);
+  if (!decoded.ok()) return ProtocolError(conn, decoded.status().message());
+  const FrameHeader& h = **decoded;
+  if (IsRequest(h.type)) {
+    return ProtocolError(conn, "the peer sent a request to the client");
+  }
+  auto it = conn.chunks.find(h.request_id);
+  if (it == conn.chunks.end()) {
+    return ProtocolError(
+        conn, absl::StrCat("reply to unknown request ", h.request_id));
+  }
+  Chunk* chunk = it->second.get();
+  if ((h.type == FrameType::kWriteReply) != chunk->write) {
+    return ProtocolError(conn, absl::StrCat(FrameTypeName(h.type), " to a ",
+                                            chunk->write ? "WRITE" : "READ"));
+  }
+  if (chunk->sent < chunk->send_total()) {
+    return ProtocolError(conn, "reply to a request not completely sent");
+  }
+  if (h.status == 0 && !chunk->write && h.payload_length != chunk->length) {
+    return ProtocolError(conn,
+                         absl::StrCat("READ reply of ", h.payload_length,
+                                      " bytes for a request of ",
+                                      chunk->length));
+  }
+  conn.reply = h;
+  conn.receiving = chunk;
+  conn.received = 0;
+  if (h.message_length > 0) {
+    conn.in = In::kMessage;
+    conn.message.assign(h.message_length, '\0');
+    conn.message_have = 0;
+    return true;
+  }
+  return OnMessageDone(conn);
+}
+
+bool TcpPeerChannel::Impl::OnMessageDone(Conn& conn) {
+  Chunk* chunk = conn.receiving;
+  if (conn.reply.status != 0) {
+    conn.receiving = nullptr;
+    conn.in = In::kHeader;
+    const std::string text = conn.reply.message_length > 0
+                                 ? conn.message
+                                 : std::string("request failed");
+    CompleteChunk(
+        conn, chunk,
+        absl::Status(static_cast<absl::StatusCode>(conn.reply.status),
+                     absl::StrCat("peer ", options_.peer, ": ", text)));
+    return true;
+  }
+  if (conn.reply.payload_length == 0) {  // WRITE acknowledged
+    conn.receiving = nullptr;
+    conn.in = In::kHeader;
+    CompleteChunk(conn, chunk, absl::OkStatus());
+    return true;
+  }
+  conn.in = In::kPayload;
+  return true;
+}
+
+void TcpPeerChannel::Impl::Flush(Conn& conn) {
+  if (conn.state != ConnectionState::kReady) return;
+  // Requests of finished operations that have not started go unsent.
+  for (auto it = conn.send_queue.begin(); it != conn.send_queue.end();) {
+    Chunk* chunk = *it;
+    if (chunk->sent == 0 && chunk->op->finished) {
+      it = conn.send_queue.erase(it);
+      CompleteChunk(conn, chunk, absl::CancelledError("dropped"));
+    } else {
+      ++it;
+    }
+  }
+  while (!conn.send_queue.empty()) {
+    iovec iov[kMaxIov];
+    int count = 0;
+    uint64_t asked = 0;
+    for (Chunk* chunk : conn.send_queue) {
+      if (count + 2 > kMaxIov) break;
+      uint64_t skip = chunk->sent;
+      if (skip < kRequestHeaderSize) {
+        iov[count++] = {chunk->header.data() + skip,
+                        static_cast<size_t>(kRequestHeaderSize - skip)};
+        asked += kRequestHeaderSize - skip;
+        skip = 0;
+      } else {
+        skip -= kRequestHeaderSize;
+      }
+      if (chunk->write) {
+        iov[count++] = {chunk->local() + skip,
+                        static_cast<size_t>(chunk->length - skip)};
+        asked += chunk->length - skip;
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n =
+        ::sendmsg(conn.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      FailConn(conn, std::strerror(errno));
+      return;
+    }
+    conn.post_calls++;
+    uint64_t done = static_cast<uint64_t>(n);
+    while (done > 0) {
+      Chunk* front = conn.send_queue.front();
+      const uint64_t rest = front->send_total() - front->sent;
+      if (done < rest) {
+        front->sent += done;
+        break;
+      }
+      front->sent += rest;
+      done -= rest;
+      conn.send_queue.pop_front();
+    }
+    if (static_cast<uint64_t>(n) < asked) break;
+  }
+  const bool want_write = !conn.send_queue.empty();
+  if (want_write != conn.want_write) {
+    conn.want_write = want_write;
+    loop_->Rewatch(conn.watch, EPOLLIN | (want_write ? EPOLLOUT : 0u))
+        .IgnoreError();
+  }
+}
+
+}  // namespace rdmad::tcp

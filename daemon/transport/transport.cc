@@ -1,0 +1,35 @@
+#include "daemon/transport/transport.h"
+
+namespace rdmad::transport {
+
+absl::string_view ConnectionStateName(ConnectionState state) {
+  switch (state) {
+    case ConnectionState::kIdle:
+      return "IDLE";
+    case ConnectionState::kConnecting:
+      return "CONNECTING";
+    case ConnectionState::kReady:
+      return "READY";
+    case ConnectionState::kError:
+      return "ERROR";
+    case ConnectionState::kClosed:
+      break;
+  }
+  return "CLOSED";
+}
+
+absl::string_view ChannelStateName(ChannelState state) {
+  switch (state) {
+    case ChannelState::kReady:
+      return "READY";
+    case ChannelState::kDegraded:
+      return "DEGRADED";
+    case ChannelState::kError:
+      return "ERROR";
+    case ChannelState::kClosed:
+      break;
+  }
+  return "CLOSED";
+}
+
+}  // namespace rdmad::transport

@@ -1,0 +1,199 @@
+// VerbsChannel: the completion side. The CQ is polled on every turn of the
+// loop while WRs are in flight (runtime::Poller) and watched through its
+// completion channel when the loop sleeps; completions retire WRs, failures
+// move QPs to the error state, and deadlines are loop timers.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/transport/verbs/conversions.h"
+#include "daemon/transport/verbs/verbs_channel_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::verbs {
+namespace {
+
+constexpr size_t kPollBatch = 32;
+
+}  // namespace
+
+bool VerbsChannel::Impl::Drain() {
+  if (torn_down_) return false;
+  ibv_wc wcs[kPollBatch];
+  bool any = false;
+  for (;;) {
+    auto polled = cq_->Poll(absl::MakeSpan(wcs, kPollBatch));
+    if (!polled.ok()) {
+      spdlog::error("peer {}: {}", options_.peer,
+                    std::string(polled.status().message()));
+      break;
+    }
+    for (size_t i = 0; i < *polled; ++i) OnCompletion(wcs[i]);
+    any |= *polled > 0;
+    if (*polled < kPollBatch || torn_down_) break;
+  }
+  if (any) Pump();
+  return any;
+}
+
+bool VerbsChannel::Impl::Poll() {
+  // Nothing in flight: no completion can come, and the CQ is armed.
+  if (inflight_ == 0 || torn_down_) return false;
+  armed_ = false;
+  return Drain();
+}
+
+bool VerbsChannel::Impl::PrepareToSleep() {
+  if (torn_down_ || armed_) return false;
+  if (absl::Status s = cq_->Arm(); !s.ok()) {
+    spdlog::error("peer {}: {}", options_.peer, std::string(s.message()));
+    return false;
+  }
+  armed_ = true;
+  // A completion that arrived before the arm raises no event.
+  return Drain();
+}
+
+void VerbsChannel::Impl::OnCqEvent() {
+  if (torn_down_) return;
+  if (auto events = cq_->ConsumeEvents(); !events.ok()) {
+    spdlog::error("peer {}: {}", options_.peer,
+                  std::string(events.status().message()));
+  }
+  armed_ = false;
+  Drain();
+  // Re-armed by PrepareToSleep before the loop sleeps again.
+}
+
+void VerbsChannel::Impl::OnCompletion(const ibv_wc& wc) {
+  const size_t index = static_cast<size_t>(wc.wr_id >> kWrIdQpShift);
+  const uint64_t seq = wc.wr_id & kWrIdSeqMask;
+  if (index >= qps_.size()) {
+    spdlog::error("peer {}: completion with an unknown wr_id", options_.peer);
+    return;
+  }
+  QpState& q = qps_[index];
+  const absl::Status wc_status = CompletionStatus(wc);
+  if (!wc_status.ok() && !q.error) {
+    ++q.errors;
+    SetError(index, wc_status);
+  }
+  while (!q.inflight.empty() && q.inflight.front().seq <= seq) {
+    Posted p = std::move(q.inflight.front());
+    q.inflight.pop_front();
+    --inflight_;
+    absl::Status status;
+    if (p.seq < seq || wc_status.ok()) {
+      // RC completes in order and a failed WR always completes: every WR
+      // before this one succeeded.
+      ++q.completed;
+    } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      status = absl::UnavailableError(absl::StrCat(
+          "the operation was flushed from a failed QP to peer ",
+          options_.peer, ": ", last_error_));
+    } else {
+      status = wc_status;
+      if (status.code() == absl::StatusCode::kPermissionDenied) {
+        status = absl::PermissionDeniedError(absl::StrCat(
+            "peer ", options_.peer, " refused the RDMA access to ",
+            core::RemoteRegionLabel(*p.chunk.op->op.remote),
+            ": it is no longer exported with that access, was freed, or the "
+            "range is outside it (",
+            wc_status.message(), ")"));
+      }
+    }
+    ChunkDone(p.chunk, status);
+  }
+}
+
+void VerbsChannel::Impl::ChunkDone(const Chunk& chunk,
+                                   const absl::Status& status) {
+  OpState& op = *chunk.op;
+  if (!status.ok() && op.status.ok()) op.status = status;
+  if (--op.chunks_left == 0) FinishOp(chunk.op);
+}
+
+void VerbsChannel::Impl::FinishOp(const std::shared_ptr<OpState>& op) {
+  if (!op->op.done) return;
+  if (op->deadline_timer != 0) {
+    loop_->CancelTimer(op->deadline_timer);
+    op->deadline_timer = 0;
+  }
+  transport::OpCallback done = std::move(op->op.done);
+  op->op.done = nullptr;
+  ops_.erase(op->position);
+  done(op->status);
+}
+
+void VerbsChannel::Impl::SetError(size_t qp_index, const absl::Status& why) {
+  QpState& q = qps_[qp_index];
+  if (!q.error) {
+    q.error = true;
+    if (q.qp) {
+      if (absl::Status s = q.qp->ModifyToError(); !s.ok()) {
+        spdlog::warn("peer {}: {}", options_.peer, std::string(s.message()));
+      }
+    }
+    // Flushed WRs normally all come back; a QP that stopped anyway has
+    // whatever it still holds retired after the grace period.
+    q.grace_timer =
+        loop_->RunAt(absl::Now() + options_.flush_grace, [this, qp_index] {
+          QpState& failed = qps_[qp_index];
+          failed.grace_timer = 0;
+          while (!failed.inflight.empty()) {
+            Posted p = std::move(failed.inflight.front());
+            failed.inflight.pop_front();
+            --inflight_;
+            ChunkDone(p.chunk, BrokenError());
+          }
+        });
+  }
+  if (!broken_.load()) {
+    broken_.store(true);
+    last_error_ = std::string(why.message());
+    // QP numbers are connection parameters: debug level only.
+    spdlog::warn("peer {}: a verbs QP failed: {}; the pool will be rebuilt "
+                 "on next use",
+                 options_.peer, last_error_);
+    spdlog::debug("peer {}: failed QP is 0x{:06x}", options_.peer,
+                  q.qp ? q.qp->qpn() : 0);
+  }
+}
+
+void VerbsChannel::Impl::DropPending() {
+  std::deque<Chunk> keep;
+  const bool broken = broken_.load();
+  for (Chunk& c : pending_) {
+    if (broken || !c.op->status.ok()) {
+      ChunkDone(c, broken ? BrokenError() : c.op->status);
+    } else {
+      keep.push_back(std::move(c));
+    }
+  }
+  pending_.swap(keep);
+}
+
+void VerbsChannel::Impl::Expire(const std::shared_ptr<OpState>& op) {
+  if (op->expired || !op->op.done || torn_down_) return;
+  op->expired = true;
+  const absl::Time now = absl::Now();
+  op->status = absl::DeadlineExceededError(absl::StrFormat(
+      "the RDMA %s of %u bytes to peer %s did not complete within its "
+      "deadline (%s after it was posted); its QPs are being rebuilt",
+      op->op.op == core::OpType::kWrite ? "WRITE" : "READ", op->op.length,
+      options_.peer, absl::FormatDuration(now - op->posted_at)));
+  // Its WRs may still be written by the NIC: flush them through the error
+  // state, and finish the operation when they come back.
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    for (const Posted& p : qps_[i].inflight) {
+      if (p.chunk.op == op) {
+        SetError(i, op->status);
+        break;
+      }
+    }
+  }
+  DropPending();
+}
+
+}  // namespace rdmad::verbs

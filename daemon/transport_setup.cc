@@ -1,0 +1,100 @@
+#include "daemon/transport_setup.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/status_macros.h"
+#include "daemon/transport/tcp/peer_channel.h"
+#include "daemon/transport/verbs/device.h"
+#include "daemon/transport/verbs/registrar.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad {
+namespace {
+
+verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
+  verbs::VerbsTransportOptions options;
+  options.device = config.device();
+  if (config.has_gid_index()) options.gid_index = config.gid_index();
+  if (config.qps_per_peer() != 0) options.qps_per_peer = config.qps_per_peer();
+  if (config.qp_max_send_wr() != 0) {
+    options.qp.max_send_wr = config.qp_max_send_wr();
+  }
+  if (config.has_qp_timeout()) {
+    options.qp.timeout = static_cast<uint8_t>(config.qp_timeout());
+  }
+  if (config.has_qp_retry_cnt()) {
+    options.qp.retry_cnt = static_cast<uint8_t>(config.qp_retry_cnt());
+  }
+  if (config.has_qp_rnr_retry()) {
+    options.qp.rnr_retry = static_cast<uint8_t>(config.qp_rnr_retry());
+  }
+  if (config.verbs_chunk_bytes() != 0) {
+    options.chunk_bytes = config.verbs_chunk_bytes();
+  }
+  return options;
+}
+
+}  // namespace
+
+absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
+                                          const config::ResolvedConfig& resolved,
+                                          runtime::IoRuntime* runtime) {
+  Transports t;
+  std::vector<core::DeviceInfo> devices;
+  if (resolved.transport != core::TransportMode::kTcp) {
+    RDMAD_ASSIGN_OR_RETURN(devices, verbs::DiscoverDevices());
+  }
+  RDMAD_ASSIGN_OR_RETURN(
+      t.choice, transport::ChooseLocalTransport(resolved.transport, devices));
+  if (t.choice.kind == core::TransportKind::kVerbs) {
+    std::vector<std::shared_ptr<verbs::Device>> opened;
+    for (const auto& device : devices) {
+      RDMAD_ASSIGN_OR_RETURN(auto handle, verbs::OpenDevice(device.name));
+      opened.push_back(std::move(handle));
+    }
+    RDMAD_ASSIGN_OR_RETURN(
+        t.fabric,
+        verbs::VerbsFabric::Open(devices, opened, VerbsOptionsFrom(config)));
+    t.verbs_acceptor = std::make_unique<verbs::VerbsAcceptor>(t.fabric);
+    t.registrar = std::make_unique<verbs::VerbsRegistrar>(std::move(opened));
+    t.connectors.push_back(
+        std::make_unique<verbs::VerbsConnector>(t.fabric, runtime));
+    t.devices = std::move(devices);
+    for (const auto& device : t.devices) {
+      spdlog::info("RDMA device {}: {} port(s)", device.name,
+                   device.ports.size());
+    }
+  } else {
+    if (resolved.transport != core::TransportMode::kTcp) {
+      spdlog::warn("{}; using the TCP transport for peers", t.choice.reason);
+    }
+    t.registrar = std::make_unique<core::NullRegistrar>();
+  }
+  t.connectors.push_back(
+      std::make_unique<tcp::TcpConnector>(tcp::TcpChannelOptions{}, runtime));
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
+    const v1::DaemonConfig& config, const config::ResolvedConfig& resolved,
+    const core::RegionTable* regions, runtime::IoRuntime* runtime) {
+  tcp::TcpDataServerOptions options;
+  options.listen = config.data_listen();
+  options.allow = resolved.peer_allow;
+  auto listen = ParseHostPort(options.listen, AddressUse::kListen);
+  if (!listen.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_listen: ", listen.status().message()));
+  }
+  if (!config.advertise_address().empty() && IsWildcardHost(listen->host)) {
+    // Peers reach this node at the advertised host; so does data.
+    RDMAD_ASSIGN_OR_RETURN(HostPort advertised,
+                           ParseHostPort(config.advertise_address()));
+    options.advertise_host = advertised.host;
+  }
+  return tcp::TcpDataServer::Start(regions, options, runtime);
+}
+
+}  // namespace rdmad
