@@ -63,17 +63,15 @@ void NameCache::Lookup(const std::string& name, uint64_t incarnation,
 
 void NameCache::OnResolved(const std::string& name, uint64_t incarnation,
                            absl::StatusOr<core::RemoteRegionInfo> result) {
-  absl::StatusOr<ResolvedRegion> answer = result.status();
-  if (result.ok()) {
-    if (result->incarnation != incarnation) {
-      answer = absl::UnavailableError(absl::StrCat(
-          "peer ", address_, " restarted since Hello (it answered Resolve "
-          "of '", name, "' from another run)"));
-    } else {
-      answer = std::make_shared<const core::RemoteRegionInfo>(
-          *std::move(result));
-    }
-  }
+  absl::StatusOr<ResolvedRegion> answer =
+      !result.ok() ? absl::StatusOr<ResolvedRegion>(result.status())
+      : result->incarnation != incarnation
+          ? absl::StatusOr<ResolvedRegion>(absl::UnavailableError(absl::StrCat(
+                "peer ", address_, " restarted since Hello (it answered "
+                "Resolve of '", name, "' from another run)")))
+          : absl::StatusOr<ResolvedRegion>(
+                std::make_shared<const core::RemoteRegionInfo>(
+                    *std::move(result)));
   std::list<Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);

@@ -89,10 +89,11 @@ void TransferFlow::Begin(RunningPtr r) {
     const std::string address = r->address();
     return Finish(std::move(r), TooLate(address));
   }
+  // Read before the callback takes `r` (argument order is unspecified).
   std::shared_ptr<PeerConnection> connection = r->peer->connection;
+  const absl::Time deadline = r->t.deadline;
   connection->Acquire(
-      r->t.deadline,
-      [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
+      deadline, [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
         OnLink(std::move(r), std::move(link));
       });
 }

@@ -48,7 +48,7 @@ int DataPort(const DaemonProcess& daemon) {
   std::smatch m;
   const std::string log = text.str();
   if (std::regex_search(log, m,
-                        std::regex("TCP data listener on [^ ]*:([0-9]+)"))) {
+                        std::regex("TCP data listener on [^ \\n]*:([0-9]+)"))) {
     return std::stoi(m[1]);
   }
   return 0;

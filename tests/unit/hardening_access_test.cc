@@ -29,6 +29,7 @@
 #include "daemon/transport/tcp/data_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/held_remote.h"
 
 namespace rdmad::core {
 namespace {
@@ -232,22 +233,7 @@ TEST(QuotaTest, PinnedBytesPerUid) {
   EXPECT_EQ(table.UsageOf(1000).pinned_bytes, 3u * 4096);
 }
 
-// A remote side that holds transfers until told to finish them.
-class HeldRemote final : public RemoteTransfers {
- public:
-  void Submit(const TransferRequest&, std::shared_ptr<Region>,
-              TransferDone done) override {
-    held_.push_back(std::move(done));
-  }
-  void FinishAll() {
-    auto held = std::move(held_);
-    held_.clear();
-    for (auto& done : held) done(TransferResult{1, "tcp", absl::ZeroDuration()});
-  }
-
- private:
-  std::vector<TransferDone> held_;
-};
+using testing::HeldRemote;
 
 TEST(QuotaTest, TransfersInFlightPerUid) {
   NullRegistrar registrar;
@@ -259,10 +245,10 @@ TEST(QuotaTest, TransfersInFlightPerUid) {
   o.size = 100;
   o.name = "src";
   ASSERT_TRUE(table.Allocate(alice, o).ok());
-  TransferRequest request;
+  TransferSpec request;
   request.local = {0, "src"};
-  request.peer = "127.0.0.1:1";
-  request.remote_name = "dst";
+  request.remote.peer = "127.0.0.1:1";
+  request.remote.name = "dst";
   request.length = 10;
   std::vector<absl::Status> results;
   auto record = [&](absl::StatusOr<TransferResult> r) {
@@ -300,10 +286,10 @@ TEST(QuotaTest, TransfersNeedReadToSendAndWriteToReceive) {
   o.mode = 0644;
   ASSERT_TRUE(table.Allocate(User(1, 1000, 100), o).ok());
   const Caller carol = User(3, 1002, 300);
-  TransferRequest request;
+  TransferSpec request;
   request.local = {0, "readable"};
-  request.peer = "127.0.0.1:1";
-  request.remote_name = "dst";
+  request.remote.peer = "127.0.0.1:1";
+  request.remote.name = "dst";
   request.length = 10;
   std::optional<absl::Status> result;
   request.op = OpType::kRead;  // would write into "readable"
@@ -387,10 +373,11 @@ int ConnectLoopback(uint16_t port) {
 TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
   NullRegistrar registrar;
   RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
+  auto runtime = runtime::IoRuntime::Start({.threads = 1});
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
   tcp::TcpDataServerOptions options;
-  options.threads = 1;  // one loop: accepts are counted in order
   options.max_open_connections = 2;
-  auto server = tcp::TcpDataServer::Start(&table, options);
+  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<int> fds;
   for (int i = 0; i < 3; ++i) {

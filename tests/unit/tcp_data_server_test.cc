@@ -36,7 +36,7 @@ class TcpDataServerTest : public ::testing::Test {
     }
     TcpDataServerOptions options;
     options.listen = "127.0.0.1:0";
-    auto server = TcpDataServer::Start(&regions_.table, options);
+    auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto conn = RawConnection::Connect(server_->port());
@@ -82,6 +82,8 @@ class TcpDataServerTest : public ::testing::Test {
   }
 
   Regions regions_;
+  // Before the server: it outlives it.
+  std::unique_ptr<runtime::IoRuntime> runtime_ = testing::StartRuntime();
   std::shared_ptr<core::Region> rw_, ro_, wo_, local_;
   std::unique_ptr<TcpDataServer> server_;
   std::optional<RawConnection> conn_;

@@ -64,7 +64,7 @@ class TcpPeerChannelTest : public ::testing::Test {
   void StartServer(const std::string& listen) {
     TcpDataServerOptions options;
     options.listen = listen;
-    auto server = TcpDataServer::Start(&regions_.table, options);
+    auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -72,6 +72,7 @@ class TcpPeerChannelTest : public ::testing::Test {
   std::unique_ptr<TcpPeerChannel> MakeChannel(uint16_t port,
                                               int connections = 4) {
     TcpChannelOptions options;
+    options.loop = runtime_->Pick();
     options.peer = "test-peer:1";
     options.host = "127.0.0.1";
     options.port = port;
@@ -91,22 +92,35 @@ class TcpPeerChannelTest : public ::testing::Test {
     op.local = local_;
     op.local_addr = local_->data() + local_offset;
     op.length = length;
-    op.remote.region_id = remote_->id();
-    op.remote.region_name = "remote";
-    op.remote.region_length = remote_->size();
-    op.remote.tcp_key = remote_->exported().tcp_key;
-    op.remote.offset = remote_offset;
+    auto info = std::make_shared<core::RemoteRegionInfo>();
+    info->peer = "test-peer:1";
+    info->region_id = remote_->id();
+    info->name = "remote";
+    info->length = remote_->size();
+    info->tcp_key = remote_->exported().tcp_key;
+    auto key = channel_->KeyFor(*info);
+    EXPECT_TRUE(key.ok()) << key.status();
+    op.remote = std::move(info);
+    if (key.ok()) op.key = *key;
+    op.remote_offset = remote_offset;
     op.deadline = absl::Now() + timeout;
     return op;
   }
 
+  void PostOne(transport::RemoteOp op, transport::OpCallback done) {
+    op.done = std::move(done);
+    channel_->Post(absl::MakeSpan(&op, 1));
+  }
+
   absl::Status Run(transport::RemoteOp op) {
     Waiter w;
-    channel_->Post(std::move(op), w.Callback());
+    PostOne(std::move(op), w.Callback());
     return w.Wait();
   }
 
   Regions regions_;
+  // Before the server and channel: it outlives them.
+  std::unique_ptr<runtime::IoRuntime> runtime_ = testing::StartRuntime();
   std::shared_ptr<core::Region> local_, remote_;
   std::unique_ptr<TcpDataServer> server_;
   std::unique_ptr<TcpPeerChannel> channel_;
@@ -131,8 +145,8 @@ TEST_F(TcpPeerChannelTest, WriteAndReadBackManySizes) {
               0);
   }
   const transport::ChannelInfo info = channel_->Describe();
-  EXPECT_EQ(info.kind, v1::TRANSPORT_TCP);
-  EXPECT_EQ(info.state, "READY");
+  EXPECT_EQ(info.kind, core::TransportKind::kTcp);
+  EXPECT_EQ(info.state, transport::ChannelState::kReady);
   ASSERT_EQ(info.connections.size(), 4u);
   uint64_t completed = 0;
   for (const auto& c : info.connections) completed += c.completed;
@@ -150,8 +164,8 @@ TEST_F(TcpPeerChannelTest, ManyConcurrentOperations) {
     const uint64_t len = 1 + rng() % kSlot;
     lengths.push_back(len);
     waiters.push_back(std::make_unique<Waiter>());
-    channel_->Post(Op(core::OpType::kWrite, i * kSlot, i * kSlot, len),
-                   waiters.back()->Callback());
+    PostOne(Op(core::OpType::kWrite, i * kSlot, i * kSlot, len),
+            waiters.back()->Callback());
   }
   for (int i = 0; i < kOps; ++i) {
     ASSERT_TRUE(waiters[i]->Wait().ok()) << i;
@@ -168,8 +182,8 @@ TEST_F(TcpPeerChannelTest, ManyConcurrentOperations) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kOps; i += 4) {
         Waiter w;
-        channel_->Post(Op(core::OpType::kRead, i * kSlot, i * kSlot, lengths[i]),
-                       w.Callback());
+        PostOne(Op(core::OpType::kRead, i * kSlot, i * kSlot, lengths[i]),
+                w.Callback());
         if (!w.Wait().ok()) failures++;
       }
     });
@@ -186,7 +200,7 @@ TEST_F(TcpPeerChannelTest, ManyConcurrentOperations) {
 
 TEST_F(TcpPeerChannelTest, RemoteErrorsNameThePeerAndKeepTheChannel) {
   auto op = Op(core::OpType::kWrite, 0, 0, 3 << 20);
-  op.remote.tcp_key ^= 1;
+  op.key.key ^= 1;
   absl::Status s = Run(std::move(op));
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(s.message(), HasSubstr("peer test-peer:1"));
@@ -196,12 +210,12 @@ TEST_F(TcpPeerChannelTest, RemoteErrorsNameThePeerAndKeepTheChannel) {
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
 
   op = Op(core::OpType::kRead, 0, 0, 100);
-  op.remote.region_id = 424242;
+  op.key.base = 424242;
   s = Run(std::move(op));
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
 
   EXPECT_TRUE(Run(Op(core::OpType::kWrite, 0, 0, 3 << 20)).ok());
-  EXPECT_EQ(channel_->Describe().state, "READY");
+  EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kReady);
 }
 
 TEST_F(TcpPeerChannelTest, ConnectionRefusedIsUnavailable) {
@@ -218,7 +232,7 @@ TEST_F(TcpPeerChannelTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("test-peer:1"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
-  EXPECT_EQ(channel_->Describe().state, "ERROR");
+  EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kError);
 }
 
 TEST_F(TcpPeerChannelTest, SilentServerHitsTheDeadline) {
@@ -314,7 +328,7 @@ TEST_F(TcpPeerChannelTest, CloseFailsPendingAndLaterPosts) {
   ASSERT_TRUE(silent.ok());
   channel_ = MakeChannel(LocalPortOf(silent->get()));
   Waiter pending;
-  channel_->Post(Op(core::OpType::kRead, 0, 0, 4096), pending.Callback());
+  PostOne(Op(core::OpType::kRead, 0, 0, 4096), pending.Callback());
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(pending.done());
   channel_->Close();
@@ -322,7 +336,7 @@ TEST_F(TcpPeerChannelTest, CloseFailsPendingAndLaterPosts) {
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(Run(Op(core::OpType::kRead, 0, 0, 4096)).code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(channel_->Describe().state, "CLOSED");
+  EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kClosed);
 }
 
 TEST_F(TcpPeerChannelTest, FreedLocalRegionStaysMappedUntilDone) {

@@ -21,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region_table.h"
+#include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/tcp/wire.h"
 
 namespace rdmad::tcp::testing {
@@ -43,6 +44,12 @@ struct Regions {
     return *region;
   }
 };
+
+// The event loops the transport's objects live on, as in the daemon.
+inline std::unique_ptr<runtime::IoRuntime> StartRuntime(int threads = 2) {
+  auto runtime = runtime::IoRuntime::Start({.threads = threads});
+  return runtime.ok() ? *std::move(runtime) : nullptr;
+}
 
 // Fills `n` bytes with a pattern that depends on `seed` and the position.
 inline void FillPattern(char* p, uint64_t n, uint64_t seed) {

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/held_remote.h"
 
 namespace rdmad::core {
 namespace {
@@ -34,9 +35,9 @@ class TransferEngineTest : public ::testing::Test {
     ASSERT_TRUE(regions_.Allocate(kAlice, ro).ok());
   }
 
-  absl::StatusOr<TransferResult> Run(TransferRequest request) {
+  absl::StatusOr<TransferResult> Run(TransferSpec spec) {
     std::optional<absl::StatusOr<TransferResult>> out;
-    engine_.Submit(kAlice, request,
+    engine_.Submit(kAlice, std::move(spec),
                    [&](absl::StatusOr<TransferResult> r) { out = std::move(r); });
     EXPECT_TRUE(out.has_value()) << "local transfers complete inline";
     return *std::move(out);
@@ -46,21 +47,22 @@ class TransferEngineTest : public ::testing::Test {
     return (*regions_.FindForUse(kAlice, {0, name}))->data();
   }
 
-  TransferRequest Op(OpType op, uint64_t local_offset, const char* remote,
-                     uint64_t remote_offset, uint64_t length) {
-    TransferRequest r;
+  static TransferSpec Op(OpType op, uint64_t local_offset, const char* remote,
+                         uint64_t remote_offset, uint64_t length) {
+    TransferSpec r;
     r.op = op;
     r.local = {0, "src"};
     r.local_offset = local_offset;
-    r.remote_name = remote;
-    r.remote_offset = remote_offset;
+    r.remote.name = remote;
+    r.remote.offset = remote_offset;
     r.length = length;
     return r;
   }
 
   NullRegistrar registrar_;
   RegionTable regions_{&registrar_, RegionLimits{}};
-  TransferEngine engine_{&regions_, nullptr};
+  testing::HeldRemote remote_;
+  TransferEngine engine_{&regions_, &remote_};
 };
 
 TEST_F(TransferEngineTest, WriteThenReadBackAtUnalignedOffsets) {
@@ -111,16 +113,53 @@ TEST_F(TransferEngineTest, ExportAccessIsEnforced) {
             absl::StatusCode::kNotFound);
 }
 
-TEST_F(TransferEngineTest, RemoteWithoutTransportIsUnimplemented) {
-  TransferRequest r = Op(OpType::kWrite, 0, "dst", 0, 10);
-  r.peer = "127.0.0.1:9";
-  EXPECT_EQ(Run(r).status().code(), absl::StatusCode::kUnimplemented);
+TEST_F(TransferEngineTest, RemoteTransfersGoDownAsOneCheckedBatch) {
+  std::vector<TransferRequest> batch;
+  std::vector<absl::StatusOr<TransferResult>> results(4, absl::UnknownError(""));
+  for (int i = 0; i < 4; ++i) {
+    TransferSpec spec = Op(OpType::kWrite, 100 * i, "dst", 0, 10);
+    spec.remote.peer = "127.0.0.1:9";
+    if (i == 2) spec.local_offset = 8190;  // fails its local check
+    batch.push_back({std::move(spec), [&results, i](auto r) {
+                       results[i] = std::move(r);
+                     }});
+  }
+  engine_.SubmitBatch(kAlice, absl::MakeSpan(batch));
+  // One batch with the three good ones, checked: the local region is
+  // resolved and the range inside it.
+  ASSERT_EQ(remote_.batch_sizes(), std::vector<size_t>{3});
+  ASSERT_EQ(remote_.held().size(), 3u);
+  for (const Transfer& t : remote_.held()) {
+    EXPECT_EQ(t.local->name(), "src");
+    EXPECT_EQ(t.uid, kAlice.uid);
+    EXPECT_EQ(t.remote.peer, "127.0.0.1:9");
+    EXPECT_EQ(t.length, 10u);
+  }
+  EXPECT_EQ(results[2].status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(engine_.InFlight(kAlice.uid), 3u);
+  remote_.FinishAll();
+  for (int i : {0, 1, 3}) EXPECT_TRUE(results[i].ok()) << results[i].status();
+  EXPECT_EQ(engine_.InFlight(kAlice.uid), 0u);
+  EXPECT_EQ(engine_.counters().ops_ok, 3u);
+  EXPECT_EQ(engine_.counters().ops_failed, 1u);
+}
+
+TEST_F(TransferEngineTest, RemoteWithoutATransportIsAFailedPrecondition) {
+  TransferEngine bare(&regions_, nullptr);
+  TransferSpec spec = Op(OpType::kWrite, 0, "dst", 0, 10);
+  spec.remote.peer = "127.0.0.1:9";
+  std::optional<absl::StatusOr<TransferResult>> out;
+  bare.Submit(kAlice, std::move(spec),
+              [&](absl::StatusOr<TransferResult> r) { out = std::move(r); });
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bare.InFlight(kAlice.uid), 0u);
 }
 
 TEST_F(TransferEngineTest, LocalRegionMustBeTheCallers) {
-  TransferRequest r = Op(OpType::kWrite, 0, "dst", 0, 10);
+  TransferSpec r = Op(OpType::kWrite, 0, "dst", 0, 10);
   std::optional<absl::StatusOr<TransferResult>> out;
-  engine_.Submit(Caller{9, 4242, 4242, 9}, r,
+  engine_.Submit(Caller{9, 4242, 4242, 9}, std::move(r),
                  [&](absl::StatusOr<TransferResult> res) { out = std::move(res); });
   ASSERT_TRUE(out.has_value());
   EXPECT_EQ(out->status().code(), absl::StatusCode::kPermissionDenied);
