@@ -1,0 +1,213 @@
+// PeerConnection against a fake connector and fake timers: the handshake
+// state machine (Hello, transport choice, Connect), reuse and rebuilding of
+// the channel, incarnation changes, failures and waiters' deadlines.
+#include "daemon/peer/peer_connection.h"
+
+#include <optional>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/peer_fakes.h"
+
+namespace rdmad::peer {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeConnector;
+using testing::FakeTimers;
+
+constexpr char kPeer[] = "10.0.0.2:7471";
+
+class PeerConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { connector_.SetRemote(kPeer, {}); }
+
+  std::shared_ptr<PeerConnection> Make(
+      core::TransportMode mode = core::TransportMode::kAuto) {
+    return std::make_shared<PeerConnection>(kPeer, mode, &connector_,
+                                            &timers_);
+  }
+
+  // Acquire that must complete at once (the fakes answer inline).
+  absl::StatusOr<Link> AcquireNow(PeerConnection& c) {
+    std::optional<absl::StatusOr<Link>> out;
+    c.Acquire(timers_.Now() + absl::Seconds(5),
+              [&](absl::StatusOr<Link> l) { out = std::move(l); });
+    EXPECT_TRUE(out.has_value()) << "Acquire did not complete";
+    return out.has_value() ? *std::move(out)
+                           : absl::StatusOr<Link>(absl::InternalError("none"));
+  }
+
+  FakeTimers timers_;
+  FakeConnector connector_;
+};
+
+TEST_F(PeerConnectionTest, HelloThenConnectThenReady) {
+  auto c = Make();
+  EXPECT_EQ(c->Snapshot().state, PeerState::kNew);
+  EXPECT_FALSE(c->ReadyLink().has_value());
+  auto link = AcquireNow(*c);
+  ASSERT_TRUE(link.ok()) << link.status();
+  EXPECT_EQ(link->kind, core::TransportKind::kTcp);
+  EXPECT_EQ(link->incarnation, 1u);
+  EXPECT_EQ(c->Snapshot().state, PeerState::kReady);
+  EXPECT_EQ(c->Snapshot().transport_reason,
+            "the peer offers no verbs transport");
+  // Ready: no more handshakes.
+  auto again = AcquireNow(*c);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->channel, link->channel);
+  ASSERT_TRUE(c->ReadyLink().has_value());
+  EXPECT_EQ(connector_.hellos(kPeer), 1);
+  EXPECT_EQ(connector_.connects(kPeer), 1);
+}
+
+TEST_F(PeerConnectionTest, ConcurrentAcquiresShareOneHandshake) {
+  auto c = Make();
+  connector_.set_hold_hello(true);
+  std::vector<absl::StatusOr<Link>> out;
+  for (int i = 0; i < 3; ++i) {
+    c->Acquire(timers_.Now() + absl::Seconds(5),
+               [&](absl::StatusOr<Link> l) { out.push_back(std::move(l)); });
+  }
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(c->Snapshot().state, PeerState::kHello);
+  EXPECT_EQ(c->Snapshot().waiters, 3u);
+  connector_.ReleaseHellos();
+  ASSERT_EQ(out.size(), 3u);
+  for (const auto& l : out) {
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_EQ(l->channel, out[0]->channel);
+  }
+  EXPECT_EQ(connector_.hellos(kPeer), 1);
+  EXPECT_EQ(connector_.connects(kPeer), 1);
+  EXPECT_EQ(timers_.pending(), 0u) << "deadline timers left behind";
+}
+
+TEST_F(PeerConnectionTest, StaleSaysHelloAgainAndKeepsTheChannelOfTheSameRun) {
+  auto c = Make();
+  auto first = AcquireNow(*c);
+  ASSERT_TRUE(first.ok());
+  c->MarkStale(absl::UnavailableError("connection lost"));
+  EXPECT_FALSE(c->ReadyLink().has_value());
+  EXPECT_EQ(c->Snapshot().last_error, "connection lost");
+  auto second = AcquireNow(*c);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->channel, first->channel);  // TCP reconnects by itself
+  EXPECT_EQ(connector_.hellos(kPeer), 2);
+  EXPECT_EQ(connector_.connects(kPeer), 1);
+  EXPECT_TRUE(c->Snapshot().last_error.empty());
+}
+
+TEST_F(PeerConnectionTest, NewIncarnationRetiresTheOldChannel) {
+  auto c = Make();
+  auto first = AcquireNow(*c);
+  ASSERT_TRUE(first.ok());
+  connector_.remote(kPeer).incarnation = 2;  // the peer restarted
+  c->MarkStale(absl::UnavailableError("connection lost"));
+  auto second = AcquireNow(*c);
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(second->channel, first->channel);
+  EXPECT_EQ(second->incarnation, 2u);
+  EXPECT_TRUE(connector_.channels(kPeer)[0]->closed());
+  EXPECT_FALSE(connector_.channels(kPeer)[1]->closed());
+}
+
+TEST_F(PeerConnectionTest, BrokenChannelIsRebuiltWithANewConnect) {
+  auto c = Make();
+  ASSERT_TRUE(AcquireNow(*c).ok());
+  connector_.channels(kPeer)[0]->set_broken(true);  // a QP went to error
+  EXPECT_FALSE(c->ReadyLink().has_value());
+  auto link = AcquireNow(*c);
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(connector_.connects(kPeer), 2);
+  EXPECT_TRUE(connector_.channels(kPeer)[0]->closed());
+  EXPECT_EQ(link->channel, connector_.channels(kPeer)[1]);
+}
+
+TEST_F(PeerConnectionTest, FailedHandshakeFailsWaitersAndTheNextAcquireRetries) {
+  auto c = Make();
+  connector_.remote(kPeer).hello_error =
+      absl::UnavailableError("peer 10.0.0.2:7471 is unreachable");
+  auto link = AcquireNow(*c);
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kUnavailable);
+  const PeerConnectionSnapshot s = c->Snapshot();
+  EXPECT_EQ(s.state, PeerState::kFailed);
+  EXPECT_THAT(s.last_error, HasSubstr("unreachable"));
+  EXPECT_EQ(s.failed_at, timers_.Now());
+  EXPECT_EQ(connector_.forgets(kPeer), 1) << "a fresh gRPC channel next time";
+  connector_.remote(kPeer).hello_error = absl::OkStatus();
+  EXPECT_TRUE(AcquireNow(*c).ok());
+  EXPECT_EQ(c->Snapshot().state, PeerState::kReady);
+}
+
+TEST_F(PeerConnectionTest, PeerAnswersKeepTheirCodes) {
+  auto c = Make();
+  connector_.remote(kPeer).hello_error = absl::InternalError("bug over there");
+  EXPECT_EQ(AcquireNow(*c).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(PeerConnectionTest, WaitersFailAtTheirOwnDeadlines) {
+  auto c = Make();
+  connector_.set_hold_hello(true);
+  std::optional<absl::StatusOr<Link>> soon, later;
+  c->Acquire(timers_.Now() + absl::Seconds(1),
+             [&](absl::StatusOr<Link> l) { soon = std::move(l); });
+  c->Acquire(timers_.Now() + absl::Seconds(10),
+             [&](absl::StatusOr<Link> l) { later = std::move(l); });
+  timers_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(soon.has_value());
+  EXPECT_EQ(soon->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(soon->status().message(), HasSubstr(kPeer));
+  EXPECT_FALSE(later.has_value());
+  connector_.ReleaseHellos();
+  ASSERT_TRUE(later.has_value());
+  EXPECT_TRUE(later->ok());
+}
+
+TEST_F(PeerConnectionTest, PastDeadlineFailsWithoutAHandshake) {
+  auto c = Make();
+  std::optional<absl::StatusOr<Link>> out;
+  c->Acquire(timers_.Now(), [&](absl::StatusOr<Link> l) { out = std::move(l); });
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(connector_.hellos(kPeer), 0);
+}
+
+TEST_F(PeerConnectionTest, TransportIsChosenFromBothSidesAndTheMode) {
+  connector_.set_verbs(true);
+  connector_.remote(kPeer).transports = {core::TransportKind::kVerbs,
+                                         core::TransportKind::kTcp};
+  auto link = AcquireNow(*Make());
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->kind, core::TransportKind::kVerbs);
+
+  link = AcquireNow(*Make(core::TransportMode::kTcp));
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->kind, core::TransportKind::kTcp);
+
+  connector_.remote(kPeer).transports = {core::TransportKind::kTcp};
+  link = AcquireNow(*Make(core::TransportMode::kVerbs));
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(link.status().message(), HasSubstr("offers no verbs"));
+}
+
+TEST_F(PeerConnectionTest, RetireFailsWaitersClosesTheChannelAndIsFinal) {
+  auto c = Make();
+  ASSERT_TRUE(AcquireNow(*c).ok());
+  c->MarkStale(absl::UnavailableError("lost"));
+  connector_.set_hold_hello(true);
+  std::optional<absl::StatusOr<Link>> waiting;
+  c->Acquire(timers_.Now() + absl::Seconds(5),
+             [&](absl::StatusOr<Link> l) { waiting = std::move(l); });
+  c->Retire(absl::UnavailableError("forgotten"));
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->status().message(), "forgotten");
+  EXPECT_TRUE(connector_.channels(kPeer)[0]->closed());
+  connector_.ReleaseHellos();  // a late answer changes nothing
+  EXPECT_EQ(c->Snapshot().state, PeerState::kRetired);
+  EXPECT_EQ(AcquireNow(*c).status().message(), "forgotten");
+}
+
+}  // namespace
+}  // namespace rdmad::peer
