@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
+#include "daemon/core/directory_route.h"
 
 namespace rdmad::core {
 namespace {
@@ -79,6 +80,21 @@ void TransferEngine::Submit(const Caller& caller,
     return finish(s);
   }
   if (request.peer.empty() && request.remote_descriptor.empty()) {
+    // HOOK (issue 16): a name no region here exports goes to the daemon the
+    // cluster directory names.
+    RegionResolver* directory = directory_.load(std::memory_order_acquire);
+    if (directory != nullptr && remote_ != nullptr &&
+        !request.remote_name.empty() &&
+        !regions_->FindExported(request.remote_name).ok()) {
+      return RouteThroughDirectory(
+          directory, remote_, request, *std::move(local),
+          [this, request, uid, done = std::move(done)](
+              absl::StatusOr<TransferResult> result) {
+            Release(uid);
+            Count(request, result);
+            done(std::move(result));
+          });
+    }
     return finish(CopyLocal(request, **local));
   }
   if (remote_ == nullptr) {

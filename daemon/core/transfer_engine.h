@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/region_resolver.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_observer.h"
 
@@ -37,6 +38,11 @@ struct TransferRequest {
   uint64_t remote_offset = 0;
   uint64_t length = 0;
   absl::Time deadline = absl::InfiniteFuture();
+  // Cluster directory fences (issue 16), set by RouteThroughDirectory: when
+  // non-zero, the peer must hold exactly this region (its incarnation and
+  // region id) under remote_name, else the transfer fails NOT_FOUND.
+  uint64_t expect_incarnation = 0;
+  uint64_t expect_region_id = 0;
 };
 
 struct TransferResult {
@@ -91,6 +97,12 @@ class TransferEngine {
   void SetObserver(TransferObserver* observer) {
     observer_.store(observer, std::memory_order_release);
   }
+  // Resolves names that are not exported here through the cluster
+  // directory (not owned; null: none). Set before the first Submit; it must
+  // outlive the engine's last transfer.
+  void SetDirectory(RegionResolver* directory) {
+    directory_.store(directory, std::memory_order_release);
+  }
   // Transfers of `uid` in flight now.
   uint64_t InFlight(uint32_t uid) const;
 
@@ -108,6 +120,7 @@ class TransferEngine {
   RemoteTransfers* const remote_;    // Not owned; may be null.
   const TransferLimits limits_;
   std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
+  std::atomic<RegionResolver*> directory_{nullptr};   // Not owned.
 
   mutable absl::Mutex mu_;
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);

@@ -276,6 +276,21 @@ void PeerTable::Send(std::shared_ptr<Transfer> t, Resolved target) {
                          "peer ", peer, ": the transfer's deadline passed "
                          "before it could be sent")));
   }
+  // HOOK (issue 16): a target found in the cluster directory must still be
+  // the region the directory named; NOT_FOUND sends the caller back to the
+  // directory (and a cached resolution is dropped and retried by Failed).
+  if (request.expect_incarnation != 0 &&
+      (target.incarnation != request.expect_incarnation ||
+       target.target.region_id != request.expect_region_id)) {
+    return Failed(std::move(t), absl::NotFoundError(absl::StrFormat(
+                                    "%s on %s is no longer the region the "
+                                    "cluster directory listed (%x/#%d there, "
+                                    "%x/#%d listed)",
+                                    label, peer, target.incarnation,
+                                    target.target.region_id,
+                                    request.expect_incarnation,
+                                    request.expect_region_id)));
+  }
   if (!RangeInside(target.target.region_length, request.remote_offset,
                    request.length)) {
     return Finish(t, absl::OutOfRangeError(absl::StrCat(
