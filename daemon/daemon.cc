@@ -23,6 +23,7 @@
 #include "daemon/core/session_table.h"
 #include "daemon/config/config_reload.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/directory/directory_config.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
@@ -226,6 +227,23 @@ absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
   return tls;
 }
 
+// This daemon as the cluster directory's node record describes it.
+v1::DirectoryNodeRecord NodeRecord(const service::DaemonIdentity& id,
+                                   const std::vector<core::DeviceInfo>& devices) {
+  v1::DirectoryNodeRecord node;
+  node.set_address(id.peer_listen);
+  node.set_incarnation(id.incarnation);
+  node.set_version(id.version);
+  if (id.transport == v1::TRANSPORT_VERBS) {
+    node.add_transports(v1::TRANSPORT_VERBS);
+  }
+  node.add_transports(v1::TRANSPORT_TCP);
+  for (const auto& device : devices) node.add_devices(device.name);
+  node.set_data_listen(id.data_listen);
+  node.set_started_unix_ms(absl::ToUnixMillis(id.started));
+  return node;
+}
+
 }  // namespace
 
 struct Daemon::Impl {
@@ -233,6 +251,9 @@ struct Daemon::Impl {
   // Declared in dependency order; Shutdown() tears down in reverse.
   std::unique_ptr<core::MemoryRegistrar> registrar;
   std::unique_ptr<core::RegionTable> regions;
+  // Cluster directory (null without one). Stopped first in Shutdown, but
+  // kept until the end: transfers in flight may still call it.
+  std::unique_ptr<directory::EtcdDirectory> directory;
   core::SessionTable sessions;
   std::unique_ptr<tcp::TcpDataServer> data_server;
   std::shared_ptr<verbs::VerbsFabric> fabric;  // null on TCP-only nodes
@@ -474,6 +495,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     impl->peers->SetSelfAddress(id.peer_listen);
   }
 
+  // Cluster directory: needs the Peer address it publishes, and must follow
+  // regions from the first one (made through the Local service).
+  RDMAD_ASSIGN_OR_RETURN(
+      impl->directory,
+      directory::CreateFromConfig(config, NodeRecord(id, impl->state.devices),
+                                  impl->regions.get()));
+  if (impl->directory != nullptr) {
+    impl->regions->SetObserver(impl->directory.get());
+    impl->transfers->SetDirectory(impl->directory.get());
+    impl->state.directory = impl->directory.get();
+    impl->directory->Start();
+  }
+
   // Local service.
   impl->local_service = std::make_unique<service::LocalService>(&impl->state);
   {
@@ -518,6 +552,12 @@ void Daemon::Shutdown() {
   impl_->shut_down = true;
   // Scrapes read the tables torn down below.
   impl_->metrics_server.reset();
+  // First out of the cluster directory: revoking the lease removes every
+  // entry of this daemon at once, so no one is sent here any more.
+  if (impl_->directory) {
+    impl_->directory->Stop();
+    impl_->regions->SetObserver(nullptr);
+  }
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
   const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even

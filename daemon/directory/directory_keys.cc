@@ -6,28 +6,6 @@
 
 namespace rdmad::directory {
 
-absl::Status ValidatePrefix(absl::string_view prefix) {
-  if (prefix.empty() || prefix.front() != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "directory prefix '", prefix, "' must start with '/', e.g. /rdmad"));
-  }
-  if (prefix.size() > 1 && prefix.back() == '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "directory prefix '", prefix, "' must not end with '/'"));
-  }
-  if (prefix.size() > 256) {
-    return absl::InvalidArgumentError("directory prefix is longer than 256");
-  }
-  for (char c : prefix) {
-    if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "directory prefix '", prefix,
-          "' may hold only printable ASCII characters without spaces"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 std::string RangeEnd(absl::string_view key) {
   std::string end(key);
   // Drop trailing 0xff bytes, which cannot be incremented; an all-0xff (or

@@ -26,10 +26,6 @@ namespace rdmad::directory {
 // Default for config directory_prefix.
 inline constexpr char kDefaultPrefix[] = "/rdmad";
 
-// A prefix must start with '/', not end with '/', and hold only printable
-// ASCII without spaces (it becomes part of every key).
-absl::Status ValidatePrefix(absl::string_view prefix);
-
 // The etcd range_end that makes [key, RangeEnd(key)) every key starting
 // with `key` (the last byte incremented, as etcd's clients do).
 std::string RangeEnd(absl::string_view key);

@@ -19,29 +19,6 @@ constexpr int kMaxReceiveBytes = 16 << 20;
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ParseDirectoryUrl(
-    absl::string_view url) {
-  if (!absl::StartsWith(url, kScheme)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "directory '", url,
-        "' must look like etcd://HOST:PORT[,HOST:PORT...]"));
-  }
-  std::vector<std::string> endpoints;
-  for (absl::string_view part :
-       absl::StrSplit(url.substr(kScheme.size()), ',')) {
-    if (absl::Status s = ValidatePeerAddress(part); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "directory '", url, "': endpoint '", part, "': ", s.message()));
-    }
-    endpoints.emplace_back(part);
-  }
-  if (endpoints.size() > 16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("directory '", url, "' lists more than 16 endpoints"));
-  }
-  return endpoints;
-}
-
 bool IsUnreachable(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable;
 }

@@ -55,10 +55,6 @@ struct EtcdOptions {
   std::string password;
 };
 
-// Parses "etcd://HOST:PORT[,HOST:PORT...]" into endpoints.
-absl::StatusOr<std::vector<std::string>> ParseDirectoryUrl(
-    absl::string_view url);
-
 class EtcdClient {
  public:
   explicit EtcdClient(EtcdOptions options);

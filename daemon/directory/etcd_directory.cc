@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory_url.h"
 #include "common/region_address.h"
 #include "common/status_macros.h"
 #include "daemon/directory/directory_record.h"
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<EtcdDirectory>> EtcdDirectory::Create(
   if (options.etcd.endpoints.empty()) {
     return absl::InvalidArgumentError("the directory needs an etcd endpoint");
   }
-  RDMAD_RETURN_IF_ERROR(ValidatePrefix(options.prefix));
+  RDMAD_RETURN_IF_ERROR(ValidateDirectoryPrefix(options.prefix));
   if (options.lease_ttl < absl::Seconds(2)) {
     return absl::InvalidArgumentError(
         "the directory lease TTL must be at least 2 s");
