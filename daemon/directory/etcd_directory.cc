@@ -220,10 +220,13 @@ void EtcdDirectory::SessionLoop() {
           answer = absl::OkStatus();
         } else {
           answer = absl::UnavailableError(absl::StrCat(
-              "cluster directory ", etcd_.url(), " is unreachable (",
-              last_error_.empty() ? "not connected yet" : last_error_,
-              "): cannot make sure no other daemon exports a region named '",
-              item.name, "'; export it again once etcd is back"));
+              "cannot make sure no other daemon exports a region named '",
+              item.name, "', so it is not exported; export it again once "
+              "etcd is back: ",
+              last_error_.empty()
+                  ? absl::StrCat("cluster directory ", etcd_.url(),
+                                 " is not connected yet")
+                  : last_error_));
         }
       }
       item.done(std::move(answer));
