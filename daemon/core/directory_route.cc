@@ -28,10 +28,13 @@ void SendTo(std::shared_ptr<Routed> routed, DirectoryEntry entry);
 void Reresolve(std::shared_ptr<Routed> routed, const DirectoryEntry& entry,
                absl::Status status) {
   routed->retried = true;
+  // Read before `routed` moves into the callback (argument order is
+  // unspecified).
   const std::string name = routed->request.remote_name;
+  const absl::Time deadline = routed->request.deadline;
   RegionResolver* directory = routed->directory;
   directory->Resolve(
-      name, routed->request.deadline, entry.generation,
+      name, deadline, entry.generation,
       [routed = std::move(routed), entry, status = std::move(status)](
           absl::StatusOr<DirectoryEntry> next) mutable {
         if (!next.ok() || next->generation == entry.generation) {
