@@ -505,6 +505,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     impl->regions->SetObserver(impl->directory.get());
     impl->transfers->SetDirectory(impl->directory.get());
     impl->state.directory = impl->directory.get();
+    impl->metrics->SetDirectory(impl->directory.get());
     impl->directory->Start();
   }
 
