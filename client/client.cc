@@ -467,4 +467,29 @@ RDMAD_CLIENT_INSPECT(ListQps, ListQpsRequest, ListQpsResponse)
 
 #undef RDMAD_CLIENT_INSPECT
 
+absl::StatusOr<v1::ListClusterRegionsResponse> Client::ListClusterRegions(
+    absl::string_view prefix) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::ListClusterRegionsRequest request;
+  request.set_prefix(std::string(prefix));
+  v1::ListClusterRegionsResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      impl_->stub->ListClusterRegions(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::LookupRegionResponse> Client::LookupRegion(
+    absl::string_view name, bool fresh) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::LookupRegionRequest request;
+  request.set_name(std::string(name));
+  request.set_fresh(fresh);
+  v1::LookupRegionResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->LookupRegion(&context, request, &response)));
+  return response;
+}
+
 }  // namespace rdmad

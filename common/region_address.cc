@@ -19,16 +19,36 @@ absl::Status ValidateRegionName(absl::string_view name) {
         "region name is ", name.size(), " characters long; the limit is ",
         kMaxRegionNameLength));
   }
-  if (name.front() == '.' || name.front() == '-') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "region name '", name, "' must not start with '.' or '-'"));
-  }
+  // '/' separates parts ("kv/shard-7"); every part follows the rules of a
+  // whole name, so there is no empty part, "." or "..".
+  bool part_start = true;
   for (char c : name) {
+    if (c == '/') {
+      if (part_start) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "region name '", name,
+            "' has an empty part: '/' separates non-empty parts, as in "
+            "kv/shard-7"));
+      }
+      part_start = true;
+      continue;
+    }
+    if (part_start && (c == '.' || c == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region name '", name,
+          "' must not start with '.' or '-' (nor any part after a '/')"));
+    }
+    part_start = false;
     if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
       return absl::InvalidArgumentError(absl::StrCat(
           "region name '", name, "' contains '", std::string(1, c),
-          "': use only letters, digits, '.', '_' and '-'"));
+          "': use only letters, digits, '.', '_', '-' and '/' between "
+          "parts"));
     }
+  }
+  if (part_start) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region name '", name, "' must not end with '/'"));
   }
   return absl::OkStatus();
 }
@@ -43,9 +63,11 @@ absl::Status ValidatePeerAddress(absl::string_view peer,
 absl::StatusOr<RegionAddress> ParseRegionAddress(absl::string_view text) {
   RegionAddress address;
   absl::string_view rest = text;
-  // Names never contain '/', so the first '/' ends the peer part.
+  // Names may contain '/' ("kv/shard-7") but never ':', which every
+  // HOST:PORT has: a first part with a ':' is the peer.
   const size_t slash = rest.find('/');
-  if (slash != absl::string_view::npos) {
+  if (slash != absl::string_view::npos &&
+      rest.substr(0, slash).find(':') != absl::string_view::npos) {
     address.peer = std::string(rest.substr(0, slash));
     rest = rest.substr(slash + 1);
     RDMAD_RETURN_IF_ERROR(ValidatePeerAddress(address.peer));

@@ -5,6 +5,9 @@
 //   "cache@4K"              local region "cache" at offset 4096
 //   "10.0.0.2:7471/cache@1M" region "cache" on the daemon at 10.0.0.2:7471
 //   "[::1]:7471/kv"         IPv6 peers are bracketed
+//   "kv/shard-7@64"         region "kv/shard-7" (no ':' before the '/': no
+//                           peer), here or, with a cluster directory,
+//                           wherever the directory says it is
 #ifndef RDMAD_COMMON_REGION_ADDRESS_H_
 #define RDMAD_COMMON_REGION_ADDRESS_H_
 
@@ -20,8 +23,11 @@ namespace rdmad {
 // Longest region name accepted.
 inline constexpr size_t kMaxRegionNameLength = 128;
 
-// Region names are 1..128 characters of [A-Za-z0-9._-], not starting with
-// '.' or '-'. Returns INVALID_ARGUMENT saying what is wrong otherwise.
+// Region names are 1..128 characters: parts of [A-Za-z0-9._-] that do not
+// start with '.' or '-', joined by single '/' ("kv/shard-7": hierarchical
+// names list well with `rdmactl ls kv/`). Never ':' or '@', so that
+// [PEER/]NAME[@OFFSET] stays unambiguous. Returns INVALID_ARGUMENT saying
+// what is wrong otherwise.
 absl::Status ValidateRegionName(absl::string_view name);
 
 // Validates "HOST:PORT" (HOST may be a bracketed IPv6 literal). Port 0

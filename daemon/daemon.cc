@@ -12,6 +12,7 @@
 #include "common/session_wire.h"
 #include "common/status_macros.h"
 #include "daemon/daemon_impl.h"
+#include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
 #include "spdlog/spdlog.h"
 
@@ -70,6 +71,23 @@ core::RegionLimits RegionLimitsFor(const v1::DaemonConfig& config,
     }
   }
   return limits;
+}
+
+// This daemon as the cluster directory's node record describes it.
+v1::DirectoryNodeRecord NodeRecord(const service::DaemonIdentity& id,
+                                   const std::vector<core::DeviceInfo>& devices) {
+  v1::DirectoryNodeRecord node;
+  node.set_address(id.peer_listen);
+  node.set_incarnation(id.incarnation);
+  node.set_version(id.version);
+  for (core::TransportKind kind : transport::OfferedTransports(id.transport)) {
+    node.add_transports(kind == core::TransportKind::kVerbs ? v1::TRANSPORT_VERBS
+                                                            : v1::TRANSPORT_TCP);
+  }
+  for (const auto& device : devices) node.add_devices(device.name);
+  node.set_data_listen(id.data_listen);
+  node.set_started_unix_ms(absl::ToUnixMillis(id.started));
+  return node;
 }
 
 }  // namespace
@@ -176,6 +194,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.peer_listen = AdvertisedAddress(config, peer_server.port);
   d.connector->SetSelfAddress(id.peer_listen);
 
+  // 8. The cluster directory: needs the Peer address it publishes, and must
+  // follow regions from the first one (made through the Local service).
+  RDMAD_ASSIGN_OR_RETURN(
+      d.directory, directory::CreateFromConfig(
+                       config, NodeRecord(id, d.state.devices), d.regions.get()));
+  if (d.directory != nullptr) {
+    d.regions->SetObserver(d.directory.get());
+    d.transfers->SetDirectory(d.directory.get());
+    d.state.directory = d.directory.get();
+    d.metrics->SetDirectory(d.directory.get());
+    d.directory->Start();
+  }
+
   d.local_service = std::make_unique<service::LocalService>(&d.state);
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer local_server,
@@ -185,7 +216,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.local_server->GetHealthCheckService()->SetServingStatus(
       v1::Local::service_full_name(), true);
 
-  // 8. Metrics, when asked for.
+  // 9. Metrics, when asked for.
   if (config::MetricsEnabled(config)) {
     RDMAD_ASSIGN_OR_RETURN(
         d.metrics_server, metrics::MetricsServer::Start(
@@ -207,6 +238,12 @@ void Daemon::Shutdown() {
   d.shut_down = true;
   // Scrapes read the tables torn down below.
   d.metrics_server.reset();
+  // First out of the cluster directory: revoking the lease removes every
+  // entry of this daemon at once, so no one is sent here any more.
+  if (d.directory) {
+    d.directory->Stop();
+    d.regions->SetObserver(nullptr);
+  }
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
   const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even

@@ -10,6 +10,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/directory/etcd_directory.h"
 #include "daemon/daemon.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
@@ -35,6 +36,9 @@ struct Daemon::Impl {
   std::unique_ptr<runtime::LoopTimers> timers;
   Transports transports;
   std::unique_ptr<core::RegionTable> regions;
+  // Cluster directory (null without one). Stopped first in Shutdown, but
+  // kept until the end: transfers in flight may still call it.
+  std::unique_ptr<directory::EtcdDirectory> directory;
   core::SessionTable sessions;
   std::unique_ptr<tcp::TcpDataServer> data_server;
   std::unique_ptr<peer::GrpcPeerConnector> connector;

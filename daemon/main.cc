@@ -3,6 +3,8 @@
 //   rdmad [--socket PATH] [--peer_listen HOST:PORT] [--data_listen HOST:PORT]
 //         [--transport auto|verbs|tcp]
 //         [--config FILE] [--log_level LEVEL] [--metrics_listen HOST:PORT]
+//         [--directory etcd://HOST:PORT[,...]] [--directory_prefix /rdmad]
+//         [--directory_lease_ttl SECONDS]
 //
 // Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
 #include <signal.h>
@@ -48,6 +50,14 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "metrics); off by default, port 0 picks a free port");
 ABSL_FLAG(std::string, socket_mode, "",
           "file mode of the Unix sockets (octal, default 0666)");
+ABSL_FLAG(std::string, directory, "",
+          "cluster directory of exported regions: etcd://HOST:PORT[,HOST:"
+          "PORT...] (default: none; see docs/DIRECTORY.md)");
+ABSL_FLAG(std::string, directory_prefix, "",
+          "key prefix of this cluster in etcd (default /rdmad)");
+ABSL_FLAG(uint32_t, directory_lease_ttl, 0,
+          "seconds a dead daemon's entries stay in the directory (its etcd "
+          "lease TTL; default 10, 2..3600)");
 
 namespace {
 
@@ -77,6 +87,12 @@ absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
   Override(absl::GetFlag(FLAGS_socket_mode), config.mutable_socket_mode());
   Override(absl::GetFlag(FLAGS_metrics_listen),
            config.mutable_metrics_listen());
+  Override(absl::GetFlag(FLAGS_directory), config.mutable_directory());
+  Override(absl::GetFlag(FLAGS_directory_prefix),
+           config.mutable_directory_prefix());
+  if (const uint32_t ttl = absl::GetFlag(FLAGS_directory_lease_ttl); ttl != 0) {
+    config.set_directory_lease_ttl_seconds(ttl);
+  }
   rdmad::config::ApplyDefaults(config);
   if (absl::Status s =
           rdmad::config::ValidateConfig(config, "command line");
@@ -94,7 +110,7 @@ int main(int argc, char** argv) {
       "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
       "[--data_listen HOST:PORT] "
       "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL] "
-      "[--metrics_listen HOST:PORT]");
+      "[--metrics_listen HOST:PORT] [--directory etcd://HOST:PORT[,...]]");
   absl::ParseCommandLine(argc, argv);
 
   auto logger = spdlog::stderr_color_mt("rdmad");

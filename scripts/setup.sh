@@ -25,6 +25,10 @@ packages+=(python3-grpcio python3-grpc-tools python3-protobuf dpkg-dev file)
 # The soft-RoCE lab (tests/lab): a Debian kernel with rdma_rxe, run under
 # QEMU, and rdma-core's own tools as the reference.
 packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod)
+# The cluster directory (docs/DIRECTORY.md): etcd's .proto files, from which
+# the build generates its etcd v3 stubs; etcd itself for the integration
+# tests, the demo and the bench; etcdctl as the bench's reference.
+packages+=(golang-etcd-server-dev etcd-server etcd-client)
 # Benchmark references.
 packages+=(iperf3 ucx-utils)
 # Hardening: openssl makes throwaway certificates for the mutual-TLS test;

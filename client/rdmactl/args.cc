@@ -37,7 +37,7 @@ constexpr OptionSpec kOptions[] = {
     {"op", 0, true, false},         {"sizes", 0, true, false},
     {"qd", 0, true, false},         {"iters", 0, true, false},
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
-    {"group", 0, true, false},
+    {"group", 0, true, false},      {"fresh", 0, false, false},
 };
 
 struct CommandSpec {
@@ -160,6 +160,18 @@ constexpr CommandSpec kCommands[] = {
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
       "duration"}},
+    {"ls", Command::kLs, "[PREFIX]",
+     "exported regions of the whole cluster (directory)",
+     "Lists the regions every daemon of the cluster exports, from the\n"
+     "cluster directory on etcd (daemons started with --directory): name,\n"
+     "the daemon that holds it, size, access, age and generation. PREFIX\n"
+     "keeps the names that start with it (\"kv/\").\n",
+     0, 1, {}},
+    {"lookup", Command::kLookup, "NAME [--fresh]",
+     "which daemon of the cluster holds a region",
+     "Looks NAME up in the cluster directory, as a transfer to NAME would:\n"
+     "from the daemon's watch-fed cache, or with --fresh from etcd.\n",
+     1, 1, {"fresh"}},
     {"help", Command::kHelp, "[COMMAND]", "print help (of one command)", "", 0,
      1, {}},
 };
@@ -414,6 +426,19 @@ absl::Status FillCommand(const CommandSpec& spec,
     case Command::kPeers:
     case Command::kQps:
       return absl::OkStatus();
+    case Command::kLs:
+      if (!pos.empty()) {
+        inv.prefix = pos[0];
+        if (inv.prefix.size() > kMaxRegionNameLength ||
+            inv.prefix.find_first_of(":@ ") != std::string::npos) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ls: '", inv.prefix, "' is not the start of a region name"));
+        }
+      }
+      return absl::OkStatus();
+    case Command::kLookup:
+      inv.fresh = option("fresh") != nullptr;
+      return name_arg(pos[0]);
     case Command::kAlloc: {
       if (absl::Status s = name_arg(pos[0]); !s.ok()) return s;
       auto size = ParseSize(pos[1]);

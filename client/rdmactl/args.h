@@ -49,6 +49,8 @@ enum class Command {
   kGet,
   kCopy,
   kBench,
+  kLs,
+  kLookup,
 };
 
 struct GlobalOptions {
@@ -114,6 +116,9 @@ struct Invocation {
   RegionOperand src;   // get, copy
   RegionOperand dest;  // put, copy
   std::optional<uint64_t> length;  // get, copy (--length)
+  std::string prefix;              // ls: name prefix ("" = all)
+  bool fresh = false;              // lookup --fresh
+
 
   BenchOptions bench;  // bench
 };

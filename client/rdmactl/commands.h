@@ -60,6 +60,9 @@ absl::Status RunCopy(CommandContext& context);
 
 absl::Status RunBench(CommandContext& context);
 
+absl::Status RunLs(CommandContext& context);
+absl::Status RunLookup(CommandContext& context);
+
 }  // namespace rdmad::rdmactl
 
 #endif  // RDMAD_CLIENT_RDMACTL_COMMANDS_H_

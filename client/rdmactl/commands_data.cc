@@ -5,6 +5,8 @@
 // range fits, so a failed check changes nothing. A remote region is reached
 // with one-sided transfers through a session staging buffer of at most
 // kStagingChunk bytes, so a large file never needs a buffer of its size.
+// So is a region named without a peer that this daemon does not have, when
+// it has a cluster directory: the daemon finds it.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -199,6 +201,18 @@ absl::Status GetRemote(CommandContext& context, Client& client) {
                                     inv.src.text, " to ", inv.file, "\n"));
 }
 
+// A region named without a peer is mapped in place when this daemon has
+// it; otherwise, if the daemon has a cluster directory, it may be on
+// another daemon: move the bytes with transfers, which the daemon routes.
+bool ElsewhereInCluster(Client& client, const RegionOperand& operand) {
+  auto mapped = client.MapRegion(operand.region.name);
+  if (mapped.ok() || mapped.status().code() != absl::StatusCode::kNotFound) {
+    return false;
+  }
+  auto status = client.GetStatus();
+  return status.ok() && status->has_directory();
+}
+
 }  // namespace
 
 absl::Status RunPut(CommandContext& context) {
@@ -207,15 +221,25 @@ absl::Status RunPut(CommandContext& context) {
   if (!in.ok()) return Failed(absl::StrCat("put ", inv.dest.text), in.status());
   auto client = context.client();
   if (!client.ok()) return client.status();
-  return inv.dest.is_local() ? PutLocal(context, **client, *in)
-                             : PutRemote(context, **client, *in);
+  return inv.dest.is_local() && !ElsewhereInCluster(**client, inv.dest)
+             ? PutLocal(context, **client, *in)
+             : PutRemote(context, **client, *in);
 }
 
 absl::Status RunGet(CommandContext& context) {
   auto client = context.client();
   if (!client.ok()) return client.status();
-  return context.invocation().src.is_local() ? GetLocal(context, **client)
-                                             : GetRemote(context, **client);
+  const RegionOperand& src = context.invocation().src;
+  if (src.is_local() && !ElsewhereInCluster(**client, src)) {
+    return GetLocal(context, **client);
+  }
+  if (!context.invocation().length.has_value()) {
+    return Failed(absl::StrCat("get ", src.text),
+                  absl::InvalidArgumentError(
+                      "the region is not on this daemon: give --length N "
+                      "(rdmactl ls shows its size)"));
+  }
+  return GetRemote(context, **client);
 }
 
 absl::Status RunCopy(CommandContext& context) {

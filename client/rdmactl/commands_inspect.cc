@@ -72,4 +72,27 @@ absl::Status RunQps(CommandContext& context) {
   return Inspect(context, "list queue pairs", &Client::ListQps, &RenderQps);
 }
 
+absl::Status RunLs(CommandContext& context) {
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto response = (*client)->ListClusterRegions(context.invocation().prefix);
+  if (!response.ok()) {
+    return Failed("list the cluster's regions", response.status());
+  }
+  if (context.global().json) return context.PrintJson(*response);
+  return context.Print(RenderClusterRegions(*response, absl::Now()));
+}
+
+absl::Status RunLookup(CommandContext& context) {
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  const Invocation& inv = context.invocation();
+  auto response = (*client)->LookupRegion(inv.name, inv.fresh);
+  if (!response.ok()) {
+    return Failed(absl::StrCat("look up ", inv.name), response.status());
+  }
+  if (context.global().json) return context.PrintJson(*response);
+  return context.Print(RenderLookup(*response));
+}
+
 }  // namespace rdmad::rdmactl

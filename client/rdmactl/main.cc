@@ -46,6 +46,10 @@ absl::Status Dispatch(CommandContext& context) {
       return RunCopy(context);
     case Command::kBench:
       return RunBench(context);
+    case Command::kLs:
+      return RunLs(context);
+    case Command::kLookup:
+      return RunLookup(context);
   }
   return absl::InternalError("unknown command");
 }

@@ -126,6 +126,75 @@ std::string OwnerText(const v1::RegionInfo& region) {
   }
 }
 
+namespace {
+
+// One line on the cluster directory for `rdmactl status`.
+std::string DirectoryText(const v1::GetStatusResponse& s) {
+  if (!s.has_directory()) return "none";
+  const v1::DirectoryStatus& d = s.directory();
+  std::string text = absl::StrCat(d.url(), " (prefix ", d.prefix(), "): ",
+                                   d.state());
+  if (d.state() == "connected") {
+    absl::StrAppend(&text, " via ", d.endpoint(), ", lease ",
+                    Hex(static_cast<uint64_t>(d.lease_id())), " TTL ",
+                    d.lease_ttl_seconds(), " s");
+  }
+  absl::StrAppend(&text, ", ", d.published_regions(), " published, ",
+                  d.cached_regions(), " cached",
+                  d.watch_live() ? "" : " (watch down)", ", ", d.reconnects(),
+                  " reconnects");
+  if (!d.last_error().empty()) absl::StrAppend(&text, "; ", d.last_error());
+  for (const std::string& conflict : d.conflicts()) {
+    absl::StrAppend(&text, "; NOT LISTED, name taken: ", conflict);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string RenderClusterRegions(const v1::ListClusterRegionsResponse& list,
+                                 absl::Time now) {
+  std::string out;
+  if (list.regions().empty()) {
+    out = "no exported regions in the cluster\n";
+  } else {
+    Table table({"NAME", "NODE", "SIZE", "ACCESS", "AGE", "GENERATION"});
+    table.AlignRight(2);
+    table.AlignRight(4);
+    for (const v1::ClusterRegion& r : list.regions()) {
+      const absl::Duration age =
+          now - absl::FromUnixMillis(r.exported_unix_ms());
+      table.AddRow({r.name(), r.node(), HumanSize(r.size()),
+                    AccessText(r.access()),
+                    HumanDuration(std::max(age, absl::ZeroDuration())),
+                    absl::StrCat(Hex(r.incarnation()), "/", r.revision())});
+    }
+    out = table.Render();
+  }
+  if (list.truncated()) {
+    absl::StrAppend(&out, "(more regions match: give a longer PREFIX)\n");
+  }
+  if (list.unreadable() != 0) {
+    absl::StrAppend(&out, "(", list.unreadable(),
+                    " unreadable entries skipped: not written by rdmad)\n");
+  }
+  return out;
+}
+
+std::string RenderLookup(const v1::LookupRegionResponse& lookup) {
+  const v1::ClusterRegion& r = lookup.region();
+  return RenderFields({
+      {"name", r.name()},
+      {"node", r.node()},
+      {"size", HumanSize(r.size())},
+      {"access", AccessText(r.access())},
+      {"region id", absl::StrCat(r.region_id())},
+      {"generation", absl::StrCat(Hex(r.incarnation()), "/", r.revision())},
+      {"from", lookup.from_cache() ? "cache" : "etcd"},
+      {"latency", absl::StrCat(lookup.latency_ns() / 1000, " us")},
+  });
+}
+
 std::string RenderStatus(const v1::GetStatusResponse& s) {
   std::string transport = TransportName(s.transport());
   if (!s.transport_reason().empty()) {
@@ -147,6 +216,7 @@ std::string RenderStatus(const v1::GetStatusResponse& s) {
       {"memlock limit", s.memlock_limit() == 0
                             ? std::string("unlimited")
                             : HumanSize(s.memlock_limit())},
+      {"directory", DirectoryText(s)},
   });
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "rdmad/v1/rdmad.pb.h"
 
@@ -31,6 +32,10 @@ std::string RenderDevices(const v1::ListDevicesResponse& devices);
 std::string RenderRegions(const v1::ListRegionsResponse& regions);
 std::string RenderPeers(const v1::ListPeersResponse& peers);
 std::string RenderQps(const v1::ListQpsResponse& qps);
+// The cluster directory: `rdmactl ls` (ages against `now`) and `lookup`.
+std::string RenderClusterRegions(const v1::ListClusterRegionsResponse& list,
+                                 absl::Time now);
+std::string RenderLookup(const v1::LookupRegionResponse& lookup);
 
 }  // namespace rdmad::rdmactl
 

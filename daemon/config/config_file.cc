@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/directory_url.h"
 #include "common/region_address.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -79,6 +80,63 @@ void CheckAtMost(const char* field, uint64_t value, uint64_t most,
   }
 }
 
+// The cluster directory's fields (docs/DIRECTORY.md).
+void CheckDirectory(const v1::DaemonConfig& config,
+                    std::vector<FieldError>& errors) {
+  const bool on = !config.directory().empty();
+  if (on) {
+    if (auto endpoints = ParseDirectoryUrl(config.directory());
+        !endpoints.ok()) {
+      errors.push_back(
+          {"directory", std::string(endpoints.status().message())});
+    }
+  }
+  if (!config.directory_prefix().empty()) {
+    if (absl::Status s = ValidateDirectoryPrefix(config.directory_prefix());
+        !s.ok()) {
+      errors.push_back({"directory_prefix", std::string(s.message())});
+    }
+  }
+  if (const uint32_t ttl = config.directory_lease_ttl_seconds();
+      ttl != 0 && (ttl < 2 || ttl > 3600)) {
+    errors.push_back({"directory_lease_ttl_seconds",
+                      absl::StrCat(ttl, " must be 2..3600 seconds")});
+  }
+  if (config.directory_tls_cert_file().empty() !=
+      config.directory_tls_key_file().empty()) {
+    errors.push_back({config.directory_tls_cert_file().empty()
+                          ? "directory_tls_key_file"
+                          : "directory_tls_cert_file",
+                      "a client certificate needs both "
+                      "directory_tls_cert_file and directory_tls_key_file"});
+  }
+  if (!config.directory_tls_cert_file().empty() &&
+      config.directory_tls_ca_file().empty()) {
+    errors.push_back({"directory_tls_cert_file",
+                      "a client certificate needs TLS: set "
+                      "directory_tls_ca_file to the CA of etcd's certificate"});
+  }
+  if (config.directory_user().empty() !=
+      config.directory_password_file().empty()) {
+    errors.push_back({config.directory_user().empty()
+                          ? "directory_password_file"
+                          : "directory_user",
+                      "etcd authentication needs both directory_user and "
+                      "directory_password_file"});
+  }
+  if (!on) {
+    for (const auto& [field, value] :
+         {std::pair<const char*, const std::string*>{
+              "directory_tls_ca_file", &config.directory_tls_ca_file()},
+          {"directory_user", &config.directory_user()}}) {
+      if (!value->empty()) {
+        errors.push_back({field, "set, but no directory: set directory to "
+                                 "etcd://HOST:PORT too"});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
@@ -139,6 +197,7 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   }
   CheckAtMost("io_threads", config.io_threads(), 64, "", errors);
   CheckAtMost("max_peers", config.max_peers(), 1u << 20, "", errors);
+  CheckDirectory(config, errors);
   return errors;
 }
 

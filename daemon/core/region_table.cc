@@ -22,6 +22,13 @@ RegionTable::RegionTable(MemoryRegistrar* registrar, RegionLimits limits)
 
 RegionTable::~RegionTable() = default;
 
+void RegionTable::Notify(const std::string& name) const {
+  if (name.empty()) return;
+  if (RegionObserver* observer = observer_.load(std::memory_order_acquire)) {
+    observer->OnRegionChanged(name);
+  }
+}
+
 absl::Status RegionTable::CheckNew(const Caller& caller,
                                    const AllocateOptions& options) const {
   if (options.size == 0) {
@@ -178,7 +185,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     auto made = MakeAcl(caller, options.mode, options.group);
     if (made.ok()) acl = *made;
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   reserved_bytes_ -= options.size;
   // The charge moves from the requested size to the mapped size (or goes).
   Uncharge(caller.uid, 1, options.size);
@@ -206,6 +213,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
   by_id_[id] = region;
   if (!options.name.empty()) by_name_[options.name] = id;
   pinned_bytes_ += pinned;
+  if (options.export_access != RemoteAccess::kNone) {
+    lock.Release();
+    Notify(options.name);
+  }
   return region;
 }
 
@@ -258,6 +269,7 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
   }
   // Revoke remote access now, even if a transfer still holds the memory.
   region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  Notify(region->name());
   return absl::OkStatus();
 }
 
@@ -271,6 +283,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   }
   if (access == RemoteAccess::kNone) {
     region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    Notify(region->name());
     return region;
   }
   if (region->name().empty()) {
@@ -282,6 +295,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
                          registrar_->Register(region->data(), region->size(),
                                               access));
   region->SetExport(access, SecureRandom64(), std::move(registration));
+  Notify(region->name());
   return region;
 }
 
@@ -342,7 +356,10 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
       }
     }
   }
-  for (auto& region : freed) region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  for (auto& region : freed) {
+    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    Notify(region->name());
+  }
   return freed.size();
 }
 

@@ -3,6 +3,7 @@
 #ifndef RDMAD_DAEMON_CORE_REGION_TABLE_H_
 #define RDMAD_DAEMON_CORE_REGION_TABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "daemon/core/access_control.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
+#include "daemon/core/region_observer.h"
 
 namespace rdmad::core {
 
@@ -111,6 +113,13 @@ class RegionTable {
   // Frees all buffers of a session; returns how many.
   size_t FreeSession(uint64_t session_id);
 
+  // Tells `observer` (not owned; null to stop) about every change of a
+  // named region's export: export, unexport, free. Set it before regions
+  // are made; it must outlive the table's last change.
+  void SetObserver(RegionObserver* observer) {
+    observer_.store(observer, std::memory_order_release);
+  }
+
   std::vector<RegionSnapshot> List() const;
   RegionTotals Totals() const;
   // What `uid` holds now (reservations of allocations in progress included).
@@ -130,9 +139,13 @@ class RegionTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the observer that `name` changed (no-op for anonymous regions).
+  // Call outside mu_.
+  void Notify(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
   MemoryRegistrar* const registrar_;  // Not owned.
   const RegionLimits limits_;
+  std::atomic<RegionObserver*> observer_{nullptr};  // Not owned.
 
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -63,6 +63,11 @@ struct TransferTarget {
   std::string name;
   std::shared_ptr<const RemoteRegionInfo> descriptor;
   uint64_t offset = 0;
+  // Cluster directory fences (directory_route.h): when non-zero, the peer
+  // must hold exactly this region (its incarnation and region id) under
+  // `name`, else the transfer fails NOT_FOUND.
+  uint64_t expect_incarnation = 0;
+  uint64_t expect_region_id = 0;
 
   bool is_local() const { return peer.empty() && descriptor == nullptr; }
 };

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
+#include "daemon/core/directory_route.h"
 
 namespace rdmad::core {
 namespace {
@@ -73,10 +74,15 @@ void TransferEngine::Submit(const Caller& caller, TransferSpec spec,
 void TransferEngine::SubmitBatch(const Caller& caller,
                                  absl::Span<TransferRequest> requests) {
   std::vector<Transfer> remote;
+  RegionResolver* directory = directory_.load(std::memory_order_acquire);
   for (TransferRequest& request : requests) {
     std::optional<Transfer> transfer = Check(caller, request);
     if (!transfer.has_value()) continue;
-    if (transfer->remote.is_local()) {
+    const bool by_directory =
+        transfer->remote.is_local() && directory != nullptr &&
+        !transfer->remote.name.empty() &&
+        !regions_->FindExported(transfer->remote.name).ok();
+    if (transfer->remote.is_local() && !by_directory) {
       Finish(transfer->op, transfer->remote.peer, caller.uid, true,
              CopyLocal(*transfer), transfer->done);
       continue;
@@ -87,6 +93,10 @@ void TransferEngine::SubmitBatch(const Caller& caller,
                          absl::StatusOr<TransferResult> result) mutable {
       Finish(op, peer, uid, true, std::move(result), done);
     };
+    if (by_directory) {
+      RouteThroughDirectory(directory, remote_, *std::move(transfer));
+      continue;
+    }
     remote.push_back(*std::move(transfer));
   }
   if (!remote.empty()) remote_->SubmitBatch(absl::MakeSpan(remote));

@@ -8,7 +8,8 @@
 // a memory copy, with the checks a remote daemon would make (exported with
 // the access needed, range inside). Everything else goes to the peer layer
 // (RemoteTransfers) in one batch per call, which trusts what the engine
-// checked.
+// checked. A name that is not exported here goes through the cluster
+// directory, when there is one (directory_route.h).
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "daemon/core/region_resolver.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transfer_observer.h"
@@ -81,6 +83,12 @@ class TransferEngine {
   void SetObserver(TransferObserver* observer) {
     observer_.store(observer, std::memory_order_release);
   }
+  // Resolves names that are not exported here through the cluster
+  // directory (not owned; null: none). Set before the first Submit; it must
+  // outlive the engine's last transfer.
+  void SetDirectory(RegionResolver* directory) {
+    directory_.store(directory, std::memory_order_release);
+  }
   // Transfers of `uid` in flight now.
   uint64_t InFlight(uint32_t uid) const;
 
@@ -99,6 +107,7 @@ class TransferEngine {
   RemoteTransfers* const remote_;    // Not owned; may be null.
   const TransferLimits limits_;
   std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
+  std::atomic<RegionResolver*> directory_{nullptr};   // Not owned.
 
   mutable absl::Mutex mu_;
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "daemon/metrics/daemon_metrics.h"
 
+#include <atomic>
+
 #include <map>
 #include <utility>
 #include <vector>
@@ -85,6 +87,10 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
                      {"version", sources.version}},
               1);
     families.push_back(std::move(info));
+    if (const directory::ClusterDirectory* d =
+            directory.load(std::memory_order_acquire)) {
+      AddDirectory(d->state(), families);
+    }
     if (sources.regions != nullptr) {
       const core::RegionTotals totals = sources.regions->Totals();
       MetricFamily regions = Gauge("rdmad_regions", "Registered regions");
@@ -138,7 +144,51 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     return families;
   }
 
+  static void AddDirectory(const directory::DirectoryState& d,
+                           std::vector<MetricFamily>& families) {
+    auto gauge = [&families](const char* name, const char* help,
+                             double value) {
+      MetricFamily family = Gauge(name, help);
+      AddSample(family, {}, value);
+      families.push_back(std::move(family));
+    };
+    gauge("rdmad_directory_connected",
+          "1 while the cluster directory (etcd) is reached", 
+          d.state == "connected" ? 1 : 0);
+    gauge("rdmad_directory_published_regions",
+          "Region keys this daemon holds in the cluster directory",
+          static_cast<double>(d.published_regions));
+    gauge("rdmad_directory_cached_regions",
+          "Cluster directory entries in this daemon's cache",
+          static_cast<double>(d.cached_regions));
+    gauge("rdmad_directory_conflicts",
+          "Regions exported here whose name another daemon holds",
+          static_cast<double>(d.conflicts.size()));
+    MetricFamily reconnects = Gauge("rdmad_directory_reconnects_total",
+                                    "New etcd sessions after losing etcd");
+    reconnects.type = MetricType::Counter;
+    ClientMetric r;
+    r.counter.value = static_cast<double>(d.reconnects);
+    reconnects.metric.push_back(std::move(r));
+    families.push_back(std::move(reconnects));
+    MetricFamily lookups = Gauge("rdmad_directory_lookups_total",
+                                 "Look-ups by name, by where they were "
+                                 "answered (failed: not found or unreachable)");
+    lookups.type = MetricType::Counter;
+    for (const auto& [source, n] :
+         {std::pair<const char*, uint64_t>{"cache", d.lookups_cached},
+          {"etcd", d.lookups_store},
+          {"failed", d.lookups_failed}}) {
+      ClientMetric m;
+      m.label = {{"source", source}};
+      m.counter.value = static_cast<double>(n);
+      lookups.metric.push_back(std::move(m));
+    }
+    families.push_back(std::move(lookups));
+  }
+
   const MetricSources sources;
+  std::atomic<const directory::ClusterDirectory*> directory{nullptr};
   const std::shared_ptr<prometheus::Registry> registry;
   // Families live in the registry; these references stay valid with it.
   prometheus::Family<prometheus::Counter>& bytes;
@@ -171,6 +221,11 @@ void DaemonMetrics::OnTransferDone(const core::TransferRecord& record) {
   state_->operations.Add(labels).Increment();
   state_->latency.Add({{"op", op}, {"transport", transport}}, LatencyBuckets())
       .Observe(absl::ToDoubleSeconds(record.latency));
+}
+
+void DaemonMetrics::SetDirectory(
+    const directory::ClusterDirectory* directory) {
+  state_->directory.store(directory, std::memory_order_release);
 }
 
 std::shared_ptr<prometheus::Collectable> DaemonMetrics::collectable() const {

@@ -13,6 +13,10 @@
 //   rdmad_peers{state}                                  remote daemons
 //   rdmad_regions, rdmad_region_bytes, rdmad_pinned_bytes, rdmad_sessions
 //   rdmad_build_info{version,transport}                 always 1
+//   rdmad_directory_connected                           1 if etcd is reached
+//   rdmad_directory_published_regions, _cached_regions, _conflicts
+//   rdmad_directory_reconnects_total                    new etcd sessions
+//   rdmad_directory_lookups_total{source}               cache, etcd, failed
 //
 // `peer` is the remote daemon's HOST:PORT (also when the region was named
 // by a descriptor), or "local" for a transfer within this daemon. Its cardinality is the number of peers, which is bounded by
@@ -29,6 +33,7 @@
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/core/transfer_observer.h"
+#include "daemon/directory/cluster_directory.h"
 #include "daemon/peer/peer_table.h"
 
 namespace prometheus {
@@ -57,6 +62,10 @@ class DaemonMetrics final : public core::TransferObserver {
 
   // core::TransferObserver.
   void OnTransferDone(const core::TransferRecord& record) override;
+
+  // Adds the cluster directory's gauges (not owned; null: none). Set it
+  // before the first scrape; it must outlive the DaemonMetrics.
+  void SetDirectory(const directory::ClusterDirectory* directory);
 
   // Everything to expose: the registry of counters plus the scrape-time
   // gauges. Shared so an exposer can hold it weakly.

@@ -157,6 +157,20 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
     return std::nullopt;
   }
   const std::string label = core::RemoteRegionLabel(*target);
+  // A target found in the cluster directory must still be the region the
+  // directory named; NOT_FOUND sends the caller back to the directory (and
+  // a cached resolution is dropped and retried by Fail).
+  if (t.remote.expect_incarnation != 0 &&
+      (target->incarnation != t.remote.expect_incarnation ||
+       target->region_id != t.remote.expect_region_id)) {
+    Fail(std::move(r),
+         absl::NotFoundError(absl::StrFormat(
+             "%s on %s is no longer the region the cluster directory listed "
+             "(%x/#%d there, %x/#%d listed)",
+             label, peer, target->incarnation, target->region_id,
+             t.remote.expect_incarnation, t.remote.expect_region_id)));
+    return std::nullopt;
+  }
   if (!RangeInside(target->length, t.remote.offset, t.length)) {
     Finish(std::move(r),
            absl::OutOfRangeError(absl::StrCat(

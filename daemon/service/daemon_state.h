@@ -14,6 +14,7 @@
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/core/transport_kind.h"
+#include "daemon/directory/cluster_directory.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
@@ -50,6 +51,8 @@ struct DaemonState {
   transport::ConnectAcceptor* verbs_acceptor = nullptr;
   // Peers allowed on the Peer service (config peer_allow); empty: all.
   core::PeerAllowList peer_allow;
+  // The cluster directory; null without one (config directory).
+  directory::ClusterDirectory* directory = nullptr;
 };
 
 }  // namespace rdmad::service

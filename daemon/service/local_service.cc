@@ -11,6 +11,7 @@
 #include "daemon/core/access_control.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/transfer_decoder.h"
+#include "daemon/service/directory_calls.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/session_server.h"
@@ -58,6 +59,30 @@ core::Caller LocalService::OptionalSession(
   return core::Caller{0, ~0u, ~0u, 0};
 }
 
+grpc::ServerUnaryReactor* LocalService::ExportClaimed(
+    grpc::CallbackServerContext* context, const core::Caller& caller,
+    const core::Region& region, bool undo_frees) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (region.exported().access == core::RemoteAccess::kNone) {
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // The name must be this daemon's in the whole cluster; if it is not, the
+  // call fails and leaves no export behind.
+  core::RegionTable* regions = state_->regions;
+  const core::RegionKey key{region.id(), ""};
+  FinishAfterClaim(state_->directory, reactor, region.name(),
+                   DeadlineOf(context), [regions, caller, key, undo_frees] {
+                     if (undo_frees) {
+                       (void)regions->Free(caller, key);
+                     } else {
+                       (void)regions->Export(caller, key,
+                                             core::RemoteAccess::kNone);
+                     }
+                   });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* LocalService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
     v1::GetStatusResponse* response) {
@@ -77,6 +102,9 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
+  if (state_->directory != nullptr) {
+    ToProto(state_->directory->state(), response->mutable_directory());
+  }
   return Done(context, absl::OkStatus());
 }
 
@@ -197,7 +225,7 @@ grpc::ServerUnaryReactor* LocalService::AllocateBuffer(
   auto region = state_->regions->Allocate(*caller, options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
-  return Done(context, absl::OkStatus());
+  return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
 }
 
 grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
@@ -216,7 +244,7 @@ grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
   auto region = state_->regions->Adopt(*caller, *std::move(fd), options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
-  return Done(context, absl::OkStatus());
+  return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
 }
 
 grpc::ServerUnaryReactor* LocalService::FreeRegion(
@@ -247,7 +275,7 @@ grpc::ServerUnaryReactor* LocalService::ExportRegion(
       state_->regions->Export(*caller, *key, FromProto(request->access()));
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
-  return Done(context, absl::OkStatus());
+  return ExportClaimed(context, *caller, **region, /*undo_frees=*/false);
 }
 
 grpc::ServerUnaryReactor* LocalService::GetDescriptor(

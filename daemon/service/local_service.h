@@ -63,6 +63,15 @@ class LocalService final : public v1::Local::CallbackService {
   grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
                                   const v1::BatchRequest* request,
                                   v1::BatchResponse* response) override;
+  // The cluster directory (in directory_calls.cc).
+  grpc::ServerUnaryReactor* ListClusterRegions(
+      grpc::CallbackServerContext* context,
+      const v1::ListClusterRegionsRequest* request,
+      v1::ListClusterRegionsResponse* response) override;
+  grpc::ServerUnaryReactor* LookupRegion(
+      grpc::CallbackServerContext* context,
+      const v1::LookupRegionRequest* request,
+      v1::LookupRegionResponse* response) override;
 
  private:
   // The caller of a call that must have a session (kernel-verified creds).
@@ -74,6 +83,14 @@ class LocalService final : public v1::Local::CallbackService {
                                      const v1::TransferRequest* request,
                                      v1::TransferResponse* response,
                                      core::OpType type);
+
+  // Finishes an export-changing call once the cluster directory has the
+  // region's name (at once without a directory or an export); undoes the
+  // export (or frees the region, `undo_frees`) if the name is not ours.
+  grpc::ServerUnaryReactor* ExportClaimed(grpc::CallbackServerContext* context,
+                                          const core::Caller& caller,
+                                          const core::Region& region,
+                                          bool undo_frees);
 
   const DaemonState* const state_;  // Not owned.
 };

@@ -197,6 +197,14 @@ class Client {
   absl::StatusOr<v1::ListRegionsResponse> ListRegions();
   absl::StatusOr<v1::ListPeersResponse> ListPeers();
   absl::StatusOr<v1::ListQpsResponse> ListQps();
+  // The cluster directory (daemons configured with `directory`): regions
+  // exported anywhere in the cluster whose name starts with `prefix`, and
+  // which daemon holds one by name (`fresh`: ask etcd, not the cache).
+  // FAILED_PRECONDITION if the daemon has no directory.
+  absl::StatusOr<v1::ListClusterRegionsResponse> ListClusterRegions(
+      absl::string_view prefix = "");
+  absl::StatusOr<v1::LookupRegionResponse> LookupRegion(absl::string_view name,
+                                                        bool fresh = false);
 
   uint64_t session_id() const;
   const ClientOptions& options() const;

@@ -105,6 +105,49 @@ TEST(ConfigFileTest, CheckConfigCoversEachKindOfField) {
   EXPECT_THAT(status.message(), HasSubstr("command line: field 'transport'"));
 }
 
+TEST(ConfigFileTest, DirectoryFields) {
+  auto good = ParseConfigText(
+      "directory: \"etcd://127.0.0.1:2379,[::1]:2379\"\n"
+      "directory_prefix: \"/prod\"\n"
+      "directory_lease_ttl_seconds: 5\n"
+      "directory_user: \"rdmad\"\n"
+      "directory_password_file: \"/etc/rdmad/etcd-password\"\n",
+      "dir.conf");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->directory_lease_ttl_seconds(), 5u);
+
+  auto bad = ParseConfigText(
+      "directory: \"http://127.0.0.1:2379\"\n"
+      "directory_prefix: \"prod/\"\n"
+      "directory_lease_ttl_seconds: 1\n"
+      "directory_tls_cert_file: \"/c.pem\"\n"
+      "directory_user: \"rdmad\"\n",
+      "dir.conf");
+  ASSERT_FALSE(bad.ok());
+  const std::string message(bad.status().message());
+  EXPECT_THAT(message, HasSubstr("dir.conf:1:1: field 'directory'"));
+  EXPECT_THAT(message, HasSubstr("field 'directory_prefix'"));
+  EXPECT_THAT(message, HasSubstr("field 'directory_lease_ttl_seconds'"));
+  EXPECT_THAT(message, HasSubstr("directory_tls_key_file"));
+  EXPECT_THAT(message, HasSubstr("directory_password_file"));
+
+  v1::DaemonConfig orphan;
+  orphan.set_directory_user("rdmad");
+  orphan.set_directory_password_file("/p");
+  EXPECT_THAT(std::string(ValidateConfig(orphan, "x").message()),
+              HasSubstr("no directory"));
+}
+
+TEST(ConfigReloadTest, DirectoryChangesNeedARestart) {
+  v1::DaemonConfig running;
+  v1::DaemonConfig next;
+  next.set_directory("etcd://127.0.0.1:2379");
+  next.set_directory_lease_ttl_seconds(5);
+  const ReloadPlan plan = PlanReload(running, next);
+  EXPECT_TRUE(plan.apply.empty());
+  EXPECT_EQ(plan.restart.size(), 2u);
+}
+
 TEST(ConfigFileTest, MetricsOffByDefaultAndWithOff) {
   v1::DaemonConfig config;
   EXPECT_FALSE(MetricsEnabled(config));

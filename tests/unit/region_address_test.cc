@@ -42,11 +42,23 @@ TEST(RegionAddressTest, RemoteHostnameAndIpv6) {
   EXPECT_EQ(b->offset, 7u);
 }
 
+TEST(RegionAddressTest, NameWithSlashesHasNoPeer) {
+  auto a = ParseRegionAddress("kv/shard-7@4K");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->peer, "");
+  EXPECT_EQ(a->name, "kv/shard-7");
+  EXPECT_EQ(a->offset, 4096u);
+  auto b = ParseRegionAddress("10.0.0.2:7471/kv/shard-7");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->peer, "10.0.0.2:7471");
+  EXPECT_EQ(b->name, "kv/shard-7");
+}
+
 TEST(RegionAddressTest, Rejects) {
   for (const char* bad :
-       {"", "@4K", "name@", "name@-1", "name@4X", "/name", "host/name",
+       {"", "@4K", "name@", "name@-1", "name@4X", "/name", "host/", "a//b", "a/.b", "a/-b",
         "host:0/name", "host:65536/name", "host:port/name", "::1:7471/name",
-        "[::1/name", "a/b/c", "na me", ".hidden", "-dash", "x@1@2",
+        "[::1/name", "10.0.0.1:7471/a/", "na me", ".hidden", "-dash", "x@1@2",
         "10.0.0.1:7471/", "name@99999999999999999999999"}) {
     auto a = ParseRegionAddress(bad);
     EXPECT_FALSE(a.ok()) << "'" << bad << "' parsed as " << a->peer << " / "
@@ -61,7 +73,11 @@ TEST(RegionNameTest, Limits) {
   EXPECT_TRUE(ValidateRegionName(std::string(kMaxRegionNameLength, 'a')).ok());
   EXPECT_FALSE(
       ValidateRegionName(std::string(kMaxRegionNameLength + 1, 'a')).ok());
-  EXPECT_FALSE(ValidateRegionName("a/b").ok());
+  EXPECT_TRUE(ValidateRegionName("a/b").ok());
+  EXPECT_TRUE(ValidateRegionName("kv/shard-7/v.2").ok());
+  EXPECT_FALSE(ValidateRegionName("a/").ok());
+  EXPECT_FALSE(ValidateRegionName("a/../b").ok());
+  EXPECT_FALSE(ValidateRegionName("a:b").ok());
   EXPECT_FALSE(ValidateRegionName("a@b").ok());
   EXPECT_FALSE(ValidateRegionName(std::string("a\0b", 3)).ok());
 }

@@ -113,7 +113,7 @@ TEST_F(RegionTableTest, RejectsBadSizesAndNames) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table_.Allocate(kAlice, Named("max", ~0ull)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(table_.Allocate(kAlice, Named("bad/name", 10)).status().code(),
+  EXPECT_EQ(table_.Allocate(kAlice, Named("bad//name", 10)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table_.Allocate(kAlice, Named("", 10)).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,126 @@
+#include "tests/integration/etcd_process.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace rdmad::testing {
+namespace {
+
+// A port nothing listens on now (the kernel's pick for a bound socket).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string EtcdBinary() {
+  if (const char* env = std::getenv("ETCD_BINARY"); env != nullptr && *env) {
+    return env;
+  }
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir :
+       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir, "/etcd");
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+std::string EtcdMissingReason() {
+  if (!EtcdBinary().empty()) return "";
+  return "no etcd binary (install Debian's etcd-server: scripts/setup.sh "
+         "does; or set ETCD_BINARY)";
+}
+
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
+    const std::string& dir) {
+  std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
+  etcd->dir_ = dir;
+  etcd->client_port_ = FreePort();
+  etcd->peer_port_ = FreePort();
+  if (absl::Status s = etcd->Launch(); !s.ok()) return s;
+  return etcd;
+}
+
+EtcdProcess::~EtcdProcess() { Kill(); }
+
+absl::Status EtcdProcess::Launch() {
+  const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
+  const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
+  std::vector<std::string> argv = {
+      EtcdBinary(),
+      "--name", "test",
+      "--data-dir", absl::StrCat(dir_, "/etcd-data"),
+      "--listen-client-urls", client,
+      "--advertise-client-urls", client,
+      "--listen-peer-urls", peer,
+      "--initial-advertise-peer-urls", peer,
+      "--initial-cluster", absl::StrCat("test=", peer),
+      // No metrics listener or other extras on ports we did not pick.
+      "--listen-metrics-urls", "",
+      "--log-level", "warn",
+  };
+  auto child = ChildProcess::Spawn(argv, absl::StrCat(dir_, "/etcd.log"));
+  if (!child.ok()) return child.status();
+  child_ = *std::move(child);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (Accepts(client_port_)) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("etcd did not listen on ", endpoint(), " within 30 s (see ",
+                   dir_, "/etcd.log)"));
+}
+
+void EtcdProcess::Kill() {
+  if (child_ == nullptr) return;
+  child_->Signal(SIGKILL);
+  (void)child_->Wait(absl::Seconds(10));
+  child_.reset();
+}
+
+absl::Status EtcdProcess::Restart() {
+  Kill();
+  return Launch();
+}
+
+std::string EtcdProcess::endpoint() const {
+  return absl::StrCat("127.0.0.1:", client_port_);
+}
+
+std::string EtcdProcess::url() const {
+  return absl::StrCat("etcd://", endpoint());
+}
+
+}  // namespace rdmad::testing
