@@ -19,6 +19,10 @@
 #include "common/session_wire.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
+#include "common/queue_layout.h"
+#include "common/queue_ring.h"
+#include "client/queue_impl.h"
+#include "client/shared_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
@@ -172,6 +176,8 @@ struct Client::Impl {
   std::string token;
   // The session socket carries one request and its reply at a time.
   absl::Mutex session_mu;
+  // The queue behind Write, Read and Batch (made with the Client).
+  std::unique_ptr<SharedQueue> transfers;
 
   void Prepare(grpc::ClientContext& context) const {
     context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
@@ -201,8 +207,13 @@ struct Client::Impl {
   }
 };
 
-Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->transfers = std::make_unique<SharedQueue>(this);
+}
+Client::~Client() {
+  // Its queue closes through this client: first, while all of it lives.
+  impl_->transfers.reset();
+}
 
 uint64_t Client::session_id() const { return impl_->session_id; }
 const ClientOptions& Client::options() const { return impl_->options; }
@@ -380,23 +391,16 @@ absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
     return absl::InvalidArgumentError(
         "the local buffer does not belong to this client (or was released)");
   }
-  grpc::ClientContext context;
-  impl_->Prepare(context);
-  v1::TransferRequest request;
-  v1::TransferOp* op = request.mutable_op();
-  op->set_op(write ? v1::OP_WRITE : v1::OP_READ);
-  op->mutable_local()->set_id(local.id());
-  op->set_local_offset(local_offset);
-  *op->mutable_remote() = ToProto(remote);
-  op->set_remote_offset(remote.offset + remote_offset);
-  op->set_length(length);
-  v1::TransferResponse response;
-  const grpc::Status status =
-      write ? impl_->stub->Write(&context, request, &response)
-            : impl_->stub->Read(&context, request, &response);
-  RDMAD_RETURN_IF_ERROR(FromGrpc(status));
-  return TransferResult{response.bytes(), response.transport(),
-                        absl::Nanoseconds(response.latency_ns())};
+  TransferOp op;
+  op.kind = write ? TransferOp::Kind::kWrite : TransferOp::Kind::kRead;
+  op.local = &local;
+  op.local_offset = local_offset;
+  op.remote = remote;
+  op.remote_offset = remote_offset;
+  op.length = length;
+  auto results = impl_->transfers->Run({op}, impl_->options.timeout);
+  if (!results.ok()) return results.status();
+  return std::move((*results)[0]);
 }
 
 absl::StatusOr<TransferResult> Client::Write(const Buffer& local,
@@ -417,36 +421,115 @@ absl::StatusOr<TransferResult> Client::Read(const Buffer& local,
 
 absl::StatusOr<std::vector<absl::Status>> Client::Batch(
     const std::vector<TransferOp>& ops) {
-  grpc::ClientContext context;
-  impl_->Prepare(context);
-  v1::BatchRequest request;
   for (const TransferOp& op : ops) {
     if (op.local == nullptr || op.local->client_ != this) {
       return absl::InvalidArgumentError(
           "a batch operation has no local buffer of this client");
     }
-    v1::TransferOp* out = request.add_ops();
-    out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
-                                                    : v1::OP_READ);
-    out->mutable_local()->set_id(op.local->id());
-    out->set_local_offset(op.local_offset);
-    *out->mutable_remote() = ToProto(op.remote);
-    out->set_remote_offset(op.remote.offset + op.remote_offset);
-    out->set_length(op.length);
   }
-  v1::BatchResponse response;
+  auto results = impl_->transfers->Run(ops, impl_->options.timeout);
+  if (!results.ok()) return results.status();
+  std::vector<absl::Status> statuses;
+  statuses.reserve(results->size());
+  for (const auto& r : *results) statuses.push_back(r.status());
+  return statuses;
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::OpenQueueRequest request;
+  request.set_submission_entries(options.depth);
+  request.set_completion_entries(options.completion_depth);
+  request.set_default_timeout_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(options.default_timeout),
+                          1, int64_t{3600} * 1000)));
+  request.set_notifications(options.notifications);
+  v1::OpenQueueResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->Batch(&context, request, &response)));
-  std::vector<absl::Status> results;
-  results.reserve(response.results_size());
-  for (const v1::OpStatus& result : response.results()) {
-    results.push_back(result.code() == 0
-                          ? absl::OkStatus()
-                          : absl::Status(static_cast<absl::StatusCode>(
-                                             result.code()),
-                                         result.message()));
+      FromGrpc(impl_->stub->OpenQueue(&context, request, &response)));
+  const uint64_t id = response.queue_id();
+  // The segment and the two eventfds come on the session socket.
+  UniqueFd fds[3];
+  uint64_t size = 0;
+  for (uint64_t which = 0; which < 3; ++which) {
+    session_wire::Message ask;
+    ask.type = session_wire::MessageType::kGetQueueFd;
+    ask.a = id;
+    ask.b = which;
+    auto reply = impl_->Ask(ask, -1);
+    if (!reply.ok() || reply->type != session_wire::MessageType::kFd ||
+        !reply->fd.valid() || reply->a != id) {
+      (void)CloseQueue(id);
+      return reply.ok() ? absl::InternalError(
+                              "rdmad answered without the queue's descriptor")
+                        : reply.status();
+    }
+    if (which == 0) size = reply->b;
+    fds[which] = std::move(reply->fd);
   }
-  return results;
+  if (size != response.segment_size() || size < queue::kHeaderSize) {
+    (void)CloseQueue(id);
+    return absl::InternalError("rdmad gave a queue segment of the wrong size");
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fds[0].get(), 0);
+  if (base == MAP_FAILED) {
+    const absl::Status status =
+        absl::ErrnoToStatus(errno, "mmap of the queue's shared memory");
+    (void)CloseQueue(id);
+    return status;
+  }
+  if (absl::Status s = queue::CheckSegment(base, size); !s.ok()) {
+    ::munmap(base, size);
+    (void)CloseQueue(id);
+    return s;
+  }
+  auto impl = std::make_unique<Queue::Impl>(this, id, base, size,
+                                            std::move(fds[1]),
+                                            std::move(fds[2]));
+  return std::unique_ptr<Queue>(new Queue(std::move(impl)));
+}
+
+absl::Status Client::CloseQueue(uint64_t id) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::CloseQueueRequest request;
+  request.set_queue_id(id);
+  v1::CloseQueueResponse response;
+  return FromGrpc(impl_->stub->CloseQueue(&context, request, &response));
+}
+
+absl::StatusOr<RemoteHandle> Client::OpenRemote(const RemoteRegion& remote) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::OpenRemoteRequest request;
+  *request.mutable_remote() = ToProto(remote);
+  v1::OpenRemoteResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->OpenRemote(&context, request, &response)));
+  RemoteHandle handle;
+  handle.id = response.handle();
+  handle.size = response.size();
+  handle.readable = (response.access() & v1::ACCESS_READ) != 0;
+  handle.writable = (response.access() & v1::ACCESS_WRITE) != 0;
+  handle.transport = response.transport() == v1::TRANSPORT_VERBS
+                         ? Transport::kVerbs
+                     : response.transport() == v1::TRANSPORT_TCP
+                         ? Transport::kTcp
+                         : Transport::kLocal;
+  handle.peer = response.peer();
+  handle.name = response.name();
+  return handle;
+}
+
+absl::Status Client::CloseRemote(const RemoteHandle& handle) {
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  v1::CloseRemoteRequest request;
+  request.set_handle(handle.id);
+  v1::CloseRemoteResponse response;
+  return FromGrpc(impl_->stub->CloseRemote(&context, request, &response));
 }
 
 #define RDMAD_CLIENT_INSPECT(Method, Request, Response)                 \

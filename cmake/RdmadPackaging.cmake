@@ -51,6 +51,7 @@ install(FILES ${RDMAD_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 # The client library for applications (component dev -> rdmad-dev).
 set(RDMAD_LIB_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
 install(FILES ${PROJECT_SOURCE_DIR}/include/rdmad/client.h
+              ${PROJECT_SOURCE_DIR}/include/rdmad/queue.h
         DESTINATION include/rdmad COMPONENT dev)
 install(FILES ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.pb.h
               ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.grpc.pb.h

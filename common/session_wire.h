@@ -14,6 +14,10 @@
 //   daemon -> client  kFd         a=region id, b=mapped size, + SCM_RIGHTS fd
 //   client -> daemon  kPassFd     + SCM_RIGHTS memfd
 //   daemon -> client  kPassFdAck  a=fd token for RegisterBuffer
+//   client -> daemon  kGetQueueFd a=queue id, b=which (0 segment, 1 doorbell,
+//                                 2 wake-up)
+//   daemon -> client  kFd         a=queue id, b=segment size (0 for the
+//                                 eventfds), + SCM_RIGHTS fd
 //   daemon -> client  kError      status=absl code, text=message
 #ifndef RDMAD_COMMON_SESSION_WIRE_H_
 #define RDMAD_COMMON_SESSION_WIRE_H_
@@ -39,6 +43,7 @@ enum class MessageType : uint16_t {
   kPassFd = 4,
   kPassFdAck = 5,
   kError = 6,
+  kGetQueueFd = 7,
 };
 
 // Longest text a message may carry.

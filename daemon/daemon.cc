@@ -119,8 +119,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 
   // 2. The event loops every data channel and connection lives on.
   RDMAD_ASSIGN_OR_RETURN(
-      d.runtime, runtime::IoRuntime::Start(
-                     {.threads = static_cast<int>(config.io_threads())}));
+      d.runtime,
+      runtime::IoRuntime::Start(
+          {.threads = static_cast<int>(config.io_threads()),
+           .engine_threads = static_cast<int>(config.engine_threads()),
+           .loop = {.spin = absl::Microseconds(config.engine_spin_us())}}));
   d.timers = std::make_unique<runtime::LoopTimers>(d.runtime->loop(0));
 
   // 3. Devices and transports, then the regions they register.
@@ -160,6 +163,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.metrics = std::make_unique<metrics::DaemonMetrics>(metrics::MetricSources{
       d.regions.get(), &d.sessions, d.peers.get(), id.version, id.transport});
   d.transfers->SetObserver(d.metrics.get());
+  d.queues = std::make_unique<ring::QueueRegistry>(d.runtime.get(),
+                                                   d.transfers.get());
+  d.state.queues = d.queues.get();
   d.state.peers = d.peers.get();
   d.state.tcp_acceptor = d.data_server.get();
   d.state.verbs_acceptor = d.transports.verbs_acceptor.get();
@@ -176,6 +182,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.session_server = std::make_unique<service::SessionServer>(
       session_wire::SessionSocketPath(config.socket()), &d.sessions,
       d.regions.get());
+  d.session_server->SetQueues(d.queues.get());
   RDMAD_RETURN_IF_ERROR(d.session_server->Start(d.resolved.socket_mode));
   RDMAD_RETURN_IF_ERROR(
       ChownSocket(d.session_server->path(), d.resolved.socket_gid));
@@ -255,6 +262,9 @@ void Daemon::Shutdown() {
   if (d.local_server) d.local_server->Shutdown(deadline);
   if (d.peer_server) d.peer_server->Shutdown(deadline);
   if (d.session_server) d.session_server->Stop();
+  // Clients' queues stop (they see it in their headers) and the engines
+  // leave the loops.
+  if (d.queues) d.queues->Shutdown();
   // Then the data path: our channels to peers, the calls to peers still
   // out, and peers' connections to us (all hold regions until they stop).
   if (d.peers) d.peers->Shutdown();

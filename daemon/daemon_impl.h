@@ -16,6 +16,7 @@
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/grpc_peer_connector.h"
 #include "daemon/peer/peer_table.h"
+#include "daemon/ring/queue_registry.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/runtime/timers.h"
 #include "daemon/service/daemon_state.h"
@@ -46,6 +47,8 @@ struct Daemon::Impl {
   // Observes `transfers` and reads the tables above at scrape time.
   std::unique_ptr<metrics::DaemonMetrics> metrics;
   std::unique_ptr<core::TransferEngine> transfers;
+  // Client queues: their engines run on the runtime's engine loops.
+  std::unique_ptr<ring::QueueRegistry> queues;
   service::DaemonState state;
   std::unique_ptr<service::SessionServer> session_server;
   std::unique_ptr<service::LocalService> local_service;

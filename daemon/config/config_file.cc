@@ -197,6 +197,9 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   }
   CheckAtMost("io_threads", config.io_threads(), 64, "", errors);
   CheckAtMost("max_peers", config.max_peers(), 1u << 20, "", errors);
+  CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
+  CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
+              errors);
   CheckDirectory(config, errors);
   return errors;
 }
@@ -264,6 +267,8 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   if (config.socket_mode().empty()) config.set_socket_mode("0666");
   if (config.io_threads() == 0) config.set_io_threads(2);
   if (config.max_peers() == 0) config.set_max_peers(1024);
+  if (config.engine_threads() == 0) config.set_engine_threads(1);
+  if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);
   if (config.data_listen().empty()) {
     // Same host as the Peer service, any free port: peers learn it from
     // Peer.Connect.

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct TransferSpec {
   TransferTarget remote;
   uint64_t length = 0;  // > 0
   absl::Time deadline = absl::InfiniteFuture();
+  // WRITE only: delivered with the data to the session that owns the
+  // target region, as a notification.
+  std::optional<uint32_t> immediate;
 };
 
 struct TransferResult {
@@ -100,6 +104,7 @@ struct Transfer {
   uint64_t length = 0;
   TransferTarget remote;
   absl::Time deadline = absl::InfiniteFuture();
+  std::optional<uint32_t> immediate;  // see TransferSpec
   uint32_t uid = 0;  // the caller, as the kernel told the daemon
   absl::Time start;
   TransferDone done;

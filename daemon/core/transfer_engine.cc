@@ -134,6 +134,7 @@ std::optional<Transfer> TransferEngine::Check(const Caller& caller,
   t.length = spec.length;
   t.remote = std::move(request.spec.remote);
   t.deadline = spec.deadline;
+  t.immediate = spec.immediate;
   t.uid = caller.uid;
   t.start = absl::Now();
   t.done = std::move(request.done);

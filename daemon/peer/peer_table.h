@@ -92,6 +92,12 @@ class PeerTable final : public core::RemoteTransfers {
   // core::RemoteTransfers.
   void SubmitBatch(absl::Span<core::Transfer> transfers) override;
 
+  // The region `target` names on a peer, as TransferFlow::Resolve.
+  void Resolve(const core::TransferTarget& target, uint32_t uid,
+               absl::Time deadline, Callback<TransferFlow::Resolved> done) {
+    flow_.Resolve(target, uid, deadline, std::move(done));
+  }
+
   // The peer at `address`, added on first use for `uid` (see the class
   // comment for when that is refused).
   absl::StatusOr<std::shared_ptr<RemotePeer>> Get(const std::string& address,

@@ -84,6 +84,26 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
   for (Group& g : groups) g.channel->Post(absl::MakeSpan(g.ops));
 }
 
+void TransferFlow::Resolve(const core::TransferTarget& target, uint32_t uid,
+                           absl::Time deadline, Callback<Resolved> done) {
+  // The same steps as a transfer's, with a transfer that carries nothing:
+  // the answer goes to `done` instead of an operation being sent.
+  auto r = std::make_unique<Running>();
+  r->t.remote = target;
+  r->t.uid = uid;
+  r->t.deadline = deadline;
+  r->t.start = timers_->Now();
+  r->resolve_only = std::make_shared<Callback<Resolved>>(std::move(done));
+  if (draining_.load()) {
+    return Finish(std::move(r),
+                  absl::UnavailableError("this daemon is shutting down"));
+  }
+  if (absl::Status s = Attach(*r); !s.ok()) {
+    return Finish(std::move(r), std::move(s));
+  }
+  Begin(std::move(r));
+}
+
 void TransferFlow::Begin(RunningPtr r) {
   if (timers_->Now() >= r->t.deadline) {
     const std::string address = r->address();
@@ -214,6 +234,12 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
 
 void TransferFlow::Send(RunningPtr r, const Link& link,
                         const ResolvedRegion& target) {
+  if (r->resolve_only != nullptr) {
+    auto done = std::move(r->resolve_only);
+    r->peer->in_flight--;
+    r->peer = nullptr;  // not a transfer: nothing to count
+    return (*done)(Resolved{target, link.kind});
+  }
   std::optional<transport::RemoteOp> op =
       MakeOp(std::move(r), link, target);
   if (op.has_value()) link.channel->Post(absl::MakeSpan(&*op, 1));
@@ -243,6 +269,12 @@ void TransferFlow::Fail(RunningPtr r, absl::Status status) {
 }
 
 void TransferFlow::Finish(RunningPtr r, absl::Status status) {
+  if (r->resolve_only != nullptr) {
+    if (r->peer != nullptr) r->peer->in_flight--;
+    auto done = std::move(r->resolve_only);
+    return (*done)(status.ok() ? absl::InternalError("resolved nothing")
+                               : std::move(status));
+  }
   core::TransferDone done = std::move(r->t.done);
   RemotePeer* peer = r->peer.get();
   if (peer != nullptr) peer->in_flight--;

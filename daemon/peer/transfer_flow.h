@@ -51,6 +51,17 @@ class TransferFlow {
   // Takes every transfer (moved from); each one's `done` runs exactly once.
   void SubmitBatch(absl::Span<core::Transfer> transfers);
 
+  // A remote region as its daemon describes it now, and the transport that
+  // reaches it (steps 1 and 2 above, for Local.OpenRemote). `target` names
+  // a peer (by name or descriptor); a descriptor of another run is
+  // NOT_FOUND after the peer has been asked.
+  struct Resolved {
+    ResolvedRegion region;
+    core::TransportKind transport = core::TransportKind::kNone;
+  };
+  void Resolve(const core::TransferTarget& target, uint32_t uid,
+               absl::Time deadline, Callback<Resolved> done);
+
   // From now on new transfers fail UNAVAILABLE and nothing is retried.
   void Drain() { draining_.store(true); }
 
@@ -61,6 +72,8 @@ class TransferFlow {
     int retries_left = 1;
     bool from_cache = false;
     core::TransportKind kind = core::TransportKind::kNone;
+    // Set for Resolve: the flow stops before sending and answers this.
+    std::shared_ptr<Callback<Resolved>> resolve_only;
     const std::string& address() const {
       return t.remote.descriptor != nullptr ? t.remote.descriptor->peer
                                             : t.remote.peer;

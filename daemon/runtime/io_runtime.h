@@ -1,10 +1,16 @@
 // IoRuntime: the daemon's fixed pool of event loops.
 //
-// Every data channel to a peer (TCP sockets, verbs completion channels) and
-// every connection of the TCP data server is placed on one of these loops,
-// so the daemon's thread count depends on its configuration (io_threads),
-// never on how many peers or connections it has. Objects are spread over
-// the loops round-robin as they are created.
+// Every data channel to a peer (TCP sockets, verbs completion channels),
+// every connection of the TCP data server and every client queue's ring is
+// placed on one of these loops, so the daemon's thread count depends on its
+// configuration (io_threads, engine_threads), never on how many peers,
+// connections or clients it has.
+//
+// The first `engine_threads` loops are engine loops: they poll the clients'
+// shared-memory queues and carry the data channels to peers, so an
+// operation a client submits goes from its ring to the socket or the NIC
+// without changing threads. The other loops serve the connections peers
+// open to this daemon. With a single loop it does everything.
 //
 // Example:
 //   RDMAD_ASSIGN_OR_RETURN(auto runtime, IoRuntime::Start({.threads = 2}));
@@ -25,8 +31,11 @@
 namespace rdmad::runtime {
 
 struct IoRuntimeOptions {
-  int threads = 2;
+  int threads = 2;         // all loops (at least engine_threads)
+  int engine_threads = 1;  // of which engine loops
   std::string name = "rdmad-io";  // threads are named NAME0, NAME1...
+  // How long a loop keeps polling its pollers (rings, CQs) after the last
+  // work they found before it sleeps.
   EventLoop::Options loop;
 };
 
@@ -40,6 +49,12 @@ class IoRuntime {
 
   // The next loop, round-robin. Valid until the runtime is destroyed.
   EventLoop* Pick();
+  // The next engine loop (queues, channels to peers), round-robin.
+  EventLoop* PickEngine();
+  // The next loop serving peers' connections, round-robin (an engine loop
+  // when all are).
+  EventLoop* PickServing();
+  size_t engines() const { return engines_; }
   EventLoop* loop(size_t i) const { return loops_[i].get(); }
   size_t size() const { return loops_.size(); }
 
@@ -48,11 +63,14 @@ class IoRuntime {
   void Stop();
 
  private:
-  explicit IoRuntime(std::vector<std::unique_ptr<EventLoop>> loops)
-      : loops_(std::move(loops)) {}
+  IoRuntime(std::vector<std::unique_ptr<EventLoop>> loops, size_t engines)
+      : loops_(std::move(loops)), engines_(engines) {}
 
   const std::vector<std::unique_ptr<EventLoop>> loops_;
+  const size_t engines_;
   std::atomic<size_t> next_{0};
+  std::atomic<size_t> next_engine_{0};
+  std::atomic<size_t> next_serving_{0};
 };
 
 }  // namespace rdmad::runtime

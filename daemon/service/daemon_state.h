@@ -16,6 +16,7 @@
 #include "daemon/core/transport_kind.h"
 #include "daemon/directory/cluster_directory.h"
 #include "daemon/peer/peer_table.h"
+#include "daemon/ring/queue_registry.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
 
@@ -43,6 +44,8 @@ struct DaemonState {
   core::SessionTable* sessions = nullptr;
   core::RegionTable* regions = nullptr;
   core::TransferEngine* transfers = nullptr;
+  // Client queues and remote handles of the shared-memory data path.
+  ring::QueueRegistry* queues = nullptr;
   SessionServer* session_server = nullptr;
   // Remote daemons and the data channels to them (ListPeers/ListQps).
   peer::PeerTable* peers = nullptr;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/proto_convert.h"
@@ -11,21 +12,6 @@ namespace {
 
 // Export changes wait this long at most for etcd to confirm a name.
 constexpr absl::Duration kClaimTimeout = absl::Seconds(10);
-
-absl::Time DeadlineOf(grpc::CallbackServerContext* context) {
-  const auto deadline = context->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) {
-    return absl::InfiniteFuture();
-  }
-  return absl::FromChrono(deadline);
-}
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
-                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 absl::Status NoDirectory() {
   return absl::FailedPreconditionError(

@@ -12,30 +12,12 @@
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/transfer_decoder.h"
 #include "daemon/service/directory_calls.h"
+#include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/session_server.h"
 
 namespace rdmad::service {
-namespace {
-
-// Finishes a unary call with `status` and returns its reactor.
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
-                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-absl::Time DeadlineOf(grpc::CallbackServerContext* context) {
-  const auto deadline = context->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) {
-    return absl::InfiniteFuture();
-  }
-  return absl::FromChrono(deadline);
-}
-
-}  // namespace
 
 absl::StatusOr<core::Caller> LocalService::RequireSession(
     grpc::CallbackServerContext* context) const {

@@ -63,6 +63,20 @@ class LocalService final : public v1::Local::CallbackService {
   grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
                                   const v1::BatchRequest* request,
                                   v1::BatchResponse* response) override;
+  // The shared-memory data path (in queue_calls.cc).
+  grpc::ServerUnaryReactor* OpenQueue(grpc::CallbackServerContext* context,
+                                      const v1::OpenQueueRequest* request,
+                                      v1::OpenQueueResponse* response) override;
+  grpc::ServerUnaryReactor* CloseQueue(grpc::CallbackServerContext* context,
+                                       const v1::CloseQueueRequest* request,
+                                       v1::CloseQueueResponse* response) override;
+  grpc::ServerUnaryReactor* OpenRemote(grpc::CallbackServerContext* context,
+                                       const v1::OpenRemoteRequest* request,
+                                       v1::OpenRemoteResponse* response) override;
+  grpc::ServerUnaryReactor* CloseRemote(
+      grpc::CallbackServerContext* context,
+      const v1::CloseRemoteRequest* request,
+      v1::CloseRemoteResponse* response) override;
   // The cluster directory (in directory_calls.cc).
   grpc::ServerUnaryReactor* ListClusterRegions(
       grpc::CallbackServerContext* context,

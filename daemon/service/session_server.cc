@@ -174,6 +174,23 @@ bool SessionServer::Serve(Connection& connection) {
       if (!status.ok()) return false;
       return true;
     }
+    case MessageType::kGetQueueFd: {
+      if (queues_ == nullptr || request.b > 2) {
+        status = absl::InvalidArgumentError("no such queue descriptor");
+        break;
+      }
+      auto found = queues_->Descriptor(connection.session_id, request.a,
+                                       static_cast<ring::QueueFd>(request.b));
+      if (!found.ok()) {
+        status = found.status();
+        break;
+      }
+      Message reply;
+      reply.type = MessageType::kFd;
+      reply.a = request.a;
+      reply.b = found->second;
+      return session_wire::Send(fd, reply, found->first).ok();
+    }
     case MessageType::kPassFd: {
       if (!request.fd.valid()) {
         status = absl::InvalidArgumentError(
@@ -212,6 +229,8 @@ void SessionServer::Close(int fd) {
   if (it == connections_.end()) return;
   const Connection& connection = it->second;
   sessions_->Close(connection.session_id);
+  // Queues first: their rings may name the session's buffers.
+  if (queues_ != nullptr) queues_->EndSession(connection.session_id);
   const size_t freed = regions_->FreeSession(connection.session_id);
   {
     absl::MutexLock lock(&mu_);

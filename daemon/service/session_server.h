@@ -18,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
+#include "daemon/ring/queue_registry.h"
 
 namespace rdmad::service {
 
@@ -35,6 +36,10 @@ class SessionServer {
   // Binds the socket (replacing a stale file, refusing a live one), sets its
   // mode, and starts the event loop thread.
   absl::Status Start(uint32_t socket_mode);
+
+  // Serves queue descriptors from `queues` and ends a session's queues with
+  // it (not owned; null: none). Set before Start.
+  void SetQueues(ring::QueueRegistry* queues) { queues_ = queues; }
 
   // Stops the loop, ends every session (freeing their buffers) and removes
   // the socket file. Idempotent.
@@ -61,6 +66,7 @@ class SessionServer {
   const std::string path_;
   core::SessionTable* const sessions_;  // Not owned.
   core::RegionTable* const regions_;    // Not owned.
+  ring::QueueRegistry* queues_ = nullptr;  // Not owned; may be null.
 
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // eventfd that tells the loop to stop

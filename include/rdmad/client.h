@@ -16,7 +16,10 @@
 //   auto buf = (*client)->Allocate(1 << 20);           // 1 MiB, registered
 //   std::memcpy(buf->data(), payload, n);              // zero-copy to the NIC
 //   auto dst = rdmad::RemoteRegion::Parse("10.0.0.2:7471/kv@4096");
-//   auto done = (*client)->Write(*buf, 0, *dst, n);    // one-sided WRITE
+//   auto done = (*client)->Write(*buf, 0, *dst, 0, n); // one-sided WRITE
+//
+// Write, Read and Batch travel on a shared-memory queue (rdmad/queue.h);
+// for many operations in flight at once, use a Queue of your own.
 //
 // Thread-safety: a Client may be used from many threads at once. A Buffer is
 // a value owned by one thread at a time; its memory may be shared as the
@@ -35,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "rdmad/queue.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad {
@@ -95,6 +99,7 @@ class Buffer {
 
  private:
   friend class Client;
+  friend class Queue;
   Buffer(Client* client, uint64_t id, std::string name, char* data,
          size_t size, size_t mapped_size, bool owned);
   void Unmap();
@@ -191,6 +196,14 @@ class Client {
   absl::StatusOr<std::vector<absl::Status>> Batch(
       const std::vector<TransferOp>& ops);
 
+  // The asynchronous data path (rdmad/queue.h): a queue in memory shared
+  // with the daemon, and remote regions opened once for it. Write, Read and
+  // Batch above run on a queue of their own.
+  absl::StatusOr<std::unique_ptr<Queue>> OpenQueue(QueueOptions options = {});
+  // Resolves `remote` (its offset is ignored) and returns its handle.
+  absl::StatusOr<RemoteHandle> OpenRemote(const RemoteRegion& remote);
+  absl::Status CloseRemote(const RemoteHandle& handle);
+
   // Inspection.
   absl::StatusOr<v1::GetStatusResponse> GetStatus();
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
@@ -211,6 +224,8 @@ class Client {
 
  private:
   friend class Buffer;
+  friend class Queue;
+  absl::Status CloseQueue(uint64_t id);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   absl::StatusOr<Buffer> MapById(const v1::RegionInfo& region, bool owned);

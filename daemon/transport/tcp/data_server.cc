@@ -53,7 +53,9 @@ absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(
   if (server->advertise_host_.empty() && !IsWildcardHost(listen.host)) {
     server->advertise_host_ = listen.host;
   }
-  for (size_t i = 0; i < runtime->size(); ++i) {
+  // The loops that serve peers (all of them when every loop is an engine).
+  const size_t first = runtime->engines() < runtime->size() ? runtime->engines() : 0;
+  for (size_t i = first; i < runtime->size(); ++i) {
     auto shard = std::make_unique<Shard>();
     shard->loop = runtime->loop(i);
     server->shards_.push_back(std::move(shard));

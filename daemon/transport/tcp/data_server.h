@@ -10,7 +10,8 @@
 // cannot unmap it underneath.
 //
 // Threads: none of its own. The listener and the connections live on the
-// event loops of the daemon's IoRuntime, connections spread round-robin.
+// IoRuntime's serving loops (those that are not engine loops, or all when
+// every loop is one), connections spread round-robin.
 //
 // Example:
 //   TcpDataServerOptions options;

@@ -360,7 +360,7 @@ TcpConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   request->set_transport(v1::TRANSPORT_TCP);
   request->set_tcp_connections(static_cast<uint32_t>(defaults_.connections));
   TcpChannelOptions options = defaults_;
-  options.loop = runtime_->Pick();
+  options.loop = runtime_->PickEngine();
   return std::unique_ptr<Pending>(new TcpPending(peer, std::move(options)));
 }
 

@@ -188,7 +188,7 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   }
   request->set_transport(v1::TRANSPORT_VERBS);
   return std::unique_ptr<Pending>(std::make_unique<PendingPool>(
-      fabric_, runtime_->Pick(), peer, request->generation(), std::move(cq),
+      fabric_, runtime_->PickEngine(), peer, request->generation(), std::move(cq),
       std::move(qps)));
 }
 

@@ -1,0 +1,204 @@
+// Implementation of include/rdmad/queue.h: the client's ends of the two
+// rings (common/queue_ring.h) over a segment mapped from the daemon.
+#include "rdmad/queue.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/queue_impl.h"
+#include "common/queue_layout.h"
+#include "rdmad/client.h"
+
+namespace rdmad {
+namespace {
+
+// How long Wait busy-polls before it sleeps on the wake-up eventfd: a
+// completion is often a few microseconds away.
+constexpr absl::Duration kSpin = absl::Microseconds(30);
+
+Transport TransportOf(uint8_t code) {
+  switch (code) {
+    case 1:
+      return Transport::kVerbs;
+    case 2:
+      return Transport::kTcp;
+    case 3:
+      return Transport::kLocal;
+    default:
+      return Transport::kNone;
+  }
+}
+
+}  // namespace
+
+Queue::Impl::Impl(Client* c, uint64_t queue_id, void* mapping, size_t size,
+                  UniqueFd doorbell_fd, UniqueFd wakeup_fd)
+    : client(c),
+      id(queue_id),
+      base(mapping),
+      mapped(size),
+      doorbell(std::move(doorbell_fd)),
+      wakeup(std::move(wakeup_fd)),
+      submissions(mapping),
+      completions(mapping),
+      depth(static_cast<queue::QueueHeader*>(mapping)->sq_entries),
+      completion_depth(static_cast<queue::QueueHeader*>(mapping)->cq_entries) {}
+
+Queue::Impl::~Impl() {
+  if (base != nullptr) ::munmap(base, mapped);
+}
+
+Queue::Queue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Queue::~Queue() {
+  if (impl_ != nullptr && impl_->client != nullptr) {
+    (void)impl_->client->CloseQueue(impl_->id);
+  }
+}
+
+uint64_t Queue::id() const { return impl_->id; }
+uint32_t Queue::depth() const { return impl_->depth; }
+uint32_t Queue::in_flight() const { return impl_->in_flight; }
+int Queue::event_fd() const { return impl_->wakeup.get(); }
+
+absl::Status Queue::status() const { return queue::StopStatus(impl_->base); }
+
+absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
+  if (absl::Status s = status(); !s.ok()) return s;
+  // Check what only this side can (the daemon checks every field again,
+  // ranges and rights included), before anything is queued.
+  for (const Op& op : ops) {
+    if (op.local == nullptr || op.local->client_ != impl_->client) {
+      return absl::InvalidArgumentError(
+          "an operation's local buffer is missing or belongs to another "
+          "client");
+    }
+    if (op.remote == nullptr || op.remote->id == 0) {
+      return absl::InvalidArgumentError(
+          "an operation names no remote handle (Client::OpenRemote)");
+    }
+    if (op.immediate.has_value() && op.kind != Op::Kind::kWrite) {
+      return absl::InvalidArgumentError("only a WRITE can carry an immediate");
+    }
+  }
+  // Completions must have room: never more in flight than the ring holds.
+  const uint32_t room =
+      std::min(impl_->submissions.Space(),
+               impl_->completion_depth - std::min(impl_->completion_depth,
+                                                  impl_->in_flight));
+  const size_t n = std::min<size_t>(room, ops.size());
+  if (n == 0 && !ops.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue ", impl_->id, " is full (", impl_->in_flight,
+        " operations in flight): Poll completions first"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = ops[i];
+    queue::SubmissionEntry e{};
+    e.op = static_cast<uint8_t>(op.kind == Op::Kind::kWrite
+                                    ? queue::OpCode::kWrite
+                                    : queue::OpCode::kRead);
+    if (op.immediate.has_value()) {
+      e.flags = queue::kFlagImmediate;
+      e.immediate = *op.immediate;
+    }
+    e.tag = op.tag;
+    e.local_region = op.local->id();
+    e.local_offset = op.local_offset;
+    e.remote_handle = op.remote->id;
+    e.remote_offset = op.remote_offset;
+    e.length = op.length;
+    e.timeout_ms = static_cast<uint32_t>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(op.timeout + absl::Microseconds(999)), 0,
+        int64_t{3600} * 1000));
+    impl_->submissions.Push(e);
+  }
+  impl_->in_flight += static_cast<uint32_t>(n);
+  if (n > 0 && impl_->submissions.Publish()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(impl_->doorbell.get(), &one, sizeof(one));
+  }
+  return n;
+}
+
+size_t Queue::Poll(absl::Span<Completion> out) {
+  queue::CompletionEntry entries[64];
+  std::string messages[64];
+  size_t total = 0;
+  while (total < out.size()) {
+    const size_t want = std::min<size_t>(64, out.size() - total);
+    const size_t n = impl_->completions.Poll(absl::MakeSpan(entries, want),
+                                             messages);
+    for (size_t i = 0; i < n; ++i) {
+      const queue::CompletionEntry& e = entries[i];
+      Completion& c = out[total + i];
+      c = Completion();
+      if (e.kind ==
+          static_cast<uint8_t>(queue::CompletionKind::kNotification)) {
+        c.kind = Completion::Kind::kNotification;
+        c.region = e.region;
+        c.offset = e.offset;
+        c.bytes = e.bytes;
+        c.immediate = e.immediate;
+        continue;
+      }
+      if (impl_->in_flight > 0) --impl_->in_flight;
+      c.tag = e.tag;
+      c.bytes = e.bytes;
+      c.transport = TransportOf(e.transport);
+      c.daemon_time = absl::Nanoseconds(e.daemon_ns);
+      if (e.code != 0) {
+        const int code = e.code > 0 && e.code <= 16
+                             ? e.code
+                             : static_cast<int>(absl::StatusCode::kUnknown);
+        c.status = absl::Status(static_cast<absl::StatusCode>(code),
+                                messages[i]);
+      }
+    }
+    total += n;
+    if (n < want) break;
+  }
+  return total;
+}
+
+bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
+
+absl::Status Queue::Wait(absl::Time deadline) {
+  const absl::Time spin_until = absl::Now() + kSpin;
+  while (impl_->completions.Empty()) {
+    if (absl::Status s = status(); !s.ok()) return s;
+    if (absl::Now() < spin_until) continue;
+    if (impl_->completions.WaitUnlessReady()) break;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      impl_->completions.Done();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no completion on queue ", impl_->id, " before the deadline"));
+    }
+    pollfd p{impl_->wakeup.get(), POLLIN, 0};
+    const int timeout_ms =
+        deadline == absl::InfiniteFuture()
+            ? 1000
+            : static_cast<int>(std::min<int64_t>(
+                  1000, absl::ToInt64Milliseconds(deadline - now) + 1));
+    const int rc = ::poll(&p, 1, timeout_ms);
+    impl_->completions.Done();
+    if (rc > 0) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t r = ::read(impl_->wakeup.get(), &count,
+                                          sizeof(count));
+    } else if (rc < 0 && errno != EINTR) {
+      return absl::ErrnoToStatus(errno, "poll on the queue's wake-up eventfd");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad

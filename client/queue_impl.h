@@ -1,0 +1,36 @@
+// Internals of rdmad::Queue (include/rdmad/queue.h), shared by client.cc,
+// which opens queues, and queue.cc. Not a public header.
+#ifndef RDMAD_CLIENT_QUEUE_IMPL_H_
+#define RDMAD_CLIENT_QUEUE_IMPL_H_
+
+#include <cstdint>
+
+#include "common/queue_ring.h"
+#include "common/unique_fd.h"
+#include "rdmad/queue.h"
+
+namespace rdmad {
+
+struct Queue::Impl {
+  // Takes the mapping of the segment (munmapped on destruction) and the
+  // two eventfds. The segment was checked (queue::CheckSegment).
+  Impl(Client* client, uint64_t id, void* mapping, size_t size,
+       UniqueFd doorbell, UniqueFd wakeup);
+  ~Impl();
+
+  Client* const client;  // Not owned; outlives the queue.
+  const uint64_t id;
+  void* const base;
+  const size_t mapped;
+  const UniqueFd doorbell;
+  const UniqueFd wakeup;
+  queue::SubmissionProducer submissions;
+  queue::CompletionConsumer completions;
+  const uint32_t depth;
+  const uint32_t completion_depth;
+  uint32_t in_flight = 0;  // submitted, completion not polled yet
+};
+
+}  // namespace rdmad
+
+#endif  // RDMAD_CLIENT_QUEUE_IMPL_H_

@@ -1,0 +1,207 @@
+#include "client/shared_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rdmad {
+namespace {
+
+// Extra time past an operation's own deadline to wait for the daemon to
+// report it (it fails the operation at the deadline, and says so).
+constexpr absl::Duration kReportGrace = absl::Seconds(5);
+// How long one waiting thread sleeps before it lets another look.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
+std::string KeyOf(const RemoteRegion& remote) {
+  return remote.descriptor.empty() ? absl::StrCat(remote.peer, "/", remote.name)
+                                   : remote.descriptor;
+}
+
+v1::TransportKind ToProto(Transport t) {
+  switch (t) {
+    case Transport::kVerbs:
+      return v1::TRANSPORT_VERBS;
+    case Transport::kTcp:
+      return v1::TRANSPORT_TCP;
+    default:
+      return v1::TRANSPORT_UNSPECIFIED;
+  }
+}
+
+}  // namespace
+
+absl::Status SharedQueue::EnsureQueue() {
+  if (queue_ != nullptr && queue_->status().ok()) return absl::OkStatus();
+  queue_.reset();
+  auto queue = client_->OpenQueue(QueueOptions{.depth = 256});
+  if (!queue.ok()) return queue.status();
+  queue_ = *std::move(queue);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const RemoteHandle>> SharedQueue::HandleFor(
+    const RemoteRegion& remote) {
+  const std::string key = KeyOf(remote);
+  {
+    absl::MutexLock lock(&handles_mu_);
+    auto it = handles_.find(key);
+    if (it != handles_.end()) return it->second;
+  }
+  RemoteRegion bare = remote;
+  bare.offset = 0;
+  auto opened = client_->OpenRemote(bare);
+  if (!opened.ok()) return opened.status();
+  auto handle = std::make_shared<const RemoteHandle>(*std::move(opened));
+  std::shared_ptr<const RemoteHandle> old;
+  {
+    absl::MutexLock lock(&handles_mu_);
+    auto& slot = handles_[key];
+    old = std::exchange(slot, handle);
+  }
+  if (old != nullptr && old->id != handle->id) {
+    (void)client_->CloseRemote(*old);
+  }
+  return handle;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> SharedQueue::Run(
+    const std::vector<TransferOp>& requests, absl::Duration timeout) {
+  const size_t n = requests.size();
+  std::vector<absl::StatusOr<TransferResult>> results(
+      n, absl::UnknownError("not run"));
+  // Handles keep the ops' remote pointers valid while they run.
+  std::vector<std::shared_ptr<const RemoteHandle>> handles(n);
+  std::vector<Op> ops;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < n; ++i) {
+    const TransferOp& r = requests[i];
+    auto handle = HandleFor(r.remote);
+    if (!handle.ok()) {
+      results[i] = handle.status();
+      continue;
+    }
+    handles[i] = *handle;
+    Op op;
+    op.kind = r.kind == TransferOp::Kind::kWrite ? Op::Kind::kWrite
+                                                 : Op::Kind::kRead;
+    op.local = r.local;
+    op.local_offset = r.local_offset;
+    op.remote = handles[i].get();
+    op.remote_offset = r.remote.offset + r.remote_offset;
+    op.length = r.length;
+    op.timeout = timeout;
+    ops.push_back(op);
+    index.push_back(i);
+  }
+  if (ops.empty()) return results;
+  auto outcomes = Execute(ops, absl::Now() + timeout + kReportGrace);
+  if (!outcomes.ok()) return outcomes.status();
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Outcome& o = (*outcomes)[k];
+    if (o.status.ok()) {
+      results[index[k]] =
+          TransferResult{o.bytes, ToProto(o.transport), o.daemon_time};
+    } else {
+      results[index[k]] = o.status;
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<SharedQueue::Outcome>> SharedQueue::Execute(
+    std::vector<Op>& ops, absl::Time deadline) {
+  const size_t n = ops.size();
+  std::vector<Outcome> out(n);
+  size_t submitted = 0;
+  size_t awaited = 0;
+  size_t end = n;  // ops from here on failed to submit
+  while (awaited < end) {
+    size_t taken = 0;
+    if (submitted < end) {
+      absl::MutexLock lock(&submit_mu_);
+      if (absl::Status s = EnsureQueue(); !s.ok()) return s;
+      for (size_t i = submitted; i < n; ++i) ops[i].tag = next_tag_ + (i - submitted);
+      auto queued = queue_->Submit(absl::MakeSpan(ops).subspan(submitted));
+      if (queued.ok()) {
+        taken = *queued;
+        next_tag_ += taken;
+      } else if (!absl::IsResourceExhausted(queued.status())) {
+        for (size_t i = submitted; i < n; ++i) out[i].status = queued.status();
+        end = submitted;
+      }
+      submitted += taken;
+    }
+    if (awaited < submitted) {
+      auto outcome = Await(ops[awaited].tag, deadline);
+      if (!outcome.ok()) return outcome.status();
+      out[awaited++] = *std::move(outcome);
+    } else if (awaited >= end) {
+      break;
+    } else if (taken == 0) {
+      // The ring is full of other threads' operations: let them finish.
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            "the client's queue stayed full until the deadline");
+      }
+      absl::MutexLock lock(&results_mu_);
+      results_cv_.WaitWithTimeout(&results_mu_, absl::Milliseconds(1));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<SharedQueue::Outcome> SharedQueue::Await(uint64_t tag,
+                                                        absl::Time deadline) {
+  absl::MutexLock lock(&results_mu_);
+  for (;;) {
+    auto it = results_.find(tag);
+    if (it != results_.end()) {
+      Outcome o = std::move(it->second);
+      results_.erase(it);
+      return o;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          "rdmad did not report the operation in time: is the daemon "
+          "overloaded or stuck?");
+    }
+    if (polling_) {
+      results_cv_.WaitWithDeadline(&results_mu_, deadline);
+      continue;
+    }
+    // This thread polls for everyone until it has news.
+    polling_ = true;
+    results_mu_.Unlock();
+    std::shared_ptr<Queue> queue;
+    {
+      absl::MutexLock submit(&submit_mu_);
+      queue = queue_;
+    }
+    absl::Status waited = queue == nullptr
+                              ? absl::UnavailableError("the queue is gone")
+                              : queue->Wait(std::min(deadline,
+                                                     absl::Now() + kWaitSlice));
+    Completion done[64];
+    size_t got = 0;
+    if (queue != nullptr) {
+      absl::MutexLock submit(&submit_mu_);
+      if (queue_ == queue) got = queue->Poll(absl::MakeSpan(done));
+    }
+    results_mu_.Lock();
+    polling_ = false;
+    for (size_t i = 0; i < got; ++i) {
+      if (done[i].kind != Completion::Kind::kCompletion) continue;
+      results_[done[i].tag] = Outcome{std::move(done[i].status), done[i].bytes,
+                                      done[i].transport, done[i].daemon_time};
+    }
+    results_cv_.SignalAll();
+    if (!waited.ok() && !absl::IsDeadlineExceeded(waited) && got == 0) {
+      // The queue stopped (the daemon restarted or shuts down).
+      return waited;
+    }
+  }
+}
+
+}  // namespace rdmad

@@ -1,0 +1,176 @@
+// The shared-memory queue between a client and the daemon: the layout of
+// the segment both map, and the rules each side follows. The client library
+// (client/queue.cc) and the daemon's ring engine (daemon/ring/) include it.
+//
+// A queue is one memfd the daemon creates and passes on the session socket,
+// plus two eventfds (the doorbell: client -> daemon; the wake-up: daemon ->
+// client). The segment holds:
+//
+//   offset 0             QueueHeader (one page): geometry, indices, flags
+//   sq_offset            the submission ring: sq_entries x SubmissionEntry
+//   cq_offset            the completion ring: cq_entries x CompletionEntry
+//   errors_offset        cq_entries x ErrorSlot: the message of a failed
+//                        op, in the slot of its completion's position (so
+//                        it cannot be overwritten before the client has
+//                        consumed that completion)
+//
+// Both rings are single-producer single-consumer with free-running 32-bit
+// indices (entry i lives at i & (entries - 1)):
+//   submission ring  client writes entries and sq_tail; daemon writes sq_head
+//   completion ring  daemon writes entries and cq_tail; client writes cq_head
+// A producer writes the entry, then publishes the new tail with release
+// order; the consumer reads the tail with acquire order, copies the entry,
+// then publishes the new head with release order.
+//
+// The daemon trusts nothing the client writes: it copies each submission
+// entry before looking at it, validates it as the gRPC path validates a
+// request, and checks the client's indices (sq_tail, cq_head) against the
+// ones it keeps itself. A queue whose indices are impossible is stopped
+// (state kStopped and a status in the header); nothing else is affected.
+//
+// Waiting without burning CPU:
+//   - the engine polls the submission rings while it has work, spins a
+//     while after, then sets `engine_sleeping`, checks once more and sleeps.
+//     A client that publishes sq_tail and then sees `engine_sleeping` rings
+//     the doorbell (writes the doorbell eventfd);
+//   - a client that wants to sleep sets `client_waiting`, checks the
+//     completion ring once more and sleeps on the wake-up eventfd; the
+//     daemon writes it after publishing completions while the flag is set.
+//     (epoll/asyncio users arm the flag the same way: Queue::Arm.)
+#ifndef RDMAD_COMMON_QUEUE_LAYOUT_H_
+#define RDMAD_COMMON_QUEUE_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace rdmad::queue {
+
+inline constexpr uint32_t kMagic = 0x51444d52;  // "RMDQ"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 4096;
+inline constexpr uint32_t kMinEntries = 8;
+inline constexpr uint32_t kMaxEntries = 1u << 16;
+inline constexpr size_t kErrorMessageSize = 240;
+
+// Operation codes of SubmissionEntry::op.
+enum class OpCode : uint8_t { kWrite = 1, kRead = 2 };
+
+// SubmissionEntry::flags.
+inline constexpr uint8_t kFlagImmediate = 1;  // WRITE carries `immediate`
+inline constexpr uint8_t kKnownFlags = kFlagImmediate;
+
+// 64 bytes: one cache line.
+struct SubmissionEntry {
+  uint8_t op;          // OpCode
+  uint8_t flags;       // kFlag*
+  uint16_t reserved0;  // 0
+  uint32_t immediate;  // with kFlagImmediate: delivered to the target's owner
+  uint64_t tag;        // the client's; returned in the completion
+  uint64_t local_region;  // id of a region the client may use
+  uint64_t local_offset;
+  uint64_t remote_handle;  // from OpenRemote
+  uint64_t remote_offset;
+  uint64_t length;          // 1 .. the region sizes
+  uint32_t timeout_ms;      // 0: the queue's default
+  uint32_t reserved1;       // 0
+};
+static_assert(sizeof(SubmissionEntry) == 64);
+
+// CompletionEntry::kind.
+enum class CompletionKind : uint8_t {
+  kCompletion = 1,    // of a submission
+  kNotification = 2,  // a WRITE with immediate landed in one of our regions
+};
+
+inline constexpr uint32_t kNoError = 0xffffffff;
+
+// 64 bytes: one cache line.
+struct CompletionEntry {
+  uint8_t kind;       // CompletionKind
+  uint8_t transport;  // 1 verbs, 2 tcp, 3 local (completions)
+  uint16_t reserved0;
+  int32_t code;       // absl::StatusCode; 0 = OK
+  uint64_t tag;       // completion: the submission's tag
+  uint64_t bytes;     // completion: bytes moved; notification: length
+  uint32_t error;     // index of its error slot, or kNoError
+  uint32_t immediate;  // notification: the sender's immediate
+  uint64_t region;    // notification: the region written
+  uint64_t offset;    // notification: where in it
+  uint64_t daemon_ns;  // completion: time inside the daemon, taken to done
+  uint64_t reserved1;
+};
+static_assert(sizeof(CompletionEntry) == 64);
+
+struct ErrorSlot {
+  uint32_t length;  // bytes of `text` used
+  uint32_t reserved;
+  char text[kErrorMessageSize];
+};
+static_assert(sizeof(ErrorSlot) == 248);
+
+// QueueHeader::state.
+enum class QueueState : uint32_t { kActive = 1, kStopped = 2 };
+
+// Each index on a cache line of its own: the two sides write different
+// lines.
+struct alignas(64) QueueHeader {
+  // Written once by the daemon before the segment is handed over.
+  uint32_t magic;
+  uint32_t version;
+  uint32_t sq_entries;
+  uint32_t cq_entries;
+  uint64_t sq_offset;
+  uint64_t cq_offset;
+  uint64_t errors_offset;  // cq_entries error slots
+  uint64_t total_size;
+  // Daemon-written state: when kStopped, `stop_code` and the message in
+  // `stop_message` say why; the queue takes no more submissions.
+  alignas(64) std::atomic<uint32_t> state;
+  int32_t stop_code;
+  char stop_message[kErrorMessageSize];
+  alignas(64) std::atomic<uint32_t> sq_tail;          // client
+  alignas(64) std::atomic<uint32_t> sq_head;          // daemon
+  alignas(64) std::atomic<uint32_t> cq_tail;          // daemon
+  alignas(64) std::atomic<uint32_t> cq_head;          // client
+  alignas(64) std::atomic<uint32_t> engine_sleeping;  // daemon
+  alignas(64) std::atomic<uint32_t> client_waiting;   // client
+};
+static_assert(sizeof(QueueHeader) <= kHeaderSize);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// Where everything lives in a segment for the given ring sizes.
+struct Geometry {
+  uint32_t sq_entries = 0;
+  uint32_t cq_entries = 0;
+  uint64_t sq_offset = 0;
+  uint64_t cq_offset = 0;
+  uint64_t errors_offset = 0;
+  uint64_t total_size = 0;
+};
+
+inline bool IsPowerOfTwo(uint32_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+// Sizes are rounded up to powers of two within [kMinEntries, kMaxEntries].
+inline Geometry GeometryFor(uint32_t sq_entries, uint32_t cq_entries) {
+  auto round = [](uint32_t n) {
+    uint32_t p = kMinEntries;
+    while (p < n && p < kMaxEntries) p <<= 1;
+    return p;
+  };
+  Geometry g;
+  g.sq_entries = round(sq_entries);
+  g.cq_entries = round(cq_entries);
+  g.sq_offset = kHeaderSize;
+  g.cq_offset = g.sq_offset + uint64_t{g.sq_entries} * sizeof(SubmissionEntry);
+  g.errors_offset =
+      g.cq_offset + uint64_t{g.cq_entries} * sizeof(CompletionEntry);
+  const uint64_t end =
+      g.errors_offset + uint64_t{g.cq_entries} * sizeof(ErrorSlot);
+  g.total_size = (end + 4095) & ~uint64_t{4095};
+  return g;
+}
+
+}  // namespace rdmad::queue
+
+#endif  // RDMAD_COMMON_QUEUE_LAYOUT_H_

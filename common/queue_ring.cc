@@ -1,0 +1,250 @@
+#include "common/queue_ring.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+
+namespace rdmad::queue {
+namespace {
+
+QueueHeader* Header(void* base) { return static_cast<QueueHeader*>(base); }
+
+template <typename T>
+T* At(void* base, uint64_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
+}
+
+}  // namespace
+
+absl::Status CheckSegment(const void* base, uint64_t size) {
+  if (size < kHeaderSize) {
+    return absl::DataLossError(absl::StrCat(
+        "queue segment of ", size, " bytes is smaller than its header"));
+  }
+  const auto* h = static_cast<const QueueHeader*>(base);
+  if (h->magic != kMagic || h->version != kVersion) {
+    return absl::DataLossError(
+        "not an rdmad queue segment of this version (magic/version)");
+  }
+  if (!IsPowerOfTwo(h->sq_entries) || !IsPowerOfTwo(h->cq_entries) ||
+      h->sq_entries > kMaxEntries || h->cq_entries > kMaxEntries) {
+    return absl::DataLossError("queue segment has impossible ring sizes");
+  }
+  const Geometry g = GeometryFor(h->sq_entries, h->cq_entries);
+  if (h->sq_offset != g.sq_offset || h->cq_offset != g.cq_offset ||
+      h->errors_offset != g.errors_offset || h->total_size != g.total_size ||
+      g.total_size > size) {
+    return absl::DataLossError("queue segment geometry does not add up");
+  }
+  return absl::OkStatus();
+}
+
+void InitializeSegment(void* base, const Geometry& g) {
+  std::memset(base, 0, g.total_size);
+  QueueHeader* h = new (base) QueueHeader();
+  h->magic = kMagic;
+  h->version = kVersion;
+  h->sq_entries = g.sq_entries;
+  h->cq_entries = g.cq_entries;
+  h->sq_offset = g.sq_offset;
+  h->cq_offset = g.cq_offset;
+  h->errors_offset = g.errors_offset;
+  h->total_size = g.total_size;
+  h->state.store(static_cast<uint32_t>(QueueState::kActive));
+}
+
+// --- client: submissions ----------------------------------------------------
+
+SubmissionProducer::SubmissionProducer(void* base)
+    : header_(Header(base)),
+      ring_(At<SubmissionEntry>(base, Header(base)->sq_offset)),
+      mask_(Header(base)->sq_entries - 1),
+      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)) {}
+
+uint32_t SubmissionProducer::Space() const {
+  const uint32_t head = header_->sq_head.load(std::memory_order_acquire);
+  const uint32_t used = tail_ - head;
+  return used > mask_ + 1 ? 0 : mask_ + 1 - used;
+}
+
+void SubmissionProducer::Push(const SubmissionEntry& entry) {
+  ring_[tail_ & mask_] = entry;
+  ++tail_;
+}
+
+bool SubmissionProducer::Publish() {
+  header_->sq_tail.store(tail_, std::memory_order_release);
+  // Pairs with the engine's fence between setting engine_sleeping and its
+  // last look at sq_tail: one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return header_->engine_sleeping.load(std::memory_order_relaxed) != 0;
+}
+
+// --- daemon: submissions ----------------------------------------------------
+
+SubmissionConsumer::SubmissionConsumer(void* base, const Geometry& g)
+    : header_(Header(base)),
+      ring_(At<SubmissionEntry>(base, g.sq_offset)),
+      entries_(g.sq_entries),
+      head_(0) {}
+
+absl::StatusOr<uint32_t> SubmissionConsumer::Available() const {
+  const uint32_t tail = header_->sq_tail.load(std::memory_order_acquire);
+  const uint32_t available = tail - head_;
+  if (available > entries_) {
+    return absl::DataLossError(absl::StrCat(
+        "the submission ring's tail (", tail, ") is ", available,
+        " entries ahead of what the daemon took (", head_,
+        "), more than the ring holds (", entries_,
+        "): the queue's memory was overwritten"));
+  }
+  return available;
+}
+
+absl::StatusOr<size_t> SubmissionConsumer::Take(
+    absl::Span<SubmissionEntry> out) {
+  auto available = Available();
+  if (!available.ok()) return available.status();
+  const size_t n = std::min<size_t>(*available, out.size());
+  for (size_t i = 0; i < n; ++i) {
+    // Copied before anything looks at it: the client may change the slot
+    // at any moment.
+    std::memcpy(&out[i], &ring_[(head_ + i) & (entries_ - 1)],
+                sizeof(SubmissionEntry));
+  }
+  head_ += static_cast<uint32_t>(n);
+  header_->sq_head.store(head_, std::memory_order_release);
+  return n;
+}
+
+bool SubmissionConsumer::SleepUnlessWork() {
+  header_->engine_sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint32_t tail = header_->sq_tail.load(std::memory_order_relaxed);
+  if (tail != head_) {
+    header_->engine_sleeping.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+void SubmissionConsumer::Awake() {
+  header_->engine_sleeping.store(0, std::memory_order_relaxed);
+}
+
+// --- daemon: completions ----------------------------------------------------
+
+CompletionProducer::CompletionProducer(void* base, const Geometry& g)
+    : header_(Header(base)),
+      ring_(At<CompletionEntry>(base, g.cq_offset)),
+      errors_(At<ErrorSlot>(base, g.errors_offset)),
+      entries_(g.cq_entries),
+      tail_(0) {}
+
+absl::StatusOr<uint32_t> CompletionProducer::Space() const {
+  const uint32_t head = header_->cq_head.load(std::memory_order_acquire);
+  const uint32_t used = tail_ - head;
+  if (used > entries_) {
+    return absl::DataLossError(absl::StrCat(
+        "the completion ring's head (", head, ") is not within the ",
+        entries_, " entries before the daemon's tail (", tail_,
+        "): the queue's memory was overwritten"));
+  }
+  return entries_ - used;
+}
+
+void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) {
+  const uint32_t slot = tail_ & (entries_ - 1);
+  entry.error = kNoError;
+  if (!message.empty()) {
+    ErrorSlot& e = errors_[slot];
+    const size_t n = std::min(message.size(), kErrorMessageSize);
+    std::memcpy(e.text, message.data(), n);
+    e.length = static_cast<uint32_t>(n);
+    entry.error = slot;
+  }
+  std::memcpy(&ring_[slot], &entry, sizeof(entry));
+  ++tail_;
+}
+
+bool CompletionProducer::Publish() {
+  header_->cq_tail.store(tail_, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return header_->client_waiting.load(std::memory_order_relaxed) != 0;
+}
+
+// --- client: completions ----------------------------------------------------
+
+CompletionConsumer::CompletionConsumer(void* base)
+    : header_(Header(base)),
+      ring_(At<CompletionEntry>(base, Header(base)->cq_offset)),
+      errors_(At<ErrorSlot>(base, Header(base)->errors_offset)),
+      entries_(Header(base)->cq_entries),
+      head_(Header(base)->cq_head.load(std::memory_order_relaxed)) {}
+
+bool CompletionConsumer::Empty() const {
+  return header_->cq_tail.load(std::memory_order_acquire) == head_;
+}
+
+size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
+                                std::string* messages) {
+  const uint32_t tail = header_->cq_tail.load(std::memory_order_acquire);
+  const uint32_t available = std::min(tail - head_, entries_);
+  const size_t n = std::min<size_t>(available, out.size());
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t slot = (head_ + i) & (entries_ - 1);
+    out[i] = ring_[slot];
+    if (messages != nullptr) {
+      messages[i].clear();
+      if (out[i].error < entries_) {
+        const ErrorSlot& e = errors_[out[i].error];
+        messages[i].assign(e.text, std::min<size_t>(e.length, kErrorMessageSize));
+      }
+    }
+  }
+  head_ += static_cast<uint32_t>(n);
+  header_->cq_head.store(head_, std::memory_order_release);
+  return n;
+}
+
+bool CompletionConsumer::WaitUnlessReady() {
+  header_->client_waiting.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header_->cq_tail.load(std::memory_order_relaxed) != head_ ||
+      header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
+    header_->client_waiting.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+void CompletionConsumer::Done() {
+  header_->client_waiting.store(0, std::memory_order_relaxed);
+}
+
+absl::Status StopStatus(const void* base) {
+  const auto* h = static_cast<const QueueHeader*>(base);
+  if (h->state.load(std::memory_order_acquire) ==
+      static_cast<uint32_t>(QueueState::kActive)) {
+    return absl::OkStatus();
+  }
+  const size_t n = ::strnlen(h->stop_message, kErrorMessageSize);
+  int code = h->stop_code;
+  if (code <= 0 || code > 16) code = static_cast<int>(absl::StatusCode::kUnknown);
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      absl::string_view(h->stop_message, n));
+}
+
+void StopQueue(void* base, const absl::Status& why) {
+  QueueHeader* h = Header(base);
+  h->stop_code = static_cast<int32_t>(why.code());
+  const size_t n = std::min(why.message().size(), kErrorMessageSize - 1);
+  std::memcpy(h->stop_message, why.message().data(), n);
+  h->stop_message[n] = '\0';
+  h->state.store(static_cast<uint32_t>(QueueState::kStopped),
+                 std::memory_order_release);
+}
+
+}  // namespace rdmad::queue

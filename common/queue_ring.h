@@ -1,0 +1,128 @@
+// The two ends of each ring of a shared-memory queue (queue_layout.h says
+// what the segment holds and who writes what). Each end keeps its own copy
+// of the index it owns and only reads the other side's, so a misbehaving
+// peer can make an end see an impossible index (reported as DATA_LOSS) but
+// never make it read or write outside the ring.
+//
+//   client                              daemon
+//   SubmissionProducer  -- entries -->  SubmissionConsumer
+//   CompletionConsumer  <-- entries --  CompletionProducer
+//
+// None of these classes is thread-safe: each end is driven by one thread
+// at a time (the daemon serializes its completion producer with a lock).
+#ifndef RDMAD_COMMON_QUEUE_RING_H_
+#define RDMAD_COMMON_QUEUE_RING_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/queue_layout.h"
+
+namespace rdmad::queue {
+
+// Checks a mapped segment of `size` bytes: magic, version, geometry inside
+// it. DATA_LOSS naming what is wrong.
+absl::Status CheckSegment(const void* base, uint64_t size);
+
+// Writes a fresh header for `geometry` at `base` (the daemon, once).
+void InitializeSegment(void* base, const Geometry& geometry);
+
+// Client: appends submissions.
+class SubmissionProducer {
+ public:
+  explicit SubmissionProducer(void* base);
+  // Entries that can be pushed now.
+  uint32_t Space() const;
+  // Writes `entry` at the tail (not yet visible). Space() must be > 0.
+  void Push(const SubmissionEntry& entry);
+  // Makes what was pushed visible. True if the engine may be asleep and
+  // needs the doorbell.
+  bool Publish();
+
+ private:
+  QueueHeader* const header_;
+  SubmissionEntry* const ring_;
+  const uint32_t mask_;
+  uint32_t tail_;
+};
+
+// Daemon: takes submissions. `geometry` is the daemon's own record of the
+// segment it created: the copy in the shared header is the client's to
+// scribble on, and is never read back.
+class SubmissionConsumer {
+ public:
+  SubmissionConsumer(void* base, const Geometry& geometry);
+  // Entries published and not taken yet, or DATA_LOSS if the client's tail
+  // is impossible (more than the ring holds ahead of what was taken).
+  absl::StatusOr<uint32_t> Available() const;
+  // Copies up to out.size() entries out of the ring and frees their slots;
+  // returns how many. The copies are the daemon's to validate.
+  absl::StatusOr<size_t> Take(absl::Span<SubmissionEntry> out);
+  // Before sleeping: sets the sleeping flag, then says whether work arrived
+  // meanwhile (then the caller clears the flag and goes on).
+  bool SleepUnlessWork();
+  void Awake();
+
+ private:
+  QueueHeader* const header_;
+  const SubmissionEntry* const ring_;
+  const uint32_t entries_;
+  uint32_t head_;
+};
+
+// Daemon: publishes completions (geometry as for SubmissionConsumer).
+class CompletionProducer {
+ public:
+  CompletionProducer(void* base, const Geometry& geometry);
+  // Slots the client has freed and not been given back: entries minus
+  // those not consumed yet. DATA_LOSS if the client's head is impossible.
+  absl::StatusOr<uint32_t> Space() const;
+  // Writes `entry` (its `error` field is set here) and, for a failure,
+  // `message` into the error slot of its position. Space() must be > 0.
+  void Push(CompletionEntry entry, absl::string_view message);
+  // Makes what was pushed visible. True if the client waits and needs the
+  // wake-up.
+  bool Publish();
+
+ private:
+  QueueHeader* const header_;
+  CompletionEntry* const ring_;
+  ErrorSlot* const errors_;
+  const uint32_t entries_;
+  uint32_t tail_;
+};
+
+// Client: reads completions.
+class CompletionConsumer {
+ public:
+  explicit CompletionConsumer(void* base);
+  // Copies up to out.size() completions (and, for failures, their messages
+  // into `messages` when given, same positions); frees their slots.
+  size_t Poll(absl::Span<CompletionEntry> out, std::string* messages = nullptr);
+  // Before sleeping: sets the waiting flag and says whether completions are
+  // there already (then the caller clears it with Done and polls).
+  bool WaitUnlessReady();
+  void Done();
+  bool Empty() const;
+
+ private:
+  QueueHeader* const header_;
+  const CompletionEntry* const ring_;
+  const ErrorSlot* const errors_;
+  const uint32_t entries_;
+  uint32_t head_;
+};
+
+// The queue's state as the daemon left it: OK while active, else the
+// status it was stopped with.
+absl::Status StopStatus(const void* base);
+// Stops the queue (the daemon): it takes no more submissions.
+void StopQueue(void* base, const absl::Status& why);
+
+}  // namespace rdmad::queue
+
+#endif  // RDMAD_COMMON_QUEUE_RING_H_

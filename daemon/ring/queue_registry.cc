@@ -1,0 +1,173 @@
+#include "daemon/ring/queue_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::ring {
+
+QueueRegistry::QueueRegistry(runtime::IoRuntime* runtime,
+                             core::TransferEngine* transfers) {
+  for (size_t i = 0; i < runtime->engines(); ++i) {
+    engines_.push_back(
+        std::make_unique<RingEngine>(runtime->loop(i), transfers));
+  }
+}
+
+QueueRegistry::~QueueRegistry() { Shutdown(); }
+
+RingEngine* QueueRegistry::EngineOf(uint64_t queue_id) const {
+  return engines_[queue_id % engines_.size()].get();
+}
+
+absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
+    const core::Caller& caller, const RingQueueOptions& options) {
+  uint64_t id;
+  std::shared_ptr<RemoteHandles> handles;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("rdmad is shutting down");
+    Session& session = sessions_[caller.session_id];
+    if (session.queues.size() >= kMaxQueuesPerSession) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this session already has ", session.queues.size(),
+          " queues open: close one first (one queue per thread is plenty)"));
+    }
+    if (options.notifications) {
+      for (const auto& q : session.queues) {
+        if (q->notifications()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "queue ", q->id(), " of this session already takes "
+              "notifications: one queue per session may"));
+        }
+      }
+    }
+    if (session.handles == nullptr) {
+      session.handles = std::make_shared<RemoteHandles>();
+    }
+    handles = session.handles;
+    id = next_queue_id_++;
+  }
+  auto queue = RingQueue::Create(id, caller, std::move(handles), options);
+  if (!queue.ok()) return queue.status();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("rdmad is shutting down");
+    sessions_[caller.session_id].queues.push_back(*queue);
+  }
+  EngineOf(id)->Attach(*queue);
+  return queue;
+}
+
+absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
+  std::shared_ptr<RingQueue> closed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end()) {
+      auto& queues = it->second.queues;
+      for (auto q = queues.begin(); q != queues.end(); ++q) {
+        if ((*q)->id() == queue_id) {
+          closed = std::move(*q);
+          queues.erase(q);
+          break;
+        }
+      }
+    }
+  }
+  if (closed == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("this session has no queue ", queue_id));
+  }
+  closed->Stop(absl::CancelledError("the queue was closed"));
+  EngineOf(queue_id)->Detach(queue_id);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<RemoteHandles> QueueRegistry::HandlesOf(uint64_t session_id) {
+  absl::MutexLock lock(&mu_);
+  Session& session = sessions_[session_id];
+  if (session.handles == nullptr) {
+    session.handles = std::make_shared<RemoteHandles>();
+  }
+  return session.handles;
+}
+
+absl::StatusOr<std::pair<int, uint64_t>> QueueRegistry::Descriptor(
+    uint64_t session_id, uint64_t queue_id, QueueFd which) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it != sessions_.end()) {
+    for (const auto& q : it->second.queues) {
+      if (q->id() != queue_id) continue;
+      switch (which) {
+        case QueueFd::kSegment:
+          return std::make_pair(q->segment_fd(), q->segment_size());
+        case QueueFd::kDoorbell:
+          return std::make_pair(q->doorbell_fd(), uint64_t{0});
+        case QueueFd::kWakeup:
+          return std::make_pair(q->wakeup_fd(), uint64_t{0});
+      }
+      return absl::InvalidArgumentError("unknown queue descriptor");
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("this session has no queue ", queue_id));
+}
+
+void QueueRegistry::Notify(uint64_t session_id, uint64_t region,
+                           uint64_t offset, uint64_t length,
+                           uint32_t immediate) {
+  std::shared_ptr<RingQueue> target;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return;
+    for (const auto& q : it->second.queues) {
+      if (q->notifications()) target = q;
+    }
+  }
+  if (target != nullptr) target->Notify(region, offset, length, immediate);
+}
+
+void QueueRegistry::EndSession(uint64_t session_id) {
+  Session session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return;
+    session = std::move(it->second);
+    sessions_.erase(it);
+  }
+  for (const auto& q : session.queues) {
+    q->Stop(absl::CancelledError("the session ended"));
+    EngineOf(q->id())->Detach(q->id());
+  }
+}
+
+void QueueRegistry::Shutdown() {
+  absl::flat_hash_map<uint64_t, Session> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    sessions.swap(sessions_);
+  }
+  for (auto& [id, session] : sessions) {
+    for (const auto& q : session.queues) {
+      q->Stop(absl::UnavailableError("rdmad is shutting down"));
+    }
+  }
+  for (auto& engine : engines_) engine->Shutdown();
+}
+
+size_t QueueRegistry::queue_count() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [id, session] : sessions_) n += session.queues.size();
+  return n;
+}
+
+}  // namespace rdmad::ring

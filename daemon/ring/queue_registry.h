@@ -1,0 +1,84 @@
+// QueueRegistry: every client queue and remote handle of the daemon, by
+// session. Opens queues (placing each on an engine loop, round-robin),
+// hands their descriptors to the session socket, closes them when asked or
+// when the session ends, and delivers notifications to the queue a session
+// chose for them. Thread-safe.
+#ifndef RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_
+#define RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/ring/remote_handles.h"
+#include "daemon/ring/ring_engine.h"
+#include "daemon/ring/ring_queue.h"
+#include "daemon/runtime/io_runtime.h"
+
+namespace rdmad::ring {
+
+// Which descriptor of a queue the session socket hands out.
+enum class QueueFd : uint32_t { kSegment = 0, kDoorbell = 1, kWakeup = 2 };
+
+class QueueRegistry {
+ public:
+  static constexpr size_t kMaxQueuesPerSession = 64;
+
+  // `runtime` and `transfers` are not owned and outlive the registry.
+  QueueRegistry(runtime::IoRuntime* runtime, core::TransferEngine* transfers);
+  ~QueueRegistry();  // Shutdown()
+
+  // A new queue for `caller`'s session. RESOURCE_EXHAUSTED past
+  // kMaxQueuesPerSession; FAILED_PRECONDITION for a second notification
+  // queue.
+  absl::StatusOr<std::shared_ptr<RingQueue>> Open(const core::Caller& caller,
+                                                  const RingQueueOptions& options);
+  // NOT_FOUND unless the session has that queue.
+  absl::Status Close(uint64_t session_id, uint64_t queue_id);
+
+  // The session's remote handles (made on first use).
+  std::shared_ptr<RemoteHandles> HandlesOf(uint64_t session_id);
+
+  // The descriptor `which` of a queue of `session_id`, and the segment size.
+  // Not owned by the caller (valid while the queue is open).
+  absl::StatusOr<std::pair<int, uint64_t>> Descriptor(uint64_t session_id,
+                                                      uint64_t queue_id,
+                                                      QueueFd which) const;
+
+  // Delivers a notification to the session's notification queue, if it
+  // has one (else drops it).
+  void Notify(uint64_t session_id, uint64_t region, uint64_t offset,
+              uint64_t length, uint32_t immediate);
+
+  // Closes every queue and handle of the session.
+  void EndSession(uint64_t session_id);
+
+  // Stops every queue (clients see UNAVAILABLE in the header) and detaches
+  // the engines from their loops. Idempotent.
+  void Shutdown();
+
+  size_t queue_count() const;
+
+ private:
+  struct Session {
+    std::vector<std::shared_ptr<RingQueue>> queues;
+    std::shared_ptr<RemoteHandles> handles;
+  };
+  RingEngine* EngineOf(uint64_t queue_id) const;
+
+  std::vector<std::unique_ptr<RingEngine>> engines_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace rdmad::ring
+
+#endif  // RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_

@@ -1,0 +1,32 @@
+// The one place a submission entry from a client's ring is validated and
+// decoded (the ring's counterpart of service/transfer_decoder.h): every
+// field is checked on the daemon's own copy of the entry, and the result is
+// the same core::TransferSpec the gRPC path produces, which the
+// TransferEngine then checks against the session's rights exactly as it
+// checks a gRPC request.
+#ifndef RDMAD_DAEMON_RING_RING_DECODER_H_
+#define RDMAD_DAEMON_RING_RING_DECODER_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/queue_layout.h"
+#include "daemon/core/transfer.h"
+#include "daemon/ring/remote_handles.h"
+
+namespace rdmad::ring {
+
+// Longest per-op timeout a submission may ask for.
+inline constexpr uint32_t kMaxTimeoutMs = 3600 * 1000;
+
+// INVALID_ARGUMENT for an unknown op, unknown flags, non-zero reserved
+// fields, an immediate on a READ, a zero length, no local region;
+// NOT_FOUND for a remote handle the session does not have. The remote range
+// and access are checked further down against what the region's daemon
+// says now (the handle's size and access are what it said when opened).
+absl::StatusOr<core::TransferSpec> DecodeSubmission(
+    const queue::SubmissionEntry& entry, const RemoteHandles& handles,
+    absl::Time now, absl::Duration default_timeout);
+
+}  // namespace rdmad::ring
+
+#endif  // RDMAD_DAEMON_RING_RING_DECODER_H_

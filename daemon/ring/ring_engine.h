@@ -1,0 +1,71 @@
+// RingEngine: polls the submission rings of the queues placed on one engine
+// loop of the IoRuntime and runs what it finds.
+//
+// Each round it takes a bounded number of entries from each queue (so one
+// busy client cannot starve the others), copies and validates every entry
+// (ring_decoder.h), and hands the queue's round to the TransferEngine as
+// one batch: the engine checks each against the session's rights exactly
+// as for a gRPC request, copies local ones at once, and gives the remote
+// ones to the peer layer together (one Post per channel: a chain per QP,
+// coalesced TCP frames). Completions go back on the queue's ring from
+// whichever thread finishes them.
+//
+// As a runtime::Poller it keeps its loop spinning while there is work and
+// for the loop's spin time after; before the loop sleeps it raises every
+// queue's sleeping flag, so that a client rings the doorbell (an eventfd
+// the loop watches) for its next submission. Idle, it uses no CPU.
+//
+// Lives on its loop; Attach and Detach may be called from any thread.
+#ifndef RDMAD_DAEMON_RING_RING_ENGINE_H_
+#define RDMAD_DAEMON_RING_RING_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "daemon/core/transfer_engine.h"
+#include "daemon/ring/ring_queue.h"
+#include "daemon/runtime/event_loop.h"
+
+namespace rdmad::ring {
+
+class RingEngine final : public runtime::Poller {
+ public:
+  // Entries taken from one queue per round.
+  static constexpr size_t kRoundBudget = 64;
+
+  // `loop` and `transfers` are not owned and outlive the engine; the
+  // engine must be detached from its loop (Shutdown) before it goes.
+  RingEngine(runtime::EventLoop* loop, core::TransferEngine* transfers);
+  ~RingEngine() override;
+
+  // Starts polling `queue` (and watching its doorbell).
+  void Attach(std::shared_ptr<RingQueue> queue);
+  // Stops polling the queue with that id.
+  void Detach(uint64_t queue_id);
+  // Detaches everything and leaves the loop; waits (bounded) until done.
+  void Shutdown();
+
+  // runtime::Poller (loop thread).
+  bool Poll() override;
+  bool PrepareToSleep() override;
+  void Woke() override;
+
+ private:
+  struct Attached {
+    std::shared_ptr<RingQueue> queue;
+    uint64_t doorbell_watch = 0;
+  };
+
+  // Takes one round from `queue` and runs it; true if there was any.
+  bool Serve(const std::shared_ptr<RingQueue>& queue);
+
+  runtime::EventLoop* const loop_;          // Not owned.
+  core::TransferEngine* const transfers_;  // Not owned.
+  std::vector<Attached> queues_;  // loop thread only
+  bool registered_ = false;       // loop thread only
+};
+
+}  // namespace rdmad::ring
+
+#endif  // RDMAD_DAEMON_RING_RING_ENGINE_H_

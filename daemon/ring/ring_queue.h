@@ -1,0 +1,121 @@
+// RingQueue: the daemon's side of one client queue (common/queue_layout.h):
+// the shared segment it created, the doorbell and wake-up eventfds, and the
+// two ring ends the daemon drives.
+//
+// Submissions are taken only by the queue's engine (one loop thread), and
+// only as many as the completion ring is sure to have room for: a taken
+// submission reserves its completion slot, so completions never overflow
+// and a client that stops consuming completions just stops being served
+// (back-pressure). Completions come from any thread (the engine for local
+// copies, the loops of the data channels for remote ones) and are published
+// under a lock.
+//
+// A queue whose indices the client made impossible, or whose notification
+// slots ran out, is stopped with a precise status in its header; nothing
+// else is affected.
+#ifndef RDMAD_DAEMON_RING_RING_QUEUE_H_
+#define RDMAD_DAEMON_RING_RING_QUEUE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/queue_layout.h"
+#include "common/queue_ring.h"
+#include "common/unique_fd.h"
+#include "daemon/core/region.h"
+#include "daemon/core/shm_segment.h"
+#include "daemon/core/transfer.h"
+#include "daemon/ring/remote_handles.h"
+
+namespace rdmad::ring {
+
+struct RingQueueOptions {
+  uint32_t submission_entries = 256;
+  uint32_t completion_entries = 512;
+  absl::Duration default_timeout = absl::Seconds(30);
+  bool notifications = false;
+};
+
+class RingQueue {
+ public:
+  // A new queue of `caller`'s session. `handles` (the session's) is shared.
+  static absl::StatusOr<std::shared_ptr<RingQueue>> Create(
+      uint64_t id, const core::Caller& caller,
+      std::shared_ptr<RemoteHandles> handles, const RingQueueOptions& options);
+
+  uint64_t id() const { return id_; }
+  const core::Caller& caller() const { return caller_; }
+  const std::shared_ptr<RemoteHandles>& handles() const { return handles_; }
+  const queue::Geometry& geometry() const { return geometry_; }
+  absl::Duration default_timeout() const { return options_.default_timeout; }
+  bool notifications() const { return options_.notifications; }
+  int segment_fd() const { return segment_.fd(); }
+  uint64_t segment_size() const { return geometry_.total_size; }
+  int doorbell_fd() const { return doorbell_.get(); }
+  int wakeup_fd() const { return wakeup_.get(); }
+
+  // --- The engine's thread only. ---
+
+  // Copies up to out.size() submissions, no more than the completion ring
+  // can take; reserves a completion slot for each. Stops the queue and
+  // returns 0 when its indices are impossible.
+  size_t Take(absl::Span<queue::SubmissionEntry> out);
+  // Before the engine sleeps: arms the doorbell; true if work came meanwhile.
+  bool SleepUnlessWork();
+  void Awake();
+  // Drains the doorbell eventfd.
+  void ClearDoorbell();
+
+  // --- Any thread. ---
+
+  // Publishes the completion of a taken submission (using its reserved
+  // slot) and wakes the client if it waits.
+  void Complete(uint64_t tag, const absl::Status& status, uint64_t bytes,
+                core::TransportKind transport);
+  // Delivers a notification (an unreserved slot). Stops the queue with
+  // RESOURCE_EXHAUSTED when the completion ring has no room for it.
+  void Notify(uint64_t region, uint64_t offset, uint64_t length,
+              uint32_t immediate);
+  // Stops taking submissions; the status shows in the segment's header.
+  void Stop(const absl::Status& why);
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // Submissions taken and not completed.
+  uint32_t in_flight() const {
+    absl::MutexLock lock(&mu_);
+    return in_flight_;
+  }
+
+ private:
+  RingQueue(uint64_t id, const core::Caller& caller,
+            std::shared_ptr<RemoteHandles> handles, RingQueueOptions options,
+            queue::Geometry geometry, core::ShmSegment segment,
+            UniqueFd doorbell, UniqueFd wakeup);
+  // Publishes what was pushed and wakes the client if it waits.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t id_;
+  const core::Caller caller_;
+  const std::shared_ptr<RemoteHandles> handles_;
+  const RingQueueOptions options_;
+  const queue::Geometry geometry_;  // the daemon's own record
+  core::ShmSegment segment_;
+  const UniqueFd doorbell_;  // eventfd the client writes
+  const UniqueFd wakeup_;    // eventfd the daemon writes
+  std::atomic<bool> stopped_{false};
+
+  queue::SubmissionConsumer submissions_;  // engine thread only
+
+  mutable absl::Mutex mu_;
+  queue::CompletionProducer completions_ ABSL_GUARDED_BY(mu_);
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rdmad::ring
+
+#endif  // RDMAD_DAEMON_RING_RING_QUEUE_H_

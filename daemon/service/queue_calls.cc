@@ -1,0 +1,172 @@
+// LocalService: the calls of the shared-memory data path — queues and
+// remote handles (see common/queue_layout.h and daemon/ring/).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service/call_helpers.h"
+#include "daemon/service/local_service.h"
+#include "daemon/service/proto_convert.h"
+#include "daemon/service/transfer_decoder.h"
+
+namespace rdmad::service {
+namespace {
+
+constexpr uint32_t kDefaultSubmissionEntries = 256;
+constexpr absl::Duration kDefaultOpTimeout = absl::Seconds(30);
+constexpr absl::Duration kMaxOpTimeout = absl::Hours(1);
+
+}  // namespace
+
+grpc::ServerUnaryReactor* LocalService::OpenQueue(
+    grpc::CallbackServerContext* context, const v1::OpenQueueRequest* request,
+    v1::OpenQueueResponse* response) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  if (state_->queues == nullptr) {
+    return Done(context, absl::UnimplementedError(
+                             "this daemon has no shared-memory queues"));
+  }
+  for (uint32_t n : {request->submission_entries(),
+                     request->completion_entries()}) {
+    if (n > queue::kMaxEntries) {
+      return Done(context, absl::InvalidArgumentError(absl::StrCat(
+                               "a ring of ", n, " entries: at most ",
+                               queue::kMaxEntries)));
+    }
+  }
+  ring::RingQueueOptions options;
+  options.submission_entries = request->submission_entries() != 0
+                                   ? request->submission_entries()
+                                   : kDefaultSubmissionEntries;
+  options.completion_entries = request->completion_entries() != 0
+                                   ? request->completion_entries()
+                                   : 2 * options.submission_entries;
+  options.default_timeout =
+      request->default_timeout_ms() != 0
+          ? std::min(absl::Milliseconds(request->default_timeout_ms()),
+                     kMaxOpTimeout)
+          : kDefaultOpTimeout;
+  options.notifications = request->notifications();
+  auto queue = state_->queues->Open(*caller, options);
+  if (!queue.ok()) return Done(context, queue.status());
+  response->set_queue_id((*queue)->id());
+  response->set_submission_entries((*queue)->geometry().sq_entries);
+  response->set_completion_entries((*queue)->geometry().cq_entries);
+  response->set_segment_size((*queue)->segment_size());
+  return Done(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* LocalService::CloseQueue(
+    grpc::CallbackServerContext* context, const v1::CloseQueueRequest* request,
+    v1::CloseQueueResponse*) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  if (state_->queues == nullptr) {
+    return Done(context, absl::NotFoundError("no such queue"));
+  }
+  return Done(context,
+              state_->queues->Close(caller->session_id, request->queue_id()));
+}
+
+grpc::ServerUnaryReactor* LocalService::OpenRemote(
+    grpc::CallbackServerContext* context, const v1::OpenRemoteRequest* request,
+    v1::OpenRemoteResponse* response) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  if (state_->queues == nullptr) {
+    return Done(context, absl::UnimplementedError(
+                             "this daemon has no shared-memory queues"));
+  }
+  // Decoded as a transfer's far side is, with a placeholder local end.
+  v1::TransferOp op;
+  op.mutable_local()->set_id(1);
+  op.set_length(1);
+  *op.mutable_remote() = request->remote();
+  auto spec = DecodeTransfer(op, core::OpType::kRead, DeadlineOf(context));
+  if (!spec.ok()) return Done(context, spec.status());
+  core::TransferTarget target = std::move(spec->remote);
+  target.offset = 0;
+  std::shared_ptr<ring::RemoteHandles> handles =
+      state_->queues->HandlesOf(caller->session_id);
+  auto add = [handles, response](core::TransferTarget target, uint64_t size,
+                                 core::RemoteAccess access,
+                                 core::TransportKind transport) -> absl::Status {
+    ring::RemoteHandle handle;
+    handle.target = std::move(target);
+    handle.size = size;
+    handle.access = access;
+    handle.transport = transport;
+    auto added = handles->Add(std::move(handle));
+    if (!added.ok()) return added.status();
+    const ring::RemoteHandle& h = **added;
+    response->set_handle(h.id);
+    response->set_size(h.size);
+    response->set_access(ToProto(h.access));
+    response->set_transport(ToProto(h.transport));
+    response->set_peer(h.target.peer);
+    response->set_name(h.target.descriptor != nullptr
+                           ? h.target.descriptor->name
+                           : h.target.name);
+    return absl::OkStatus();
+  };
+  if (target.is_local()) {
+    // A region this daemon exports: what a peer would be told.
+    auto region = state_->regions->FindExported(target.name);
+    if (absl::IsNotFound(region.status()) && state_->directory != nullptr) {
+      // Not here: the cluster directory knows who holds it. Operations on
+      // the handle go there through the directory, one look-up each (from
+      // its cache), so they follow the region when it moves.
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      state_->directory->Resolve(
+          target.name, DeadlineOf(context), {},
+          [reactor, add, target](
+              absl::StatusOr<core::DirectoryEntry> entry) mutable {
+            if (!entry.ok()) {
+              reactor->Finish(ToGrpcStatus(entry.status()));
+              return;
+            }
+            reactor->Finish(ToGrpcStatus(add(std::move(target), entry->size,
+                                             entry->access,
+                                             core::TransportKind::kNone)));
+          });
+      return reactor;
+    }
+    if (!region.ok()) return Done(context, region.status());
+    const uint64_t size = (*region)->size();
+    const core::RemoteAccess access = (*region)->exported().access;
+    return Done(context, add(std::move(target), size, access,
+                             core::TransportKind::kLocal));
+  }
+  if (state_->peers == nullptr) {
+    return Done(context, absl::FailedPreconditionError(
+                             "this daemon has no data transport to peers"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  state_->peers->Resolve(
+      target, caller->uid, DeadlineOf(context),
+      [reactor, add, target](
+          absl::StatusOr<peer::TransferFlow::Resolved> resolved) mutable {
+        if (!resolved.ok()) {
+          reactor->Finish(ToGrpcStatus(resolved.status()));
+          return;
+        }
+        reactor->Finish(ToGrpcStatus(add(
+            std::move(target), resolved->region->length,
+            resolved->region->access, resolved->transport)));
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LocalService::CloseRemote(
+    grpc::CallbackServerContext* context,
+    const v1::CloseRemoteRequest* request, v1::CloseRemoteResponse*) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  if (state_->queues == nullptr) {
+    return Done(context, absl::NotFoundError("no such handle"));
+  }
+  return Done(context, state_->queues->HandlesOf(caller->session_id)
+                           ->Remove(request->handle()));
+}
+
+}  // namespace rdmad::service

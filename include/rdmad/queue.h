@@ -1,0 +1,159 @@
+// rdmad queues: the fast, asynchronous data path
+// ----------------------------------------------
+//
+// A Queue is a pair of rings in memory this process shares with the rdmad
+// daemon: operations go on the submission ring and their results come back
+// on the completion ring, with no system call on either side while both are
+// busy (the daemon's engine polls the ring; it is woken only when it went
+// to sleep, and this process sleeps only in Wait). Open one queue per
+// thread that submits; a Queue is not thread-safe.
+//
+// Remote regions are opened once (Client::OpenRemote) and named by their
+// handle on the ring; the daemon re-resolves a region opened by name after
+// it is re-exported or its daemon restarts.
+//
+// Example:
+//
+//   auto client = rdmad::Client::Connect();
+//   auto queue = (*client)->OpenQueue();
+//   auto kv = (*client)->OpenRemote(
+//       *rdmad::RemoteRegion::Parse("10.0.0.2:7471/kv"));
+//   auto buf = (*client)->Allocate(1 << 20);
+//   rdmad::Op ops[16];
+//   for (int i = 0; i < 16; ++i) {
+//     ops[i] = {.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
+//               .local_offset = i * 4096u, .remote = &*kv,
+//               .remote_offset = i * 4096u, .length = 4096, .tag = i};
+//   }
+//   auto queued = (*queue)->Submit(ops);          // 16, or fewer if full
+//   rdmad::Completion done[16];
+//   size_t n = 0;
+//   while (n < 16) {
+//     if (auto s = (*queue)->Wait(absl::Now() + absl::Seconds(5)); !s.ok()) ...
+//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n));
+//   }
+#ifndef RDMAD_QUEUE_H_
+#define RDMAD_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace rdmad {
+
+class Buffer;
+class Client;
+
+// What carried an operation.
+enum class Transport { kNone, kVerbs, kTcp, kLocal };
+
+// A region on another daemon (or this one) opened for queue operations.
+struct RemoteHandle {
+  uint64_t id = 0;
+  uint64_t size = 0;     // bytes of the region when it was opened
+  bool readable = false;  // its export grants READ
+  bool writable = false;  // its export grants WRITE
+  Transport transport = Transport::kNone;
+  std::string peer;  // "HOST:PORT" of its daemon; "" for this one
+  std::string name;  // its name, if it has one
+};
+
+struct QueueOptions {
+  // Submission ring entries (rounded up to a power of two, 8..65536).
+  uint32_t depth = 256;
+  // Completion ring entries; 0 = twice `depth`. At most this many
+  // operations are in flight at once.
+  uint32_t completion_depth = 0;
+  // Timeout of operations that set none.
+  absl::Duration default_timeout = absl::Seconds(30);
+  // Also deliver notifications (WRITEs with an immediate into this
+  // session's regions) on this queue. One queue per session may.
+  bool notifications = false;
+};
+
+// One operation for Queue::Submit.
+struct Op {
+  enum class Kind { kWrite, kRead } kind = Kind::kWrite;
+  const Buffer* local = nullptr;  // Not owned; a buffer of the same Client.
+  uint64_t local_offset = 0;
+  const RemoteHandle* remote = nullptr;  // Not owned.
+  uint64_t remote_offset = 0;
+  uint64_t length = 0;
+  uint64_t tag = 0;  // yours; comes back in the completion
+  // WRITE only: the session that owns the target region is told (region,
+  // offset, length, immediate) on its notification queue.
+  std::optional<uint32_t> immediate;
+  // 0: the queue's default.
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
+// What comes back on the completion ring.
+struct Completion {
+  enum class Kind { kCompletion, kNotification } kind = Kind::kCompletion;
+  // kCompletion: the operation's tag, its status, the bytes it moved and
+  // how; daemon_time is how long the daemon worked on it.
+  uint64_t tag = 0;
+  absl::Status status;
+  uint64_t bytes = 0;
+  Transport transport = Transport::kNone;
+  absl::Duration daemon_time;
+  // kNotification: a peer wrote [offset, offset+bytes) of `region` (a
+  // region id of this session) with `immediate`.
+  uint64_t region = 0;
+  uint64_t offset = 0;
+  uint32_t immediate = 0;
+};
+
+class Queue {
+ public:
+  ~Queue();  // closes the queue in the daemon and unmaps it
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Puts as many of `ops` on the submission ring as fit, in order, and
+  // rings the doorbell if the daemon's engine sleeps. Returns how many were
+  // queued (fewer than ops.size() when the ring is full: Poll some
+  // completions and submit the rest). INVALID_ARGUMENT, before anything is
+  // queued, for an op without a buffer of this client or a handle; the
+  // queue's status once the daemon stopped it. Everything else (ranges,
+  // rights) the daemon checks and reports in the op's completion.
+  absl::StatusOr<size_t> Submit(absl::Span<const Op> ops);
+
+  // Moves completions that are ready into `out`; returns how many.
+  size_t Poll(absl::Span<Completion> out);
+
+  // Waits until Poll has something to return, the queue stopped, or
+  // `deadline` (DEADLINE_EXCEEDED). Busy-polls briefly before it sleeps.
+  absl::Status Wait(absl::Time deadline);
+
+  // For epoll/asyncio: Arm() asks the daemon to make event_fd() readable
+  // at the next completion; it returns false when completions are ready
+  // already (Poll them, then arm again). After the fd was readable, read
+  // its 8-byte counter and Poll.
+  bool Arm();
+  int event_fd() const;
+
+  // OK while the daemon serves the queue; else why it stopped.
+  absl::Status status() const;
+  uint64_t id() const;
+  // Operations submitted and not polled yet.
+  uint32_t in_flight() const;
+  uint32_t depth() const;
+
+ private:
+  friend class Client;
+  struct Impl;
+  explicit Queue(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdmad
+
+#endif  // RDMAD_QUEUE_H_
