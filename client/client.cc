@@ -398,9 +398,57 @@ absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
   op.remote = remote;
   op.remote_offset = remote_offset;
   op.length = length;
-  auto results = impl_->transfers->Run({op}, impl_->options.timeout);
+  auto results = impl_->options.transfer_path == TransferPath::kRpc
+                     ? RunRpc({op})
+                     : impl_->transfers->Run({op}, impl_->options.timeout);
   if (!results.ok()) return results.status();
   return std::move((*results)[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::RunRpc(
+    const std::vector<TransferOp>& ops) {
+  auto fill = [](const TransferOp& op, v1::TransferOp* out) {
+    out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
+                                                    : v1::OP_READ);
+    out->mutable_local()->set_id(op.local->id());
+    out->set_local_offset(op.local_offset);
+    *out->mutable_remote() = ToProto(op.remote);
+    out->set_remote_offset(op.remote.offset + op.remote_offset);
+    out->set_length(op.length);
+  };
+  grpc::ClientContext context;
+  impl_->Prepare(context);
+  std::vector<absl::StatusOr<TransferResult>> results;
+  if (ops.size() == 1) {
+    v1::TransferRequest request;
+    fill(ops[0], request.mutable_op());
+    v1::TransferResponse response;
+    const bool write = ops[0].kind == TransferOp::Kind::kWrite;
+    absl::Status status = FromGrpc(
+        write ? impl_->stub->Write(&context, request, &response)
+              : impl_->stub->Read(&context, request, &response));
+    if (status.ok()) {
+      results.push_back(TransferResult{response.bytes(), response.transport(),
+                                       absl::Nanoseconds(response.latency_ns())});
+    } else {
+      results.push_back(status);
+    }
+    return results;
+  }
+  v1::BatchRequest request;
+  for (const TransferOp& op : ops) fill(op, request.add_ops());
+  v1::BatchResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(impl_->stub->Batch(&context, request, &response)));
+  for (const v1::OpStatus& result : response.results()) {
+    if (result.code() == 0) {
+      results.push_back(TransferResult{});
+    } else {
+      results.push_back(absl::Status(
+          static_cast<absl::StatusCode>(result.code()), result.message()));
+    }
+  }
+  return results;
 }
 
 absl::StatusOr<TransferResult> Client::Write(const Buffer& local,
@@ -427,7 +475,9 @@ absl::StatusOr<std::vector<absl::Status>> Client::Batch(
           "a batch operation has no local buffer of this client");
     }
   }
-  auto results = impl_->transfers->Run(ops, impl_->options.timeout);
+  auto results = impl_->options.transfer_path == TransferPath::kRpc
+                     ? RunRpc(ops)
+                     : impl_->transfers->Run(ops, impl_->options.timeout);
   if (!results.ok()) return results.status();
   std::vector<absl::Status> statuses;
   statuses.reserve(results->size());

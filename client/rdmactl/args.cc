@@ -38,6 +38,7 @@ constexpr OptionSpec kOptions[] = {
     {"qd", 0, true, false},         {"iters", 0, true, false},
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
     {"group", 0, true, false},      {"fresh", 0, false, false},
+    {"path", 0, true, false},       {"local", 0, false, false},
 };
 
 struct CommandSpec {
@@ -48,7 +49,7 @@ struct CommandSpec {
   absl::string_view details;   // the rest of `rdmactl NAME --help`
   size_t min_args;
   size_t max_args;
-  std::array<absl::string_view, 10> options;  // command options accepted
+  std::array<absl::string_view, 12> options;  // command options accepted
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -121,9 +122,9 @@ constexpr CommandSpec kCommands[] = {
      2, 2, {"length"}},
     {"bench", Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
-     "[--peer HOST:PORT] [--op write|read] [--sizes LIST]\n"
+     "[--peer HOST:PORT | --local] [--op write|read] [--sizes LIST]\n"
      "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
-     "                     [--region NAME] [--create-region]",
+     "                     [--region NAME] [--create-region] [--path ring|grpc]",
      "measure one-sided transfer bandwidth and latency",
      "Measures one-sided transfers between a buffer that rdmactl allocates\n"
      "through this daemon and region NAME (default rdmad-bench) that the\n"
@@ -132,11 +133,12 @@ constexpr CommandSpec kCommands[] = {
      "that is not counted, it runs --iters N operations, or as many as fit\n"
      "in --duration S seconds (default 2; also 500ms, 1m), with --qd N\n"
      "operations in flight (default 1; one thread each, doing one\n"
-     "synchronous transfer at a time). A failed transfer stops the run.\n"
-     "With --batch N, each thread sends N operations per call to the\n"
-     "daemon (one Batch call) instead of one: it shows what amortizing the\n"
-     "per-call cost of the local gRPC round trip buys; latency is then that\n"
-     "of a whole batch.\n"
+     "transfer, or one batch, at a time). A failed transfer stops the run.\n"
+     "--path ring (default) puts operations on a shared-memory queue of\n"
+     "each thread's own; --path grpc sends each as a Local gRPC call, to\n"
+     "compare. With --batch N, each thread submits N operations at once\n"
+     "(one Batch call with --path grpc) and waits for all of them; latency\n"
+     "is then that of a whole batch.\n"
      "\n"
      "Per size it prints the operations done, MB/s (10^6 bytes/s), Gb/s,\n"
      "operations/s, the latency of one operation as rdmactl sees it (the call\n"
@@ -156,10 +158,12 @@ constexpr CommandSpec kCommands[] = {
      "daemon (exported rw, as large as the largest size) if it does not\n"
      "exist, and frees it when done; an existing region is used as it is.\n"
      "rdmactl talks only to this daemon, so it cannot create a region on\n"
-     "another one: --create-region and --peer do not go together.\n",
+     "another one: --create-region and --peer do not go together. With\n"
+     "--local the region is this daemon's and the daemon copies to or from\n"
+     "it directly: the cost of the path from this process to the daemon.\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
-      "duration"}},
+      "duration", "path", "local"}},
     {"ls", Command::kLs, "[PREFIX]",
      "exported regions of the whole cluster (directory)",
      "Lists the regions every daemon of the cluster exports, from the\n"
@@ -324,6 +328,24 @@ absl::Status FillBench(
           " operations per call"));
     }
     bench.batch = static_cast<int>(*parsed);
+  }
+  if (const std::string* path = option("path")) {
+    if (*path == "ring") {
+      bench.path = BenchPath::kRing;
+    } else if (*path == "grpc") {
+      bench.path = BenchPath::kGrpc;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--path '", *path, "' is not a path: use ring or grpc"));
+    }
+  }
+  if (option("local") != nullptr) {
+    if (!bench.peer.empty()) {
+      return absl::InvalidArgumentError(
+          "--local and --peer do not go together: --local measures this "
+          "daemon's own region, without a transport");
+    }
+    bench.local = true;
   }
   const std::string* iters = option("iters");
   const std::string* duration = option("duration");

@@ -73,6 +73,8 @@ struct RegionOperand {
 
 // bench: which transfer it measures.
 enum class BenchOp { kWrite, kRead };
+// bench: how operations reach the daemon.
+enum class BenchPath { kRing, kGrpc };
 
 inline constexpr char kDefaultBenchRegion[] = "rdmad-bench";
 // The most operations bench keeps in flight (one thread each).
@@ -98,6 +100,12 @@ struct BenchOptions {
   // Operations per size; without it, each size runs for `duration`.
   std::optional<uint64_t> iterations;
   absl::Duration duration = absl::Seconds(2);
+  // ring: each thread its own shared-memory queue; grpc: one Local call per
+  // operation (per batch with --batch).
+  BenchPath path = BenchPath::kRing;
+  // The region is this daemon's and is reached directly (a copy inside the
+  // daemon), not through its peer address.
+  bool local = false;
 };
 
 // A validated command line. Only the fields of `command` are meaningful.

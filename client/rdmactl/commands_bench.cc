@@ -3,12 +3,14 @@
 // address) exports.
 //
 // Per size: one warm-up transfer, then `queue_depth` threads, each doing
-// one synchronous Client::Write/Read (or, with --batch, Client::Batch) at a
-// time, until --iters operations
-// were claimed or --duration passed. Each operation's latency is the time
-// its call took; throughput is bytes over the wall time from the common
-// start to the last completion. All operations share one local buffer and
-// the remote range at offset 0: bench measures the transport, not the data.
+// one transfer (or, with --batch, one batch) at a time, until --iters
+// operations were claimed or --duration passed: with --path ring on a
+// shared-memory queue of the thread's own (submit, then wait for the
+// completions), with --path grpc as Local calls (Client::Write/Read, or
+// Client::Batch). Each operation's latency is the time its call took;
+// throughput is bytes over the wall time from the common start to the last
+// completion. All operations share one local buffer and the remote range
+// at offset 0: bench measures the path, not the data.
 #include <unistd.h>
 
 #include <algorithm>
@@ -196,6 +198,8 @@ struct SizeRun {
   Client* client;  // Not owned.
   const Buffer* local;
   const RemoteRegion* remote;
+  BenchPath path = BenchPath::kRing;
+  const RemoteHandle* handle = nullptr;  // the ring path's
   BenchOp op;
   uint64_t size;
   int batch = 1;  // operations per call
@@ -238,13 +242,76 @@ absl::Status TransferBatch(SizeRun& run, uint64_t count) {
   return absl::OkStatus();
 }
 
+// The ring path: `ops` submitted on `queue` at once, then waited for.
+absl::Status RingCall(SizeRun& run, Queue& queue, uint64_t count,
+                      std::vector<Completion>& done, WorkerResult& out) {
+  std::vector<Op> ops(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    ops[i].kind = run.op == BenchOp::kWrite ? Op::Kind::kWrite : Op::Kind::kRead;
+    ops[i].local = run.local;
+    ops[i].remote = run.handle;
+    ops[i].length = run.size;
+    ops[i].tag = i;
+  }
+  size_t submitted = 0;
+  size_t completed = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (completed < count) {
+    if (submitted < count) {
+      auto queued = queue.Submit(absl::MakeSpan(ops).subspan(submitted));
+      if (!queued.ok() && !absl::IsResourceExhausted(queued.status())) {
+        return queued.status();
+      }
+      if (queued.ok()) submitted += *queued;
+    }
+    size_t got = queue.Poll(absl::MakeSpan(done));
+    if (got == 0) {
+      if (absl::Status s = queue.Wait(deadline); !s.ok()) return s;
+      got = queue.Poll(absl::MakeSpan(done));
+    }
+    for (size_t i = 0; i < got; ++i) {
+      if (!done[i].status.ok()) return done[i].status;
+      if (count == 1) {
+        out.daemon_latencies_ns.push_back(
+            absl::ToInt64Nanoseconds(done[i].daemon_time));
+      }
+      out.transports.insert(done[i].transport == Transport::kVerbs
+                                ? v1::TRANSPORT_VERBS
+                            : done[i].transport == Transport::kTcp
+                                ? v1::TRANSPORT_TCP
+                                : v1::TRANSPORT_UNSPECIFIED);
+    }
+    completed += got;
+  }
+  return absl::OkStatus();
+}
+
 void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
+  std::unique_ptr<Queue> queue;
+  std::vector<Completion> done;
+  absl::Status setup;
+  if (run.path == BenchPath::kRing) {
+    auto opened = run.client->OpenQueue(
+        {.depth = static_cast<uint32_t>(std::max(run.batch, 8)),
+         .completion_depth = static_cast<uint32_t>(2 * std::max(run.batch, 8))});
+    if (opened.ok()) {
+      queue = *std::move(opened);
+      done.resize(2 * std::max(run.batch, 8));
+    } else {
+      setup = opened.status();
+    }
+  }
   ready.count_down();
   run.go.wait(false);
   out.last_end = run.start;
   if (!run.iterations.has_value()) {
     out.latencies_ns.reserve(4096);
     out.daemon_latencies_ns.reserve(4096);
+  }
+  if (!setup.ok()) {
+    std::lock_guard<std::mutex> lock(run.mu);
+    if (run.error.ok()) run.error = setup;
+    run.stop = true;
   }
   for (;;) {
     if (run.stop.load(std::memory_order_relaxed)) break;
@@ -259,7 +326,9 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     const Clock::time_point t0 = Clock::now();
     absl::Status status;
     std::optional<TransferResult> single;  // what a one-operation call says
-    if (run.batch > 1) {
+    if (queue != nullptr) {
+      status = RingCall(run, *queue, count, done, out);
+    } else if (run.batch > 1) {
       status = TransferBatch(run, count);
     } else if (auto result = Transfer(*run.client, run.op, *run.local,
                                       *run.remote, run.size);
@@ -305,6 +374,7 @@ std::string ProgressText(const SizeRun& run, absl::string_view label,
 
 absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
                                     const RemoteRegion& remote,
+                                    const RemoteHandle* handle,
                                     const BenchOptions& options, uint64_t size,
                                     absl::string_view label,
                                     Progress& progress) {
@@ -324,6 +394,8 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   run.client = &client;
   run.local = &local;
   run.remote = &remote;
+  run.path = options.path;
+  run.handle = handle;
   run.op = options.op;
   run.size = size;
   run.iterations = options.iterations;
@@ -387,10 +459,15 @@ absl::Status RunBench(CommandContext& context) {
   auto client = context.client();
   if (!client.ok()) return client.status();
 
-  // The target: --peer, or this daemon's own peer address.
+  // The target: --peer, this daemon's region (--local), or this daemon's
+  // own peer address.
   std::string peer = options.peer;
   std::unique_ptr<ScratchRegion> scratch;
-  if (peer.empty()) {
+  if (options.local) {
+    auto prepared = PrepareLocalRegion(**client, options);
+    if (!prepared.ok()) return prepared.status();
+    scratch = *std::move(prepared);
+  } else if (peer.empty()) {
     auto status = (*client)->GetStatus();
     if (!status.ok()) return Failed("get status", status.status());
     if (status->peer_listen().empty()) {
@@ -406,6 +483,16 @@ absl::Status RunBench(CommandContext& context) {
   RemoteRegion remote;
   remote.peer = peer;
   remote.name = options.region;
+  std::optional<RemoteHandle> handle;
+  if (options.path == BenchPath::kRing) {
+    auto opened = (*client)->OpenRemote(remote);
+    if (!opened.ok()) {
+      return Failed(absl::StrCat("open ", peer.empty() ? "" : peer + "/",
+                                 options.region),
+                    WithHint(opened.status(), options, peer));
+    }
+    handle = *std::move(opened);
+  }
 
   const uint64_t largest = Largest(options.sizes);
   auto local = (*client)->Allocate(largest);
@@ -419,7 +506,7 @@ absl::Status RunBench(CommandContext& context) {
 
   BenchReport report;
   report.op = std::string(OpName(options.op));
-  report.peer = peer;
+  report.peer = options.local ? "local" : peer;
   report.region = options.region;
   report.queue_depth = options.queue_depth;
   report.batch = options.batch;
@@ -432,8 +519,9 @@ absl::Status RunBench(CommandContext& context) {
       const std::string label =
           absl::StrCat(report.op, " ", HumanSize(size), " [", i + 1, "/",
                        options.sizes.size(), "]");
-      auto result =
-          RunSize(**client, *local, remote, options, size, label, progress);
+      auto result = RunSize(**client, *local, remote,
+                            handle.has_value() ? &*handle : nullptr, options,
+                            size, label, progress);
       if (!result.ok()) return result.status();
       report.results.push_back(*std::move(result));
     }

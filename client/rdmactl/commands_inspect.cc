@@ -26,8 +26,12 @@ absl::Status Inspect(CommandContext& context, absl::string_view what,
 
 absl::StatusOr<Client*> CommandContext::client() {
   if (client_ == nullptr) {
-    auto client = Client::Connect({.socket_path = global().socket_path,
-                                   .timeout = global().timeout});
+    const bool rpc = invocation_.command == Command::kBench &&
+                     invocation_.bench.path == BenchPath::kGrpc;
+    auto client = Client::Connect(
+        {.socket_path = global().socket_path,
+         .timeout = global().timeout,
+         .transfer_path = rpc ? TransferPath::kRpc : TransferPath::kQueue});
     if (!client.ok()) return Failed("connect", client.status());
     client_ = *std::move(client);
   }

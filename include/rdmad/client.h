@@ -50,11 +50,18 @@ enum class Access { kNone, kRead, kWrite, kReadWrite };
 absl::StatusOr<Access> ParseAccess(absl::string_view text);
 absl::string_view AccessName(Access access);  // "none", "r", "w", "rw"
 
+// How Client::Write, Read and Batch reach the daemon.
+enum class TransferPath {
+  kQueue,  // a shared-memory queue (the default: no system call per op)
+  kRpc,    // one Local gRPC call per Write/Read/Batch (for comparison)
+};
+
 struct ClientOptions {
   // The daemon's Local socket; the session socket is this path + ".session".
   std::string socket_path = "/run/rdmad/rdmad.sock";
   // Deadline of each call to the daemon, transfers included.
   absl::Duration timeout = absl::Seconds(30);
+  TransferPath transfer_path = TransferPath::kQueue;
 };
 
 // A region on another daemon (or on the local one when `peer` is empty),
@@ -230,6 +237,8 @@ class Client {
   explicit Client(std::unique_ptr<Impl> impl);
   absl::StatusOr<Buffer> MapById(const v1::RegionInfo& region, bool owned);
   absl::Status FreeById(uint64_t id);
+  absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> RunRpc(
+      const std::vector<TransferOp>& ops);
   absl::StatusOr<TransferResult> Transfer(bool write, const Buffer& local,
                                           uint64_t local_offset,
                                           const RemoteRegion& remote,
