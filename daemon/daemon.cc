@@ -31,6 +31,7 @@
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
 #include "daemon/service/unix_listener.h"
+#include "daemon/state/kept_regions.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/verbs/device.h"
@@ -232,6 +233,8 @@ struct Daemon::Impl {
   v1::DaemonConfig config;
   // Declared in dependency order; Shutdown() tears down in reverse.
   std::unique_ptr<core::MemoryRegistrar> registrar;
+  // Where named regions outlive the daemon (the table's keeper).
+  std::unique_ptr<state::KeptRegions> kept;
   std::unique_ptr<core::RegionTable> regions;
   core::SessionTable sessions;
   std::unique_ptr<tcp::TcpDataServer> data_server;
@@ -354,8 +357,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
           std::min(limits.max_region_size, device.limits.max_mr_size);
     }
   }
-  impl->regions =
-      std::make_unique<core::RegionTable>(impl->registrar.get(), limits);
+  // Regions an earlier daemon kept are adopted before any server starts,
+  // so that peers and clients find them under their old names at once.
+  RDMAD_ASSIGN_OR_RETURN(impl->kept, state::KeptRegions::Open(config));
+  impl->regions = std::make_unique<core::RegionTable>(
+      impl->registrar.get(), limits, impl->kept->keeper());
+  impl->kept->Adopt(*impl->regions);
 
   // The TCP data listener serves this daemon's exported regions to peers
   // (every daemon runs it: a peer may lack RDMA even where this node has it).
@@ -540,7 +547,7 @@ void Daemon::Shutdown() {
   impl_->peer_server.reset();
   impl_->regions.reset();
   impl_->registrar.reset();
-  spdlog::info("rdmad stopped; released {} daemon-owned region(s)", left.count);
+  spdlog::info("rdmad stopped; {}", impl_->kept->ShutdownSummary(left));
 }
 
 std::string Daemon::metrics_address() const {

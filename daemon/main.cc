@@ -3,6 +3,7 @@
 //   rdmad [--socket PATH] [--peer_listen HOST:PORT] [--data_listen HOST:PORT]
 //         [--transport auto|verbs|tcp]
 //         [--config FILE] [--log_level LEVEL] [--metrics_listen HOST:PORT]
+//         [--state_dir DIR]
 //
 // Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
 #include <signal.h>
@@ -48,6 +49,10 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "metrics); off by default, port 0 picks a free port");
 ABSL_FLAG(std::string, socket_mode, "",
           "file mode of the Unix sockets (octal, default 0666)");
+ABSL_FLAG(std::string, state_dir, "",
+          "directory on a tmpfs or hugetlbfs where daemon-owned named "
+          "regions outlive a restart (default: the systemd fd store under "
+          "systemd, else none; see docs/RESTART.md)");
 
 namespace {
 
@@ -77,6 +82,7 @@ absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
   Override(absl::GetFlag(FLAGS_socket_mode), config.mutable_socket_mode());
   Override(absl::GetFlag(FLAGS_metrics_listen),
            config.mutable_metrics_listen());
+  Override(absl::GetFlag(FLAGS_state_dir), config.mutable_state_dir());
   rdmad::config::ApplyDefaults(config);
   if (absl::Status s =
           rdmad::config::ValidateConfig(config, "command line");
@@ -94,7 +100,7 @@ int main(int argc, char** argv) {
       "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
       "[--data_listen HOST:PORT] "
       "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL] "
-      "[--metrics_listen HOST:PORT]");
+      "[--metrics_listen HOST:PORT] [--state_dir DIR]");
   absl::ParseCommandLine(argc, argv);
 
   auto logger = spdlog::stderr_color_mt("rdmad");

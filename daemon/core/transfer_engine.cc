@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
+#include "daemon/core/region_copy.h"
 
 namespace rdmad::core {
 namespace {
@@ -117,14 +118,15 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
       !s.ok()) {
     return s;
   }
-  char* local_bytes = local.data() + request.local_offset;
-  char* remote_bytes = (*target)->data() + request.remote_offset;
-  // memmove: the two ranges may be the same region.
-  if (request.op == OpType::kWrite) {
-    std::memmove(remote_bytes, local_bytes, request.length);
-  } else {
-    std::memmove(local_bytes, remote_bytes, request.length);
-  }
+  // The two ranges may be the same region; memory a client could truncate
+  // is copied without risking SIGBUS (region_copy.h).
+  const absl::Status copied =
+      request.op == OpType::kWrite
+          ? CopyRegionBytes(**target, request.remote_offset, local,
+                            request.local_offset, request.length)
+          : CopyRegionBytes(local, request.local_offset, **target,
+                            request.remote_offset, request.length);
+  if (!copied.ok()) return copied;
   return TransferResult{request.length, "local", absl::Now() - start};
 }
 
