@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "daemon/core/region_keeper.h"
-
 namespace rdmad::core {
 
 Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
@@ -20,7 +18,6 @@ Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
       local_registration_(std::move(local_registration)),
       kept_(std::move(kept)) {}
 
-// Out of line: KeptRegion is complete only here.
 Region::~Region() = default;
 
 ExportState Region::exported() const {

@@ -12,12 +12,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/kept_region.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/shm_segment.h"
 
 namespace rdmad::core {
-
-class KeptRegion;  // region_keeper.h
 
 enum class RegionOwnerKind { kSession, kDaemon };
 

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/core/kept_region.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
 #include "daemon/core/shm_segment.h"
@@ -36,28 +37,6 @@ struct KeptRegionInfo {
   uint64_t size = 0;  // bytes asked for (the memory may be rounded up)
   RegionAcl acl;      // owner uid, group and mode
   RemoteAccess export_access = RemoteAccess::kNone;
-};
-
-// The kept state (memory and record) of one region. Owned by its Region;
-// destroying it leaves the state in place for the next daemon, which is what
-// a shutdown wants. Thread-safe.
-class KeptRegion {
- public:
-  virtual ~KeptRegion() = default;
-
-  // Rewrites the record with a new export access, so that the next daemon
-  // exports the region the same way. On error the old record stands.
-  // Does nothing once Forget() or Discard() ran.
-  virtual absl::Status SetExportAccess(RemoteAccess access) = 0;
-
-  // The region was freed: its record and memory go for good (the memory
-  // stays mapped by whoever still maps it). Idempotent.
-  virtual void Forget() = 0;
-
-  // The region could not be adopted (`why`): its state is put aside, never
-  // to be adopted again, where an operator can still look at it (or, where
-  // there is no such place, removed). Idempotent.
-  virtual void Discard(const std::string& why) = 0;
 };
 
 // Memory for a new kept region, and the handle of its kept state.

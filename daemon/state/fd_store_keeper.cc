@@ -255,10 +255,6 @@ Recovery FdStoreKeeper::Recover() {
       remove(MemoryFdName(slot));
       found.skipped.push_back(skip);
     };
-    if (!entry.memory) {
-      skipped("its memory is missing from the fd store");
-      continue;
-    }
     auto text = ReadRecordFd(record_fd.get());
     if (!text.ok()) {
       skipped(std::string(text.status().message()));
@@ -275,6 +271,10 @@ Recovery FdStoreKeeper::Recover() {
     if (record->slot != slot) {
       skipped(absl::StrCat("damaged record: it names slot ", record->slot,
                            " but was stored as slot ", slot));
+      continue;
+    }
+    if (!entry.memory) {
+      skipped("its memory is missing from the fd store");
       continue;
     }
     auto segment =
