@@ -126,10 +126,10 @@ class Bench {
   // exec -> READY=1.
   absl::Duration Start() {
     std::vector<std::string> argv = {
-        args_.rdmad,        "--socket",    work_ + "/a.sock",
-        "--peer_listen",    "127.0.0.1:0", "--transport",
-        args_.transport,    "--config",    work_ + "/rdmad.conf",
-        "--log_level",      "warn"};
+        args_.rdmad,     "--socket",    work_ + "/a.sock",
+        "--peer_listen", "127.0.0.1:0", "--transport",
+        args_.transport, "--config",    work_ + "/rdmad.conf",
+        "--log_level",   "warn"};
     if (!state_dir_.empty()) {
       argv.push_back("--state_dir");
       argv.push_back(state_dir_);
@@ -182,8 +182,8 @@ class Bench {
     if (status->region_count() != static_cast<uint64_t>(args_.regions) ||
         status->region_bytes() != args_.regions * args_.region_size) {
       Fail(absl::StrCat("after the restart rdmad has ", status->region_count(),
-                        " regions (", status->region_bytes(),
-                        " bytes), not ", args_.regions));
+                        " regions (", status->region_bytes(), " bytes), not ",
+                        args_.regions));
     }
     for (int i = 0; i < args_.regions; ++i) {
       auto view = client->MapRegion(absl::StrCat("bench", i));
@@ -257,11 +257,12 @@ int main(int argc, char** argv) {
     }
   } cleanup{work};
 
-  std::printf("# restart bench: %d regions x %s = %s, all pages written; "
-              "transport %s; state dir on the tmpfs %s; median of %d\n",
-              args.regions, rdmad::FormatSize(args.region_size).c_str(),
-              rdmad::FormatSize(total).c_str(), args.transport.c_str(),
-              base.c_str(), args.iterations);
+  std::printf(
+      "# restart bench: %d regions x %s = %s, all pages written; "
+      "transport %s; state dir on the tmpfs %s; median of %d\n",
+      args.regions, rdmad::FormatSize(args.region_size).c_str(),
+      rdmad::FormatSize(total).c_str(), args.transport.c_str(), base.c_str(),
+      args.iterations);
 
   std::vector<double> cold, dir_term, dir_term_stop, dir_kill, store_term;
   {
@@ -303,8 +304,10 @@ int main(int argc, char** argv) {
   std::printf("RESULT metric=cold_start ms=%.2f\n", reference);
   const std::string label = absl::StrCat(
       "restart, state dir (SIGTERM to READY, ", args.regions, " regions)");
-  Print(label.c_str(), Median(dir_term), reference, "restart_state_dir_sigterm");
-  std::printf("%-52s %9.1f ms\n", "  of which SIGTERM to exit", Median(dir_term_stop));
+  Print(label.c_str(), Median(dir_term), reference,
+        "restart_state_dir_sigterm");
+  std::printf("%-52s %9.1f ms\n", "  of which SIGTERM to exit",
+              Median(dir_term_stop));
   Print("restart, state dir (SIGKILL to READY)", Median(dir_kill), reference,
         "restart_state_dir_sigkill");
   Print("restart, fd store (SIGTERM to READY)", Median(store_term), reference,

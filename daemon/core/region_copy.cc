@@ -29,7 +29,8 @@ absl::Status KernelCopy(char* to, const char* from, uint64_t length) {
       const int error = n < 0 ? errno : EFAULT;
       if (error == EFAULT) {
         return absl::DataLossError(absl::StrCat(
-            "region memory ", done, " bytes into the copy is gone: its "
+            "region memory ", done,
+            " bytes into the copy is gone: its "
             "backing file in the state directory was truncated (a client "
             "holding its descriptor can do that); free the region and create "
             "it again"));

@@ -30,8 +30,7 @@ absl::Status Notify(const std::string& message, const int* fds, unsigned n) {
 
 absl::Status SystemdFdStore::Store(const std::string& name, int fd) {
   // FDPOLL=0: a memfd never signals POLLHUP; systemd should not watch it.
-  return Notify(absl::StrCat("FDSTORE=1\nFDNAME=", name, "\nFDPOLL=0"), &fd,
-                1);
+  return Notify(absl::StrCat("FDSTORE=1\nFDNAME=", name, "\nFDPOLL=0"), &fd, 1);
 }
 
 absl::Status SystemdFdStore::Remove(const std::string& name) {

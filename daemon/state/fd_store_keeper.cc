@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/state/region_record.h"
 #include "spdlog/spdlog.h"
@@ -96,10 +96,10 @@ class FdStoreRegion final : public core::KeptRegion {
     if (absl::Status s = store_->Store(
             RecordFdName(record_.slot, generation_ + 1), fd.get());
         !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("recording the export of region '",
-                                       record_.info.name,
-                                       "' in the fd store: ", s.message()));
+      return absl::Status(
+          s.code(),
+          absl::StrCat("recording the export of region '", record_.info.name,
+                       "' in the fd store: ", s.message()));
     }
     if (absl::Status s =
             store_->Remove(RecordFdName(record_.slot, generation_));
@@ -171,17 +171,17 @@ absl::StatusOr<core::KeptMemory> FdStoreKeeper::Create(
                          RecordMemfd(EncodeRegionRecord(record)));
   const std::string mem_name = MemoryFdName(record.slot);
   if (absl::Status s = store_->Store(mem_name, segment.fd()); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot hand the memory of region '", info.name,
-        "' to the service manager's fd store: ", s.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot hand the memory of region '", info.name,
+                     "' to the service manager's fd store: ", s.message()));
   }
-  if (absl::Status s = store_->Store(RecordFdName(record.slot, 1),
-                                     record_fd.get());
+  if (absl::Status s =
+          store_->Store(RecordFdName(record.slot, 1), record_fd.get());
       !s.ok()) {
     (void)store_->Remove(mem_name);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot hand the record of region '", info.name,
-        "' to the service manager's fd store: ", s.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot hand the record of region '", info.name,
+                     "' to the service manager's fd store: ", s.message()));
   }
   return core::KeptMemory{
       std::move(segment),
@@ -222,9 +222,9 @@ Recovery FdStoreKeeper::Recover() {
       slots[slot].records[generation] = std::move(passed.fd);
     } else if (absl::StartsWith(passed.name, kPrefix)) {
       remove(passed.name);
-      found.notes.push_back(absl::StrCat(
-          "removed descriptor '", passed.name,
-          "' from the fd store: not a name this rdmad writes"));
+      found.notes.push_back(
+          absl::StrCat("removed descriptor '", passed.name,
+                       "' from the fd store: not a name this rdmad writes"));
     } else {
       // Not ours (socket activation, another tool): closed here, left in
       // the store.
@@ -238,7 +238,8 @@ Recovery FdStoreKeeper::Recover() {
     if (entry.records.empty()) {
       remove(MemoryFdName(slot));
       found.notes.push_back(absl::StrCat(
-          "removed ", MemoryFdName(slot), " from the fd store: memory without "
+          "removed ", MemoryFdName(slot),
+          " from the fd store: memory without "
           "a record (a crash while a region was created or freed)"));
       continue;
     }

@@ -29,8 +29,8 @@ KeptRegions::KeptRegions(std::unique_ptr<RecoveringKeeper> keeper)
 
 absl::StatusOr<std::unique_ptr<KeptRegions>> KeptRegions::Open(
     const v1::DaemonConfig& config) {
-  const bool keep = !config.has_keep_regions_on_restart() ||
-                    config.keep_regions_on_restart();
+  const bool keep =
+      !config.has_keep_regions_on_restart() || config.keep_regions_on_restart();
   std::vector<NamedFd> passed = TakeListenFds();
   std::unique_ptr<RecoveringKeeper> keeper;
   std::string unkept_why;
@@ -51,9 +51,10 @@ absl::StatusOr<std::unique_ptr<KeptRegions>> KeptRegions::Open(
       // twice: the store's are let go.
       FdStoreKeeper store(std::make_unique<SystemdFdStore>(),
                           std::move(passed));
-      spdlog::warn("discarded {} region(s) an earlier run kept in the fd "
-                   "store: state_dir is set now, and regions are kept there",
-                   store.DiscardAll());
+      spdlog::warn(
+          "discarded {} region(s) an earlier run kept in the fd "
+          "store: state_dir is set now, and regions are kept there",
+          store.DiscardAll());
     }
   } else if (std::string why; SystemdFdStoreAvailable(&why)) {
     keeper = std::make_unique<FdStoreKeeper>(std::make_unique<SystemdFdStore>(),
@@ -63,19 +64,21 @@ absl::StatusOr<std::unique_ptr<KeptRegions>> KeptRegions::Open(
   }
   if (keeper != nullptr && !keep) {
     const size_t discarded = keeper->DiscardAll();
-    spdlog::info("keep_regions_on_restart is false: named regions end with "
-                 "this daemon; discarded {} region(s) an earlier run kept in "
-                 "{}",
-                 discarded, keeper->Describe());
+    spdlog::info(
+        "keep_regions_on_restart is false: named regions end with "
+        "this daemon; discarded {} region(s) an earlier run kept in "
+        "{}",
+        discarded, keeper->Describe());
     keeper.reset();
   } else if (keeper != nullptr) {
     spdlog::info("named regions are kept across restarts in {}",
                  keeper->Describe());
   } else if (keep) {
-    spdlog::info("named regions end with this daemon ({}): set state_dir to "
-                 "a tmpfs directory, or run rdmad under systemd, to keep them "
-                 "across restarts",
-                 unkept_why);
+    spdlog::info(
+        "named regions end with this daemon ({}): set state_dir to "
+        "a tmpfs directory, or run rdmad under systemd, to keep them "
+        "across restarts",
+        unkept_why);
   }
   return std::unique_ptr<KeptRegions>(new KeptRegions(std::move(keeper)));
 }
@@ -98,9 +101,9 @@ AdoptionSummary KeptRegions::Adopt(core::RegionTable& regions) {
       spdlog::debug("adopted region '{}' ({} bytes, export {})", name, size,
                     ExportAccessName(region.info.export_access));
     } else {
-      found.skipped.push_back(SkippedRegion{
-          absl::StrCat("region '", name, "'"),
-          std::string(restored.status().message()), size});
+      found.skipped.push_back(
+          SkippedRegion{absl::StrCat("region '", name, "'"),
+                        std::string(restored.status().message()), size});
     }
   }
   for (const SkippedRegion& skipped : found.skipped) {
@@ -117,8 +120,7 @@ AdoptionSummary KeptRegions::Adopt(core::RegionTable& regions) {
   return summary;
 }
 
-std::string KeptRegions::ShutdownSummary(
-    const core::RegionTotals& left) const {
+std::string KeptRegions::ShutdownSummary(const core::RegionTotals& left) const {
   if (keeper_ == nullptr || left.kept_count == 0) {
     return absl::StrCat("released ", left.count, " daemon-owned region(s)");
   }

@@ -95,8 +95,9 @@ std::string EncodeRegionRecord(const RegionRecord& record) {
 
 absl::StatusOr<RegionRecord> ParseRegionRecord(absl::string_view text) {
   if (text.size() > kMaxRecordBytes) {
-    return Damaged(absl::StrCat(text.size(), " bytes, more than a record "
-                                             "can be (",
+    return Damaged(absl::StrCat(text.size(),
+                                " bytes, more than a record "
+                                "can be (",
                                 kMaxRecordBytes, ")"));
   }
   if (text.empty() || text.back() != '\n') {
@@ -115,9 +116,11 @@ absl::StatusOr<RegionRecord> ParseRegionRecord(absl::string_view text) {
     return Damaged("its format number is not a number");
   }
   if (format != kRecordFormat) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the record has format ", format, " (written by another version of "
-        "rdmad); this rdmad reads format ", kRecordFormat));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the record has format ", format,
+                     " (written by another version of "
+                     "rdmad); this rdmad reads format ",
+                     kRecordFormat));
   }
   constexpr size_t kLines = 9;
   if (lines.size() != kLines) {
@@ -167,12 +170,11 @@ absl::StatusOr<RegionRecord> ParseRegionRecord(absl::string_view text) {
   if (!mode.ok()) return mode.status();
   if (mode->size() != 4 || mode->front() != '0' ||
       mode->find_first_not_of("01234567") != absl::string_view::npos) {
-    return Damaged(absl::StrCat("mode '", absl::CEscape(*mode),
-                                "' is not 0000..0777"));
+    return Damaged(
+        absl::StrCat("mode '", absl::CEscape(*mode), "' is not 0000..0777"));
   }
-  info.acl.mode = static_cast<uint32_t>(((*mode)[1] - '0') * 64 +
-                                        ((*mode)[2] - '0') * 8 +
-                                        ((*mode)[3] - '0'));
+  info.acl.mode = static_cast<uint32_t>(
+      ((*mode)[1] - '0') * 64 + ((*mode)[2] - '0') * 8 + ((*mode)[3] - '0'));
   auto access = Field(lines[7], "export");
   if (!access.ok()) return access.status();
   if (*access == "none") {

@@ -17,9 +17,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/size.h"
 #include "common/status_macros.h"
@@ -99,7 +99,7 @@ absl::StatusOr<std::string> ReadSmallFile(int dir_fd, const std::string& name,
 
 struct StateDirKeeper::Dir {
   std::string path;
-  UniqueFd fd;  // holds the flock
+  UniqueFd fd;     // holds the flock
   absl::Mutex mu;  // serializes moves into damaged/
 
   // Writes a record: a temporary file, fsync, rename over the old one,
@@ -111,9 +111,9 @@ struct StateDirKeeper::Dir {
                           O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
                           0600));
     if (!out) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat("writing the record of region '",
-                              record.info.name, "' in ", path));
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("writing the record of region '",
+                                              record.info.name, "' in ", path));
     }
     absl::Status status = WriteAll(out.get(), EncodeRegionRecord(record));
     if (status.ok() && ::fsync(out.get()) != 0) {
@@ -146,9 +146,10 @@ struct StateDirKeeper::Dir {
   void PutAside(const std::string& slot, const std::string& why) {
     absl::MutexLock lock(&mu);
     if (::mkdirat(fd.get(), kDamaged, 0700) != 0 && errno != EEXIST) {
-      spdlog::warn("state directory {}: cannot create {}/: {}; removing the "
-                   "files of slot {} instead",
-                   path, kDamaged, std::strerror(errno), slot);
+      spdlog::warn(
+          "state directory {}: cannot create {}/: {}; removing the "
+          "files of slot {} instead",
+          path, kDamaged, std::strerror(errno), slot);
       Remove(RecFile(slot));
       Remove(MemFile(slot));
       return;
@@ -162,10 +163,9 @@ struct StateDirKeeper::Dir {
       }
     }
     if (damaged) {
-      UniqueFd note(::openat(damaged.get(), (slot + ".why").c_str(),
-                             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
-                                 O_CLOEXEC,
-                             0600));
+      UniqueFd note(::openat(
+          damaged.get(), (slot + ".why").c_str(),
+          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (note) (void)WriteAll(note.get(), why + "\n");
     }
   }
@@ -241,10 +241,13 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
   // Its records say who may use each region: whoever could write here
   // could grant themselves any region after the next restart.
   if (st.st_uid != ::geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state_dir ", path, " belongs to uid ", st.st_uid, ", not to rdmad's "
-        "uid ", ::geteuid(), ": use a directory of rdmad's own (it is "
-        "created if missing)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("state_dir ", path, " belongs to uid ", st.st_uid,
+                     ", not to rdmad's "
+                     "uid ",
+                     ::geteuid(),
+                     ": use a directory of rdmad's own (it is "
+                     "created if missing)"));
   }
   if ((st.st_mode & 022) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -254,9 +257,10 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
   }
   if (::flock(dir->fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "state_dir ", path, " is in use by another running rdmad: give "
-          "each daemon a state_dir of its own"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_dir ", path,
+                       " is in use by another running rdmad: give "
+                       "each daemon a state_dir of its own"));
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("flock of ", path));
   }
@@ -305,16 +309,15 @@ absl::StatusOr<core::KeptMemory> StateDirKeeper::Create(
   record.info = info;
   // Memory first, then the record: until the record exists, the memory
   // file is an orphan that the next start removes.
-  RDMAD_ASSIGN_OR_RETURN(
-      core::ShmSegment segment,
-      core::ShmSegment::CreateFile(dir_->fd.get(), MemFile(record.slot),
-                                   info.size));
+  RDMAD_ASSIGN_OR_RETURN(core::ShmSegment segment,
+                         core::ShmSegment::CreateFile(
+                             dir_->fd.get(), MemFile(record.slot), info.size));
   if (absl::Status s = dir_->WriteRecord(record); !s.ok()) {
     dir_->Remove(MemFile(record.slot));
     return s;
   }
-  return core::KeptMemory{
-      std::move(segment), std::make_unique<StateDirRegion>(dir_, record)};
+  return core::KeptMemory{std::move(segment),
+                          std::make_unique<StateDirRegion>(dir_, record)};
 }
 
 Recovery StateDirKeeper::Recover() {
@@ -358,8 +361,8 @@ Recovery StateDirKeeper::Recover() {
       mems.insert(std::string(stem));
       continue;
     }
-    found.notes.push_back(absl::StrCat("unknown file ", dir_->path, "/", name,
-                                       " left alone"));
+    found.notes.push_back(
+        absl::StrCat("unknown file ", dir_->path, "/", name, " left alone"));
   }
   for (const std::string& slot : mems) {
     if (!records.contains(slot)) {
@@ -390,8 +393,8 @@ Recovery StateDirKeeper::Recover() {
       skipped(std::string(record.status().message()));
       continue;
     }
-    skip.region = absl::StrCat("region '", record->info.name, "' (slot ", slot,
-                               ")");
+    skip.region =
+        absl::StrCat("region '", record->info.name, "' (slot ", slot, ")");
     skip.bytes = record->info.size;
     if (record->slot != slot) {
       skipped(absl::StrCat("damaged record: it names slot ", record->slot,
@@ -408,9 +411,9 @@ Recovery StateDirKeeper::Recover() {
       skipped(absl::StrCat("its memory: ", segment.status().message()));
       continue;
     }
-    found.regions.push_back(RecoveredRegion{
-        record->info, *std::move(segment),
-        std::make_unique<StateDirRegion>(dir_, *record)});
+    found.regions.push_back(
+        RecoveredRegion{record->info, *std::move(segment),
+                        std::make_unique<StateDirRegion>(dir_, *record)});
   }
   return found;
 }

@@ -88,8 +88,8 @@ class FdStoreRestartTest : public ::testing::Test {
         log_);
     ASSERT_TRUE(child.ok()) << child.status();
     daemon_ = *std::move(child);
-    ASSERT_TRUE(manager_->WaitReady(absl::Seconds(60)))
-        << "no READY=1\n" << Log();
+    ASSERT_TRUE(manager_->WaitReady(absl::Seconds(60))) << "no READY=1\n"
+                                                        << Log();
     auto client = Connect(socket_);
     ASSERT_TRUE(client);
     auto status = client->GetStatus();
@@ -107,8 +107,8 @@ class FdStoreRestartTest : public ::testing::Test {
     daemon_ = nullptr;
   }
   static std::unique_ptr<Client> Connect(const std::string& socket) {
-    auto client = Client::Connect({.socket_path = socket,
-                                   .timeout = absl::Seconds(30)});
+    auto client =
+        Client::Connect({.socket_path = socket, .timeout = absl::Seconds(30)});
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
@@ -184,9 +184,8 @@ TEST_F(FdStoreRestartTest, RegionsSurviveRestartsThroughTheStore) {
     ASSERT_TRUE(listed.ok());
     ASSERT_EQ(listed->regions_size(), 2) << Log();
     for (const auto& r : listed->regions()) {
-      EXPECT_EQ(r.export_access(), r.name() == "cache"
-                                       ? v1::ACCESS_READ_WRITE
-                                       : v1::ACCESS_READ);
+      EXPECT_EQ(r.export_access(),
+                r.name() == "cache" ? v1::ACCESS_READ_WRITE : v1::ACCESS_READ);
       EXPECT_THAT(r.backing(), StartsWith("memfd"));
     }
     auto cache = ca->MapRegion("cache");
@@ -204,9 +203,9 @@ TEST_F(FdStoreRestartTest, RegionsSurviveRestartsThroughTheStore) {
       written = cb->Write(*buf, 0, Named("cache"), 0, kMiB);
     }
     ASSERT_TRUE(written.ok()) << written.status();
-    RecordProperty(sig == SIGKILL ? "attempts_after_sigkill"
-                                  : "attempts_after_sigterm",
-                   attempts);
+    RecordProperty(
+        sig == SIGKILL ? "attempts_after_sigkill" : "attempts_after_sigterm",
+        attempts);
     EXPECT_EQ(PatternMismatch(cache->data(), kMiB, seed), -1);
 
     // The earlier run's descriptor is refused.

@@ -41,8 +41,8 @@ class StateDirBase {
  public:
   explicit StateDirBase(const std::string& fallback) {
     const std::string user = absl::StrCat("/run/user/", ::getuid());
-    for (const std::string& base : {std::string("/dev/shm"), user,
-                                    std::string("/run")}) {
+    for (const std::string& base :
+         {std::string("/dev/shm"), user, std::string("/run")}) {
       if (!IsWritableTmpfs(base)) continue;
       std::string pattern = base + "/rdmad-state-XXXXXX";
       if (::mkdtemp(pattern.data()) != nullptr) {
@@ -117,8 +117,8 @@ inline uint64_t ResidentBytes(pid_t pid) {
 }
 
 struct DirUsage {
-  int files = 0;           // regular files, recursively
-  uint64_t bytes = 0;      // allocated (st_blocks), recursively
+  int files = 0;       // regular files, recursively
+  uint64_t bytes = 0;  // allocated (st_blocks), recursively
 };
 inline DirUsage UsageOf(const std::string& dir) {
   DirUsage usage;

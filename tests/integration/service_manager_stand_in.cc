@@ -178,9 +178,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ServiceManagerStandIn::Launch(
 
 bool ServiceManagerStandIn::WaitReady(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ready_ > 0;
-  };
+  auto ready = [this]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_ > 0; };
   return mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
 }
 

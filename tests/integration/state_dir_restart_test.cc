@@ -116,9 +116,9 @@ TEST_F(StateDirRestartTest, SigkillAndSigtermKeepBytesAndPeersCarryOn) {
   {
     auto ca = Connect(*a);
     ASSERT_TRUE(ca);
-    ASSERT_TRUE(ca->CreateRegion("cache", kCache, Access::kReadWrite,
-                                 {.mode = 0640})
-                    .ok());
+    ASSERT_TRUE(
+        ca->CreateRegion("cache", kCache, Access::kReadWrite, {.mode = 0640})
+            .ok());
     ASSERT_TRUE(ca->CreateRegion("private", kPrivate, Access::kNone).ok());
     auto cache = ca->MapRegion("cache");
     auto priv = ca->MapRegion("private");
@@ -184,9 +184,9 @@ TEST_F(StateDirRestartTest, SigkillAndSigtermKeepBytesAndPeersCarryOn) {
     FillPattern(buf->data(), kMiB, seed);
     const int attempts = WriteByName(*cb, *buf, *a, "cache", 0, kMiB);
     EXPECT_LE(attempts, 2) << "the peer did not carry on after one retry";
-    RecordProperty(sig == SIGKILL ? "attempts_after_sigkill"
-                                  : "attempts_after_sigterm",
-                   attempts);
+    RecordProperty(
+        sig == SIGKILL ? "attempts_after_sigkill" : "attempts_after_sigterm",
+        attempts);
     EXPECT_EQ(PatternMismatch(cache->data(), kMiB, seed), -1);
     std::memset(buf->data(), 0, kMiB);
     ASSERT_TRUE(cb->Read(*buf, 0, Remote(*a, "cache"), 0, kMiB).ok());
@@ -212,8 +212,7 @@ TEST_F(StateDirRestartTest, SigkillAndSigtermKeepBytesAndPeersCarryOn) {
   const std::string log = a->LogTail();
   EXPECT_THAT(log, HasSubstr("adopted 2 kept region(s) (2199552 bytes"));
   (void)a->Stop();
-  EXPECT_THAT(a->LogTail(),
-              HasSubstr("kept 2 named region(s) (2199552 bytes"));
+  EXPECT_THAT(a->LogTail(), HasSubstr("kept 2 named region(s) (2199552 bytes"));
 }
 
 TEST_F(StateDirRestartTest, FiftyRestartsLeakNothing) {
@@ -243,17 +242,17 @@ TEST_F(StateDirRestartTest, FiftyRestartsLeakNothing) {
     SCOPED_TRACE(absl::StrCat("cycle ", cycle));
     Restart(*a, cycle % 2 == 0 ? SIGKILL : SIGTERM);
     FillPattern(buf->data(), 64 * kKiB, 100 + cycle);
-    const int attempts = WriteByName(*cb, *buf, *a, "cache", cycle * 4096,
-                                     64 * kKiB);
+    const int attempts =
+        WriteByName(*cb, *buf, *a, "cache", cycle * 4096, 64 * kKiB);
     ASSERT_LE(attempts, 2);
     most_attempts = std::max(most_attempts, attempts);
     // What the previous cycle wrote is still there (read back by name).
     if (cycle > 1) {
       auto back = cb->Allocate(64 * kKiB);
       ASSERT_TRUE(back.ok());
-      ASSERT_TRUE(cb->Read(*back, 0, Remote(*a, "cache"), (cycle - 1) * 4096,
-                           4096)
-                      .ok());
+      ASSERT_TRUE(
+          cb->Read(*back, 0, Remote(*a, "cache"), (cycle - 1) * 4096, 4096)
+              .ok());
       ASSERT_EQ(PatternMismatch(back->data(), 4096, 100 + cycle - 1), -1);
     }
     const testing::DirUsage dir = testing::UsageOf(state_.state_dir());
@@ -277,13 +276,12 @@ TEST_F(StateDirRestartTest, FiftyRestartsLeakNothing) {
     ASSERT_LE(b_fds, first_b_fds + 6) << "the peer leaks channels";
   }
   const uint64_t b_rss = testing::ResidentBytes(b->pid());
-  std::cout << "after " << kCycles << " restarts: state dir "
-            << first_dir.files << " files / " << first_dir.bytes
-            << " bytes throughout; daemon fds " << first_a_fds
-            << "; peer fds " << first_b_fds << " -> "
-            << testing::FdCount(b->pid()) << ", peer RSS " << first_b_rss
-            << " -> " << b_rss << "; most attempts per transfer "
-            << most_attempts << "\n";
+  std::cout << "after " << kCycles << " restarts: state dir " << first_dir.files
+            << " files / " << first_dir.bytes
+            << " bytes throughout; daemon fds " << first_a_fds << "; peer fds "
+            << first_b_fds << " -> " << testing::FdCount(b->pid())
+            << ", peer RSS " << first_b_rss << " -> " << b_rss
+            << "; most attempts per transfer " << most_attempts << "\n";
   if (!testing::SanitizerBuild()) {
     EXPECT_LT(b_rss, first_b_rss + 48 * kMiB) << "the peer's memory grows";
   }
@@ -345,8 +343,8 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   ASSERT_TRUE(a && b);
   auto ca = Connect(*a);
   ASSERT_TRUE(ca);
-  auto made = ca->CreateRegion("victim", kMiB, Access::kReadWrite,
-                               {.mode = 0666});
+  auto made =
+      ca->CreateRegion("victim", kMiB, Access::kReadWrite, {.mode = 0666});
   ASSERT_TRUE(made.ok());
   // Any client that may map the region gets its descriptor: a state-dir
   // file cannot be sealed, so it can shrink it under the daemon.
@@ -436,8 +434,7 @@ TEST_F(StateDirRestartTest, TwoDaemonsCannotShareAStateDirectory) {
   auto a = StartKeeping("a");
   ASSERT_TRUE(a);
   DaemonOptions options;
-  options.extra_args = {"--state_dir", state_.state_dir(), "--config",
-                        config_};
+  options.extra_args = {"--state_dir", state_.state_dir(), "--config", config_};
   auto second = DaemonProcess::Start(tmp_.path(), "second", options);
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()),

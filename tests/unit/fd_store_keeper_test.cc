@@ -54,7 +54,9 @@ class FakeStore {
     FakeStore* store_;
   };
 
-  std::unique_ptr<FdStore> NewClient() { return std::make_unique<Client>(this); }
+  std::unique_ptr<FdStore> NewClient() {
+    return std::make_unique<Client>(this);
+  }
 
   // What the next start receives: a duplicate of every stored descriptor.
   std::vector<NamedFd> Pass() {
@@ -130,8 +132,8 @@ TEST_F(FdStoreKeeperTest, RegionsComeBackWithTheirBytesAndRecords) {
     std::memcpy(memory->segment.data(), "fd store bytes", 14);
   }
   const std::string slot = OnlySlot();
-  EXPECT_THAT(store_.Names(), ElementsAre(MemoryFdName(slot),
-                                          RecordFdName(slot, 1)));
+  EXPECT_THAT(store_.Names(),
+              ElementsAre(MemoryFdName(slot), RecordFdName(slot, 1)));
   auto keeper = Start();
   Recovery found = keeper->Recover();
   EXPECT_THAT(found.skipped, IsEmpty());
@@ -140,9 +142,9 @@ TEST_F(FdStoreKeeperTest, RegionsComeBackWithTheirBytesAndRecords) {
   EXPECT_EQ(found.regions[0].info.name, "kv");
   EXPECT_EQ(found.regions[0].info.size, 70000u);
   EXPECT_EQ(found.regions[0].info.export_access, core::RemoteAccess::kWrite);
-  EXPECT_EQ(std::string(static_cast<char*>(found.regions[0].segment.data()),
-                        14),
-            "fd store bytes");
+  EXPECT_EQ(
+      std::string(static_cast<char*>(found.regions[0].segment.data()), 14),
+      "fd store bytes");
   EXPECT_FALSE(found.regions[0].segment.can_shrink());
 }
 
@@ -243,9 +245,9 @@ TEST_F(FdStoreKeeperTest, DamageAndLeftoversAreRemovedNeverAdopted) {
   EXPECT_THAT(notes, HasSubstr("'socket-activation' passed at start: not "
                                "rdmad's"));
   // Only the good region and the foreign descriptor remain stored.
-  EXPECT_THAT(store_.Names(), ElementsAre(MemoryFdName(good),
-                                          RecordFdName(good, 1),
-                                          "socket-activation"));
+  EXPECT_THAT(store_.Names(),
+              ElementsAre(MemoryFdName(good), RecordFdName(good, 1),
+                          "socket-activation"));
 }
 
 TEST_F(FdStoreKeeperTest, StoreFailureLeavesNothingBehind) {

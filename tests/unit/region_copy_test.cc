@@ -63,8 +63,8 @@ TEST_F(RegionCopyTest, MatchesMemmoveForEveryOverlap) {
   std::vector<char> expected(kSize);
   const struct {
     uint64_t to, from, length;
-  } cases[] = {{0, 1, kSize - 1},          {1, 0, kSize - 1},
-               {100, 4096, 2 << 20},       {4096, 100, 2 << 20},
+  } cases[] = {{0, 1, kSize - 1},           {1, 0, kSize - 1},
+               {100, 4096, 2 << 20},        {4096, 100, 2 << 20},
                {0, (1 << 20) + 3, 1 << 20}, {5, 5, 1000},
                {(2 << 20), 0, 1 << 20}};
   for (const auto& c : cases) {

@@ -47,8 +47,7 @@ TEST(Crc32cTest, KnownVectors) {
 TEST(RegionRecordTest, RoundTrips) {
   const RegionRecord record = Sample();
   const std::string text = EncodeRegionRecord(record);
-  EXPECT_EQ(text.rfind("rdmad-region-record 1\nslot 5f0c2a7e91d3b846\n", 0),
-            0u)
+  EXPECT_EQ(text.rfind("rdmad-region-record 1\nslot 5f0c2a7e91d3b846\n", 0), 0u)
       << text;
   EXPECT_THAT(text, HasSubstr("\nmode 0640\nexport rw\ncrc32c "));
   auto parsed = ParseRegionRecord(text);
@@ -93,10 +92,9 @@ TEST(RegionRecordTest, CutShortIsDamage) {
     ASSERT_FALSE(parsed.ok()) << n;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << n;
   }
-  EXPECT_THAT(ParseRegionRecord(text.substr(0, text.size() - 1))
-                  .status()
-                  .message(),
-              HasSubstr("newline"));
+  EXPECT_THAT(
+      ParseRegionRecord(text.substr(0, text.size() - 1)).status().message(),
+      HasSubstr("newline"));
 }
 
 TEST(RegionRecordTest, BadChecksumSaysSo) {

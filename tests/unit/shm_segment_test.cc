@@ -53,9 +53,8 @@ TEST_F(StateFileTest, CreateThenOpenKeepsTheBytes) {
   }
   auto again = ShmSegment::OpenFile(dir_fd_.get(), "a.mem", 10000);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(std::memcmp(static_cast<char*>(again->data()) + 9990, "persisted",
-                        9),
-            0);
+  EXPECT_EQ(
+      std::memcmp(static_cast<char*>(again->data()) + 9990, "persisted", 9), 0);
   EXPECT_TRUE(again->can_shrink());
 }
 

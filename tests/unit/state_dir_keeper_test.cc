@@ -61,7 +61,8 @@ class StateDirKeeperTest : public ::testing::Test {
     std::memcpy(memory->segment.data(), text.data(), text.size());
     for (const std::string& file : ListNames(dir_)) {
       if (absl::EndsWith(file, ".rec")) {
-        auto record = ParseRegionRecord(ReadFile(absl::StrCat(dir_, "/", file)));
+        auto record =
+            ParseRegionRecord(ReadFile(absl::StrCat(dir_, "/", file)));
         if (record.ok() && record->info.name == name) return record->slot;
       }
     }
@@ -143,9 +144,8 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
   ASSERT_THAT(found.regions, SizeIs(1));
   EXPECT_EQ(found.regions[0].info.export_access,
             core::RemoteAccess::kReadWrite);
-  ASSERT_TRUE(found.regions[0]
-                  .kept->SetExportAccess(core::RemoteAccess::kNone)
-                  .ok());
+  ASSERT_TRUE(
+      found.regions[0].kept->SetExportAccess(core::RemoteAccess::kNone).ok());
   // Temporary files of the atomic write do not stay.
   for (const std::string& name : ListNames(dir_)) {
     EXPECT_FALSE(absl::EndsWith(name, ".tmp")) << name;
@@ -177,8 +177,8 @@ TEST_F(StateDirKeeperTest, DamagedRecordIsPutAsideWithWhy) {
   ASSERT_THAT(found.skipped, SizeIs(1));
   EXPECT_THAT(found.skipped[0].region, HasSubstr(slot));
   EXPECT_THAT(found.skipped[0].why, HasSubstr("checksum"));
-  EXPECT_THAT(ListNames(dir_), UnorderedElementsAre("damaged", good + ".mem",
-                                                    good + ".rec"));
+  EXPECT_THAT(ListNames(dir_),
+              UnorderedElementsAre("damaged", good + ".mem", good + ".rec"));
   EXPECT_THAT(ListNames(Path("damaged")),
               ElementsAre(slot + ".mem", slot + ".rec", slot + ".why"));
   EXPECT_THAT(ReadFile(Path("damaged/" + slot + ".why")),
@@ -218,7 +218,8 @@ TEST_F(StateDirKeeperTest, MissingMemoryAndMismatchedSlotAreSkipped) {
   EXPECT_EQ(found.regions[0].info.name, "b");
   ASSERT_THAT(found.skipped, SizeIs(2));
   std::string reasons;
-  for (const SkippedRegion& s : found.skipped) absl::StrAppend(&reasons, s.why, ";");
+  for (const SkippedRegion& s : found.skipped)
+    absl::StrAppend(&reasons, s.why, ";");
   EXPECT_THAT(reasons, HasSubstr("is missing"));
   EXPECT_THAT(reasons, HasSubstr("names slot " + b));
 }
