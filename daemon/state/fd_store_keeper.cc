@@ -232,7 +232,11 @@ Recovery FdStoreKeeper::Recover() {
                                          "' passed at start: not rdmad's"));
     }
   }
-  for (auto& [slot, entry] : slots) {
+  // Not a structured binding: lambdas below capture the slot (clang 14
+  // cannot capture bindings).
+  for (auto& item : slots) {
+    const std::string& slot = item.first;
+    Slot& entry = item.second;
     SkippedRegion skip;
     skip.region = absl::StrCat("slot ", slot);
     if (entry.records.empty()) {
