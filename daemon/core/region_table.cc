@@ -262,38 +262,45 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     }
     return status;
   };
-  absl::ReleasableMutexLock lock(&mu_);
-  reserved_bytes_ -= options.size;
-  // The charge moves from the requested size to the mapped size (or goes).
-  Uncharge(caller.uid, 1, options.size);
-  if (!local.ok()) {
-    lock.Release();
-    return refuse(local.status());
+  // (A scoped MutexLock, not ReleasableMutexLock: the latter unlocks inside
+  // the abseil library, where the TSan build's lock shim cannot see it.)
+  absl::Status refused;
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= options.size;
+    // The charge moves from the requested size to the mapped size (or goes).
+    Uncharge(caller.uid, 1, options.size);
+    if (!local.ok()) {
+      refused = local.status();
+    } else if (!options.name.empty() && by_name_.contains(options.name)) {
+      // The name was free when checked, but another allocation may have
+      // taken it while we registered.
+      refused = absl::AlreadyExistsError(absl::StrCat(
+          "a region named '", options.name,
+          "' already exists: pick another name or free it first"));
+    } else {
+      const uint64_t id = next_id_++;
+      const uint64_t pinned = segment.mapped_size();
+      UidUsage& used = usage_[caller.uid];
+      ++used.regions;
+      used.pinned_bytes += pinned;
+      region = std::make_shared<Region>(
+          id, options.name,
+          options.daemon_owned ? RegionOwnerKind::kDaemon
+                               : RegionOwnerKind::kSession,
+          caller, std::move(segment), *std::move(local), acl, std::move(kept));
+      if (options.export_access != RemoteAccess::kNone) {
+        region->SetExport(options.export_access, SecureRandom64(),
+                          std::move(exported));
+      }
+      by_id_[id] = region;
+      if (!options.name.empty()) by_name_[options.name] = id;
+      pinned_bytes_ += pinned;
+    }
   }
-  // The name was free when checked, but another allocation may have taken
-  // it while we registered.
-  if (!options.name.empty() && by_name_.contains(options.name)) {
-    lock.Release();
-    return refuse(absl::AlreadyExistsError(absl::StrCat(
-        "a region named '", options.name,
-        "' already exists: pick another name or free it first")));
-  }
-  const uint64_t id = next_id_++;
-  const uint64_t pinned = segment.mapped_size();
-  UidUsage& used = usage_[caller.uid];
-  ++used.regions;
-  used.pinned_bytes += pinned;
-  auto region = std::make_shared<Region>(
-      id, options.name,
-      options.daemon_owned ? RegionOwnerKind::kDaemon : RegionOwnerKind::kSession,
-      caller, std::move(segment), *std::move(local), acl, std::move(kept));
-  if (options.export_access != RemoteAccess::kNone) {
-    region->SetExport(options.export_access, SecureRandom64(),
-                      std::move(exported));
-  }
-  by_id_[id] = region;
-  if (!options.name.empty()) by_name_[options.name] = id;
-  pinned_bytes_ += pinned;
+  // Outside the lock: putting kept state aside does file I/O.
+  if (!refused.ok()) return refuse(refused);
   return region;
 }
 
