@@ -14,6 +14,7 @@
 #include "daemon/daemon_impl.h"
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
+#include "daemon/state/kept_regions.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad {
@@ -132,9 +133,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.transport = d.transports.choice.kind;
   id.transport_reason = d.transports.choice.reason;
   d.state.devices = d.transports.devices;
+  // Regions an earlier daemon kept are adopted before any server starts,
+  // so that peers and clients find them under their old names at once.
+  RDMAD_ASSIGN_OR_RETURN(d.kept, state::KeptRegions::Open(config));
   d.regions = std::make_unique<core::RegionTable>(
       d.transports.registrar.get(),
-      RegionLimitsFor(config, id.memlock_limit, d.transports.devices));
+      RegionLimitsFor(config, id.memlock_limit, d.transports.devices),
+      d.kept->keeper());
+  d.kept->Adopt(*d.regions);
 
   // 4. The TCP data listener serves this daemon's exported regions.
   RDMAD_ASSIGN_OR_RETURN(d.data_server,
@@ -281,7 +287,9 @@ void Daemon::Shutdown() {
   d.peer_server.reset();
   d.regions.reset();
   d.transports.registrar.reset();
-  spdlog::info("rdmad stopped; released {} daemon-owned region(s)", left.count);
+  spdlog::info("rdmad stopped; {}", d.kept != nullptr
+                                        ? d.kept->ShutdownSummary(left)
+                                        : std::string("nothing was running"));
 }
 
 std::string Daemon::metrics_address() const {

@@ -23,6 +23,7 @@
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
+#include "daemon/state/kept_regions.h"
 #include "daemon/transport_setup.h"
 #include "grpcpp/grpcpp.h"
 
@@ -36,6 +37,8 @@ struct Daemon::Impl {
   std::unique_ptr<runtime::IoRuntime> runtime;
   std::unique_ptr<runtime::LoopTimers> timers;
   Transports transports;
+  // Where named regions outlive the daemon (the table's keeper).
+  std::unique_ptr<state::KeptRegions> kept;
   std::unique_ptr<core::RegionTable> regions;
   // Cluster directory (null without one). Stopped first in Shutdown, but
   // kept until the end: transfers in flight may still call it.

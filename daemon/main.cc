@@ -5,6 +5,7 @@
 //         [--config FILE] [--log_level LEVEL] [--metrics_listen HOST:PORT]
 //         [--directory etcd://HOST:PORT[,...]] [--directory_prefix /rdmad]
 //         [--directory_lease_ttl SECONDS]
+//         [--state_dir DIR]
 //
 // Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
 #include <signal.h>
@@ -58,6 +59,10 @@ ABSL_FLAG(std::string, directory_prefix, "",
 ABSL_FLAG(uint32_t, directory_lease_ttl, 0,
           "seconds a dead daemon's entries stay in the directory (its etcd "
           "lease TTL; default 10, 2..3600)");
+ABSL_FLAG(std::string, state_dir, "",
+          "directory on a tmpfs or hugetlbfs where daemon-owned named "
+          "regions outlive a restart (default: the systemd fd store under "
+          "systemd, else none; see docs/RESTART.md)");
 
 namespace {
 
@@ -93,6 +98,7 @@ absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
   if (const uint32_t ttl = absl::GetFlag(FLAGS_directory_lease_ttl); ttl != 0) {
     config.set_directory_lease_ttl_seconds(ttl);
   }
+  Override(absl::GetFlag(FLAGS_state_dir), config.mutable_state_dir());
   rdmad::config::ApplyDefaults(config);
   if (absl::Status s =
           rdmad::config::ValidateConfig(config, "command line");
@@ -110,7 +116,8 @@ int main(int argc, char** argv) {
       "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
       "[--data_listen HOST:PORT] "
       "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL] "
-      "[--metrics_listen HOST:PORT] [--directory etcd://HOST:PORT[,...]]");
+      "[--metrics_listen HOST:PORT] [--directory etcd://HOST:PORT[,...]] "
+      "[--state_dir DIR]");
   absl::ParseCommandLine(argc, argv);
 
   auto logger = spdlog::stderr_color_mt("rdmad");

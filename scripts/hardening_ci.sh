@@ -66,7 +66,7 @@ if [[ -z "${SKIP_TSAN:-}" ]]; then
   # us to suppress and why.
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/fuzz/tsan.supp"
   ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
-    -R '^(AccessControlTest|RegionAclTest|QuotaTest|RevocationTest|HandshakeTest|PeerAllowListTest|RegionTableTest|SessionTableTest|TransferEngineTest|Tcp[A-Za-z]*Test|DescriptorCodecTest)\.'
+    -R '^(AccessControlTest|RegionAclTest|QuotaTest|RevocationTest|HandshakeTest|PeerAllowListTest|RegionTableTest|KeptRegionTableTest|SessionTableTest|TransferEngineTest|Tcp[A-Za-z]*Test|DescriptorCodecTest)\.'
   ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
     -R '^(ClientTest\.|TransferTest\.(PatternsRoundTrip|SeveralClients|Violations)|HardeningSecurityTest\.(Quotas|UnexportReexport))'
   echo "ThreadSanitizer pass took $((SECONDS - tsan_start)) s"

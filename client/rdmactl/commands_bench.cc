@@ -374,7 +374,7 @@ std::string ProgressText(const SizeRun& run, absl::string_view label,
 
 absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
                                     const RemoteRegion& remote,
-                                    const RemoteHandle* handle,
+                                    std::optional<RemoteHandle>& handle,
                                     const BenchOptions& options, uint64_t size,
                                     absl::string_view label,
                                     Progress& progress) {
@@ -389,13 +389,21 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
     return Failed(absl::StrCat(what, " (warm-up)"),
                   WithHint(warm.status(), options, remote.peer));
   }
+  if (options.path == BenchPath::kRing && !handle.has_value()) {
+    auto opened = client.OpenRemote(remote);
+    if (!opened.ok()) {
+      return Failed(absl::StrCat(what, " (open)"),
+                    WithHint(opened.status(), options, remote.peer));
+    }
+    handle = *std::move(opened);
+  }
 
   SizeRun run;
   run.client = &client;
   run.local = &local;
   run.remote = &remote;
   run.path = options.path;
-  run.handle = handle;
+  run.handle = handle.has_value() ? &*handle : nullptr;
   run.op = options.op;
   run.size = size;
   run.iterations = options.iterations;
@@ -483,16 +491,7 @@ absl::Status RunBench(CommandContext& context) {
   RemoteRegion remote;
   remote.peer = peer;
   remote.name = options.region;
-  std::optional<RemoteHandle> handle;
-  if (options.path == BenchPath::kRing) {
-    auto opened = (*client)->OpenRemote(remote);
-    if (!opened.ok()) {
-      return Failed(absl::StrCat("open ", peer.empty() ? "" : peer + "/",
-                                 options.region),
-                    WithHint(opened.status(), options, peer));
-    }
-    handle = *std::move(opened);
-  }
+  std::optional<RemoteHandle> handle;  // opened after the first warm-up
 
   const uint64_t largest = Largest(options.sizes);
   auto local = (*client)->Allocate(largest);
@@ -519,9 +518,8 @@ absl::Status RunBench(CommandContext& context) {
       const std::string label =
           absl::StrCat(report.op, " ", HumanSize(size), " [", i + 1, "/",
                        options.sizes.size(), "]");
-      auto result = RunSize(**client, *local, remote,
-                            handle.has_value() ? &*handle : nullptr, options,
-                            size, label, progress);
+      auto result = RunSize(**client, *local, remote, handle, options, size,
+                            label, progress);
       if (!result.ok()) return result.status();
       report.results.push_back(*std::move(result));
     }

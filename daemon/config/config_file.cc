@@ -182,6 +182,11 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   if (MetricsEnabled(config)) {
     CheckAddress("metrics_listen", config.metrics_listen(), errors);
   }
+  if (const std::string& dir = config.state_dir();
+      !dir.empty() && dir.front() != '/') {
+    errors.push_back({"state_dir", absl::StrCat("'", dir,
+                                                "' must be an absolute path")});
+  }
   CheckAtMost("qps_per_peer", config.qps_per_peer(), 64, "", errors);
   CheckAtMost("qp_max_send_wr", config.qp_max_send_wr(), 16384, "", errors);
   if (config.has_qp_timeout()) {

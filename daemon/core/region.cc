@@ -7,7 +7,7 @@ namespace rdmad::core {
 Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
                Caller creator, ShmSegment segment,
                std::unique_ptr<Registration> local_registration,
-               std::optional<RegionAcl> acl)
+               std::optional<RegionAcl> acl, std::unique_ptr<KeptRegion> kept)
     : id_(id),
       name_(std::move(name)),
       owner_(owner),
@@ -15,7 +15,10 @@ Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
       acl_(acl.value_or(RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
       created_(absl::Now()),
       segment_(std::move(segment)),
-      local_registration_(std::move(local_registration)) {}
+      local_registration_(std::move(local_registration)),
+      kept_(std::move(kept)) {}
+
+Region::~Region() = default;
 
 ExportState Region::exported() const {
   absl::MutexLock lock(&mu_);

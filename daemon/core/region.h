@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/kept_region.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/shm_segment.h"
 
@@ -73,9 +74,13 @@ struct RegionSnapshot {
 class Region {
  public:
   // `acl` defaults to the creator's uid and gid with kDefaultRegionMode.
+  // `kept`: the region's state in a RegionKeeper, for daemon-owned regions
+  // that outlive the daemon; null otherwise.
   Region(uint64_t id, std::string name, RegionOwnerKind owner, Caller creator,
          ShmSegment segment, std::unique_ptr<Registration> local_registration,
-         std::optional<RegionAcl> acl = std::nullopt);
+         std::optional<RegionAcl> acl = std::nullopt,
+         std::unique_ptr<KeptRegion> kept = nullptr);
+  ~Region();
 
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -87,6 +92,11 @@ class Region {
   const RegionAcl& acl() const { return acl_; }
   char* data() const { return static_cast<char*>(segment_.data()); }
   int fd() const { return segment_.fd(); }
+  // See ShmSegment::can_shrink().
+  bool can_shrink() const { return segment_.can_shrink(); }
+  // The region's kept state (see region_keeper.h), or null when the region
+  // ends with this daemon. Fixed for the region's life.
+  KeptRegion* kept() const { return kept_.get(); }
 
   // Current export state.
   ExportState exported() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -115,6 +125,7 @@ class Region {
   // the memory they cover is unmapped.
   ShmSegment segment_;
   const std::unique_ptr<Registration> local_registration_;
+  const std::unique_ptr<KeptRegion> kept_;
 
   mutable absl::Mutex mu_;
   RemoteAccess export_access_ ABSL_GUARDED_BY(mu_) = RemoteAccess::kNone;

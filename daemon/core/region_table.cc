@@ -17,8 +17,9 @@ std::string DescribeKey(const RegionKey& key) {
   return absl::StrCat("region '", key.name, "'");
 }
 
-RegionTable::RegionTable(MemoryRegistrar* registrar, RegionLimits limits)
-    : registrar_(registrar), limits_(limits) {}
+RegionTable::RegionTable(MemoryRegistrar* registrar, RegionLimits limits,
+                         RegionKeeper* keeper)
+    : registrar_(registrar), limits_(limits), keeper_(keeper) {}
 
 RegionTable::~RegionTable() = default;
 
@@ -131,15 +132,33 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Allocate(
     ++used.regions;
     used.pinned_bytes += options.size;
   }
-  auto segment = ShmSegment::Create(
-      options.name.empty() ? "buffer" : options.name, options.size);
-  if (!segment.ok()) {
+  auto memory = NewMemory(caller, options);
+  if (!memory.ok()) {
     absl::MutexLock lock(&mu_);
     reserved_bytes_ -= options.size;
     Uncharge(caller.uid, 1, options.size);
-    return segment.status();
+    return memory.status();
   }
-  return Insert(caller, options, *std::move(segment));
+  return Insert(caller, options, std::move(memory->segment),
+                std::move(memory->kept), std::nullopt, /*restoring=*/false);
+}
+
+absl::StatusOr<KeptMemory> RegionTable::NewMemory(
+    const Caller& caller, const AllocateOptions& options) {
+  if (keeper_ == nullptr || !options.daemon_owned) {
+    RDMAD_ASSIGN_OR_RETURN(
+        ShmSegment segment,
+        ShmSegment::Create(options.name.empty() ? "buffer" : options.name,
+                           options.size));
+    return KeptMemory{std::move(segment), nullptr};
+  }
+  KeptRegionInfo info;
+  info.name = options.name;
+  info.size = options.size;
+  RDMAD_ASSIGN_OR_RETURN(info.acl,
+                         MakeAcl(caller, options.mode, options.group));
+  info.export_access = options.export_access;
+  return keeper_->Create(info);
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
@@ -163,11 +182,67 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
     Uncharge(caller.uid, 1, options.size);
     return segment.status();
   }
-  return Insert(caller, options, *std::move(segment));
+  return Insert(caller, options, *std::move(segment), nullptr, std::nullopt,
+                /*restoring=*/false);
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
+    const KeptRegionInfo& info, ShmSegment segment,
+    std::unique_ptr<KeptRegion> kept) {
+  auto refuse = [&kept](absl::Status status) {
+    kept->Discard(std::string(status.message()));
+    return status;
+  };
+  if (kept == nullptr) {
+    return absl::InvalidArgumentError("a restored region needs its kept state");
+  }
+  if (absl::Status s = ValidateRegionName(info.name); !s.ok()) return refuse(s);
+  if (info.size == 0 || info.size != segment.size()) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "the record says ", info.size, " bytes but ", segment.size(),
+        " were mapped")));
+  }
+  // The owner as the kernel would have reported it; no session.
+  const Caller owner{0, info.acl.uid, info.acl.gid, 0, {}};
+  AllocateOptions options;
+  options.size = info.size;
+  options.name = info.name;
+  options.daemon_owned = true;
+  options.export_access = info.export_access;
+  {
+    absl::MutexLock lock(&mu_);
+    if (limits_.max_region_size != 0 && info.size > limits_.max_region_size) {
+      return refuse(absl::FailedPreconditionError(absl::StrCat(
+          "its size, ", info.size, " bytes, is larger than this node can "
+          "register now (", limits_.max_region_size, " bytes)")));
+    }
+    if (by_name_.contains(info.name)) {
+      return refuse(absl::AlreadyExistsError(absl::StrCat(
+          "a region named '", info.name, "' exists already")));
+    }
+    const uint64_t in_use = pinned_bytes_ + reserved_bytes_;
+    if (limits_.max_pinned_bytes != 0 &&
+        (segment.mapped_size() > limits_.max_pinned_bytes ||
+         in_use > limits_.max_pinned_bytes - segment.mapped_size())) {
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "adopting its ", segment.mapped_size(), " bytes would pin ",
+          in_use + segment.mapped_size(), " bytes, over the daemon's "
+          "locked-memory limit of ", limits_.max_pinned_bytes,
+          " bytes: raise max_pinned_bytes or LimitMEMLOCK=")));
+    }
+    reserved_bytes_ += info.size;
+    UidUsage& used = usage_[owner.uid];
+    ++used.regions;
+    used.pinned_bytes += info.size;
+  }
+  return Insert(owner, options, std::move(segment), std::move(kept),
+                info.acl, /*restoring=*/true);
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
-    const Caller& caller, const AllocateOptions& options, ShmSegment segment) {
+    const Caller& caller, const AllocateOptions& options, ShmSegment segment,
+    std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
+    bool restoring) {
   // Registration pins and maps pages; it runs outside the table lock.
   auto local = registrar_->Register(segment.data(), segment.size(),
                                     RemoteAccess::kNone);
@@ -179,44 +254,61 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     else exported = *std::move(reg);
   }
 
-  std::optional<RegionAcl> acl;
-  if (options.daemon_owned) {
+  if (options.daemon_owned && !acl.has_value()) {
     // Checked in CheckNew already; cannot fail differently now.
     auto made = MakeAcl(caller, options.mode, options.group);
     if (made.ok()) acl = *made;
   }
-  absl::ReleasableMutexLock lock(&mu_);
-  reserved_bytes_ -= options.size;
-  // The charge moves from the requested size to the mapped size (or goes).
-  Uncharge(caller.uid, 1, options.size);
-  if (!local.ok()) return local.status();
-  // The name was free when checked, but another allocation may have taken
-  // it while we registered.
-  if (!options.name.empty() && by_name_.contains(options.name)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "a region named '", options.name,
-        "' already exists: pick another name or free it first"));
+  // A new region that does not make it into the table leaves no kept
+  // state; one being restored is put aside, never half-used.
+  auto refuse = [&kept, restoring](absl::Status status) {
+    if (kept != nullptr && restoring) {
+      kept->Discard(std::string(status.message()));
+    } else if (kept != nullptr) {
+      kept->Forget();
+    }
+    return status;
+  };
+  // (A scoped MutexLock, not ReleasableMutexLock: the latter unlocks inside
+  // the abseil library, where the TSan build's lock shim cannot see it.)
+  absl::Status refused;
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= options.size;
+    // The charge moves from the requested size to the mapped size (or goes).
+    Uncharge(caller.uid, 1, options.size);
+    if (!local.ok()) {
+      refused = local.status();
+    } else if (!options.name.empty() && by_name_.contains(options.name)) {
+      // The name was free when checked, but another allocation may have
+      // taken it while we registered.
+      refused = absl::AlreadyExistsError(absl::StrCat(
+          "a region named '", options.name,
+          "' already exists: pick another name or free it first"));
+    } else {
+      const uint64_t id = next_id_++;
+      const uint64_t pinned = segment.mapped_size();
+      UidUsage& used = usage_[caller.uid];
+      ++used.regions;
+      used.pinned_bytes += pinned;
+      region = std::make_shared<Region>(
+          id, options.name,
+          options.daemon_owned ? RegionOwnerKind::kDaemon
+                               : RegionOwnerKind::kSession,
+          caller, std::move(segment), *std::move(local), acl, std::move(kept));
+      if (options.export_access != RemoteAccess::kNone) {
+        region->SetExport(options.export_access, SecureRandom64(),
+                          std::move(exported));
+      }
+      by_id_[id] = region;
+      if (!options.name.empty()) by_name_[options.name] = id;
+      pinned_bytes_ += pinned;
+    }
   }
-  const uint64_t id = next_id_++;
-  const uint64_t pinned = segment.mapped_size();
-  UidUsage& used = usage_[caller.uid];
-  ++used.regions;
-  used.pinned_bytes += pinned;
-  auto region = std::make_shared<Region>(
-      id, options.name,
-      options.daemon_owned ? RegionOwnerKind::kDaemon : RegionOwnerKind::kSession,
-      caller, std::move(segment), *std::move(local), acl);
-  if (options.export_access != RemoteAccess::kNone) {
-    region->SetExport(options.export_access, SecureRandom64(),
-                      std::move(exported));
-  }
-  by_id_[id] = region;
-  if (!options.name.empty()) by_name_[options.name] = id;
-  pinned_bytes_ += pinned;
-  if (options.export_access != RemoteAccess::kNone) {
-    lock.Release();
-    Notify(options.name);
-  }
+  // Outside the lock: putting kept state aside does file I/O.
+  if (!refused.ok()) return refuse(refused);
+  if (options.export_access != RemoteAccess::kNone) Notify(options.name);
   return region;
 }
 
@@ -268,7 +360,12 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     Uncharge(region->creator().uid, 1, region->mapped_size());
   }
   // Revoke remote access now, even if a transfer still holds the memory.
-  region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  {
+    absl::MutexLock export_lock(&export_mu_);
+    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    // Freed for good: the next daemon must not bring it back.
+    if (KeptRegion* kept = region->kept()) kept->Forget();
+  }
   Notify(region->name());
   return absl::OkStatus();
 }
@@ -282,6 +379,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
     RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
   }
   if (access == RemoteAccess::kNone) {
+    absl::MutexLock export_lock(&export_mu_);
+    if (KeptRegion* kept = region->kept()) {
+      RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
+    }
     region->SetExport(RemoteAccess::kNone, 0, nullptr);
     Notify(region->name());
     return region;
@@ -294,6 +395,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   RDMAD_ASSIGN_OR_RETURN(auto registration,
                          registrar_->Register(region->data(), region->size(),
                                               access));
+  absl::MutexLock export_lock(&export_mu_);
+  // The record first: if it cannot be written, the export does not change
+  // (the new registration is dropped), so a restart brings back what peers
+  // see now.
+  if (KeptRegion* kept = region->kept()) {
+    RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
+  }
   region->SetExport(access, SecureRandom64(), std::move(registration));
   Notify(region->name());
   return region;
@@ -384,7 +492,13 @@ RegionTotals RegionTable::Totals() const {
   absl::ReaderMutexLock lock(&mu_);
   RegionTotals totals;
   totals.count = by_id_.size();
-  for (const auto& [id, region] : by_id_) totals.bytes += region->size();
+  for (const auto& [id, region] : by_id_) {
+    totals.bytes += region->size();
+    if (region->kept() != nullptr) {
+      ++totals.kept_count;
+      totals.kept_bytes += region->size();
+    }
+  }
   totals.pinned_bytes = pinned_bytes_;
   return totals;
 }

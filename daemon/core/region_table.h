@@ -20,6 +20,7 @@
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_observer.h"
+#include "daemon/core/region_keeper.h"
 
 namespace rdmad::core {
 
@@ -63,15 +64,21 @@ struct RegionTotals {
   uint64_t count = 0;
   uint64_t bytes = 0;         // sum of requested sizes
   uint64_t pinned_bytes = 0;  // sum of mapped sizes
+  // Of those, the regions whose memory outlives the daemon (a keeper's).
+  uint64_t kept_count = 0;
+  uint64_t kept_bytes = 0;
 };
 
 // Thread-safe. Regions are handed out as shared_ptr so that a transfer in
 // flight keeps its memory alive across a concurrent Free.
 class RegionTable {
  public:
-  // `registrar` registers memory with the devices. Not owned; must outlive
-  // the table.
-  RegionTable(MemoryRegistrar* registrar, RegionLimits limits);
+  // `registrar` registers memory with the devices. `keeper`, when given,
+  // creates the memory of daemon-owned regions so that it outlives the
+  // daemon (see region_keeper.h); null: every region ends with the daemon.
+  // Neither is owned; both must outlive the table.
+  RegionTable(MemoryRegistrar* registrar, RegionLimits limits,
+              RegionKeeper* keeper = nullptr);
   ~RegionTable();
 
   // Creates a daemon-allocated region for `caller`. Session buffers need a
@@ -84,7 +91,20 @@ class RegionTable {
                                                 UniqueFd memfd,
                                                 const AllocateOptions& options);
 
-  // Frees a region the caller may manage (see CheckManage).
+  // Adopts a daemon-owned region that an earlier daemon kept: inserts it
+  // under its old name with its owner, group and mode, registers it anew
+  // and, if it was exported, exports it again with new keys (new rkeys and
+  // a new TCP key, so the earlier run's descriptors stay dead). Charged to
+  // its owner's uid but not held to the per-uid quotas (it was admitted
+  // when it was created); the locked-memory budget still applies. On error
+  // the region is not adopted and `kept` is discarded
+  // (KeptRegion::Discard): never half-used.
+  absl::StatusOr<std::shared_ptr<Region>> Restore(
+      const KeptRegionInfo& info, ShmSegment segment,
+      std::unique_ptr<KeptRegion> kept);
+
+  // Frees a region the caller may manage (see CheckManage). A kept region
+  // is forgotten by its keeper too.
   absl::Status Free(const Caller& caller, const RegionKey& key);
 
   // Grants or revokes remote access. A new grant gets a new TCP key and a
@@ -126,9 +146,14 @@ class RegionTable {
   UidUsage UsageOf(uint32_t uid) const;
 
  private:
-  absl::StatusOr<std::shared_ptr<Region>> Insert(const Caller& caller,
-                                                 const AllocateOptions& options,
-                                                 ShmSegment segment);
+  absl::StatusOr<std::shared_ptr<Region>> Insert(
+      const Caller& caller, const AllocateOptions& options, ShmSegment segment,
+      std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
+      bool restoring);
+  // The memory of a new region: from the keeper for a kept region, else a
+  // memfd.
+  absl::StatusOr<KeptMemory> NewMemory(const Caller& caller,
+                                       const AllocateOptions& options);
   absl::Status CheckNew(const Caller& caller, const AllocateOptions& options)
       const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Region>> FindLocked(const RegionKey& key) const
@@ -146,6 +171,11 @@ class RegionTable {
   MemoryRegistrar* const registrar_;  // Not owned.
   const RegionLimits limits_;
   std::atomic<RegionObserver*> observer_{nullptr};  // Not owned.
+  RegionKeeper* const keeper_;  // Not owned; may be null.
+
+  // Serializes export changes of kept regions, so that the record a keeper
+  // writes and the export state in memory change in the same order.
+  absl::Mutex export_mu_;
 
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,8 +1,10 @@
 #include "daemon/core/shm_segment.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +12,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace rdmad::core {
 namespace {
@@ -128,6 +132,167 @@ absl::StatusOr<ShmSegment> ShmSegment::Adopt(UniqueFd memfd, uint64_t size) {
   return segment;
 }
 
+namespace {
+
+// Larger sizes are mistakes (or damage) and would overflow the rounding.
+constexpr uint64_t kMaxSegmentSize = 1ULL << 50;
+
+bool OnHugetlbfs(int fd) {
+  struct statfs fs;
+  return ::fstatfs(fd, &fs) == 0 &&
+         static_cast<uint64_t>(fs.f_type) == HUGETLBFS_MAGIC;
+}
+
+}  // namespace
+
+absl::StatusOr<ShmSegment> ShmSegment::CreateFile(int dir_fd,
+                                                  const std::string& name,
+                                                  uint64_t size) {
+  if (size == 0) return absl::InvalidArgumentError("segment size is zero");
+  if (size > kMaxSegmentSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment size ", size, " bytes is too large"));
+  }
+  UniqueFd fd(::openat(dir_fd, name.c_str(),
+                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0600));
+  if (!fd) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("creating ", name, " in the state directory"));
+  }
+  // Every error from here on removes the file again.
+  auto fail = [&](absl::Status status) {
+    ::unlinkat(dir_fd, name.c_str(), 0);
+    return status;
+  };
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return fail(absl::ErrnoToStatus(errno, absl::StrCat("fstat of ", name)));
+  }
+  // The block size is the huge page size on hugetlbfs, where mappings and
+  // file sizes must be whole huge pages.
+  const uint64_t unit =
+      st.st_blksize > 0 ? static_cast<uint64_t>(st.st_blksize) : PageSize();
+  const uint64_t mapped = RoundUp(size, unit);
+  if (::fallocate(fd.get(), 0, 0, static_cast<off_t>(mapped)) != 0) {
+    const int error = errno;
+    if (error == ENOSPC) {
+      return fail(absl::ResourceExhaustedError(absl::StrCat(
+          "the state directory has no room for ", mapped,
+          " more bytes (its tmpfs is full, or its hugetlbfs has too few free "
+          "huge pages): free regions, or make it larger")));
+    }
+    // Filesystems without fallocate (ramfs): a plain size, pages on use.
+    if (error != EOPNOTSUPP ||
+        ::ftruncate(fd.get(), static_cast<off_t>(mapped)) != 0) {
+      return fail(absl::ErrnoToStatus(
+          error != EOPNOTSUPP ? error : errno,
+          absl::StrCat("allocating ", mapped, " bytes for ", name)));
+    }
+  }
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fd.get(), 0);
+  if (data == MAP_FAILED) {
+    return fail(absl::ErrnoToStatus(
+        errno, absl::StrCat("mmap of ", mapped, " bytes of ", name)));
+  }
+  ShmSegment segment;
+  segment.backing_ = OnHugetlbfs(fd.get()) ? "state-file-hugetlb" : "state-file";
+  segment.fd_ = std::move(fd);
+  segment.data_ = data;
+  segment.size_ = size;
+  segment.mapped_size_ = mapped;
+  segment.can_shrink_ = true;
+  return segment;
+}
+
+absl::StatusOr<ShmSegment> ShmSegment::OpenFile(int dir_fd,
+                                                const std::string& name,
+                                                uint64_t size) {
+  // O_NONBLOCK: opening a FIFO or device someone put there must not hang.
+  UniqueFd fd(::openat(dir_fd, name.c_str(),
+                       O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", name));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of ", name));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, " is not a regular file"));
+  }
+  if (st.st_uid != ::geteuid() || st.st_nlink != 1 ||
+      (st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is not as rdmad made it (owner uid %d, %d links, mode %04o; "
+        "expected uid %d, 1 link, mode 0600)",
+        name, st.st_uid, st.st_nlink, st.st_mode & 07777, ::geteuid()));
+  }
+  RDMAD_ASSIGN_OR_RETURN(ShmSegment segment,
+                         MapExisting(std::move(fd), size, name));
+  segment.backing_ =
+      OnHugetlbfs(segment.fd()) ? "state-file-hugetlb" : "state-file";
+  segment.can_shrink_ = true;
+  return segment;
+}
+
+absl::StatusOr<ShmSegment> ShmSegment::AdoptKept(UniqueFd memfd,
+                                                 uint64_t size) {
+  struct stat st;
+  if (::fstat(memfd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, "fstat of a kept memfd");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError("the kept descriptor is not a memfd");
+  }
+  const int seals = ::fcntl(memfd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+                       (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    return absl::FailedPreconditionError(
+        "the kept descriptor is not a memfd sealed against shrinking and "
+        "growing, as rdmad makes them");
+  }
+  RDMAD_ASSIGN_OR_RETURN(ShmSegment segment,
+                         MapExisting(std::move(memfd), size, "the kept memfd"));
+  segment.backing_ = OnHugetlbfs(segment.fd()) ? "memfd-hugetlb" : "memfd";
+  return segment;
+}
+
+absl::StatusOr<ShmSegment> ShmSegment::MapExisting(UniqueFd fd, uint64_t size,
+                                                   const std::string& what) {
+  if (size == 0 || size > kMaxSegmentSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size ", size, " of ", what, " is out of range"));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of ", what));
+  }
+  const uint64_t unit =
+      st.st_blksize > 0 ? static_cast<uint64_t>(st.st_blksize) : PageSize();
+  const uint64_t mapped = RoundUp(size, unit);
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) < mapped) {
+    return absl::DataLossError(absl::StrCat(
+        what, " holds ", st.st_size, " bytes but the region needs ", mapped,
+        " (", size, " rounded up to ", unit, "): it was truncated"));
+  }
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fd.get(), 0);
+  if (data == MAP_FAILED) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("mmap of ", mapped, " bytes of ",
+                                            what));
+  }
+  ShmSegment segment;
+  segment.fd_ = std::move(fd);
+  segment.data_ = data;
+  segment.size_ = size;
+  segment.mapped_size_ = mapped;
+  return segment;
+}
+
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept { *this = std::move(other); }
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
@@ -138,6 +303,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     mapped_size_ = std::exchange(other.mapped_size_, 0);
     backing_ = std::move(other.backing_);
+    can_shrink_ = std::exchange(other.can_shrink_, false);
   }
   return *this;
 }

@@ -10,9 +10,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/unique_fd.h"
 
 namespace rdmad::core {
@@ -32,6 +32,28 @@ class ShmSegment {
   // shrinking (F_SEAL_SHRINK), for the same SIGBUS reason.
   static absl::StatusOr<ShmSegment> Adopt(UniqueFd memfd, uint64_t size);
 
+  // Memory that outlives the daemon (see region_keeper.h).
+  //
+  // CreateFile makes a new file `name` in the directory `dir_fd` (a tmpfs
+  // or hugetlbfs mount), mode 0600, allocates all its pages up front (so
+  // that a full tmpfs fails here, with RESOURCE_EXHAUSTED, and never later
+  // as SIGBUS on a page fault) and maps it. On error the file is removed.
+  // Such a file cannot be sealed: see can_shrink().
+  static absl::StatusOr<ShmSegment> CreateFile(int dir_fd,
+                                               const std::string& name,
+                                               uint64_t size);
+  // OpenFile maps the first `size` bytes of a file CreateFile made in an
+  // earlier run. Refuses a symlink, anything but a regular file owned by
+  // this user with a single link, and a file shorter than the mapping
+  // (truncated) with a message saying which.
+  static absl::StatusOr<ShmSegment> OpenFile(int dir_fd,
+                                             const std::string& name,
+                                             uint64_t size);
+  // AdoptKept maps a memfd that Create() made in an earlier run and the
+  // service manager kept: it must still be sealed against shrinking and
+  // growing and hold at least the mapping.
+  static absl::StatusOr<ShmSegment> AdoptKept(UniqueFd memfd, uint64_t size);
+
   ShmSegment(ShmSegment&& other) noexcept;
   ShmSegment& operator=(ShmSegment&& other) noexcept;
   ShmSegment(const ShmSegment&) = delete;
@@ -43,16 +65,26 @@ class ShmSegment {
   uint64_t mapped_size() const { return mapped_size_; }
   int fd() const { return fd_.get(); }
   const std::string& backing() const { return backing_; }
+  // True when a process holding the descriptor could truncate the memory
+  // under the daemon's mapping (a state-directory file: only memfds can be
+  // sealed). The daemon then touches it only through the kernel (see
+  // region_copy.h), where a missing page is EFAULT, not SIGBUS.
+  bool can_shrink() const { return can_shrink_; }
 
  private:
   ShmSegment() = default;
   void Release();
+  // Maps `size` bytes of `fd` (rounded up to its block size) after checking
+  // that it holds them; `what` names it in messages.
+  static absl::StatusOr<ShmSegment> MapExisting(UniqueFd fd, uint64_t size,
+                                                const std::string& what);
 
   UniqueFd fd_;
   void* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t mapped_size_ = 0;
   std::string backing_;
+  bool can_shrink_ = false;
 };
 
 }  // namespace rdmad::core

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
 #include "daemon/core/directory_route.h"
+#include "daemon/core/region_copy.h"
 
 namespace rdmad::core {
 namespace {
@@ -163,14 +164,14 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
       !s.ok()) {
     return s;
   }
-  char* local_bytes = transfer.local_data();
-  char* remote_bytes = (*target)->data() + remote.offset;
-  // memmove: the two ranges may be the same region.
-  if (write) {
-    std::memmove(remote_bytes, local_bytes, transfer.length);
-  } else {
-    std::memmove(local_bytes, remote_bytes, transfer.length);
-  }
+  // The two ranges may be the same region; memory a client could truncate
+  // is copied without risking SIGBUS (region_copy.h).
+  const absl::Status copied =
+      write ? CopyRegionBytes(**target, remote.offset, *transfer.local,
+                              transfer.local_offset, transfer.length)
+            : CopyRegionBytes(*transfer.local, transfer.local_offset, **target,
+                              remote.offset, transfer.length);
+  if (!copied.ok()) return copied;
   return TransferResult{transfer.length, TransportKind::kLocal,
                         absl::Now() - transfer.start};
 }

@@ -138,7 +138,7 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
     }
     return Finish(std::move(r),
                   absl::NotFoundError(absl::StrFormat(
-                      "the descriptor of %s was issued by another run of "
+                      "the descriptor of %s was issued by an earlier run of "
                       "peer %s (incarnation %x; it now runs %x): the region "
                       "is gone; get a new descriptor from that node",
                       core::RemoteRegionLabel(d), d.peer, d.incarnation,

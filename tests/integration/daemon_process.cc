@@ -148,6 +148,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
 }
 
+std::unique_ptr<ChildProcess> ChildProcess::Own(pid_t pid) {
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);

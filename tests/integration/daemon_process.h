@@ -58,6 +58,8 @@ class ChildProcess {
  public:
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
       const std::vector<std::string>& argv, const std::string& log_path);
+  // Takes charge of a child this process forked itself.
+  static std::unique_ptr<ChildProcess> Own(pid_t pid);
   ~ChildProcess();  // SIGKILL + reap if still running
 
   pid_t pid() const { return pid_; }

@@ -35,6 +35,8 @@ class RawSession {
   // Asks for region `id`'s memfd on the session socket (what mapping a
   // region does); OK if one arrived.
   absl::Status GetFd(uint64_t id);
+  // The same, keeping the descriptor: what a client could do with it.
+  absl::StatusOr<UniqueFd> TakeFd(uint64_t id);
   // Closes the session socket: the daemon ends the session.
   void Close() { session_.reset(); }
 

@@ -39,7 +39,7 @@ echo "verify: rdmad.service OK"
 for want in Type=notify LimitMEMLOCK=infinity RuntimeDirectory=rdmad \
     ConfigurationDirectory=rdmad Restart=on-failure ProtectSystem=strict \
     NoNewPrivileges=yes "DeviceAllow=char-infiniband_verbs rw" \
-    ExecReload= WatchdogSec=; do
+    ExecReload= WatchdogSec= FileDescriptorStoreMax=; do
   grep -q "^$want" "$src/systemd/rdmad.service" || {
     echo "rdmad.service lacks $want"; exit 1; }
 done

@@ -171,6 +171,20 @@ TEST(ConfigFileTest, ShippedDefaultConfigIsValid) {
   EXPECT_EQ(config->socket(), "/run/rdmad/rdmad.sock");
 }
 
+TEST(ConfigFileTest, StateDirMustBeAbsolute) {
+  auto config = ParseConfigText("state_dir: \"shm/rdmad\"\n", "x.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("x.conf:1:1: field 'state_dir': 'shm/rdmad' must be "
+                        "an absolute path"));
+  config = ParseConfigText(
+      "state_dir: \"/dev/shm/rdmad\"\nkeep_regions_on_restart: false\n",
+      "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->has_keep_regions_on_restart());
+  EXPECT_FALSE(config->keep_regions_on_restart());
+}
+
 TEST(ConfigFileTest, ShippedDefaultConfigDocumentsEveryField) {
   std::ifstream in(RDMAD_DEFAULT_CONFIG);
   const std::string text((std::istreambuf_iterator<char>(in)),

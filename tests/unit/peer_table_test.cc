@@ -213,7 +213,7 @@ TEST_F(PeerTableTest, DescriptorOfAnotherRunAsksThePeerFirst) {
   t.remote.descriptor = descriptor;
   absl::Status s = RunStatus(std::move(t));
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
-  EXPECT_THAT(s.message(), HasSubstr("another run"));
+  EXPECT_THAT(s.message(), HasSubstr("earlier run"));
   EXPECT_EQ(connector_.hellos(kPeer), 2);
   // It did restart (to the descriptor's run): the descriptor is good.
   connector_.remote(kPeer).incarnation = 5;

@@ -336,10 +336,10 @@ TEST(BenchArgsTest, BenchOptionsBelongToBench) {
 
 TEST(BenchArgsTest, HelpDescribesTheCommand) {
   const std::string help = CommandUsage("bench");
-  EXPECT_THAT(help, HasSubstr("usage: rdmactl bench [--peer HOST:PORT]"));
+  EXPECT_THAT(help, HasSubstr("usage: rdmactl bench [--peer HOST:PORT | --local]"));
   EXPECT_THAT(help, HasSubstr("--create-region"));
   EXPECT_THAT(help, HasSubstr("loopback"));
-  EXPECT_THAT(Usage(), HasSubstr("  bench [--peer HOST:PORT]"));
+  EXPECT_THAT(Usage(), HasSubstr("  bench [--peer HOST:PORT | --local]"));
   EXPECT_THAT(Usage(), Not(HasSubstr("\n                     [--qd N]")));
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +15,7 @@
 namespace rdmad::core {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Records registrations so tests can see what the table asked for and
@@ -273,6 +275,178 @@ TEST_F(RegionTableTest, TotalsAndListAreConsistent) {
   EXPECT_EQ(list[0].name, "a");
   EXPECT_EQ(list[1].name, "b");
   EXPECT_LT(list[0].id, list[1].id);
+}
+
+
+// A keeper that records what the table asks of it; memory is a plain memfd.
+class FakeKeeper final : public RegionKeeper {
+ public:
+  class Handle final : public KeptRegion {
+   public:
+    Handle(FakeKeeper* keeper, std::string name)
+        : keeper_(keeper), name_(std::move(name)) {}
+    absl::Status SetExportAccess(RemoteAccess access) override {
+      absl::MutexLock lock(&keeper_->mu_);
+      if (keeper_->fail_records_) return absl::UnavailableError("disk full");
+      keeper_->log_.push_back(absl::StrCat("export ", name_, " ",
+                                           static_cast<int>(access)));
+      return absl::OkStatus();
+    }
+    void Forget() override {
+      absl::MutexLock lock(&keeper_->mu_);
+      keeper_->log_.push_back("forget " + name_);
+    }
+    void Discard(const std::string& why) override {
+      absl::MutexLock lock(&keeper_->mu_);
+      keeper_->log_.push_back("discard " + name_ + ": " + why);
+    }
+
+   private:
+    FakeKeeper* keeper_;
+    std::string name_;
+  };
+
+  absl::StatusOr<KeptMemory> Create(const KeptRegionInfo& info) override {
+    {
+      absl::MutexLock lock(&mu_);
+      log_.push_back(absl::StrCat("create ", info.name, " ", info.size, " ",
+                                  info.acl.uid, ":", info.acl.gid, " ",
+                                  FormatMode(info.acl.mode), " ",
+                                  static_cast<int>(info.export_access)));
+    }
+    auto segment = ShmSegment::Create(info.name, info.size);
+    if (!segment.ok()) return segment.status();
+    return KeptMemory{*std::move(segment),
+                      std::make_unique<Handle>(this, info.name)};
+  }
+  std::string Describe() const override { return "a fake keeper"; }
+
+  std::unique_ptr<KeptRegion> NewHandle(const std::string& name) {
+    return std::make_unique<Handle>(this, name);
+  }
+  std::vector<std::string> TakeLog() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(log_, {});
+  }
+  void FailRecords(bool fail) {
+    absl::MutexLock lock(&mu_);
+    fail_records_ = fail;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  bool fail_records_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class KeptRegionTableTest : public RegionTableTest {
+ protected:
+  KeptRegionInfo Info(const std::string& name, uint64_t size,
+                      RemoteAccess access) {
+    KeptRegionInfo info;
+    info.name = name;
+    info.size = size;
+    info.acl = {1001, 2000, 0640};
+    info.export_access = access;
+    return info;
+  }
+  absl::StatusOr<std::shared_ptr<Region>> Restore(const KeptRegionInfo& info) {
+    auto segment = ShmSegment::Create(info.name, info.size);
+    EXPECT_TRUE(segment.ok());
+    return kept_table_.Restore(info, *std::move(segment),
+                               keeper_.NewHandle(info.name));
+  }
+
+  FakeKeeper keeper_;
+  RegionTable kept_table_{&registrar_, RegionLimits{64 << 20, 1ull << 30},
+                          &keeper_};
+};
+
+TEST_F(KeptRegionTableTest, NamedRegionsGoThroughTheKeeperSessionBuffersDoNot) {
+  AllocateOptions options = Named("kv", 4096);
+  options.mode = 0640;
+  options.export_access = RemoteAccess::kRead;
+  auto kept = kept_table_.Allocate(kAlice, options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_NE((*kept)->kept(), nullptr);
+  auto buffer = kept_table_.Allocate(kAlice, Named("", 4096, false));
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ((*buffer)->kept(), nullptr);
+  EXPECT_THAT(keeper_.TakeLog(), ElementsAre("create kv 4096 1000:1000 0640 1"));
+  const RegionTotals totals = kept_table_.Totals();
+  EXPECT_EQ(totals.count, 2u);
+  EXPECT_EQ(totals.kept_count, 1u);
+  EXPECT_EQ(totals.kept_bytes, 4096u);
+}
+
+TEST_F(KeptRegionTableTest, ExportIsRecordedFirstAndFreeForgets) {
+  ASSERT_TRUE(kept_table_.Allocate(kAlice, Named("e", 4096)).ok());
+  keeper_.TakeLog();
+  ASSERT_TRUE(kept_table_.Export(kAlice, {0, "e"}, RemoteAccess::kWrite).ok());
+  ASSERT_TRUE(kept_table_.Export(kAlice, {0, "e"}, RemoteAccess::kNone).ok());
+  EXPECT_THAT(keeper_.TakeLog(), ElementsAre("export e 2", "export e 0"));
+  // A record that cannot be written: the export does not change either.
+  keeper_.FailRecords(true);
+  auto failed = kept_table_.Export(kAlice, {0, "e"}, RemoteAccess::kRead);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(kept_table_.FindExported("e").ok());
+  keeper_.FailRecords(false);
+  ASSERT_TRUE(kept_table_.Free(kAlice, {0, "e"}).ok());
+  EXPECT_THAT(keeper_.TakeLog(), ElementsAre("forget e"));
+}
+
+TEST_F(KeptRegionTableTest, FailedAllocationForgetsWhatTheKeeperMade) {
+  registrar_.FailNext();
+  EXPECT_FALSE(kept_table_.Allocate(kAlice, Named("f", 4096)).ok());
+  EXPECT_THAT(keeper_.TakeLog(),
+              ElementsAre(HasSubstr("create f"), "forget f"));
+  EXPECT_EQ(kept_table_.Totals().count, 0u);
+}
+
+TEST_F(KeptRegionTableTest, RestoreAdoptsUnderTheOldNameWithNewKeys) {
+  auto restored = Restore(Info("cache", 8192, RemoteAccess::kReadWrite));
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  const RegionSnapshot snapshot = (*restored)->Snapshot();
+  EXPECT_EQ(snapshot.name, "cache");
+  EXPECT_EQ(snapshot.owner, RegionOwnerKind::kDaemon);
+  EXPECT_EQ(snapshot.owner_uid, 1001u);
+  EXPECT_EQ(snapshot.owner_gid, 2000u);
+  EXPECT_EQ(snapshot.mode, 0640u);
+  EXPECT_EQ(snapshot.exported.access, RemoteAccess::kReadWrite);
+  EXPECT_NE(snapshot.exported.tcp_key, 0u);
+  EXPECT_EQ(snapshot.exported.keys.size(), 1u);  // registered anew
+  EXPECT_NE((*restored)->kept(), nullptr);
+  EXPECT_TRUE(kept_table_.FindExported("cache").ok());
+  // Its owner (Bob, uid 1001) may use and free it.
+  EXPECT_TRUE(kept_table_.FindForUse(kBob, {0, "cache"}).ok());
+  EXPECT_EQ(kept_table_.UsageOf(1001).regions, 1u);
+  EXPECT_TRUE(keeper_.TakeLog().empty());
+  ASSERT_TRUE(kept_table_.Free(kBob, {0, "cache"}).ok());
+  EXPECT_THAT(keeper_.TakeLog(), ElementsAre("forget cache"));
+}
+
+TEST_F(KeptRegionTableTest, RestoreRefusalsDiscardNeverHalfUse) {
+  ASSERT_TRUE(Restore(Info("dup", 4096, RemoteAccess::kNone)).ok());
+  auto dup = Restore(Info("dup", 4096, RemoteAccess::kNone));
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  auto big = Restore(Info("big", 128 << 20, RemoteAccess::kNone));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  registrar_.FailNext();
+  auto unregistered = Restore(Info("unreg", 4096, RemoteAccess::kNone));
+  EXPECT_FALSE(unregistered.ok());
+  auto segment = ShmSegment::Create("mismatch", 4096);
+  ASSERT_TRUE(segment.ok());
+  auto mismatch = kept_table_.Restore(Info("mismatch", 8192, RemoteAccess::kNone),
+                                      *std::move(segment),
+                                      keeper_.NewHandle("mismatch"));
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(keeper_.TakeLog(),
+              ElementsAre(HasSubstr("discard dup: a region named 'dup'"),
+                          HasSubstr("discard big: adopting"),
+                          HasSubstr("discard unreg: ibv_reg_mr"),
+                          HasSubstr("discard mismatch: the record says 8192")));
+  EXPECT_EQ(kept_table_.Totals().count, 1u);
+  EXPECT_EQ(kept_table_.UsageOf(1001).regions, 1u);
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// CopyRegionBytes: the daemon's own copy between two regions (a transfer
+// whose target is a region of this same daemon).
+//
+// Most region memory is a sealed memfd that nobody can shrink, and is
+// copied with memmove. A region kept in a state directory is a tmpfs file,
+// which cannot be sealed: a client that maps it holds a descriptor it could
+// ftruncate, and a CPU copy from the vanished pages would kill the daemon
+// with SIGBUS. Such memory is copied by the kernel instead
+// (process_vm_readv on this process), where a missing page is an EFAULT:
+// the copy fails with DATA_LOSS and the daemon carries on.
+#ifndef RDMAD_DAEMON_CORE_REGION_COPY_H_
+#define RDMAD_DAEMON_CORE_REGION_COPY_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "daemon/core/region.h"
+
+namespace rdmad::core {
+
+// Copies `length` bytes from `from` at `from_offset` to `to` at `to_offset`.
+// The ranges may overlap (the same region). The caller has checked both
+// ranges against the regions' sizes. Thread-safe.
+absl::Status CopyRegionBytes(const Region& to, uint64_t to_offset,
+                             const Region& from, uint64_t from_offset,
+                             uint64_t length);
+
+// The kernel copy on its own, for memory that may have been truncated:
+// copies `length` bytes from `from` to `to` (which may overlap); DATA_LOSS
+// when a page of either is no longer there.
+absl::Status CopyShrinkableMemory(char* to, const char* from, uint64_t length);
+
+}  // namespace rdmad::core
+
+#endif  // RDMAD_DAEMON_CORE_REGION_COPY_H_

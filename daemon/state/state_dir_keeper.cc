@@ -1,0 +1,438 @@
+#include "daemon/state/state_dir_keeper.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "common/size.h"
+#include "common/status_macros.h"
+#include "common/unique_fd.h"
+#include "daemon/state/region_record.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::state {
+namespace {
+
+constexpr char kMemSuffix[] = ".mem";
+constexpr char kRecSuffix[] = ".rec";
+constexpr char kTmpSuffix[] = ".rec.tmp";
+constexpr char kDamaged[] = "damaged";
+
+std::string MemFile(const std::string& slot) { return slot + kMemSuffix; }
+std::string RecFile(const std::string& slot) { return slot + kRecSuffix; }
+
+absl::Status WriteAll(int fd, absl::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::ErrnoToStatus(n < 0 ? errno : EIO, "write");
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+// The names in a directory (without "." and ".."), via a duplicate of its
+// descriptor so that the caller's stays usable.
+absl::StatusOr<std::vector<std::string>> ListDir(int dir_fd) {
+  const int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return absl::ErrnoToStatus(errno, "dup of the state directory");
+  DIR* dir = ::fdopendir(dup);
+  if (dir == nullptr) {
+    ::close(dup);
+    return absl::ErrnoToStatus(errno, "fdopendir");
+  }
+  ::rewinddir(dir);
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);  // closes `dup`
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The text of a small regular file in the directory.
+absl::StatusOr<std::string> ReadSmallFile(int dir_fd, const std::string& name,
+                                          size_t most) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("open ", name));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of ", name));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::DataLossError(absl::StrCat(name, " is not a regular file"));
+  }
+  std::string text(most + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", name));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
+}  // namespace
+
+struct StateDirKeeper::Dir {
+  std::string path;
+  UniqueFd fd;     // holds the flock
+  absl::Mutex mu;  // serializes moves into damaged/
+
+  // Writes a record: a temporary file, fsync, rename over the old one,
+  // fsync of the directory. The record is either the old one or the new
+  // one whatever happens.
+  absl::Status WriteRecord(const RegionRecord& record) {
+    const std::string tmp = record.slot + kTmpSuffix;
+    UniqueFd out(::openat(fd.get(), tmp.c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                          0600));
+    if (!out) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("writing the record of region '",
+                                              record.info.name, "' in ", path));
+    }
+    absl::Status status = WriteAll(out.get(), EncodeRegionRecord(record));
+    if (status.ok() && ::fsync(out.get()) != 0) {
+      status = absl::ErrnoToStatus(errno, "fsync");
+    }
+    out.reset();
+    if (status.ok() && ::renameat(fd.get(), tmp.c_str(), fd.get(),
+                                  RecFile(record.slot).c_str()) != 0) {
+      status = absl::ErrnoToStatus(errno, "rename");
+    }
+    if (!status.ok()) {
+      ::unlinkat(fd.get(), tmp.c_str(), 0);
+      return absl::Status(
+          status.code(),
+          absl::StrCat("writing the record of region '", record.info.name,
+                       "' in ", path, ": ", status.message()));
+    }
+    ::fsync(fd.get());
+    return absl::OkStatus();
+  }
+
+  void Remove(const std::string& name) {
+    if (::unlinkat(fd.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+      spdlog::warn("state directory {}: cannot remove {}: {}", path, name,
+                   std::strerror(errno));
+    }
+  }
+
+  // Moves the slot's files into damaged/, with a SLOT.why saying why.
+  void PutAside(const std::string& slot, const std::string& why) {
+    absl::MutexLock lock(&mu);
+    if (::mkdirat(fd.get(), kDamaged, 0700) != 0 && errno != EEXIST) {
+      spdlog::warn(
+          "state directory {}: cannot create {}/: {}; removing the "
+          "files of slot {} instead",
+          path, kDamaged, std::strerror(errno), slot);
+      Remove(RecFile(slot));
+      Remove(MemFile(slot));
+      return;
+    }
+    UniqueFd damaged(::openat(fd.get(), kDamaged,
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    for (const std::string& name : {RecFile(slot), MemFile(slot)}) {
+      if (!damaged || ::renameat(fd.get(), name.c_str(), damaged.get(),
+                                 name.c_str()) != 0) {
+        if (errno != ENOENT) Remove(name);
+      }
+    }
+    if (damaged) {
+      UniqueFd note(::openat(
+          damaged.get(), (slot + ".why").c_str(),
+          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (note) (void)WriteAll(note.get(), why + "\n");
+    }
+  }
+};
+
+namespace {
+
+// One region's kept state in the directory.
+class StateDirRegion final : public core::KeptRegion {
+ public:
+  StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record)
+      : dir_(std::move(dir)), record_(std::move(record)) {}
+
+  absl::Status SetExportAccess(core::RemoteAccess access) override {
+    absl::MutexLock lock(&mu_);
+    if (gone_ || record_.info.export_access == access) {
+      return absl::OkStatus();
+    }
+    RegionRecord next = record_;
+    next.info.export_access = access;
+    RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
+    record_ = std::move(next);
+    return absl::OkStatus();
+  }
+
+  void Forget() override {
+    absl::MutexLock lock(&mu_);
+    if (std::exchange(gone_, true)) return;
+    // Record first: a crash in between leaves a memory file without a
+    // record, which the next start removes.
+    dir_->Remove(RecFile(record_.slot));
+    dir_->Remove(MemFile(record_.slot));
+  }
+
+  void Discard(const std::string& why) override {
+    absl::MutexLock lock(&mu_);
+    if (std::exchange(gone_, true)) return;
+    dir_->PutAside(record_.slot,
+                   absl::StrCat("region '", record_.info.name, "': ", why));
+  }
+
+ private:
+  const std::shared_ptr<StateDirKeeper::Dir> dir_;
+  absl::Mutex mu_;
+  RegionRecord record_ ABSL_GUARDED_BY(mu_);
+  bool gone_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
+    const std::string& path) {
+  if (path.empty() || path.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state_dir '", path, "' must be an absolute path"));
+  }
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create state_dir ", path, ": ", std::strerror(errno),
+        " (its parent must exist and be writable by rdmad)"));
+  }
+  auto dir = std::make_shared<Dir>();
+  dir->path = path;
+  dir->fd.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir->fd) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open state_dir ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(dir->fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of ", path));
+  }
+  // Its records say who may use each region: whoever could write here
+  // could grant themselves any region after the next restart.
+  if (st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state_dir ", path, " belongs to uid ", st.st_uid,
+                     ", not to rdmad's "
+                     "uid ",
+                     ::geteuid(),
+                     ": use a directory of rdmad's own (it is "
+                     "created if missing)"));
+  }
+  if ((st.st_mode & 022) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "state_dir %s has mode %04o: others can write to it, and its records "
+        "say who may use each region; chmod 700 %s",
+        path, st.st_mode & 07777, path));
+  }
+  if (::flock(dir->fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_dir ", path,
+                       " is in use by another running rdmad: give "
+                       "each daemon a state_dir of its own"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("flock of ", path));
+  }
+  return std::unique_ptr<StateDirKeeper>(new StateDirKeeper(std::move(dir)));
+}
+
+StateDirKeeper::StateDirKeeper(std::shared_ptr<Dir> dir)
+    : dir_(std::move(dir)) {}
+
+StateDirKeeper::~StateDirKeeper() = default;
+
+const std::string& StateDirKeeper::path() const { return dir_->path; }
+
+std::string StateDirKeeper::Describe() const {
+  return absl::StrCat("state directory ", dir_->path);
+}
+
+std::string StateDirKeeper::DiscardedTo() const {
+  return absl::StrCat("moved to ", dir_->path, "/", kDamaged, "/");
+}
+
+std::string StateDirKeeper::filesystem() const {
+  struct statfs fs;
+  if (::fstatfs(dir_->fd.get(), &fs) != 0) return "an unknown filesystem";
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case TMPFS_MAGIC:
+      return "tmpfs";
+    case HUGETLBFS_MAGIC:
+      return "hugetlbfs";
+    case RAMFS_MAGIC:
+      return "ramfs";
+    default:
+      return absl::StrFormat("a disk filesystem (type 0x%x)",
+                             static_cast<uint64_t>(fs.f_type));
+  }
+}
+
+bool StateDirKeeper::in_memory() const {
+  return !absl::StartsWith(filesystem(), "a ");
+}
+
+absl::StatusOr<core::KeptMemory> StateDirKeeper::Create(
+    const core::KeptRegionInfo& info) {
+  RegionRecord record;
+  record.slot = NewSlot();
+  record.info = info;
+  // Memory first, then the record: until the record exists, the memory
+  // file is an orphan that the next start removes.
+  RDMAD_ASSIGN_OR_RETURN(core::ShmSegment segment,
+                         core::ShmSegment::CreateFile(
+                             dir_->fd.get(), MemFile(record.slot), info.size));
+  if (absl::Status s = dir_->WriteRecord(record); !s.ok()) {
+    dir_->Remove(MemFile(record.slot));
+    return s;
+  }
+  return core::KeptMemory{std::move(segment),
+                          std::make_unique<StateDirRegion>(dir_, record)};
+}
+
+Recovery StateDirKeeper::Recover() {
+  Recovery found;
+  auto names = ListDir(dir_->fd.get());
+  if (!names.ok()) {
+    found.notes.push_back(absl::StrCat("cannot list ", dir_->path, ": ",
+                                       names.status().message(),
+                                       "; nothing adopted"));
+    return found;
+  }
+  std::set<std::string> records;  // slots with a record
+  std::set<std::string> mems;     // slots with a memory file
+  for (const std::string& name : *names) {
+    if (name == kDamaged) {
+      auto damaged = ListDir(
+          UniqueFd(::openat(dir_->fd.get(), kDamaged,
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+              .get());
+      if (damaged.ok() && !damaged->empty()) {
+        found.notes.push_back(absl::StrCat(
+            dir_->path, "/", kDamaged, "/ holds ", damaged->size(),
+            " file(s) put aside by earlier starts (SLOT.why says why): look "
+            "at them, then delete them to free their memory"));
+      }
+      continue;
+    }
+    absl::string_view stem = name;
+    if (absl::ConsumeSuffix(&stem, kTmpSuffix) && IsValidSlot(stem)) {
+      // A record write that a crash interrupted; the old record stands.
+      dir_->Remove(name);
+      continue;
+    }
+    stem = name;
+    if (absl::ConsumeSuffix(&stem, kRecSuffix) && IsValidSlot(stem)) {
+      records.insert(std::string(stem));
+      continue;
+    }
+    stem = name;
+    if (absl::ConsumeSuffix(&stem, kMemSuffix) && IsValidSlot(stem)) {
+      mems.insert(std::string(stem));
+      continue;
+    }
+    found.notes.push_back(
+        absl::StrCat("unknown file ", dir_->path, "/", name, " left alone"));
+  }
+  for (const std::string& slot : mems) {
+    if (!records.contains(slot)) {
+      // Memory without a record: a crash while a region was being created
+      // or freed. Nobody was told about it, or it was freed.
+      dir_->Remove(MemFile(slot));
+      found.notes.push_back(absl::StrCat(
+          "removed ", dir_->path, "/", MemFile(slot),
+          ": memory without a record (a crash while a region was created or "
+          "freed)"));
+    }
+  }
+  for (const std::string& slot : records) {
+    SkippedRegion skip;
+    skip.region = absl::StrCat("slot ", slot);
+    auto skipped = [&](const std::string& why) {
+      skip.why = why;
+      dir_->PutAside(slot, absl::StrCat(skip.region, ": ", why));
+      found.skipped.push_back(skip);
+    };
+    auto text = ReadSmallFile(dir_->fd.get(), RecFile(slot), kMaxRecordBytes);
+    if (!text.ok()) {
+      skipped(std::string(text.status().message()));
+      continue;
+    }
+    auto record = ParseRegionRecord(*text);
+    if (!record.ok()) {
+      skipped(std::string(record.status().message()));
+      continue;
+    }
+    skip.region =
+        absl::StrCat("region '", record->info.name, "' (slot ", slot, ")");
+    skip.bytes = record->info.size;
+    if (record->slot != slot) {
+      skipped(absl::StrCat("damaged record: it names slot ", record->slot,
+                           " but is the record of slot ", slot));
+      continue;
+    }
+    if (!mems.contains(slot)) {
+      skipped(absl::StrCat("its memory file ", MemFile(slot), " is missing"));
+      continue;
+    }
+    auto segment = core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot),
+                                              record->info.size);
+    if (!segment.ok()) {
+      skipped(absl::StrCat("its memory: ", segment.status().message()));
+      continue;
+    }
+    found.regions.push_back(
+        RecoveredRegion{record->info, *std::move(segment),
+                        std::make_unique<StateDirRegion>(dir_, *record)});
+  }
+  return found;
+}
+
+size_t StateDirKeeper::DiscardAll() {
+  auto names = ListDir(dir_->fd.get());
+  if (!names.ok()) return 0;
+  size_t regions = 0;
+  for (const std::string& name : *names) {
+    absl::string_view stem = name;
+    const bool ours = (absl::ConsumeSuffix(&stem, kTmpSuffix) ||
+                       absl::ConsumeSuffix(&stem, kRecSuffix) ||
+                       absl::ConsumeSuffix(&stem, kMemSuffix)) &&
+                      IsValidSlot(stem);
+    if (!ours) continue;
+    if (absl::EndsWith(name, kRecSuffix)) ++regions;
+    dir_->Remove(name);
+  }
+  return regions;
+}
+
+}  // namespace rdmad::state
