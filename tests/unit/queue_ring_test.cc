@@ -1,0 +1,209 @@
+// The shared-memory queue protocol (common/queue_ring.h) with both ends in
+// one process over one segment: entries travel intact through many
+// wraparounds, full rings push back, and a peer that scribbles on the
+// segment is caught at the end that reads it.
+#include "common/queue_ring.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::queue {
+namespace {
+
+using ::testing::HasSubstr;
+
+class QueueRingTest : public ::testing::Test {
+ protected:
+  void Make(uint32_t sq, uint32_t cq) {
+    geometry_ = GeometryFor(sq, cq);
+    memory_.assign(geometry_.total_size, 0xee);  // not zero: init must clear
+    InitializeSegment(base(), geometry_);
+  }
+  void* base() { return memory_.data(); }
+  QueueHeader* header() { return static_cast<QueueHeader*>(base()); }
+
+  static SubmissionEntry Entry(uint64_t tag) {
+    SubmissionEntry e{};
+    e.op = static_cast<uint8_t>(OpCode::kWrite);
+    e.tag = tag;
+    e.local_region = 1;
+    e.local_offset = tag * 3;
+    e.remote_handle = 2;
+    e.remote_offset = tag * 5;
+    e.length = tag + 1;
+    return e;
+  }
+
+  Geometry geometry_;
+  std::vector<uint8_t> memory_;
+};
+
+TEST_F(QueueRingTest, GeometryIsRoundedAndChecked) {
+  const Geometry g = GeometryFor(5, 100);
+  EXPECT_EQ(g.sq_entries, kMinEntries);
+  EXPECT_EQ(g.cq_entries, 128u);
+  EXPECT_EQ(g.total_size % 4096, 0u);
+  EXPECT_EQ(GeometryFor(1u << 30, 0).sq_entries, kMaxEntries);
+  Make(16, 32);
+  EXPECT_TRUE(CheckSegment(base(), geometry_.total_size).ok());
+  EXPECT_EQ(CheckSegment(base(), geometry_.total_size - 4096).code(),
+            absl::StatusCode::kDataLoss);
+  header()->sq_entries = 12;  // not a power of two
+  EXPECT_EQ(CheckSegment(base(), geometry_.total_size).code(),
+            absl::StatusCode::kDataLoss);
+  header()->sq_entries = 16;
+  header()->magic = 0;
+  EXPECT_EQ(CheckSegment(base(), geometry_.total_size).code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST_F(QueueRingTest, EntriesSurviveManyWraparounds) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  uint64_t next = 0, seen = 0;
+  for (int round = 0; round < 1000; ++round) {
+    const uint32_t n = 1 + round % 8;
+    ASSERT_GE(producer.Space(), n);
+    for (uint32_t i = 0; i < n; ++i) producer.Push(Entry(next++));
+    producer.Publish();
+    SubmissionEntry taken[8];
+    auto got = consumer.Take(absl::MakeSpan(taken));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(*got, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const SubmissionEntry want = Entry(seen + i);
+      ASSERT_EQ(std::memcmp(&taken[i], &want, sizeof(want)), 0) << seen + i;
+      CompletionEntry c{};
+      c.kind = static_cast<uint8_t>(CompletionKind::kCompletion);
+      c.tag = taken[i].tag;
+      c.bytes = taken[i].length;
+      c.code = (taken[i].tag % 3 == 0) ? 5 : 0;  // NOT_FOUND now and then
+      ASSERT_GT(*completer.Space(), 0u);
+      completer.Push(c, c.code != 0 ? "region gone" : "");
+    }
+    completer.Publish();
+    CompletionEntry done[8];
+    std::string messages[8];
+    ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), n);
+    for (uint32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(done[i].tag, seen + i);
+      EXPECT_EQ(done[i].bytes, seen + i + 1);
+      if ((seen + i) % 3 == 0) {
+        EXPECT_EQ(done[i].code, 5);
+        EXPECT_EQ(messages[i], "region gone");
+      } else {
+        EXPECT_EQ(done[i].error, kNoError);
+        EXPECT_TRUE(messages[i].empty());
+      }
+    }
+    seen += n;
+  }
+  EXPECT_EQ(header()->sq_tail.load(), header()->sq_head.load());
+  EXPECT_GT(header()->sq_tail.load(), 3 * 8u) << "it did wrap";
+}
+
+TEST_F(QueueRingTest, FullRingsPushBack) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  for (int i = 0; i < 8; ++i) producer.Push(Entry(i));
+  producer.Publish();
+  EXPECT_EQ(producer.Space(), 0u);
+  SubmissionEntry taken[3];
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken)), 3u);
+  EXPECT_EQ(producer.Space(), 3u);
+  CompletionProducer completer(base(), geometry_);
+  for (int i = 0; i < 8; ++i) completer.Push(CompletionEntry{}, "");
+  completer.Publish();
+  EXPECT_EQ(*completer.Space(), 0u) << "the client has consumed nothing";
+  CompletionConsumer reaper(base());
+  CompletionEntry done[2];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 2u);
+  EXPECT_EQ(*completer.Space(), 2u);
+}
+
+TEST_F(QueueRingTest, AnImpossibleTailIsCaughtAndNothingIsRead) {
+  Make(8, 8);
+  SubmissionConsumer consumer(base(), geometry_);
+  header()->sq_tail.store(1000);  // the client claims 1000 entries
+  SubmissionEntry taken[8];
+  auto got = consumer.Take(absl::MakeSpan(taken));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("overwritten"));
+  header()->sq_tail.store(0xffffffffu);  // "behind" the head: also impossible
+  EXPECT_EQ(consumer.Available().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(QueueRingTest, AnImpossibleCompletionHeadIsCaught) {
+  Make(8, 8);
+  CompletionProducer completer(base(), geometry_);
+  header()->cq_head.store(77);  // ahead of what the daemon produced
+  EXPECT_EQ(completer.Space().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(QueueRingTest, TheDaemonNeverReadsGeometryBackFromTheSegment) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  CompletionProducer completer(base(), geometry_);
+  // The client scribbles on the header: huge rings, offsets far away.
+  header()->sq_entries = 1u << 30;
+  header()->cq_entries = 1u << 30;
+  header()->sq_offset = 1ull << 40;
+  header()->cq_offset = 1ull << 40;
+  header()->errors_offset = 1ull << 40;
+  producer.Push(Entry(1));
+  producer.Publish();
+  SubmissionEntry taken[8];
+  EXPECT_EQ(*consumer.Take(absl::MakeSpan(taken)), 1u);
+  // Writing a completion with a message stays inside the real segment
+  // (ASan would catch a write outside it).
+  completer.Push(CompletionEntry{}, std::string(1000, 'x'));
+  completer.Publish();
+  EXPECT_EQ(header()->cq_tail.load(), 1u);
+}
+
+TEST_F(QueueRingTest, SleepAndWakeFlags) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  EXPECT_FALSE(consumer.SleepUnlessWork()) << "nothing queued: sleep";
+  EXPECT_EQ(header()->engine_sleeping.load(), 1u);
+  producer.Push(Entry(1));
+  EXPECT_TRUE(producer.Publish()) << "the engine sleeps: ring the doorbell";
+  consumer.Awake();
+  producer.Push(Entry(2));
+  EXPECT_FALSE(producer.Publish()) << "the engine is awake: no doorbell";
+  EXPECT_TRUE(consumer.SleepUnlessWork()) << "work is waiting: stay up";
+  EXPECT_EQ(header()->engine_sleeping.load(), 0u);
+
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  EXPECT_FALSE(reaper.WaitUnlessReady()) << "nothing there: wait";
+  completer.Push(CompletionEntry{}, "");
+  EXPECT_TRUE(completer.Publish()) << "the client waits: wake it";
+  reaper.Done();
+  completer.Push(CompletionEntry{}, "");
+  EXPECT_FALSE(completer.Publish());
+  EXPECT_TRUE(reaper.WaitUnlessReady()) << "completions there: do not wait";
+}
+
+TEST_F(QueueRingTest, StopIsVisibleWithItsStatus) {
+  Make(8, 8);
+  EXPECT_TRUE(StopStatus(base()).ok());
+  StopQueue(base(), absl::DataLossError("the ring was overwritten"));
+  const absl::Status s = StopStatus(base());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "the ring was overwritten");
+  header()->stop_code = 999;  // a scribbled code still reads as a status
+  EXPECT_EQ(StopStatus(base()).code(), absl::StatusCode::kUnknown);
+}
+
+}  // namespace
+}  // namespace rdmad::queue

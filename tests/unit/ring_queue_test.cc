@@ -1,0 +1,244 @@
+// The daemon's side of a client queue (daemon/ring/ring_queue.h) and the
+// decoding of submission entries (ring_decoder.h): completion slots are
+// reserved when submissions are taken, a client that corrupts the ring or
+// lets notifications overflow stops its queue (and only it), and every
+// malformed entry gets its precise status.
+#include "daemon/ring/ring_queue.h"
+
+#include <sys/mman.h>
+
+#include <vector>
+
+#include "daemon/ring/ring_decoder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::ring {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr core::Caller kAlice{7, 1000, 1000, 42};
+
+class RingQueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RingQueueOptions options;
+    options.submission_entries = 8;
+    options.completion_entries = 8;
+    options.notifications = true;
+    auto queue = RingQueue::Create(1, kAlice, std::make_shared<RemoteHandles>(),
+                                   options);
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    queue_ = *queue;
+    // The client's mapping of the same memfd.
+    client_ = ::mmap(nullptr, queue_->segment_size(), PROT_READ | PROT_WRITE,
+                     MAP_SHARED, queue_->segment_fd(), 0);
+    ASSERT_NE(client_, MAP_FAILED);
+    ASSERT_TRUE(queue::CheckSegment(client_, queue_->segment_size()).ok());
+  }
+  void TearDown() override { ::munmap(client_, queue_->segment_size()); }
+
+  queue::QueueHeader* header() {
+    return static_cast<queue::QueueHeader*>(client_);
+  }
+  void Submit(int n) {
+    queue::SubmissionProducer producer(client_);
+    for (int i = 0; i < n; ++i) {
+      queue::SubmissionEntry e{};
+      e.tag = next_tag_++;
+      producer.Push(e);
+    }
+    producer.Publish();
+  }
+
+  std::shared_ptr<RingQueue> queue_;
+  void* client_ = nullptr;
+  uint64_t next_tag_ = 1;
+};
+
+TEST_F(RingQueueTest, TakingReservesACompletionSlot) {
+  Submit(8);
+  queue::SubmissionEntry out[16];
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 8u);
+  EXPECT_EQ(queue_->in_flight(), 8u);
+  Submit(4);
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u)
+      << "no completion slot free: the submissions wait in their ring";
+  queue_->Complete(1, absl::OkStatus(), 8, core::TransportKind::kTcp);
+  queue_->Complete(2, absl::NotFoundError("gone"), 0,
+                   core::TransportKind::kNone);
+  // Published, but not yet consumed by the client: still no room.
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+  queue::CompletionConsumer reaper(client_);
+  queue::CompletionEntry done[8];
+  std::string messages[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), 2u);
+  EXPECT_EQ(done[0].tag, 1u);
+  EXPECT_EQ(done[0].transport, 2);
+  EXPECT_EQ(done[1].code, static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(messages[1], "gone");
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 2u);
+  EXPECT_FALSE(queue_->stopped());
+}
+
+TEST_F(RingQueueTest, ACorruptTailStopsTheQueueWithAPreciseStatus) {
+  header()->sq_tail.store(12345);
+  queue::SubmissionEntry out[8];
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+  EXPECT_TRUE(queue_->stopped());
+  const absl::Status s = queue::StopStatus(client_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("submission ring"));
+  // Stopped for good, whatever the client does next.
+  header()->sq_tail.store(0);
+  Submit(1);
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+}
+
+TEST_F(RingQueueTest, ALyingCompletionHeadStopsTheQueue) {
+  Submit(1);
+  queue::SubmissionEntry out[8];
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
+  header()->cq_head.store(500);
+  queue_->Complete(1, absl::OkStatus(), 1, core::TransportKind::kLocal);
+  EXPECT_EQ(header()->cq_tail.load(), 0u) << "nothing written past the lie";
+  Submit(1);
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+  EXPECT_TRUE(queue_->stopped());
+  EXPECT_EQ(queue::StopStatus(client_).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
+  for (int i = 0; i < 8; ++i) queue_->Notify(9, i * 64, 64, 100 + i);
+  EXPECT_FALSE(queue_->stopped());
+  queue_->Notify(9, 0, 64, 999);  // the client has consumed none
+  EXPECT_TRUE(queue_->stopped());
+  const absl::Status s = queue::StopStatus(client_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("overflowed"));
+  queue::CompletionConsumer reaper(client_);
+  queue::CompletionEntry done[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 8u);
+  EXPECT_EQ(done[3].kind,
+            static_cast<uint8_t>(queue::CompletionKind::kNotification));
+  EXPECT_EQ(done[3].region, 9u);
+  EXPECT_EQ(done[3].offset, 192u);
+  EXPECT_EQ(done[3].immediate, 103u);
+}
+
+TEST_F(RingQueueTest, NotificationsNeverTakeReservedSlots) {
+  Submit(7);
+  queue::SubmissionEntry out[8];
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 7u);
+  queue_->Notify(9, 0, 8, 1);  // the last free slot
+  EXPECT_FALSE(queue_->stopped());
+  queue_->Notify(9, 0, 8, 2);  // would take one of the 7 reserved
+  EXPECT_TRUE(queue_->stopped());
+  for (int i = 1; i <= 7; ++i) {
+    queue_->Complete(i, absl::OkStatus(), 1, core::TransportKind::kLocal);
+  }
+  EXPECT_EQ(header()->cq_tail.load(), 8u) << "every reserved slot delivered";
+}
+
+// --- decoding ----------------------------------------------------------------
+
+class RingDecoderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RemoteHandle h;
+    h.target.peer = "10.0.0.2:7471";
+    h.target.name = "kv";
+    h.size = 4096;
+    h.access = core::RemoteAccess::kRead;
+    auto added = handles_.Add(h);
+    ASSERT_TRUE(added.ok());
+    handle_ = (*added)->id;
+  }
+  queue::SubmissionEntry Good() {
+    queue::SubmissionEntry e{};
+    e.op = static_cast<uint8_t>(queue::OpCode::kRead);
+    e.tag = 77;
+    e.local_region = 3;
+    e.local_offset = 10;
+    e.remote_handle = handle_;
+    e.remote_offset = 100;
+    e.length = 50;
+    return e;
+  }
+  absl::StatusOr<core::TransferSpec> Decode(const queue::SubmissionEntry& e) {
+    return DecodeSubmission(e, handles_, absl::FromUnixSeconds(1000),
+                            absl::Seconds(30));
+  }
+
+  RemoteHandles handles_;
+  uint64_t handle_ = 0;
+};
+
+TEST_F(RingDecoderTest, AGoodEntryBecomesTheSpecTheGrpcPathMakes) {
+  queue::SubmissionEntry e = Good();
+  e.timeout_ms = 1500;
+  auto spec = Decode(e);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->op, core::OpType::kRead);
+  EXPECT_EQ(spec->local.id, 3u);
+  EXPECT_EQ(spec->local_offset, 10u);
+  EXPECT_EQ(spec->length, 50u);
+  EXPECT_EQ(spec->remote.peer, "10.0.0.2:7471");
+  EXPECT_EQ(spec->remote.name, "kv");
+  EXPECT_EQ(spec->remote.offset, 100u);
+  EXPECT_EQ(spec->deadline, absl::FromUnixSeconds(1000) + absl::Milliseconds(1500));
+  EXPECT_FALSE(spec->immediate.has_value());
+  e.timeout_ms = 0;
+  EXPECT_EQ(Decode(e)->deadline, absl::FromUnixSeconds(1030));
+  e.timeout_ms = 0xffffffff;  // clamped to an hour
+  EXPECT_EQ(Decode(e)->deadline, absl::FromUnixSeconds(1000 + 3600));
+}
+
+TEST_F(RingDecoderTest, EveryMalformedFieldHasItsCode) {
+  struct Case {
+    const char* what;
+    void (*spoil)(queue::SubmissionEntry&);
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {"op 0", [](auto& e) { e.op = 0; }, absl::StatusCode::kInvalidArgument},
+      {"op 3", [](auto& e) { e.op = 3; }, absl::StatusCode::kInvalidArgument},
+      {"op 255", [](auto& e) { e.op = 255; }, absl::StatusCode::kInvalidArgument},
+      {"unknown flag", [](auto& e) { e.flags = 0x80; },
+       absl::StatusCode::kInvalidArgument},
+      {"reserved0", [](auto& e) { e.reserved0 = 1; },
+       absl::StatusCode::kInvalidArgument},
+      {"reserved1", [](auto& e) { e.reserved1 = 1; },
+       absl::StatusCode::kInvalidArgument},
+      {"immediate on a READ", [](auto& e) { e.flags = queue::kFlagImmediate; },
+       absl::StatusCode::kInvalidArgument},
+      {"length 0", [](auto& e) { e.length = 0; },
+       absl::StatusCode::kInvalidArgument},
+      {"no local region", [](auto& e) { e.local_region = 0; },
+       absl::StatusCode::kInvalidArgument},
+      {"unknown handle", [](auto& e) { e.remote_handle = 999; },
+       absl::StatusCode::kNotFound},
+      {"handle 0", [](auto& e) { e.remote_handle = 0; },
+       absl::StatusCode::kNotFound},
+  };
+  for (const Case& c : cases) {
+    queue::SubmissionEntry e = Good();
+    c.spoil(e);
+    EXPECT_EQ(Decode(e).status().code(), c.code) << c.what;
+  }
+}
+
+TEST_F(RingDecoderTest, AWriteMayCarryAnImmediate) {
+  queue::SubmissionEntry e = Good();
+  e.op = static_cast<uint8_t>(queue::OpCode::kWrite);
+  e.flags = queue::kFlagImmediate;
+  e.immediate = 0xabcd;
+  auto spec = Decode(e);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->immediate.has_value());
+  EXPECT_EQ(*spec->immediate, 0xabcdu);
+}
+
+}  // namespace
+}  // namespace rdmad::ring
