@@ -142,13 +142,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       d.kept->keeper());
   d.kept->Adopt(*d.regions);
 
-  // 4. The TCP data listener serves this daemon's exported regions.
-  RDMAD_ASSIGN_OR_RETURN(d.data_server,
-                         StartDataServer(config, d.resolved, d.regions.get(),
-                                         d.runtime.get()));
-  id.data_listen = d.data_server->address();
-
-  // 5. Peers and the transfer engine.
+  // 4. Peers, the transfer engine and the clients' queues.
   {
     peer::GrpcPeerConnectorOptions options;
     options.version = id.version;
@@ -171,7 +165,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(d.runtime.get(),
                                                    d.transfers.get());
+  d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
+
+  // 5. The TCP data listener serves this daemon's exported regions.
+  RDMAD_ASSIGN_OR_RETURN(
+      d.data_server, StartDataServer(config, d.resolved, d.regions.get(),
+                                     d.queues.get(), d.runtime.get()));
+  id.data_listen = d.data_server->address();
   d.state.peers = d.peers.get();
   d.state.tcp_acceptor = d.data_server.get();
   d.state.verbs_acceptor = d.transports.verbs_acceptor.get();

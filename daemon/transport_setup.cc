@@ -79,8 +79,10 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
 
 absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
     const v1::DaemonConfig& config, const config::ResolvedConfig& resolved,
-    const core::RegionTable* regions, runtime::IoRuntime* runtime) {
+    const core::RegionTable* regions, core::NotificationSink* notifications,
+    runtime::IoRuntime* runtime) {
   tcp::TcpDataServerOptions options;
+  options.notifications = notifications;
   options.listen = config.data_listen();
   options.allow = resolved.peer_allow;
   auto listen = ParseHostPort(options.listen, AddressUse::kListen);

@@ -41,10 +41,12 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
                                           runtime::IoRuntime* runtime);
 
 // The TCP data listener: every daemon runs it, since a peer may lack RDMA
-// even where this node has it. `regions` and `runtime` are not owned.
+// even where this node has it. It tells `notifications` of WRITEs with an
+// immediate. `regions`, `notifications` and `runtime` are not owned.
 absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
     const v1::DaemonConfig& config, const config::ResolvedConfig& resolved,
-    const core::RegionTable* regions, runtime::IoRuntime* runtime);
+    const core::RegionTable* regions, core::NotificationSink* notifications,
+    runtime::IoRuntime* runtime);
 
 }  // namespace rdmad
 

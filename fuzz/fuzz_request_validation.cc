@@ -1,7 +1,7 @@
 // libFuzzer target: validation of Local requests. The input is taken as a
 // serialized rdmad.v1.TransferOp (the fuzzer's mutations of valid ones reach
 // every field) and goes through what the Local service does with it: the
-// proto conversion and checks (service/proto_convert), then the transfer
+// decoding and checks (service/transfer_decoder), then the transfer
 // engine's permission and bounds checks against a region table holding a
 // few regions with different owners and modes, for callers of several uids.
 // Local transfers run for real (memmove inside the regions), so a bounds
@@ -18,7 +18,7 @@
 #include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_engine.h"
-#include "daemon/service/proto_convert.h"
+#include "daemon/service/transfer_decoder.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "google/protobuf/stubs/logging.h"
 
@@ -77,17 +77,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::TransferOp op;
   if (op.ParseFromString(bytes)) {
     for (core::OpType type : {core::OpType::kWrite, core::OpType::kRead}) {
-      auto request = service::FromProto(op, type);
+      auto request =
+          service::DecodeTransfer(op, type, absl::InfiniteFuture());
       if (!request.ok()) continue;
       // Only local targets: there is no remote transport in here.
-      request->peer.clear();
-      request->remote_descriptor.clear();
+      request->remote.peer.clear();
+      request->remote.descriptor = nullptr;
+      const uint64_t length = request->length;
       for (const core::Caller& caller : world->callers) {
         bool called = false;
         world->engine.Submit(caller, *request,
                              [&](absl::StatusOr<core::TransferResult> r) {
                                called = true;
-                               if (r.ok() && r->bytes != request->length) {
+                               if (r.ok() && r->bytes != length) {
                                  std::abort();
                                }
                              });

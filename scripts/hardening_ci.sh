@@ -25,7 +25,7 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DRDMAD_FUZZ=ON -DRDMAD_BUILD_TESTS=OFF > /dev/null
   cmake --build "$fuzz" --target rdmad_fuzzers
-  for target in tcp_frame descriptor request_validation; do
+  for target in tcp_frame descriptor request_validation ring_entry; do
     corpus="$(mktemp -d)"
     cp "$here/fuzz/corpus/$target/"* "$corpus/"
     echo "--- fuzz_$target"

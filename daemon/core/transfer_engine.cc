@@ -172,6 +172,10 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
             : CopyRegionBytes(*transfer.local, transfer.local_offset, **target,
                               remote.offset, transfer.length);
   if (!copied.ok()) return copied;
+  if (write && transfer.immediate.has_value() && notifications_ != nullptr) {
+    notifications_->Notify(**target, remote.offset, transfer.length,
+                           *transfer.immediate);
+  }
   return TransferResult{transfer.length, TransportKind::kLocal,
                         absl::Now() - transfer.start};
 }

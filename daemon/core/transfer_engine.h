@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "daemon/core/notification_sink.h"
 #include "daemon/core/region_resolver.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer.h"
@@ -89,6 +90,9 @@ class TransferEngine {
   void SetDirectory(RegionResolver* directory) {
     directory_.store(directory, std::memory_order_release);
   }
+  // Told of every local WRITE with an immediate (not owned; null: nobody).
+  // Set before the first Submit.
+  void SetNotificationSink(NotificationSink* sink) { notifications_ = sink; }
   // Transfers of `uid` in flight now.
   uint64_t InFlight(uint32_t uid) const;
 
@@ -108,6 +112,7 @@ class TransferEngine {
   const TransferLimits limits_;
   std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
   std::atomic<RegionResolver*> directory_{nullptr};   // Not owned.
+  NotificationSink* notifications_ = nullptr;         // Not owned.
 
   mutable absl::Mutex mu_;
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);

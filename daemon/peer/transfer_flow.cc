@@ -226,6 +226,7 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
   op.key = *key;
   op.remote_offset = t.remote.offset;
   op.deadline = t.deadline;
+  op.immediate = t.immediate;
   op.done = [this, r = std::move(r)](absl::Status status) mutable {
     OnSent(std::move(r), std::move(status));
   };

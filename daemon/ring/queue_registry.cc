@@ -117,19 +117,22 @@ absl::StatusOr<std::pair<int, uint64_t>> QueueRegistry::Descriptor(
       absl::StrCat("this session has no queue ", queue_id));
 }
 
-void QueueRegistry::Notify(uint64_t session_id, uint64_t region,
-                           uint64_t offset, uint64_t length,
-                           uint32_t immediate) {
-  std::shared_ptr<RingQueue> target;
+void QueueRegistry::Notify(const core::Region& region, uint64_t offset,
+                           uint64_t length, uint32_t immediate) {
+  std::vector<std::shared_ptr<RingQueue>> targets;
   {
     absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return;
-    for (const auto& q : it->second.queues) {
-      if (q->notifications()) target = q;
+    const bool buffer = region.owner() == core::RegionOwnerKind::kSession;
+    for (const auto& [session_id, session] : sessions_) {
+      for (const auto& q : session.queues) {
+        if (!q->notifications()) continue;
+        const bool owner = buffer ? session_id == region.creator().session_id
+                                  : q->caller().uid == region.acl().uid;
+        if (owner) targets.push_back(q);
+      }
     }
   }
-  if (target != nullptr) target->Notify(region, offset, length, immediate);
+  for (const auto& q : targets) q->Notify(region.id(), offset, length, immediate);
 }
 
 void QueueRegistry::EndSession(uint64_t session_id) {

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/core/notification_sink.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/ring/remote_handles.h"
 #include "daemon/ring/ring_engine.h"
@@ -25,7 +26,7 @@ namespace rdmad::ring {
 // Which descriptor of a queue the session socket hands out.
 enum class QueueFd : uint32_t { kSegment = 0, kDoorbell = 1, kWakeup = 2 };
 
-class QueueRegistry {
+class QueueRegistry final : public core::NotificationSink {
  public:
   static constexpr size_t kMaxQueuesPerSession = 64;
 
@@ -50,10 +51,11 @@ class QueueRegistry {
                                                       uint64_t queue_id,
                                                       QueueFd which) const;
 
-  // Delivers a notification to the session's notification queue, if it
-  // has one (else drops it).
-  void Notify(uint64_t session_id, uint64_t region, uint64_t offset,
-              uint64_t length, uint32_t immediate);
+  // core::NotificationSink: to the notification queue of the session that
+  // owns a session buffer; for a named region, of every session of its
+  // owner's uid that has one. Dropped when there is none.
+  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate) override;
 
   // Closes every queue and handle of the session.
   void EndSession(uint64_t session_id);

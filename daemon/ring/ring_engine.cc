@@ -83,7 +83,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& queue) {
          [queue, tag](absl::StatusOr<core::TransferResult> result) {
            if (result.ok()) {
              queue->Complete(tag, absl::OkStatus(), result->bytes,
-                             result->transport);
+                             result->transport, result->latency);
            } else {
              queue->Complete(tag, result.status(), 0,
                              core::TransportKind::kNone);

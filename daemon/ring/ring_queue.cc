@@ -119,7 +119,8 @@ void RingQueue::PublishLocked() {
 }
 
 void RingQueue::Complete(uint64_t tag, const absl::Status& status,
-                         uint64_t bytes, core::TransportKind transport) {
+                         uint64_t bytes, core::TransportKind transport,
+                         absl::Duration daemon_time) {
   absl::MutexLock lock(&mu_);
   if (in_flight_ > 0) --in_flight_;
   // The slot was reserved when the submission was taken; the client can
@@ -132,6 +133,8 @@ void RingQueue::Complete(uint64_t tag, const absl::Status& status,
   entry.code = static_cast<int32_t>(status.code());
   entry.tag = tag;
   entry.bytes = status.ok() ? bytes : 0;
+  entry.daemon_ns =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(daemon_time)));
   completions_.Push(entry, status.message());
   PublishLocked();
 }
@@ -166,8 +169,14 @@ void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
 
 void RingQueue::Stop(const absl::Status& why) {
   if (stopped_.exchange(true)) return;
-  spdlog::warn("queue {} of session {} stopped: {}", id_, caller_.session_id,
-               why.ToString());
+  // Closed by its client, or with its session: nothing to warn about.
+  if (absl::IsCancelled(why)) {
+    spdlog::debug("queue {} of session {} closed: {}", id_,
+                  caller_.session_id, std::string(why.message()));
+  } else {
+    spdlog::warn("queue {} of session {} stopped: {}", id_,
+                 caller_.session_id, why.ToString());
+  }
   queue::StopQueue(segment_.data(), why);
   // A client asleep on the queue learns it at once.
   const uint64_t one = 1;

@@ -77,7 +77,8 @@ class RingQueue {
   // Publishes the completion of a taken submission (using its reserved
   // slot) and wakes the client if it waits.
   void Complete(uint64_t tag, const absl::Status& status, uint64_t bytes,
-                core::TransportKind transport);
+                core::TransportKind transport,
+                absl::Duration daemon_time = absl::ZeroDuration());
   // Delivers a notification (an unreserved slot). Stops the queue with
   // RESOURCE_EXHAUSTED when the completion ring has no room for it.
   void Notify(uint64_t region, uint64_t offset, uint64_t length,

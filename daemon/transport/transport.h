@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ struct RemoteOp {
   uint64_t remote_offset = 0;
   // The operation fails with DEADLINE_EXCEEDED if not complete by then.
   absl::Time deadline = absl::InfiniteFuture();
+  // WRITE only: the owner of the remote region is told when the data is
+  // in place (RDMA WRITE with immediate).
+  std::optional<uint32_t> immediate;
   OpCallback done;
 };
 

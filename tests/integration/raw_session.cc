@@ -50,6 +50,20 @@ absl::StatusOr<UniqueFd> RawSession::TakeFd(uint64_t id) {
   session_wire::Message request;
   request.type = session_wire::MessageType::kGetFd;
   request.a = id;
+  return Ask(request);
+}
+
+absl::StatusOr<UniqueFd> RawSession::TakeQueueFd(uint64_t queue_id,
+                                                 uint64_t which) {
+  session_wire::Message request;
+  request.type = session_wire::MessageType::kGetQueueFd;
+  request.a = queue_id;
+  request.b = which;
+  return Ask(request);
+}
+
+absl::StatusOr<UniqueFd> RawSession::Ask(
+    const session_wire::Message& request) {
   if (absl::Status s = session_wire::Send(session_.get(), request); !s.ok()) {
     return s;
   }

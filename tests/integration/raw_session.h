@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/session_wire.h"
 #include "common/unique_fd.h"
 #include "grpcpp/grpcpp.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
@@ -37,11 +38,15 @@ class RawSession {
   absl::Status GetFd(uint64_t id);
   // The same, keeping the descriptor: what a client could do with it.
   absl::StatusOr<UniqueFd> TakeFd(uint64_t id);
+  // Descriptor `which` (0 segment, 1 doorbell, 2 wake-up) of a queue.
+  absl::StatusOr<UniqueFd> TakeQueueFd(uint64_t queue_id, uint64_t which);
   // Closes the session socket: the daemon ends the session.
   void Close() { session_.reset(); }
 
  private:
   RawSession() = default;
+  // Sends `request` on the session socket; the descriptor of the reply.
+  absl::StatusOr<UniqueFd> Ask(const session_wire::Message& request);
   UniqueFd session_;
   uint64_t id_ = 0;
   std::string token_;

@@ -62,7 +62,7 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
         ") is outside ", RegionLabel(*region), " of ", region->size(),
         " bytes"));
   }
-  const bool write = request.type == FrameType::kWrite;
+  const bool write = IsWrite(request.type);
   if (!core::Allows(exported.access, write ? core::RemoteAccess::kWrite
                                            : core::RemoteAccess::kRead)) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -194,6 +194,11 @@ bool DataConnection::OnReadable() {
 void DataConnection::FinishBody() {
   if (in_ == In::kPayload) {
     ctx_->counters->bytes_written += write_len_;
+    if (write_immediate_.has_value() && ctx_->options->notifications != nullptr) {
+      // The data is in place: tell the region's owner before the reply.
+      ctx_->options->notifications->Notify(*region_, write_offset_, write_len_,
+                                           *write_immediate_);
+    }
     QueueReply(FrameType::kWriteReply, request_id_, absl::OkStatus());
     region_.reset();
     dest_ = nullptr;
@@ -235,7 +240,7 @@ bool DataConnection::OnHeader() {
   const FrameHeader& h = **decoded;
   ctx_->counters->requests++;
   auto region = CheckRequest(*ctx_->regions, h);
-  const bool write = h.type == FrameType::kWrite;
+  const bool write = IsWrite(h.type);
   if (!region.ok()) {
     ctx_->counters->rejected++;
     spdlog::debug("tcp data server: {} from {} rejected: {}",
@@ -260,6 +265,9 @@ bool DataConnection::OnHeader() {
     dest_ = region_->data() + h.offset;
     left_ = h.length;
     write_len_ = h.length;
+    write_offset_ = h.offset;
+    write_immediate_.reset();
+    if (h.type == FrameType::kWriteImm) write_immediate_ = h.immediate;
     return true;
   }
   Reply& reply = out_.emplace_back();

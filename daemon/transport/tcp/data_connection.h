@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,8 @@ class DataConnection {
   char* dest_ = nullptr;
   uint64_t left_ = 0;        // payload bytes still to receive (or drain)
   uint64_t write_len_ = 0;   // the WRITE's length, for the counters
+  uint64_t write_offset_ = 0;
+  std::optional<uint32_t> write_immediate_;  // a WRITE_IMM's
   absl::Status drain_status_;  // why the WRITE being drained was rejected
   // Sending.
   std::deque<Reply> out_;

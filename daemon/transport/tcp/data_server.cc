@@ -25,9 +25,8 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(10);
 }  // namespace
 
 TcpDataServer::TcpDataServer(const core::RegionTable* regions,
-                             TcpDataServerOptions options,
-                             runtime::IoRuntime* runtime)
-    : regions_(regions), options_(std::move(options)), runtime_(runtime) {
+                             TcpDataServerOptions options)
+    : regions_(regions), options_(std::move(options)) {
   context_.regions = regions_;
   context_.options = &options_;
   context_.counters = &counters_;
@@ -39,7 +38,7 @@ absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(
   RDMAD_ASSIGN_OR_RETURN(HostPort listen,
                          ParseHostPort(options.listen, AddressUse::kListen));
   auto server = std::unique_ptr<TcpDataServer>(
-      new TcpDataServer(regions, std::move(options), runtime));
+      new TcpDataServer(regions, std::move(options)));
   auto listener = Listen(listen);
   if (!listener.ok()) {
     return absl::UnavailableError(absl::StrCat(

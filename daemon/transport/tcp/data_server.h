@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/core/notification_sink.h"
 #include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/io_runtime.h"
@@ -62,6 +63,8 @@ struct TcpDataServerOptions {
   // closed at accept, so that a peer cannot exhaust the daemon's file
   // descriptors.
   uint32_t max_open_connections = 1024;
+  // Told of every WRITE_IMM that landed (not owned; null: nobody).
+  core::NotificationSink* notifications = nullptr;
 };
 
 class TcpDataServer final : public transport::ConnectAcceptor {
@@ -113,8 +116,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
         connections;
   };
 
-  TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options,
-                runtime::IoRuntime* runtime);
+  TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options);
   void OnListenerReadable();
   void Refuse(int fd, absl::string_view why);
   void PauseAccepting();
@@ -123,7 +125,6 @@ class TcpDataServer final : public transport::ConnectAcceptor {
 
   const core::RegionTable* const regions_;  // Not owned.
   const TcpDataServerOptions options_;
-  runtime::IoRuntime* const runtime_;       // Not owned.
   DataServerCounters counters_;
   DataServerContext context_;
   std::string address_;

@@ -113,13 +113,22 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
         "it could be sent")));
     return;
   }
+  if (in.immediate.has_value() && in.length > kMaxFramePayload) {
+    in.done(absl::InvalidArgumentError(absl::StrCat(
+        "a WRITE with an immediate moves at most ", kMaxFramePayload,
+        " bytes over TCP (one frame, so that the notification follows all of "
+        "its data); split it and put the immediate on the last part")));
+    return;
+  }
   auto owned = std::make_unique<Op>();
   Op& op = *owned;
   op.id = next_op_id_++;
   op.op = std::move(in);
   const uint64_t length = op.op.length;
   uint64_t pieces = (length + options_.chunk_bytes - 1) / options_.chunk_bytes;
-  if (pieces < conns_.size() && length >= 2 * options_.min_split_bytes) {
+  if (op.op.immediate.has_value()) {
+    pieces = 1;  // the notification must follow all of the data
+  } else if (pieces < conns_.size() && length >= 2 * options_.min_split_bytes) {
     pieces =
         std::min<uint64_t>(conns_.size(), length / options_.min_split_bytes);
   }
@@ -134,10 +143,12 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
     chunk->op_offset = at;
     chunk->length = std::min(piece, length - at);
     chunk->write = write;
-    EncodeRequest(write ? FrameType::kWrite : FrameType::kRead,
-                  chunk->request_id, op.op.key.base, op.op.key.key,
+    const FrameType type = !write                       ? FrameType::kRead
+                           : op.op.immediate.has_value() ? FrameType::kWriteImm
+                                                         : FrameType::kWrite;
+    EncodeRequest(type, chunk->request_id, op.op.key.base, op.op.key.key,
                   op.op.remote_offset + at, chunk->length,
-                  chunk->header.data());
+                  chunk->header.data(), op.op.immediate.value_or(0));
     at += chunk->length;
     Conn& conn = LeastLoaded();
     conn.pending_bytes += chunk->length;

@@ -58,6 +58,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "WRITE";
     case FrameType::kRead:
       return "READ";
+    case FrameType::kWriteImm:
+      return "WRITE_IMM";
     case FrameType::kWriteReply:
       return "WRITE_REPLY";
     case FrameType::kReadReply:
@@ -69,6 +71,7 @@ absl::string_view FrameTypeName(FrameType type) {
 uint64_t FrameHeader::body_length() const {
   switch (type) {
     case FrameType::kWrite:
+    case FrameType::kWriteImm:
       return length;
     case FrameType::kRead:
       return 0;
@@ -81,12 +84,17 @@ uint64_t FrameHeader::body_length() const {
 
 void EncodeRequest(FrameType type, uint64_t request_id, uint64_t region_id,
                    uint64_t key, uint64_t offset, uint64_t length,
-                   uint8_t* out) {
+                   uint8_t* out, uint32_t immediate) {
   PutPrefix(type, request_id, out);
   Put64(out + 16, region_id);
   Put64(out + 24, key);
   Put64(out + 32, offset);
-  Put64(out + 40, length);
+  if (type == FrameType::kWriteImm) {
+    Put32(out + 40, static_cast<uint32_t>(length));
+    Put32(out + 44, immediate);
+  } else {
+    Put64(out + 40, length);
+  }
 }
 
 void EncodeReply(FrameType type, uint64_t request_id, uint32_t status,
@@ -119,6 +127,7 @@ absl::StatusOr<std::optional<FrameHeader>> DecodeHeader(
   const uint8_t raw_type = p[5];
   if (raw_type != static_cast<uint8_t>(FrameType::kWrite) &&
       raw_type != static_cast<uint8_t>(FrameType::kRead) &&
+      raw_type != static_cast<uint8_t>(FrameType::kWriteImm) &&
       raw_type != static_cast<uint8_t>(FrameType::kWriteReply) &&
       raw_type != static_cast<uint8_t>(FrameType::kReadReply)) {
     return Garbage(absl::StrFormat("unknown frame type 0x%02x", raw_type));
@@ -134,7 +143,12 @@ absl::StatusOr<std::optional<FrameHeader>> DecodeHeader(
     h.region_id = Get64(p + 16);
     h.key = Get64(p + 24);
     h.offset = Get64(p + 32);
-    h.length = Get64(p + 40);
+    if (h.type == FrameType::kWriteImm) {
+      h.length = Get32(p + 40);
+      h.immediate = Get32(p + 44);
+    } else {
+      h.length = Get64(p + 40);
+    }
     if (h.length == 0) return Garbage("request of length 0");
     if (h.length > kMaxFramePayload) {
       return Garbage(absl::StrCat("request of ", h.length,
@@ -200,10 +214,10 @@ absl::StatusOr<std::optional<Frame>> DecodeFrame(
 std::string EncodeRequestFrame(FrameType type, uint64_t request_id,
                                uint64_t region_id, uint64_t key,
                                uint64_t offset, uint64_t length,
-                               absl::string_view payload) {
+                               absl::string_view payload, uint32_t immediate) {
   std::string out(kRequestHeaderSize, '\0');
   EncodeRequest(type, request_id, region_id, key, offset, length,
-                reinterpret_cast<uint8_t*>(out.data()));
+                reinterpret_cast<uint8_t*>(out.data()), immediate);
   out.append(payload.data(), payload.size());
   return out;
 }

@@ -11,16 +11,24 @@
 //   offset size field
 //   0      4    magic       0x31544452 ("RDT1" in memory order)
 //   4      1    version     1
-//   5      1    type        1 WRITE, 2 READ, 0x81 WRITE_REPLY, 0x82 READ_REPLY
+//   5      1    type        1 WRITE, 2 READ, 3 WRITE_IMM, 0x81 WRITE_REPLY,
+//                           0x82 READ_REPLY
 //   6      2    flags       0 (reserved; anything else is rejected)
 //   8      8    request_id  chosen by the client, echoed in the reply
 //
-// Requests (WRITE, READ) are 48 bytes:
+// Requests (WRITE, READ, WRITE_IMM) are 48 bytes:
 //   16     8    region_id   the remote region, as resolved
 //   24     8    key         the region's current TCP key (from Resolve)
 //   32     8    offset      byte offset inside the region
 //   40     8    length      bytes to move, 1..kMaxFramePayload
-// followed, for WRITE only, by `length` payload bytes.
+// except that WRITE_IMM (a WRITE whose landing the region's owner is told
+// of, with a 32-bit immediate: RDMA WRITE with immediate) splits the last
+// field:
+//   40     4    length      bytes to move, 1..kMaxFramePayload
+//   44     4    immediate
+// followed, for WRITE and WRITE_IMM, by `length` payload bytes. A
+// WRITE_IMM is answered with a WRITE_REPLY once its data is in place and
+// the owner was told.
 //
 // Replies (WRITE_REPLY, READ_REPLY) are 32 bytes:
 //   16     4    status      an absl::StatusCode value; 0 = OK
@@ -66,12 +74,18 @@ inline constexpr uint32_t kMaxMessage = 1024;
 enum class FrameType : uint8_t {
   kWrite = 1,
   kRead = 2,
+  kWriteImm = 3,
   kWriteReply = 0x81,
   kReadReply = 0x82,
 };
 
 inline bool IsRequest(FrameType type) {
-  return type == FrameType::kWrite || type == FrameType::kRead;
+  return type == FrameType::kWrite || type == FrameType::kRead ||
+         type == FrameType::kWriteImm;
+}
+// WRITE and WRITE_IMM carry data to the server.
+inline bool IsWrite(FrameType type) {
+  return type == FrameType::kWrite || type == FrameType::kWriteImm;
 }
 inline size_t HeaderSize(FrameType type) {
   return IsRequest(type) ? kRequestHeaderSize : kReplyHeaderSize;
@@ -88,6 +102,7 @@ struct FrameHeader {
   uint64_t key = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
+  uint32_t immediate = 0;  // WRITE_IMM
   // Replies.
   uint32_t status = 0;  // absl::StatusCode
   uint32_t message_length = 0;
@@ -98,10 +113,11 @@ struct FrameHeader {
   uint64_t body_length() const;
 };
 
-// Encodes a request header into exactly kRequestHeaderSize bytes at `out`.
+// Encodes a request header into exactly kRequestHeaderSize bytes at `out`
+// (`immediate` only for WRITE_IMM).
 void EncodeRequest(FrameType type, uint64_t request_id, uint64_t region_id,
                    uint64_t key, uint64_t offset, uint64_t length,
-                   uint8_t* out);
+                   uint8_t* out, uint32_t immediate = 0);
 
 // Encodes a reply header into exactly kReplyHeaderSize bytes at `out`.
 // `message_length` must already be clipped to kMaxMessage (ClipMessage).
@@ -145,7 +161,8 @@ absl::StatusOr<std::optional<Frame>> DecodeFrame(absl::Span<const uint8_t> bytes
 std::string EncodeRequestFrame(FrameType type, uint64_t request_id,
                                uint64_t region_id, uint64_t key,
                                uint64_t offset, uint64_t length,
-                               absl::string_view payload = {});
+                               absl::string_view payload = {},
+                               uint32_t immediate = 0);
 std::string EncodeReplyFrame(FrameType type, uint64_t request_id,
                              const absl::Status& status,
                              absl::string_view payload);

@@ -121,6 +121,11 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
     return absl::InvalidArgumentError(
         "a verbs operation needs a local region, an address and a length");
   }
+  if (op.immediate.has_value()) {
+    return absl::UnimplementedError(
+        "a WRITE with an immediate is not supported over verbs yet: send "
+        "the data, then tell the owner another way, or use --transport=tcp");
+  }
   if (LkeyOf(op) == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local region ", op.local->id(), " is not registered on device ",

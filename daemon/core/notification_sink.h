@@ -1,0 +1,25 @@
+// NotificationSink: where a WRITE with an immediate, once its data is in a
+// region of this daemon, is announced: to the session(s) that own the
+// region, on the queue each registered for notifications (daemon/ring).
+// The core and the TCP data server only know this interface.
+#ifndef RDMAD_DAEMON_CORE_NOTIFICATION_SINK_H_
+#define RDMAD_DAEMON_CORE_NOTIFICATION_SINK_H_
+
+#include <cstdint>
+
+#include "daemon/core/region.h"
+
+namespace rdmad::core {
+
+class NotificationSink {
+ public:
+  virtual ~NotificationSink() = default;
+  // [offset, offset+length) of `region` was written with `immediate`.
+  // Thread-safe, never blocks; called after the data is in place.
+  virtual void Notify(const Region& region, uint64_t offset, uint64_t length,
+                      uint32_t immediate) = 0;
+};
+
+}  // namespace rdmad::core
+
+#endif  // RDMAD_DAEMON_CORE_NOTIFICATION_SINK_H_

@@ -1,0 +1,352 @@
+// Shared-memory queues end to end (include/rdmad/queue.h, daemon/ring):
+// threads and separate client processes moving data through their own
+// queues with byte-identical results, notifications of WRITEs with an
+// immediate (from another daemon and from this one), a client killed with
+// operations in flight, and a client that scribbles on its ring. Runs over
+// TCP on the host and over verbs in the soft-RoCE lab
+// (RDMAD_TEST_TRANSPORT=verbs).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/queue_layout.h"
+#include "common/queue_ring.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "rdmad/queue.h"
+#include "tests/integration/client_helpers.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/raw_session.h"
+
+namespace rdmad::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+void Fill(char* p, uint64_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (uint64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p[i] = static_cast<char>(x);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int OpenFds(pid_t pid) {
+  DIR* dir = ::opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+  ::closedir(dir);
+  return n;
+}
+
+// Waits up to `timeout` for `done`; false if it never was.
+template <typename F>
+bool Eventually(F done, absl::Duration timeout = absl::Seconds(30)) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return done();
+}
+
+// Submits `ops` on `queue` and collects one completion each.
+std::vector<Completion> RunAll(Queue& queue, std::vector<Op>& ops) {
+  std::vector<Completion> out;
+  size_t submitted = 0;
+  Completion c[32];
+  while (out.size() < ops.size()) {
+    if (submitted < ops.size()) {
+      auto n = queue.Submit(absl::MakeSpan(ops).subspan(submitted));
+      EXPECT_TRUE(n.ok() || absl::IsResourceExhausted(n.status()))
+          << n.status();
+      if (!n.ok() && !absl::IsResourceExhausted(n.status())) break;
+      if (n.ok()) submitted += *n;
+    }
+    size_t got = queue.Poll(absl::MakeSpan(c));
+    if (got == 0) {
+      absl::Status waited = queue.Wait(absl::Now() + absl::Seconds(60));
+      EXPECT_TRUE(waited.ok()) << waited;
+      if (!waited.ok()) break;
+      got = queue.Poll(absl::MakeSpan(c));
+    }
+    out.insert(out.end(), c, c + got);
+  }
+  return out;
+}
+
+class QueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto a = DaemonProcess::Start(dir_.path(), "a");
+    ASSERT_TRUE(a.ok()) << a.status();
+    a_ = *std::move(a);
+    auto b = DaemonProcess::Start(dir_.path(), "b");
+    ASSERT_TRUE(b.ok()) << b.status();
+    b_ = *std::move(b);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> a_, b_;
+};
+
+TEST_F(QueueTest, ThreadsAndProcessesGetByteIdenticalResults) {
+  constexpr int kProcesses = 3;
+  constexpr int kThreads = 4;
+  // Small enough for the stock 8 MiB locked-memory limit.
+  constexpr uint64_t kSlice = 256 * 1024;
+  auto cb = Connect(*b_);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("shared", (kProcesses + kThreads) * kSlice,
+                               Access::kReadWrite)
+                  .ok());
+  const std::string address = absl::StrCat(b_->peer_address(), "/shared");
+  // Other processes, each with its session and queue.
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    auto child = ChildProcess::Spawn(
+        {QUEUE_CLIENT_PATH, a_->socket(), address,
+         std::to_string(p * kSlice), std::to_string(kSlice),
+         std::to_string(100 + p), "verify"},
+        absl::StrCat(dir_.path(), "/client", p, ".log"));
+    ASSERT_TRUE(child.ok()) << child.status();
+    children.push_back(*std::move(child));
+  }
+  // Threads of this process, each with a queue of its own.
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto remote = ca->OpenRemote(*RemoteRegion::Parse(address));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_EQ(remote->size, (kProcesses + kThreads) * kSlice);
+  EXPECT_TRUE(remote->readable && remote->writable);
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto queue = ca->OpenQueue({.depth = 32});
+      ASSERT_TRUE(queue.ok()) << queue.status();
+      auto out = ca->Allocate(kSlice);
+      auto in = ca->Allocate(kSlice);
+      ASSERT_TRUE(out.ok() && in.ok());
+      Fill(out->data(), kSlice, 200 + t);
+      const uint64_t base = (kProcesses + t) * kSlice;
+      for (bool write : {true, false}) {
+        std::vector<Op> ops;
+        for (uint64_t at = 0; at < kSlice; at += 8192) {
+          ops.push_back({.kind = write ? Op::Kind::kWrite : Op::Kind::kRead,
+                         .local = write ? &*out : &*in,
+                         .local_offset = at,
+                         .remote = &*remote,
+                         .remote_offset = base + at,
+                         .length = 8192,
+                         .tag = at});
+        }
+        for (const Completion& c : RunAll(**queue, ops)) {
+          if (!c.status.ok() || c.bytes != 8192) ++failures[t];
+        }
+      }
+      if (std::memcmp(out->data(), in->data(), kSlice) != 0) ++failures[t];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  for (int p = 0; p < kProcesses; ++p) {
+    auto status = children[p]->Wait(absl::Seconds(120));
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << "client process " << p << " failed: "
+        << ReadFile(absl::StrCat(dir_.path(), "/client", p, ".log"));
+  }
+  // Everyone's bytes, as B holds them.
+  auto view = cb->MapRegion("shared");
+  ASSERT_TRUE(view.ok()) << view.status();
+  std::string want(kSlice, '\0');
+  for (int s = 0; s < kProcesses + kThreads; ++s) {
+    Fill(want.data(), kSlice, s < kProcesses ? 100 + s : 200 + (s - kProcesses));
+    EXPECT_EQ(std::memcmp(view->data() + s * kSlice, want.data(), kSlice), 0)
+        << "slice " << s;
+  }
+}
+
+TEST_F(QueueTest, NotificationsReachTheOwnerOfTheRegion) {
+  auto cb = Connect(*b_);
+  ASSERT_TRUE(cb);
+  auto inbox = cb->CreateRegion("inbox", 64 * 1024, Access::kReadWrite);
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto notes = cb->OpenQueue({.notifications = true});
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  EXPECT_EQ(cb->OpenQueue({.notifications = true}).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "one notification queue per session";
+
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok());
+  auto remote = ca->OpenRemote(
+      *RemoteRegion::Parse(absl::StrCat(b_->peer_address(), "/inbox")));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  std::memcpy(buf->data(), "hello, inbox", 12);
+  std::vector<Op> ops = {{.kind = Op::Kind::kWrite, .local = &*buf,
+                          .remote = &*remote, .remote_offset = 4096,
+                          .length = 12, .tag = 5, .immediate = 0xfeed}};
+  std::vector<Completion> done = RunAll(**queue, ops);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].status.ok()) << done[0].status;
+
+  ASSERT_TRUE((*notes)->Wait(absl::Now() + absl::Seconds(30)).ok());
+  Completion note[4];
+  ASSERT_EQ((*notes)->Poll(absl::MakeSpan(note)), 1u);
+  EXPECT_EQ(note[0].kind, Completion::Kind::kNotification);
+  EXPECT_EQ(note[0].region, inbox->id());
+  EXPECT_EQ(note[0].offset, 4096u);
+  EXPECT_EQ(note[0].bytes, 12u);
+  EXPECT_EQ(note[0].immediate, 0xfeedu);
+  auto view = cb->MapRegion("inbox");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(std::string(view->data() + 4096, 12), "hello, inbox")
+      << "the data is in place before the notification";
+
+  // From a client of the same daemon: a local copy, the same notification.
+  auto local = cb->OpenRemote(*RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto other = cb->OpenQueue();
+  ASSERT_TRUE(other.ok());
+  auto src = cb->Allocate(4096);
+  ASSERT_TRUE(src.ok());
+  ops = {{.kind = Op::Kind::kWrite, .local = &*src, .remote = &*local,
+          .remote_offset = 0, .length = 100, .immediate = 7}};
+  done = RunAll(**other, ops);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status;
+  EXPECT_EQ(done[0].transport, Transport::kLocal);
+  ASSERT_TRUE((*notes)->Wait(absl::Now() + absl::Seconds(30)).ok());
+  ASSERT_EQ((*notes)->Poll(absl::MakeSpan(note)), 1u);
+  EXPECT_EQ(note[0].immediate, 7u);
+  EXPECT_EQ(note[0].bytes, 100u);
+
+  // Only a WRITE carries an immediate.
+  ops = {{.kind = Op::Kind::kRead, .local = &*src, .remote = &*local,
+          .length = 8, .immediate = 1}};
+  EXPECT_EQ((*other)->Submit(ops).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
+  auto cb = Connect(*b_);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(cb->CreateRegion("r", 8 * kMiB, Access::kReadWrite).ok());
+  const std::string address = absl::StrCat(b_->peer_address(), "/r");
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  // Connected and resolved: the client below finds the name in A's cache;
+  // and a batch spread over every data connection, so that all are open
+  // before the descriptors are counted.
+  std::vector<TransferOp> warm(64, TransferOp{.local = &*buf,
+                                              .remote = *RemoteRegion::Parse(address),
+                                              .length = 4096});
+  auto warmed = ca->Batch(warm);
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  const int fds_before = OpenFds(a_->pid());
+  auto regions_before = ca->ListRegions();
+  ASSERT_TRUE(regions_before.ok());
+
+  // B stops answering: what the client submits stays in flight.
+  ::kill(b_->pid(), SIGSTOP);
+  auto child = ChildProcess::Spawn(
+      {QUEUE_CLIENT_PATH, a_->socket(), address, "0",
+       std::to_string(1 * kMiB), "1", "hang"},
+      absl::StrCat(dir_.path(), "/hang.log"));
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(Eventually([&] {
+    auto regions = ca->ListRegions();
+    return regions.ok() &&
+           regions->regions_size() == regions_before->regions_size() + 2;
+  })) << "the client never got its buffers";
+  absl::SleepFor(absl::Milliseconds(500));  // its ops reach the channel
+  (*child)->Signal(SIGKILL);
+  ASSERT_TRUE((*child)->Wait(absl::Seconds(10)).ok());
+
+  // A goes on: its other clients are served while B is stopped...
+  auto view = ca->CreateRegion("here", 4096, Access::kReadWrite);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse("here"), 0, 64).ok());
+  // ...and the dead client's buffers are gone.
+  EXPECT_TRUE(Eventually([&] {
+    auto regions = ca->ListRegions();
+    return regions.ok() &&
+           regions->regions_size() == regions_before->regions_size() + 1;
+  }));
+  ::kill(b_->pid(), SIGCONT);
+  // Once B answers, the in-flight operations end and nothing is left open.
+  ASSERT_TRUE(ca->FreeRegion("here").ok());
+  EXPECT_TRUE(Eventually([&] { return OpenFds(a_->pid()) <= fds_before; },
+                         absl::Seconds(60)))
+      << "A holds " << OpenFds(a_->pid()) << " descriptors, had "
+      << fds_before;
+  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse(address), 0, 8).ok());
+}
+
+TEST_F(QueueTest, AScribbledRingStopsOnlyItsQueue) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
+  auto raw = RawSession::Open(a_->socket());
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  grpc::ClientContext context;
+  (*raw)->Authorize(&context);
+  v1::OpenQueueRequest request;
+  request.set_submission_entries(8);
+  v1::OpenQueueResponse opened;
+  ASSERT_TRUE((*raw)->stub().OpenQueue(&context, request, &opened).ok());
+  auto segment = (*raw)->TakeQueueFd(opened.queue_id(), 0);
+  auto doorbell = (*raw)->TakeQueueFd(opened.queue_id(), 1);
+  ASSERT_TRUE(segment.ok() && doorbell.ok());
+  void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
+                      MAP_SHARED, segment->get(), 0);
+  ASSERT_NE(base, MAP_FAILED);
+  auto* header = static_cast<queue::QueueHeader*>(base);
+  header->sq_tail.store(123456);  // more entries than the ring holds
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(doorbell->get(), &one, sizeof(one)), 8);
+  EXPECT_TRUE(Eventually([&] { return !queue::StopStatus(base).ok(); }));
+  const absl::Status stopped = queue::StopStatus(base);
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss) << stopped;
+  EXPECT_THAT(stopped.message(), HasSubstr("submission ring"));
+  ::munmap(base, opened.segment_size());
+  // Everyone else carries on, this session's other calls too.
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse("t"), 0, 100).ok());
+  auto status = ca->GetStatus();
+  EXPECT_TRUE(status.ok()) << status.status();
+}
+
+}  // namespace
+}  // namespace rdmad::testing
