@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (IsRequest(f.header.type)) {
       uint8_t again[kRequestHeaderSize];
       EncodeRequest(f.header.type, f.header.request_id, f.header.region_id,
-                    f.header.key, f.header.offset, f.header.length, again);
+                    f.header.key, f.header.offset, f.header.length, again,
+                    f.header.immediate);
       Check(std::memcmp(again, data, kRequestHeaderSize) == 0);
     }
   }

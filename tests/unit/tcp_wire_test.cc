@@ -54,6 +54,43 @@ TEST(TcpWireTest, LittleEndianLayoutIsFixed) {
   EXPECT_EQ(frame.substr(48), "hello");
 }
 
+TEST(TcpWireTest, WriteImmSplitsLengthAndImmediate) {
+  const std::string payload(300, 'q');
+  const std::string frame = EncodeRequestFrame(
+      FrameType::kWriteImm, 5, 6, 7, 8, payload.size(), payload, 0xa1b2c3d4);
+  ASSERT_EQ(frame.size(), kRequestHeaderSize + payload.size());
+  EXPECT_EQ(frame[5], 3);
+  // Length in the low four bytes of the last field, immediate above it.
+  EXPECT_EQ(static_cast<uint8_t>(frame[40]), 300 & 0xff);
+  EXPECT_EQ(static_cast<uint8_t>(frame[41]), 300 >> 8);
+  EXPECT_EQ(static_cast<uint8_t>(frame[44]), 0xd4);
+  EXPECT_EQ(static_cast<uint8_t>(frame[47]), 0xa1);
+  auto f = DecodeFrame(Bytes(frame));
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(f->has_value());
+  EXPECT_EQ((*f)->header.type, FrameType::kWriteImm);
+  EXPECT_EQ((*f)->header.length, payload.size());
+  EXPECT_EQ((*f)->header.immediate, 0xa1b2c3d4u);
+  EXPECT_EQ((*f)->header.body_length(), payload.size());
+  EXPECT_TRUE(IsRequest(FrameType::kWriteImm));
+  // Re-encoding what was decoded gives back the same header bytes.
+  uint8_t again[kRequestHeaderSize];
+  EncodeRequest((*f)->header.type, (*f)->header.request_id,
+                (*f)->header.region_id, (*f)->header.key, (*f)->header.offset,
+                (*f)->header.length, again, (*f)->header.immediate);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(again), kRequestHeaderSize),
+            frame.substr(0, kRequestHeaderSize));
+}
+
+TEST(TcpWireTest, WriteImmOfLengthZeroIsGarbage) {
+  std::string frame = EncodeRequestFrame(FrameType::kWriteImm, 5, 6, 7, 8, 1,
+                                         "x", 0xffffffff);
+  frame[40] = 0;  // length 0, immediate still set
+  auto h = DecodeHeader(Bytes(frame));
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(std::string(h.status().message()), HasSubstr("length 0"));
+}
+
 TEST(TcpWireTest, WriteFrameWithPayload) {
   const std::string payload(1000, 'x');
   const std::string frame =
