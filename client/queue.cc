@@ -89,10 +89,11 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
     }
   }
   // Completions must have room: never more in flight than the ring holds.
-  const uint32_t room =
-      std::min(impl_->submissions.Space(),
-               impl_->completion_depth - std::min(impl_->completion_depth,
-                                                  impl_->in_flight));
+  const uint32_t room = std::min(
+      impl_->submissions.Space(static_cast<uint32_t>(
+          std::min<size_t>(ops.size(), queue::kMaxEntries))),
+      impl_->completion_depth -
+          std::min(impl_->completion_depth, impl_->in_flight));
   const size_t n = std::min<size_t>(room, ops.size());
   if (n == 0 && !ops.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -129,11 +130,11 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
 }
 
 size_t Queue::Poll(absl::Span<Completion> out) {
-  queue::CompletionEntry entries[64];
-  std::string messages[64];
+  queue::CompletionEntry entries[Impl::kPollChunk];
+  std::string* const messages = impl_->messages;
   size_t total = 0;
   while (total < out.size()) {
-    const size_t want = std::min<size_t>(64, out.size() - total);
+    const size_t want = std::min<size_t>(Impl::kPollChunk, out.size() - total);
     const size_t n = impl_->completions.Poll(absl::MakeSpan(entries, want),
                                              messages);
     for (size_t i = 0; i < n; ++i) {

@@ -61,12 +61,19 @@ SubmissionProducer::SubmissionProducer(void* base)
     : header_(Header(base)),
       ring_(At<SubmissionEntry>(base, Header(base)->sq_offset)),
       mask_(Header(base)->sq_entries - 1),
-      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)) {}
+      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)),
+      head_seen_(Header(base)->sq_head.load(std::memory_order_acquire)) {}
 
-uint32_t SubmissionProducer::Space() const {
-  const uint32_t head = header_->sq_head.load(std::memory_order_acquire);
-  const uint32_t used = tail_ - head;
+uint32_t SubmissionProducer::Space() {
+  head_seen_ = header_->sq_head.load(std::memory_order_acquire);
+  const uint32_t used = tail_ - head_seen_;
   return used > mask_ + 1 ? 0 : mask_ + 1 - used;
+}
+
+uint32_t SubmissionProducer::Space(uint32_t want) {
+  const uint32_t used = tail_ - head_seen_;
+  if (used <= mask_ + 1 && mask_ + 1 - used >= want) return mask_ + 1 - used;
+  return Space();
 }
 
 void SubmissionProducer::Push(const SubmissionEntry& entry) {
@@ -143,7 +150,7 @@ CompletionProducer::CompletionProducer(void* base, const Geometry& g)
       entries_(g.cq_entries),
       tail_(0) {}
 
-absl::StatusOr<uint32_t> CompletionProducer::Space() const {
+absl::StatusOr<uint32_t> CompletionProducer::Space() {
   const uint32_t head = header_->cq_head.load(std::memory_order_acquire);
   const uint32_t used = tail_ - head;
   if (used > entries_) {
@@ -152,7 +159,16 @@ absl::StatusOr<uint32_t> CompletionProducer::Space() const {
         entries_, " entries before the daemon's tail (", tail_,
         "): the queue's memory was overwritten"));
   }
+  head_seen_ = head;
   return entries_ - used;
+}
+
+absl::StatusOr<uint32_t> CompletionProducer::Space(uint32_t want) {
+  // tail_ - head_seen_ <= entries_: head_seen_ was checked, and the tail
+  // only moves within the space it gave.
+  const uint32_t space = entries_ - (tail_ - head_seen_);
+  if (space >= want) return space;
+  return Space();
 }
 
 void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) {

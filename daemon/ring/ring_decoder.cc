@@ -9,6 +9,14 @@ namespace rdmad::ring {
 absl::StatusOr<core::TransferSpec> DecodeSubmission(
     const queue::SubmissionEntry& e, const RemoteHandles& handles,
     absl::Time now, absl::Duration default_timeout) {
+  const std::shared_ptr<const RemoteHandle> handle =
+      handles.Find(e.remote_handle);
+  return DecodeSubmission(e, handle.get(), now, default_timeout);
+}
+
+absl::StatusOr<core::TransferSpec> DecodeSubmission(
+    const queue::SubmissionEntry& e, const RemoteHandle* handle,
+    absl::Time now, absl::Duration default_timeout) {
   core::TransferSpec spec;
   switch (static_cast<queue::OpCode>(e.op)) {
     case queue::OpCode::kWrite:
@@ -41,8 +49,7 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
   if (e.local_region == 0) {
     return absl::InvalidArgumentError("submission names no local region");
   }
-  std::shared_ptr<const RemoteHandle> handle = handles.Find(e.remote_handle);
-  if (handle == nullptr) {
+  if (handle == nullptr || handle->id != e.remote_handle) {
     return absl::NotFoundError(absl::StrCat(
         "no remote handle ", e.remote_handle,
         " in this session: open the region with OpenRemote first"));

@@ -63,22 +63,31 @@ void RingEngine::Shutdown() {
   }
 }
 
-bool RingEngine::Serve(const std::shared_ptr<RingQueue>& queue) {
+bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   queue::SubmissionEntry entries[kRoundBudget];
-  const size_t n = queue->Take(absl::MakeSpan(entries));
+  const size_t n = polled->Take(absl::MakeSpan(entries));
   if (n == 0) return false;
+  // A reference of the round's own (`polled` is an element of queues_),
+  // taken only when there is work: an idle turn costs no refcount traffic.
+  const std::shared_ptr<RingQueue> queue = polled;
   const absl::Time now = absl::Now();
-  std::vector<core::TransferRequest> batch;
-  batch.reserve(n);
+  queue->BeginRound();
+  // Entries of a round mostly name the same handle: look it up once per
+  // run of them.
+  std::shared_ptr<const RemoteHandle> handle;
+  batch_.clear();
   for (size_t i = 0; i < n; ++i) {
     const uint64_t tag = entries[i].tag;
+    if (handle == nullptr || handle->id != entries[i].remote_handle) {
+      handle = queue->handles()->Find(entries[i].remote_handle);
+    }
     absl::StatusOr<core::TransferSpec> spec = DecodeSubmission(
-        entries[i], *queue->handles(), now, queue->default_timeout());
+        entries[i], handle.get(), now, queue->default_timeout());
     if (!spec.ok()) {
       queue->Complete(tag, spec.status(), 0, core::TransportKind::kNone);
       continue;
     }
-    batch.push_back(
+    batch_.push_back(
         {*std::move(spec),
          [queue, tag](absl::StatusOr<core::TransferResult> result) {
            if (result.ok()) {
@@ -90,19 +99,20 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& queue) {
            }
          }});
   }
-  if (!batch.empty()) {
-    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch));
+  if (!batch_.empty()) {
+    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_));
+    batch_.clear();
   }
+  // Publishes what finished inline (local copies, failed checks) at once.
+  queue->EndRound();
   return true;
 }
 
 bool RingEngine::Poll() {
   bool work = false;
-  // By index: a completion run inline never detaches, but stay safe.
-  for (size_t i = 0; i < queues_.size(); ++i) {
-    std::shared_ptr<RingQueue> queue = queues_[i].queue;
-    work |= Serve(queue);
-  }
+  // By index, and Serve takes its own reference when it has work: a
+  // completion run inline never detaches (Detach is a task), but stay safe.
+  for (size_t i = 0; i < queues_.size(); ++i) work |= Serve(queues_[i].queue);
   return work;
 }
 

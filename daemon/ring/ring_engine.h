@@ -58,11 +58,13 @@ class RingEngine final : public runtime::Poller {
   };
 
   // Takes one round from `queue` and runs it; true if there was any.
-  bool Serve(const std::shared_ptr<RingQueue>& queue);
+  bool Serve(const std::shared_ptr<RingQueue>& polled);
 
   runtime::EventLoop* const loop_;          // Not owned.
   core::TransferEngine* const transfers_;  // Not owned.
   std::vector<Attached> queues_;  // loop thread only
+  // One round's requests (loop thread only; kept for its capacity).
+  std::vector<core::TransferRequest> batch_;
   bool registered_ = false;       // loop thread only
 };
 

@@ -128,6 +128,37 @@ TEST_F(QueueRingTest, FullRingsPushBack) {
   EXPECT_EQ(*completer.Space(), 2u);
 }
 
+TEST_F(QueueRingTest, HeadsAreReadAgainOnlyWhenTheRoomSeenIsShort) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  for (int i = 0; i < 8; ++i) producer.Push(Entry(i));
+  producer.Publish();
+  SubmissionEntry taken[8];
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken, 3)), 3u);
+  EXPECT_EQ(producer.Space(1), 3u) << "no room seen: the head is read";
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken, 2)), 2u);
+  EXPECT_EQ(producer.Space(2), 3u) << "enough room seen: not read again";
+  EXPECT_EQ(producer.Space(4), 5u) << "too little room seen: read again";
+  EXPECT_EQ(producer.Space(), 5u);
+
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  for (int i = 0; i < 6; ++i) completer.Push(CompletionEntry{}, "");
+  completer.Publish();
+  EXPECT_EQ(*completer.Space(2), 2u);
+  CompletionEntry done[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done, 4)), 4u);
+  EXPECT_EQ(*completer.Space(2), 2u) << "enough room seen: not read again";
+  EXPECT_EQ(*completer.Space(3), 6u);
+  // A lie is caught when the head is read, not before: the room seen last
+  // was checked and stays usable.
+  header()->cq_head.store(77);
+  EXPECT_EQ(*completer.Space(6), 6u);
+  EXPECT_EQ(completer.Space(7).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(completer.Space().status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(QueueRingTest, AnImpossibleTailIsCaughtAndNothingIsRead) {
   Make(8, 8);
   SubmissionConsumer consumer(base(), geometry_);
