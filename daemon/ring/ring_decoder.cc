@@ -18,6 +18,16 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
     const queue::SubmissionEntry& e, const RemoteHandle* handle,
     absl::Time now, absl::Duration default_timeout) {
   core::TransferSpec spec;
+  absl::Status s = DecodeSubmission(e, handle, now, default_timeout, &spec);
+  if (!s.ok()) return s;
+  return spec;
+}
+
+absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
+                              const RemoteHandle* handle, absl::Time now,
+                              absl::Duration default_timeout,
+                              core::TransferSpec* out) {
+  core::TransferSpec& spec = *out;
   switch (static_cast<queue::OpCode>(e.op)) {
     case queue::OpCode::kWrite:
       spec.op = core::OpType::kWrite;
@@ -62,7 +72,7 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
   const uint32_t timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
   spec.deadline = now + (timeout_ms == 0 ? default_timeout
                                          : absl::Milliseconds(timeout_ms));
-  return spec;
+  return absl::OkStatus();
 }
 
 }  // namespace rdmad::ring

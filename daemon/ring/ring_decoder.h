@@ -32,6 +32,12 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
 absl::StatusOr<core::TransferSpec> DecodeSubmission(
     const queue::SubmissionEntry& entry, const RemoteHandle* handle,
     absl::Time now, absl::Duration default_timeout);
+// The same, decoding into `*out` (a default-constructed spec): the engine
+// decodes straight into its batch.
+absl::Status DecodeSubmission(const queue::SubmissionEntry& entry,
+                              const RemoteHandle* handle, absl::Time now,
+                              absl::Duration default_timeout,
+                              core::TransferSpec* out);
 
 }  // namespace rdmad::ring
 

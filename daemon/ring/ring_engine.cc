@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,50 @@
 #include "spdlog/spdlog.h"
 
 namespace rdmad::ring {
+namespace {
+
+// What the completions of one round share: one reference to the queue,
+// taken for the round and dropped by whichever of them goes last (on any
+// thread, maybe long after the round). Each operation's callback then
+// holds two words (this and its tag), which AnyInvocable keeps inline: no
+// allocation and no shared_ptr count per operation.
+class RoundRef {
+ public:
+  // The round's own reference.
+  static RoundRef Start(std::shared_ptr<RingQueue> queue) {
+    return RoundRef(new Shared{std::move(queue), {1}});
+  }
+  // A reference for one callback, not counted yet: AddAdopted counts the
+  // round's callbacks at once (one atomic add per round), before any of
+  // them can run or be dropped.
+  RoundRef Adopt() const { return RoundRef(shared_); }
+  void AddAdopted(uint32_t n) const {
+    shared_->refs.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  RoundRef(RoundRef&& other) noexcept
+      : shared_(std::exchange(other.shared_, nullptr)) {}
+  RoundRef& operator=(RoundRef&&) = delete;
+  RoundRef(const RoundRef&) = delete;
+  ~RoundRef() {
+    if (shared_ != nullptr &&
+        shared_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete shared_;
+    }
+  }
+
+  RingQueue* queue() const { return shared_->queue.get(); }
+
+ private:
+  struct Shared {
+    std::shared_ptr<RingQueue> queue;
+    std::atomic<uint32_t> refs;
+  };
+  explicit RoundRef(Shared* shared) : shared_(shared) {}
+  Shared* shared_;
+};
+
+}  // namespace
 
 RingEngine::RingEngine(runtime::EventLoop* loop,
                        core::TransferEngine* transfers)
@@ -67,38 +112,45 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   queue::SubmissionEntry entries[kRoundBudget];
   const size_t n = polled->Take(absl::MakeSpan(entries));
   if (n == 0) return false;
-  // A reference of the round's own (`polled` is an element of queues_),
-  // taken only when there is work: an idle turn costs no refcount traffic.
-  const std::shared_ptr<RingQueue> queue = polled;
+  RingQueue* const queue = polled.get();
+  // `polled` is an element of queues_: the round keeps its own reference
+  // for the completions that outlive it (taken only when there is work).
+  const RoundRef round = RoundRef::Start(polled);
   const absl::Time now = absl::Now();
   queue->BeginRound();
   // Entries of a round mostly name the same handle: look it up once per
   // run of them.
   std::shared_ptr<const RemoteHandle> handle;
   batch_.clear();
+  uint32_t callbacks = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t tag = entries[i].tag;
     if (handle == nullptr || handle->id != entries[i].remote_handle) {
       handle = queue->handles()->Find(entries[i].remote_handle);
     }
-    absl::StatusOr<core::TransferSpec> spec = DecodeSubmission(
-        entries[i], handle.get(), now, queue->default_timeout());
-    if (!spec.ok()) {
-      queue->Complete(tag, spec.status(), 0, core::TransportKind::kNone);
+    core::TransferRequest& request = batch_.emplace_back();
+    if (absl::Status s = DecodeSubmission(entries[i], handle.get(), now,
+                                          queue->default_timeout(),
+                                          &request.spec);
+        !s.ok()) {
+      batch_.pop_back();
+      queue->Complete(tag, s, 0, core::TransportKind::kNone);
       continue;
     }
-    batch_.push_back(
-        {*std::move(spec),
-         [queue, tag](absl::StatusOr<core::TransferResult> result) {
-           if (result.ok()) {
-             queue->Complete(tag, absl::OkStatus(), result->bytes,
-                             result->transport, result->latency);
-           } else {
-             queue->Complete(tag, result.status(), 0,
-                             core::TransportKind::kNone);
-           }
-         }});
+    request.done = [ref = round.Adopt(),
+                    tag](absl::StatusOr<core::TransferResult> result) {
+      if (result.ok()) {
+        ref.queue()->Complete(tag, absl::OkStatus(), result->bytes,
+                              result->transport, result->latency);
+      } else {
+        ref.queue()->Complete(tag, result.status(), 0,
+                              core::TransportKind::kNone);
+      }
+    };
+    ++callbacks;
   }
+  // Counted before any callback can run (none runs before SubmitBatch).
+  if (callbacks > 0) round.AddAdopted(callbacks);
   if (!batch_.empty()) {
     transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_));
     batch_.clear();
