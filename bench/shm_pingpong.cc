@@ -12,7 +12,7 @@
 //     engine_spin_us) after it, then raises its `sleeping` flag, looks once
 //     more and sleeps in epoll_wait(2) on its doorbell eventfd.
 //   Each side writes the other's eventfd only when it sees that flag after
-//   publishing (a seq_cst fence between publish and the look, as in
+//   publishing (a sequentially consistent store, then load, as in
 //   common/queue_ring.cc).
 //
 // Each message is 8 bytes written into its own cache line, then a 32-bit
@@ -144,18 +144,16 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
     if (seq != seen) {
       seen = seq;
       s->pong_payload = s->ping_payload + 1;
-      s->pong_seq.store(seq, std::memory_order_release);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (s->client_waiting.load(std::memory_order_relaxed) != 0) {
+      s->pong_seq.store(seq, std::memory_order_seq_cst);
+      if (s->client_waiting.load(std::memory_order_seq_cst) != 0) {
         Signal(wakeup);
       }
       spin_until = Clock::now() + spin;
       continue;
     }
     if (Clock::now() < spin_until) continue;
-    s->engine_sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (s->ping_seq.load(std::memory_order_relaxed) != seen ||
+    s->engine_sleeping.store(1, std::memory_order_seq_cst);
+    if (s->ping_seq.load(std::memory_order_seq_cst) != seen ||
         s->stop.load(std::memory_order_relaxed) != 0) {
       s->engine_sleeping.store(0, std::memory_order_relaxed);
       continue;
@@ -175,9 +173,8 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
 bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
                const Options& o) {
   s->ping_payload = seq;
-  s->ping_seq.store(seq, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (s->engine_sleeping.load(std::memory_order_relaxed) != 0) {
+  s->ping_seq.store(seq, std::memory_order_seq_cst);
+  if (s->engine_sleeping.load(std::memory_order_seq_cst) != 0) {
     Signal(doorbell);
   }
   const Clock::time_point start = Clock::now();
@@ -188,9 +185,8 @@ bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
     const Clock::time_point now = Clock::now();
     if (now < spin_until) continue;
     if (now > give_up) return false;
-    s->client_waiting.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (s->pong_seq.load(std::memory_order_relaxed) == seq) {
+    s->client_waiting.store(1, std::memory_order_seq_cst);
+    if (s->pong_seq.load(std::memory_order_seq_cst) == seq) {
       s->client_waiting.store(0, std::memory_order_relaxed);
       break;
     }
@@ -252,8 +248,7 @@ int main(int argc, char** argv) {
     }
   }
   const Clock::duration elapsed = Clock::now() - begin - paused;
-  s->stop.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  s->stop.store(1, std::memory_order_seq_cst);
   Signal(doorbell);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
