@@ -5,12 +5,16 @@
 // library and the daemon's ring engine do (common/queue_layout.h):
 //
 //   pinger ("client", client/queue.cc Queue::Wait): after sending, busy-polls
-//     for --client-spin-us (default 30, the client's kSpin), then raises its
-//     `waiting` flag, looks once more and sleeps in poll(2) on its eventfd;
+//     for --client-spin-us (default 30, the client's kSpin) unless the
+//     ponger said it runs on the pinger's CPU, then raises its `waiting`
+//     flag (saying on which CPU), looks once more and sleeps in poll(2) on
+//     its eventfd;
 //   ponger ("engine", daemon/runtime/event_loop.cc + ring engine): polls
 //     while there is work and for --engine-spin-us (default 50, the daemon's
 //     engine_spin_us) after it, then raises its `sleeping` flag, looks once
-//     more and sleeps in epoll_wait(2) on its doorbell eventfd.
+//     more and sleeps in epoll_wait(2) on its doorbell eventfd; it says
+//     which CPU it runs on whenever that changes, and yields (sched_yield)
+//     after waking a pinger that sleeps on its own CPU.
 //   Each side writes the other's eventfd only when it sees that flag after
 //   publishing (a sequentially consistent store, then load, as in
 //   common/queue_ring.cc).
@@ -25,6 +29,7 @@
 //   shm_pingpong [--iters N] [--warmup N] [--client-spin-us N]
 //                [--engine-spin-us N] [--pause-us N] [--json]
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -57,6 +62,8 @@ struct alignas(64) Shared {
   uint64_t pong_payload;
   alignas(64) std::atomic<uint32_t> engine_sleeping;  // ponger writes
   alignas(64) std::atomic<uint32_t> client_waiting;   // pinger writes
+  std::atomic<int32_t> client_cpu;                    // pinger writes
+  alignas(64) std::atomic<int32_t> engine_cpu;        // ponger writes
   alignas(64) std::atomic<uint32_t> stop;             // pinger writes
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -138,8 +145,13 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
   if (::epoll_ctl(epoll, EPOLL_CTL_ADD, doorbell, &ev) != 0) Die("epoll_ctl");
   const auto spin = std::chrono::microseconds(o.engine_spin_us);
   uint32_t seen = 0;
+  int cpu = -1;
   Clock::time_point spin_until = Clock::now() + spin;
   while (s->stop.load(std::memory_order_relaxed) == 0) {
+    if (const int now_on = ::sched_getcpu(); now_on != cpu) {
+      cpu = now_on;
+      s->engine_cpu.store(cpu, std::memory_order_relaxed);
+    }
     const uint32_t seq = s->ping_seq.load(std::memory_order_acquire);
     if (seq != seen) {
       seen = seq;
@@ -147,6 +159,9 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
       s->pong_seq.store(seq, std::memory_order_seq_cst);
       if (s->client_waiting.load(std::memory_order_seq_cst) != 0) {
         Signal(wakeup);
+        if (s->client_cpu.load(std::memory_order_relaxed) == cpu) {
+          ::sched_yield();
+        }
       }
       spin_until = Clock::now() + spin;
       continue;
@@ -178,13 +193,16 @@ bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
     Signal(doorbell);
   }
   const Clock::time_point start = Clock::now();
+  const bool spin =
+      s->engine_cpu.load(std::memory_order_relaxed) != ::sched_getcpu();
   const Clock::time_point spin_until =
-      start + std::chrono::microseconds(o.client_spin_us);
+      spin ? start + std::chrono::microseconds(o.client_spin_us) : start;
   const Clock::time_point give_up = start + std::chrono::seconds(10);
   while (s->pong_seq.load(std::memory_order_acquire) != seq) {
     const Clock::time_point now = Clock::now();
     if (now < spin_until) continue;
     if (now > give_up) return false;
+    s->client_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
     s->client_waiting.store(1, std::memory_order_seq_cst);
     if (s->pong_seq.load(std::memory_order_seq_cst) == seq) {
       s->client_waiting.store(0, std::memory_order_relaxed);
@@ -215,6 +233,8 @@ int main(int argc, char** argv) {
   void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (map == MAP_FAILED) Die("mmap");
   Shared* s = new (map) Shared();
+  s->engine_cpu.store(-1);
+  s->client_cpu.store(-1);
   const int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   const int wakeup = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (doorbell < 0 || wakeup < 0) Die("eventfd");

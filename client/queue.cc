@@ -19,8 +19,9 @@
 namespace rdmad {
 namespace {
 
-// How long Wait busy-polls before it sleeps on the wake-up eventfd: a
-// completion is often a few microseconds away.
+// How long Wait busy-polls before it sleeps on the wake-up eventfd (when
+// the engine runs on another CPU): a completion is often a few
+// microseconds away.
 constexpr absl::Duration kSpin = absl::Microseconds(30);
 
 Transport TransportOf(uint8_t code) {
@@ -172,7 +173,12 @@ size_t Queue::Poll(absl::Span<Completion> out) {
 bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
 
 absl::Status Queue::Wait(absl::Time deadline) {
-  const absl::Time spin_until = absl::Now() + kSpin;
+  // Spinning helps only while the engine runs on another CPU: on ours it
+  // would keep the engine from running until the spin runs out (a loaded
+  // machine puts both on one CPU), and sleeping lets it run at once.
+  const absl::Time spin_until = queue::EngineRunsHere(impl_->base)
+                                   ? absl::InfinitePast()
+                                   : absl::Now() + kSpin;
   while (impl_->completions.Empty()) {
     if (absl::Status s = status(); !s.ok()) return s;
     if (absl::Now() < spin_until) continue;

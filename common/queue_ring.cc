@@ -1,5 +1,7 @@
 #include "common/queue_ring.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -52,6 +54,8 @@ void InitializeSegment(void* base, const Geometry& g) {
   h->cq_offset = g.cq_offset;
   h->errors_offset = g.errors_offset;
   h->total_size = g.total_size;
+  h->engine_cpu.store(-1);
+  h->client_cpu.store(-1);
   h->state.store(static_cast<uint32_t>(QueueState::kActive));
 }
 
@@ -228,6 +232,7 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
 }
 
 bool CompletionConsumer::WaitUnlessReady() {
+  header_->client_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
   header_->client_waiting.store(1, std::memory_order_seq_cst);
   if (header_->cq_tail.load(std::memory_order_seq_cst) != head_ ||
       header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
@@ -239,6 +244,20 @@ bool CompletionConsumer::WaitUnlessReady() {
 
 void CompletionConsumer::Done() {
   header_->client_waiting.store(0, std::memory_order_relaxed);
+}
+
+bool EngineRunsHere(const void* base) {
+  return static_cast<const QueueHeader*>(base)->engine_cpu.load(
+             std::memory_order_relaxed) == ::sched_getcpu();
+}
+
+void SetEngineCpu(void* base, int cpu) {
+  Header(base)->engine_cpu.store(cpu, std::memory_order_relaxed);
+}
+
+bool ClientSleepsHere(const void* base) {
+  return static_cast<const QueueHeader*>(base)->client_cpu.load(
+             std::memory_order_relaxed) == ::sched_getcpu();
 }
 
 absl::Status StopStatus(const void* base) {

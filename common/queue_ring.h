@@ -113,8 +113,9 @@ class CompletionConsumer {
   // Copies up to out.size() completions (and, for failures, their messages
   // into `messages` when given, same positions); frees their slots.
   size_t Poll(absl::Span<CompletionEntry> out, std::string* messages = nullptr);
-  // Before sleeping: sets the waiting flag and says whether completions are
-  // there already (then the caller clears it with Done and polls).
+  // Before sleeping: sets the waiting flag (and says on which CPU) and says
+  // whether completions are there already (then the caller clears it with
+  // Done and polls).
   bool WaitUnlessReady();
   void Done();
   bool Empty() const;
@@ -126,6 +127,18 @@ class CompletionConsumer {
   const uint32_t entries_;
   uint32_t head_;
 };
+
+// Which CPU each side runs on (queue_layout.h), as hints: a thread can
+// move at any time, and the values are never used as indices.
+//
+// The client: true when the engine last said it runs on this thread's CPU
+// (then spinning for a completion would only keep it from running).
+bool EngineRunsHere(const void* base);
+// The daemon: says which CPU the engine runs on (when it changes).
+void SetEngineCpu(void* base, int cpu);
+// The daemon: true when the client went to sleep on this thread's CPU
+// (then the engine should yield to it after waking it).
+bool ClientSleepsHere(const void* base);
 
 // The queue's state as the daemon left it: OK while active, else the
 // status it was stopped with.

@@ -1,5 +1,6 @@
 #include "daemon/ring/ring_engine.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -80,6 +81,8 @@ void RingEngine::Attach(std::shared_ptr<RingQueue> queue) {
     a.doorbell_watch = *watch;
     a.queue = std::move(queue);
     queues_.push_back(std::move(a));
+    cpu_ = -1;  // tell them all, the new one included
+    NoteCpu();
   });
 }
 
@@ -160,11 +163,23 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   return true;
 }
 
+void RingEngine::NoteCpu() {
+  // sched_getcpu reads the kernel's rseq area: nanoseconds, every turn.
+  const int cpu = ::sched_getcpu();
+  if (cpu == cpu_) return;
+  cpu_ = cpu;
+  for (const Attached& a : queues_) a.queue->SetEngineCpu(cpu);
+}
+
 bool RingEngine::Poll() {
+  NoteCpu();
   bool work = false;
   // By index, and Serve takes its own reference when it has work: a
   // completion run inline never detaches (Detach is a task), but stay safe.
   for (size_t i = 0; i < queues_.size(); ++i) work |= Serve(queues_[i].queue);
+  // A client woken on this CPU (by a round here, or by a completion the
+  // loop ran since) runs now rather than after this loop's spin.
+  if (RingQueue::TakeYieldHint()) ::sched_yield();
   return work;
 }
 

@@ -23,6 +23,8 @@ absl::StatusOr<UniqueFd> NewEventFd() {
 // The queue whose round the calling thread is in (RingQueue::BeginRound):
 // its completions are deferred to EndRound.
 thread_local const RingQueue* t_round_queue = nullptr;
+// Set when this thread woke a client on its own CPU (TakeYieldHint).
+thread_local bool t_yield_hint = false;
 
 uint8_t TransportCode(core::TransportKind kind) {
   switch (kind) {
@@ -123,12 +125,19 @@ void RingQueue::ClearDoorbell() {
   [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
 }
 
+void RingQueue::SetEngineCpu(int cpu) {
+  queue::SetEngineCpu(segment_.data(), cpu);
+}
+
 void RingQueue::PublishLocked() {
   if (completions_.Publish()) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
+    if (queue::ClientSleepsHere(segment_.data())) t_yield_hint = true;
   }
 }
+
+bool RingQueue::TakeYieldHint() { return std::exchange(t_yield_hint, false); }
 
 queue::CompletionEntry RingQueue::MakeEntry(uint64_t tag,
                                             const absl::Status& status,

@@ -73,6 +73,12 @@ class RingQueue {
   void Awake();
   // Drains the doorbell eventfd.
   void ClearDoorbell();
+  // Tells the client which CPU the engine runs on (queue_layout.h).
+  void SetEngineCpu(int cpu);
+  // True (once) when a completion published by this thread woke a client
+  // that sleeps on this thread's CPU: the thread should yield to it soon,
+  // holding no lock, instead of spinning on (queue_layout.h).
+  static bool TakeYieldHint();
   // Around one round of the engine: completions this thread makes in
   // between (local copies and failed checks finish inline) are kept and
   // published together by EndRound, with one lock, one release of the

@@ -4,6 +4,9 @@
 // segment is caught at the end that reads it.
 #include "common/queue_ring.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstring>
 #include <vector>
 
@@ -223,6 +226,49 @@ TEST_F(QueueRingTest, SleepAndWakeFlags) {
   completer.Push(CompletionEntry{}, "");
   EXPECT_FALSE(completer.Publish());
   EXPECT_TRUE(reaper.WaitUnlessReady()) << "completions there: do not wait";
+}
+
+// Keeps the calling thread on the CPU it runs on now (so that the CPU
+// hints compare equal), and lets it move again when it goes.
+class PinnedHere {
+ public:
+  PinnedHere() : cpu_(::sched_getcpu()) {
+    ::pthread_getaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu_, &one);
+    pinned_ = ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one) == 0;
+    cpu_ = ::sched_getcpu();
+  }
+  ~PinnedHere() {
+    ::pthread_setaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
+  }
+  bool pinned() const { return pinned_; }
+  int cpu() const { return cpu_; }
+
+ private:
+  int cpu_;
+  cpu_set_t saved_;
+  bool pinned_ = false;
+};
+
+TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
+  Make(8, 8);
+  PinnedHere here;
+  ASSERT_TRUE(here.pinned());
+  EXPECT_FALSE(EngineRunsHere(base())) << "not known yet: the client spins";
+  EXPECT_FALSE(ClientSleepsHere(base()));
+  SetEngineCpu(base(), here.cpu() + 1);
+  EXPECT_FALSE(EngineRunsHere(base()));
+  SetEngineCpu(base(), here.cpu());
+  EXPECT_TRUE(EngineRunsHere(base())) << "same CPU: the client must not spin";
+
+  CompletionConsumer reaper(base());
+  EXPECT_FALSE(reaper.WaitUnlessReady());  // goes to sleep, here
+  EXPECT_TRUE(ClientSleepsHere(base()));
+  header()->client_cpu.store(here.cpu() + 1);
+  EXPECT_FALSE(ClientSleepsHere(base()));
+  reaper.Done();
 }
 
 TEST_F(QueueRingTest, StopIsVisibleWithItsStatus) {

@@ -5,6 +5,8 @@
 // malformed entry gets its precise status.
 #include "daemon/ring/ring_queue.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <thread>
@@ -153,6 +155,47 @@ TEST_F(RingQueueTest, CompletionsOfARoundArePublishedAtItsEnd) {
   ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
   queue_->Complete(out[0].tag, absl::OkStatus(), 1, core::TransportKind::kLocal);
   EXPECT_EQ(header()->cq_tail.load(), 4u);
+}
+
+TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
+  // Keep this thread on one CPU so that the hints compare equal.
+  cpu_set_t saved, one;
+  ASSERT_EQ(::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved),
+            0);
+  CPU_ZERO(&one);
+  CPU_SET(::sched_getcpu(), &one);
+  ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one), 0);
+  const int cpu = ::sched_getcpu();
+
+  queue::CompletionConsumer reaper(client_);
+  queue::SubmissionEntry out[8];
+  auto complete_one = [&] {
+    Submit(1);
+    ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
+    queue_->Complete(out[0].tag, absl::OkStatus(), 1,
+                     core::TransportKind::kLocal);
+    queue::CompletionEntry done[8];
+    ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 1u);
+  };
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // The client is awake (spinning or busy): no wake-up, nothing to yield.
+  complete_one();
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // Asleep on another CPU: woken, but it runs elsewhere.
+  ASSERT_FALSE(reaper.WaitUnlessReady());
+  header()->client_cpu.store(cpu + 1);
+  complete_one();
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // Asleep on this CPU: yield to it, once.
+  ASSERT_FALSE(reaper.WaitUnlessReady());
+  complete_one();
+  EXPECT_TRUE(RingQueue::TakeYieldHint());
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  reaper.Done();
+  queue_->SetEngineCpu(cpu);
+  EXPECT_TRUE(queue::EngineRunsHere(client_));
+  ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved),
+            0);
 }
 
 TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
