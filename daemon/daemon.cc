@@ -27,6 +27,7 @@
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/service/local_listener.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
@@ -58,6 +59,21 @@ uint64_t RaiseMemlockLimit() {
   }
   ::getrlimit(RLIMIT_MEMLOCK, &limit);
   return limit.rlim_cur == RLIM_INFINITY ? 0 : limit.rlim_cur;
+}
+
+// Raises RLIMIT_NOFILE's soft limit to its hard limit: each session, Local
+// connection, region and peer connection holds a descriptor, and the usual
+// soft limit (1024) is far below what the hard limit allows. Returns the
+// soft limit in force afterwards.
+uint64_t RaiseFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? (1u << 20) : limit.rlim_cur;
 }
 
 uint64_t PhysicalMemory() {
@@ -243,6 +259,7 @@ struct Daemon::Impl {
   std::unique_ptr<core::TransferEngine> transfers;
   service::DaemonState state;
   std::unique_ptr<service::SessionServer> session_server;
+  std::unique_ptr<service::LocalListener> local_listener;
   std::unique_ptr<service::LocalService> local_service;
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;
@@ -286,6 +303,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.local_socket = config.socket();
   id.started = absl::Now();
   id.memlock_limit = RaiseMemlockLimit();
+  const uint64_t file_limit = RaiseFileLimit();
 
   // Devices and transport.
   const std::string& wanted = config.transport();
@@ -437,7 +455,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   // wait for, and it must not appear before sessions can be opened.
   impl->session_server = std::make_unique<service::SessionServer>(
       session_wire::SessionSocketPath(config.socket()), &impl->sessions,
-      impl->regions.get());
+      impl->regions.get(), service::SessionLimits::ForFileLimit(file_limit));
   RDMAD_RETURN_IF_ERROR(impl->session_server->Start(socket_mode));
   RDMAD_RETURN_IF_ERROR(ChownSocket(impl->session_server->path(), socket_gid));
   impl->state.session_server = impl->session_server.get();
@@ -477,11 +495,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   // Local service.
   impl->local_service = std::make_unique<service::LocalService>(&impl->state);
   {
-    RDMAD_RETURN_IF_ERROR(service::ClaimSocketPath(config.socket()));
+    // No listening port: the LocalListener accepts the connections itself,
+    // to learn who is at the other end of each (SO_PEERCRED), and hands
+    // them to this server.
     grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort(absl::StrCat("unix:", config.socket()),
-                             grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(impl->local_service.get());
     impl->local_server = builder.BuildAndStart();
     if (impl->local_server == nullptr) {
@@ -490,10 +507,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     }
     impl->local_server->GetHealthCheckService()->SetServingStatus(
         v1::Local::service_full_name(), true);
-    if (::chmod(config.socket().c_str(), socket_mode) != 0) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("chmod ", config.socket()));
-    }
+    service::LocalListenerOptions listener;
+    listener.max_connections_per_uid =
+        std::max<uint64_t>(16, file_limit / 8);
+    impl->local_listener =
+        std::make_unique<service::LocalListener>(config.socket(), listener);
+    impl->state.local_listener = impl->local_listener.get();
+    RDMAD_RETURN_IF_ERROR(
+        impl->local_listener->Start(impl->local_server.get(), socket_mode));
     RDMAD_RETURN_IF_ERROR(ChownSocket(config.socket(), socket_gid));
   }
   if (config::MetricsEnabled(config)) {
@@ -524,6 +545,8 @@ void Daemon::Shutdown() {
   // past its deadline; transfers still running at the end of the grace
   // period are failed by the peer table so that it returns.
   if (impl_->peers) impl_->peers->Drain(grace_end);
+  // No new Local connections.
+  if (impl_->local_listener) impl_->local_listener->Stop();
   // Calls still running after the grace period are cancelled, so each
   // client gets a status rather than a hang.
   if (impl_->local_server) impl_->local_server->Shutdown(deadline);
@@ -534,7 +557,6 @@ void Daemon::Shutdown() {
   if (impl_->peers) impl_->peers->Shutdown();
   if (impl_->data_server) impl_->data_server->Stop();
   if (impl_->verbs_acceptor) impl_->verbs_acceptor->Clear();
-  if (impl_->local_server) ::unlink(impl_->config.socket().c_str());
   const core::RegionTotals left = impl_->regions->Totals();
   impl_->local_server.reset();
   impl_->peer_server.reset();

@@ -200,8 +200,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
       options.daemon_owned ? RegionOwnerKind::kDaemon : RegionOwnerKind::kSession,
       caller, std::move(segment), *std::move(local), acl);
   if (options.export_access != RemoteAccess::kNone) {
+    // A new region: nothing can be using it yet, so nothing to wait for.
     region->SetExport(options.export_access, SecureRandom64(),
-                      std::move(exported));
+                      std::move(exported))
+        .IgnoreError();
   }
   by_id_[id] = region;
   if (!options.name.empty()) by_name_[options.name] = id;
@@ -256,13 +258,22 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     pinned_bytes_ -= region->mapped_size();
     Uncharge(region->creator().uid, 1, region->mapped_size());
   }
-  // Revoke remote access now, even if a transfer still holds the memory.
-  region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  // Revoke remote access now, even if a transfer still holds the memory,
+  // and wait for peer accesses in progress: after this, none touches it.
+  absl::Status revoked = region->SetExport(RemoteAccess::kNone, 0, nullptr,
+                                           nullptr,
+                                           limits_.revoke_drain_timeout);
+  if (!revoked.ok()) {
+    return absl::Status(revoked.code(),
+                        absl::StrCat(DescribeKey(key), " was freed, but ",
+                                     revoked.message()));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
-    const Caller& caller, const RegionKey& key, RemoteAccess access) {
+    const Caller& caller, const RegionKey& key, RemoteAccess access,
+    std::shared_ptr<const ExportAccessList> allow) {
   std::shared_ptr<Region> region;
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -270,7 +281,14 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
     RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
   }
   if (access == RemoteAccess::kNone) {
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    if (allow != nullptr && !allow->empty()) {
+      return absl::InvalidArgumentError(
+          "an access list was given with no access to grant: revoking (none) "
+          "takes no list");
+    }
+    RDMAD_RETURN_IF_ERROR(region->SetExport(RemoteAccess::kNone, 0, nullptr,
+                                            nullptr,
+                                            limits_.revoke_drain_timeout));
     return region;
   }
   if (region->name().empty()) {
@@ -281,7 +299,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   RDMAD_ASSIGN_OR_RETURN(auto registration,
                          registrar_->Register(region->data(), region->size(),
                                               access));
-  region->SetExport(access, SecureRandom64(), std::move(registration));
+  RDMAD_RETURN_IF_ERROR(region->SetExport(access, SecureRandom64(),
+                                          std::move(registration),
+                                          std::move(allow),
+                                          limits_.revoke_drain_timeout));
   return region;
 }
 
@@ -342,7 +363,14 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
       }
     }
   }
-  for (auto& region : freed) region->SetExport(RemoteAccess::kNone, 0, nullptr);
+  // The session is gone either way; a revocation that timed out (a stuck
+  // thread) cannot be reported to anyone here.
+  for (auto& region : freed) {
+    region
+        ->SetExport(RemoteAccess::kNone, 0, nullptr, nullptr,
+                    limits_.revoke_drain_timeout)
+        .IgnoreError();
+  }
   return freed.size();
 }
 

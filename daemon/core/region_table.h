@@ -38,6 +38,9 @@ struct RegionLimits {
   // a runaway root client can pin memory as well as any other.
   uint64_t max_pinned_bytes_per_uid = 0;  // config quota_pinned_bytes_per_uid
   uint64_t max_regions_per_uid = 0;       // config quota_regions_per_uid
+  // How long Export and Free wait for accesses under the old export to
+  // finish (see Region::SetExport).
+  absl::Duration revoke_drain_timeout = kRevokeDrainTimeout;
 };
 
 struct AllocateOptions {
@@ -82,14 +85,19 @@ class RegionTable {
                                                 UniqueFd memfd,
                                                 const AllocateOptions& options);
 
-  // Frees a region the caller may manage (see CheckManage).
+  // Frees a region the caller may manage (see CheckManage). A barrier for
+  // its export: when Free returns, no peer access touches the memory any
+  // more (Region::SetExport; DEADLINE_EXCEEDED in the pathological case
+  // where that wait timed out, the region being freed all the same).
   absl::Status Free(const Caller& caller, const RegionKey& key);
 
   // Grants or revokes remote access. A new grant gets a new TCP key and a
-  // new export registration (rkeys), so earlier ones stop working.
-  absl::StatusOr<std::shared_ptr<Region>> Export(const Caller& caller,
-                                                 const RegionKey& key,
-                                                 RemoteAccess access);
+  // new export registration (rkeys), so earlier ones stop working; the
+  // change is a barrier as for Free. `allow` limits the remote principals
+  // (null or empty: any); it needs an access to grant.
+  absl::StatusOr<std::shared_ptr<Region>> Export(
+      const Caller& caller, const RegionKey& key, RemoteAccess access,
+      std::shared_ptr<const ExportAccessList> allow = nullptr);
 
   // A region the caller may use locally with `need` (kLocalRead and/or
   // kLocalWrite of access_control.h): its session's buffers, and named

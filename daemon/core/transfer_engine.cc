@@ -1,13 +1,19 @@
 #include "daemon/core/transfer_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
+#include "daemon/core/access_control.h"
 
 namespace rdmad::core {
 namespace {
+
+// A local copy moves this much per ExportUse, so that a revocation of the
+// target's export waits for at most one chunk, not for a whole large copy.
+constexpr uint64_t kCopyChunk = 1ull << 20;
 
 absl::Status CheckRange(const char* what, const std::string& region_name,
                         uint64_t size, uint64_t offset, uint64_t length) {
@@ -79,13 +85,15 @@ void TransferEngine::Submit(const Caller& caller,
     return finish(s);
   }
   if (request.peer.empty() && request.remote_descriptor.empty()) {
-    return finish(CopyLocal(request, **local));
+    return finish(CopyLocal(caller, request, **local));
   }
   if (remote_ == nullptr) {
     return finish(absl::UnimplementedError(
         "this daemon has no data transport to other daemons yet"));
   }
-  remote_->Submit(request, *std::move(local),
+  TransferRequest routed = request;
+  routed.caller_uid = caller.uid;
+  remote_->Submit(routed, *std::move(local),
                   [this, request, uid, done = std::move(done)](
                       absl::StatusOr<TransferResult> result) {
                     Release(uid);
@@ -95,35 +103,62 @@ void TransferEngine::Submit(const Caller& caller,
 }
 
 absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const TransferRequest& request, Region& local) {
+    const Caller& caller, const TransferRequest& request, Region& local) {
   const absl::Time start = absl::Now();
-  if (request.remote_name.empty()) {
+  if (request.remote_name.empty() && request.remote_id == 0) {
     return absl::InvalidArgumentError("no target region named");
   }
-  auto target = regions_->FindExported(request.remote_name);
+  auto target = request.remote_id != 0
+                    ? regions_->FindExportedById(request.remote_id)
+                    : regions_->FindExported(request.remote_name);
   if (!target.ok()) return target.status();
-  const ExportState exported = (*target)->exported();
+  Region& region = **target;
+  const std::string label =
+      region.name().empty() ? absl::StrCat("region #", region.id())
+                            : absl::StrCat("region '", region.name(), "'");
+  const bool write = request.op == OpType::kWrite;
   const RemoteAccess needed =
-      request.op == OpType::kWrite ? RemoteAccess::kWrite : RemoteAccess::kRead;
-  if (!Allows(exported.access, needed)) {
+      write ? RemoteAccess::kWrite : RemoteAccess::kRead;
+  // The caller is a local user: the target's own permissions apply on top
+  // of its export, whatever route led here.
+  if (absl::Status s = CheckLocalAccess(caller, region.acl(),
+                                        write ? kLocalWrite : kLocalRead,
+                                        label);
+      !s.ok()) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "region '", request.remote_name, "' is not exported for ",
-        request.op == OpType::kWrite ? "write" : "read",
-        ": export it with ", request.op == OpType::kWrite ? "w or rw" : "r or rw"));
+        s.message(), " (a transfer to a region of this same daemon needs the "
+        "region's own permissions as well as its export)"));
   }
-  if (absl::Status s = CheckRange("remote", request.remote_name,
-                                  (*target)->size(), request.remote_offset,
-                                  request.length);
+  if (request.remote_id == 0 &&
+      !Allows(region.exported().access, needed)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        label, " is not exported for ", write ? "write" : "read",
+        ": export it with ", write ? "w or rw" : "r or rw"));
+  }
+  if (absl::Status s = CheckRange("remote", region.name(), region.size(),
+                                  request.remote_offset, request.length);
       !s.ok()) {
     return s;
   }
-  char* local_bytes = local.data() + request.local_offset;
-  char* remote_bytes = (*target)->data() + request.remote_offset;
-  // memmove: the two ranges may be the same region.
-  if (request.op == OpType::kWrite) {
-    std::memmove(remote_bytes, local_bytes, request.length);
-  } else {
-    std::memmove(local_bytes, remote_bytes, request.length);
+  // Chunk by chunk, each under an ExportUse of the export the first chunk
+  // found (or the descriptor's): an unexport, re-export or free waits for
+  // the chunk being copied, and the next chunk then fails.
+  std::optional<uint64_t> key;
+  if (request.remote_id != 0) key = request.remote_key;
+  for (uint64_t done = 0; done < request.length;) {
+    auto use = region.BeginExportUse(key, needed);
+    if (!use.ok()) return use.status();
+    key = use->key();
+    const uint64_t n = std::min(kCopyChunk, request.length - done);
+    char* local_bytes = local.data() + request.local_offset + done;
+    char* remote_bytes = region.data() + request.remote_offset + done;
+    // memmove: the two ranges may be the same region.
+    if (write) {
+      std::memmove(remote_bytes, local_bytes, n);
+    } else {
+      std::memmove(local_bytes, remote_bytes, n);
+    }
+    done += n;
   }
   return TransferResult{request.length, "local", absl::Now() - start};
 }

@@ -4,8 +4,11 @@
 // The engine validates everything it can see locally — the caller may use
 // the local region, both ranges lie inside their regions — and hands remote
 // work to the transport of the peer. A target on this same daemon (empty
-// peer) is served like a loopback peer: it must be exported with the access
-// the operation needs, exactly as a remote daemon would demand.
+// peer, or a descriptor this daemon issued) is served like a loopback peer:
+// it must be exported with the access the operation needs, exactly as a
+// remote daemon would demand; and, because the caller is a local user, the
+// target's own permissions (owner, group, mode) must grant it too, so that
+// no route to this daemon gives a local user more than the mode does.
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
@@ -13,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -33,10 +37,18 @@ struct TransferRequest {
   uint64_t local_offset = 0;
   std::string peer;               // HOST:PORT; empty = this daemon
   std::string remote_name;        // exported region name, or
-  std::string remote_descriptor;  // an encoded descriptor
+  std::string remote_descriptor;  // an encoded descriptor, or
+  // a region of this daemon by id and the TCP key of its export (a
+  // descriptor this daemon issued, routed here; see service/self_route.h).
+  uint64_t remote_id = 0;
+  uint64_t remote_key = 0;
   uint64_t remote_offset = 0;
   uint64_t length = 0;
   absl::Time deadline = absl::InfiniteFuture();
+  // The uid of the local client this transfer is for, as the kernel
+  // reported it; set by TransferEngine::Submit. The peer layer asserts it
+  // to the exporting daemon, whose export access list may name uids.
+  std::optional<uint32_t> caller_uid;
 };
 
 struct TransferResult {
@@ -95,7 +107,8 @@ class TransferEngine {
   uint64_t InFlight(uint32_t uid) const;
 
  private:
-  absl::StatusOr<TransferResult> CopyLocal(const TransferRequest& request,
+  absl::StatusOr<TransferResult> CopyLocal(const Caller& caller,
+                                           const TransferRequest& request,
                                            Region& local);
   void Count(const TransferRequest& request,
              const absl::StatusOr<TransferResult>& result);

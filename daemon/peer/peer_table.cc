@@ -66,6 +66,14 @@ std::string Label(const std::string& name, uint64_t id) {
                       : absl::StrCat("region '", name, "'");
 }
 
+// The name cache is per (uid, name): the peer resolves a name for the uid
+// this daemon asserts, and its export access list may admit one uid and
+// not another, so what one local user resolved must not serve another.
+std::string NameKey(const std::string& name, std::optional<uint32_t> uid) {
+  return uid.has_value() ? absl::StrCat(*uid, "/", name)
+                         : absl::StrCat("-/", name);
+}
+
 // Base of the state of one outstanding Peer-service call.
 struct Call {
   virtual ~Call() = default;
@@ -258,7 +266,7 @@ void PeerTable::ResolveTarget(std::shared_ptr<Transfer> t) {
   }
   std::shared_ptr<Peer> peer = t->peer;
   const std::string name = t->request.remote_name;
-  LookupName(peer, name, t->request.deadline,
+  LookupName(peer, name, t->request.caller_uid, t->request.deadline,
              [this, t](absl::StatusOr<Resolved> r) mutable {
                if (!r.ok()) return Failed(std::move(t), r.status());
                t->used_cache = r->from_cache;
@@ -331,7 +339,7 @@ void PeerTable::Failed(std::shared_ptr<Transfer> t, absl::Status status) {
   if (key_problem && !t->request.remote_name.empty()) {
     // The cached descriptor may be stale (re-exported, freed, recreated).
     absl::MutexLock lock(&t->peer->mu);
-    t->peer->names.erase(t->request.remote_name);
+    t->peer->names.erase(NameKey(t->request.remote_name, t->request.caller_uid));
   }
   bool draining;
   {
@@ -670,20 +678,21 @@ void PeerTable::HandshakeDone(const std::shared_ptr<Peer>& peer,
 
 void PeerTable::LookupName(
     const std::shared_ptr<Peer>& peer, const std::string& name,
-    absl::Time deadline,
+    std::optional<uint32_t> uid, absl::Time deadline,
     absl::AnyInvocable<void(absl::StatusOr<Resolved>)> done) {
   std::shared_ptr<v1::Peer::Stub> stub;
   uint64_t incarnation = 0;
   std::optional<Resolved> cached;
   bool first = false;
+  const std::string key = NameKey(name, uid);
   {
     absl::MutexLock lock(&peer->mu);
-    auto it = peer->names.find(name);
+    auto it = peer->names.find(key);
     if (it != peer->names.end()) {
       cached = it->second;
       cached->from_cache = true;
     } else {
-      auto& waiting = peer->resolving[name];
+      auto& waiting = peer->resolving[key];
       first = waiting.empty();
       waiting.push_back({deadline, std::move(done)});
       stub = peer->stub;
@@ -703,32 +712,33 @@ void PeerTable::LookupName(
   auto call = std::make_shared<ResolveCall>();
   call->request.set_name(name);
   call->request.set_incarnation(options_.incarnation);
+  if (uid.has_value()) call->request.set_uid(*uid);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   if (stub == nullptr || !TrackCall(&call->context, call)) {
-    return OnResolved(peer, name,
+    return OnResolved(peer, key,
                       absl::UnavailableError("this daemon is shutting down"));
   }
   stub->async()->Resolve(
       &call->context, &call->request, &call->response,
-      [this, peer, name, call, stub, incarnation](grpc::Status status) {
+      [this, peer, name, key, call, stub, incarnation](grpc::Status status) {
         if (!status.ok()) {
           absl::Status s = FromGrpc(status, peer->address, "Resolve");
           if (s.code() == absl::StatusCode::kUnavailable) MarkStale(peer, s);
-          OnResolved(peer, name, std::move(s));
+          OnResolved(peer, key, std::move(s));
         } else {
           const v1::RegionDescriptor& d = call->response.region();
           if (d.incarnation() != incarnation) {
             absl::Status s = absl::UnavailableError(absl::StrCat(
                 "peer ", peer->address, " restarted since Hello"));
             MarkStale(peer, s);
-            OnResolved(peer, name, std::move(s));
+            OnResolved(peer, key, std::move(s));
           } else if (d.region_id() == 0 || d.length() == 0) {
-            OnResolved(peer, name, absl::InternalError(absl::StrCat(
+            OnResolved(peer, key, absl::InternalError(absl::StrCat(
                                        "peer ", peer->address, " resolved '",
                                        name, "' to an empty descriptor")));
           } else {
-            OnResolved(peer, name, Resolved::From(d));
+            OnResolved(peer, key, Resolved::From(d));
           }
         }
         UntrackCall(&call->context);

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,7 +146,7 @@ class PeerTable final : public core::RemoteTransfers {
   void HandshakeDone(const std::shared_ptr<Peer>& peer, absl::Status status);
   void ResolveTarget(std::shared_ptr<Transfer> t);
   void LookupName(const std::shared_ptr<Peer>& peer, const std::string& name,
-                  absl::Time deadline,
+                  std::optional<uint32_t> uid, absl::Time deadline,
                   absl::AnyInvocable<void(absl::StatusOr<Resolved>)> done);
   void OnResolved(const std::shared_ptr<Peer>& peer, const std::string& name,
                   absl::StatusOr<Resolved> result);

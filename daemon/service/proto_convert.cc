@@ -32,6 +32,34 @@ v1::Access ToProto(core::RemoteAccess access) {
   return v1::ACCESS_NONE;
 }
 
+absl::StatusOr<core::RemoteAccess> AccessFromProto(int access,
+                                                   absl::string_view field) {
+  if (!v1::Access_IsValid(access)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": unknown access value ", access,
+        ": use ACCESS_NONE, ACCESS_READ, ACCESS_WRITE or ACCESS_READ_WRITE"));
+  }
+  return FromProto(static_cast<v1::Access>(access));
+}
+
+absl::StatusOr<std::shared_ptr<const core::ExportAccessList>> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::ExportGrant>& grants) {
+  if (grants.empty()) return nullptr;
+  std::vector<core::ExportGrant> entries;
+  for (const v1::ExportGrant& grant : grants) {
+    core::ExportGrant entry;
+    entry.peer = grant.peer();
+    if (grant.has_uid()) entry.uid = grant.uid();
+    entries.push_back(std::move(entry));
+  }
+  auto list = core::ExportAccessList::Parse(entries);
+  if (!list.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allow: ", list.status().message()));
+  }
+  return std::make_shared<const core::ExportAccessList>(*std::move(list));
+}
+
 absl::StatusOr<core::RegionKey> FromProto(const v1::RegionRef& ref) {
   switch (ref.ref_case()) {
     case v1::RegionRef::kId:
@@ -61,6 +89,13 @@ void ToProto(const core::RegionSnapshot& region, bool show_keys,
   out->set_owner_gid(region.owner_gid);
   out->set_mode(region.mode);
   out->set_export_access(ToProto(region.exported.access));
+  if (region.exported.allow != nullptr) {
+    for (const core::ExportGrant& grant : region.exported.allow->grants()) {
+      v1::ExportGrant* g = out->add_export_allow();
+      g->set_peer(grant.peer);
+      if (grant.uid.has_value()) g->set_uid(*grant.uid);
+    }
+  }
   out->set_backing(region.backing);
   out->set_create_time_unix_ms(absl::ToUnixMillis(region.created));
   for (const auto& local : region.local_keys) {
@@ -130,6 +165,19 @@ absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
                                                 core::OpType type) {
   core::TransferRequest request;
   request.op = type;
+  const v1::OpType expected =
+      type == core::OpType::kWrite ? v1::OP_WRITE : v1::OP_READ;
+  if (!v1::OpType_IsValid(op.op())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op: unknown operation ", op.op(), ": use OP_WRITE or OP_READ"));
+  }
+  if (op.op() != v1::OP_UNSPECIFIED && op.op() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op is ", v1::OpType_Name(op.op()), " in a ",
+        type == core::OpType::kWrite ? "Write" : "Read",
+        " call: leave it unset, or call ",
+        type == core::OpType::kWrite ? "Read" : "Write"));
+  }
   auto local = FromProto(op.local());
   if (!local.ok()) {
     return absl::InvalidArgumentError(
@@ -146,7 +194,10 @@ absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
   const v1::RemoteRegion& remote = op.remote();
   request.peer = remote.peer();
   if (!request.peer.empty()) {
-    if (absl::Status s = ValidatePeerAddress(request.peer); !s.ok()) return s;
+    if (absl::Status s = ValidatePeerAddress(request.peer); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("remote peer: ", s.message()));
+    }
   }
   switch (remote.ref_case()) {
     case v1::RemoteRegion::kName:
@@ -157,6 +208,10 @@ absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
       request.remote_name = remote.name();
       break;
     case v1::RemoteRegion::kEncodedDescriptor:
+      if (remote.encoded_descriptor().empty()) {
+        return absl::InvalidArgumentError(
+            "remote region: the encoded descriptor is empty");
+      }
       request.remote_descriptor = remote.encoded_descriptor();
       break;
     case v1::RemoteRegion::REF_NOT_SET:

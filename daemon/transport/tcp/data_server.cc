@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -139,6 +140,8 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
     std::array<uint8_t, kReplyHeaderSize> header{};
     std::string message;
     std::shared_ptr<core::Region> region;  // holds the memory while sending
+    uint64_t request_id = 0;
+    uint64_t key = 0;  // READ: the export the payload is read under
     const char* payload = nullptr;
     uint64_t payload_length = 0;
     uint64_t sent = 0;  // bytes of the whole reply already sent
@@ -153,12 +156,14 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
     uint64_t tag = 0;
     UniqueFd fd;
     std::string remote;
+    sockaddr_storage peer{};  // for exports' access lists
     // Receiving.
     In in = In::kHeader;
     std::array<uint8_t, kRequestHeaderSize> header{};
     size_t header_have = 0;
     uint64_t request_id = 0;
     std::shared_ptr<core::Region> region;  // WRITE in progress
+    uint64_t key = 0;                      // the export it writes under
     char* dest = nullptr;
     uint64_t left = 0;       // payload bytes still to receive (or drain)
     uint64_t write_len = 0;  // the WRITE's length, for the counters
@@ -229,6 +234,11 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
     auto conn = std::make_unique<Conn>();
     conn->tag = next_tag_++;
     conn->remote = RemoteAddressOf(fd.get());
+    socklen_t peer_length = sizeof(conn->peer);
+    if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&conn->peer),
+                      &peer_length) != 0) {
+      conn->peer.ss_family = AF_UNSPEC;  // admitted only by "*" entries
+    }
     conn->fd = std::move(fd);
     if (absl::Status s = loop_->Add(conn->fd.get(), EPOLLIN, conn->tag);
         !s.ok()) {
@@ -259,6 +269,23 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       iovec iov[2];
       int count = 1;
       size_t first = 0;  // bytes asked for in iov[0]
+      // Payload lands in the region only under a use of the export the
+      // WRITE was checked against: a revocation waits for this readv, and
+      // once it is done no later one lands (the rest is drained instead).
+      std::optional<core::ExportUse> use;
+      if (conn.in == In::kPayload) {
+        auto begun = conn.region->BeginExportUse(conn.key,
+                                                 core::RemoteAccess::kWrite);
+        if (begun.ok()) {
+          use.emplace(*std::move(begun));
+        } else {
+          server_->counters_.rejected++;
+          conn.in = In::kDrain;
+          conn.drain_status = begun.status();
+          conn.region.reset();
+          conn.dest = nullptr;
+        }
+      }
       switch (conn.in) {
         case In::kHeader:
           iov[0] = {conn.header.data() + conn.header_have,
@@ -283,6 +310,7 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       }
       const size_t asked = first + (count == 2 ? kRequestHeaderSize : 0);
       const ssize_t n = ::readv(conn.fd.get(), iov, count);
+      use.reset();
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -373,6 +401,13 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
     const FrameHeader& h = **decoded;
     server_->counters_.requests++;
     auto region = CheckRequest(*server_->regions_, h);
+    if (region.ok() && !(*region)->AdmitsDataPeer(conn.peer)) {
+      region = absl::PermissionDeniedError(absl::StrCat(
+          "the export of ", RegionLabel(**region),
+          " does not admit data connections from ", conn.remote,
+          ": ask its owner to add this daemon to its access list (rdmactl "
+          "export --allow)"));
+    }
     const bool write = h.type == FrameType::kWrite;
     if (!region.ok()) {
       server_->counters_.rejected++;
@@ -395,6 +430,7 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       conn.in = In::kPayload;
       conn.request_id = h.request_id;
       conn.region = *std::move(region);
+      conn.key = h.key;
       conn.dest = conn.region->data() + h.offset;
       conn.left = h.length;
       conn.write_len = h.length;
@@ -404,6 +440,8 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
     EncodeReply(FrameType::kReadReply, h.request_id, 0, 0, h.length,
                 reply.header.data());
     reply.region = *std::move(region);
+    reply.request_id = h.request_id;
+    reply.key = h.key;
     reply.payload = reply.region->data() + h.offset;
     reply.payload_length = h.length;
     conn.queued_payload += h.length;
@@ -425,14 +463,55 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
                 reply.header.data());
   }
 
+  // A READ reply whose export was revoked before its payload went out.
+  // Returns false if the connection had to be closed: part of the reply
+  // (its header says OK) is already on the wire, and the rest of it must
+  // not be sent.
+  bool RevokedReply(Conn& conn, Reply& reply, const absl::Status& why) {
+    server_->counters_.rejected++;
+    server_->counters_.bytes_read -= reply.payload_length;
+    if (reply.sent > 0) {
+      Close(conn, absl::StrCat("a READ reply was cut off: ", why.message()));
+      return false;
+    }
+    conn.queued_payload -= reply.payload_length;
+    reply.region.reset();
+    reply.payload = nullptr;
+    reply.payload_length = 0;
+    reply.message = std::string(ClipMessage(why.message()));
+    EncodeReply(FrameType::kReadReply, reply.request_id,
+                static_cast<uint32_t>(why.code()),
+                static_cast<uint32_t>(reply.message.size()), 0,
+                reply.header.data());
+    return true;
+  }
+
   // Sends queued replies until done or the socket is full.
   void Flush(Conn& conn) {
+    // READ payload leaves the region only under a use of the export it was
+    // checked against (see OnReadable); held across one sendmsg, which
+    // copies the bytes into the socket.
+    std::vector<core::ExportUse> uses;
     while (!conn.out.empty()) {
       iovec iov[kMaxIov];
       int count = 0;
       uint64_t asked = 0;
+      uses.clear();
+      bool revoked_front = false;
       for (auto it = conn.out.begin(); it != conn.out.end() && count + 3 <= kMaxIov;
            ++it) {
+        if (it->payload_length > 0) {
+          auto use = it->region->BeginExportUse(it->key,
+                                                core::RemoteAccess::kRead);
+          if (!use.ok()) {
+            if (it == conn.out.begin()) {
+              if (!RevokedReply(conn, *it, use.status())) return;
+              revoked_front = true;
+            }
+            break;  // send what comes before it first
+          }
+          uses.push_back(*std::move(use));
+        }
         uint64_t skip = it->sent;
         auto add = [&](const void* base, uint64_t len) {
           if (skip >= len) {
@@ -448,10 +527,14 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
         if (!it->message.empty()) add(it->message.data(), it->message.size());
         if (it->payload_length > 0) add(it->payload, it->payload_length);
       }
+      if (revoked_front) continue;  // now an error reply: build again
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = count;
       const ssize_t n = ::sendmsg(conn.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // The bytes are in the socket (or not sent at all): the region is no
+      // longer being read. Before the replies (and their regions) go.
+      uses.clear();
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
