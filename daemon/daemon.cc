@@ -26,6 +26,7 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
+#include "daemon/service/call_tracker.h"
 #include "daemon/service/daemon_state.h"
 #include "daemon/service/local_listener.h"
 #include "daemon/service/local_service.h"
@@ -242,6 +243,17 @@ absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
   return tls;
 }
 
+// Counts calls and turns unparsable bodies into INVALID_ARGUMENT.
+void TrackCalls(grpc::ServerBuilder& builder,
+                std::shared_ptr<service::CallTracker::Counter> counter) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      creators;
+  creators.push_back(
+      std::make_unique<service::CallTracker>(std::move(counter)));
+  builder.experimental().SetInterceptorCreators(std::move(creators));
+}
+
 }  // namespace
 
 struct Daemon::Impl {
@@ -264,6 +276,11 @@ struct Daemon::Impl {
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;
   std::unique_ptr<grpc::Server> peer_server;
+  // Calls in flight on each server (CallTracker).
+  std::shared_ptr<service::CallTracker::Counter> local_calls =
+      std::make_shared<service::CallTracker::Counter>();
+  std::shared_ptr<service::CallTracker::Counter> peer_calls =
+      std::make_shared<service::CallTracker::Counter>();
   std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
   bool shut_down = false;
 };
@@ -480,6 +497,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     }
     builder.AddListeningPort(config.peer_listen(), credentials, &port);
     builder.RegisterService(impl->peer_service.get());
+    TrackCalls(builder, impl->peer_calls);
     impl->peer_server = builder.BuildAndStart();
     if (impl->peer_server == nullptr || port == 0) {
       return absl::UnavailableError(absl::StrCat(
@@ -500,6 +518,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     // them to this server.
     grpc::ServerBuilder builder;
     builder.RegisterService(impl->local_service.get());
+    TrackCalls(builder, impl->local_calls);
     impl->local_server = builder.BuildAndStart();
     if (impl->local_server == nullptr) {
       return absl::UnavailableError(
@@ -540,17 +559,22 @@ void Daemon::Shutdown() {
   // Scrapes read the tables torn down below.
   impl_->metrics_server.reset();
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
-  const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even
   // past its deadline; transfers still running at the end of the grace
   // period are failed by the peer table so that it returns.
   if (impl_->peers) impl_->peers->Drain(grace_end);
   // No new Local connections.
   if (impl_->local_listener) impl_->local_listener->Stop();
-  // Calls still running after the grace period are cancelled, so each
-  // client gets a status rather than a hang.
-  if (impl_->local_server) impl_->local_server->Shutdown(deadline);
-  if (impl_->peer_server) impl_->peer_server->Shutdown(deadline);
+  // Calls in flight get the grace period to finish; then both servers shut
+  // down at once. (Shutdown(deadline) would also wait, until the deadline,
+  // for clients' idle connections to go away: an idle daemon with a client
+  // connected took the whole grace period to exit.) Calls still running
+  // then are cancelled, so each client gets a status rather than a hang.
+  impl_->local_calls->WaitIdle(grace_end);
+  impl_->peer_calls->WaitIdle(grace_end);
+  const auto now = std::chrono::system_clock::now();
+  if (impl_->local_server) impl_->local_server->Shutdown(now);
+  if (impl_->peer_server) impl_->peer_server->Shutdown(now);
   if (impl_->session_server) impl_->session_server->Stop();
   // Then the data path: our channels to peers, and peers' connections to
   // us (both hold regions until they stop).

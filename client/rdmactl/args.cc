@@ -37,7 +37,7 @@ constexpr OptionSpec kOptions[] = {
     {"op", 0, true, false},         {"sizes", 0, true, false},
     {"qd", 0, true, false},         {"iters", 0, true, false},
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
-    {"group", 0, true, false},
+    {"group", 0, true, false},      {"allow", 0, true, false},
 };
 
 struct CommandSpec {
@@ -88,11 +88,16 @@ constexpr CommandSpec kCommands[] = {
      2, 2, {"export", "mode", "group"}},
     {"free", Command::kFree, "NAME", "free a daemon-owned region",
      "Deregisters and frees a named region.\n", 1, 1, {}},
-    {"export", Command::kExport, "NAME r|w|rw|none",
+    {"export", Command::kExport, "NAME r|w|rw|none [--allow [UID@]PEER,...]",
      "grant (or with none revoke) remote access",
      "Sets the remote access of a region: r lets peers READ it, w lets them\n"
-     "WRITE it, rw both; none makes it local-only again.\n",
-     2, 2, {}},
+     "WRITE it, rw both; none makes it local-only again. When it returns, no\n"
+     "peer operation under the previous export touches the region any more.\n"
+     "--allow limits who: comma-separated PEERs, each '*', an address or\n"
+     "CIDR block peers connect from (10.0.0.2, 10.0.0.0/8), or cert:NAME (a\n"
+     "peer whose mutual-TLS certificate names NAME), optionally prefixed by\n"
+     "the uid that peer acts for (1000@10.0.0.2). Default: any peer, any uid.\n",
+     2, 2, {"allow"}},
     {"descriptor", Command::kDescriptor, "NAME",
      "print an exported region's descriptor",
      "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, to\n"
@@ -464,6 +469,20 @@ absl::Status FillCommand(const CommandSpec& spec,
       auto parsed = ParseAccess(pos[1]);
       if (!parsed.ok()) return parsed.status();
       inv.access = *parsed;
+      if (const std::string* allow = option("allow")) {
+        for (absl::string_view part : absl::StrSplit(*allow, ',')) {
+          auto grant = ExportGrant::Parse(part);
+          if (!grant.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--allow: ", grant.status().message()));
+          }
+          inv.allow.push_back(*std::move(grant));
+        }
+        if (inv.access == Access::kNone) {
+          return absl::InvalidArgumentError(
+              "--allow needs an access to grant (r, w or rw), not none");
+        }
+      }
       return absl::OkStatus();
     }
     case Command::kPut: {
