@@ -19,11 +19,6 @@ void RouteToSelf(const DaemonIdentity& identity,
     request->remote_descriptor.clear();
     request->remote_name.clear();
     request->peer.clear();
-    return;
-  }
-  if (!request->peer.empty() && !request->remote_name.empty() &&
-      request->peer == identity.peer_listen) {
-    request->peer.clear();
   }
 }
 

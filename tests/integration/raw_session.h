@@ -29,6 +29,9 @@ class RawSession {
 
   // Adds this session's token to `context` (with a 30 s deadline).
   void Authorize(grpc::ClientContext* context) const;
+  // Sends `token` instead of this session's own from now on (a token
+  // stolen from another process, for tests of token binding).
+  void UseToken(std::string token) { token_ = std::move(token); }
   const std::string& token() const { return token_; }
   uint64_t id() const { return id_; }
   v1::Local::Stub& stub() { return *stub_; }
