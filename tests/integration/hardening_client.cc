@@ -21,12 +21,19 @@
 //     send-descriptor NAME D   Write 16 bytes from NAME to descriptor D
 //     recv-descriptor NAME D   Read 16 bytes from descriptor D into NAME
 //     alloc NAME SIZE MODE     AllocateBuffer daemon_owned with MODE (octal)
+//     hoard-fds SESSIONS COUNT HOLD
+//                              opens SESSIONS sessions, allocates a buffer in
+//                              each and asks COUNT times for its descriptor
+//                              without ever receiving one; then prints the
+//                              status of a call with the first session's
+//                              token, and holds everything for HOLD seconds
 #include <grp.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -103,6 +110,49 @@ int main(int argc, char** argv) {
     // setuid makes the process non-dumpable, which stops LeakSanitizer
     // (the ASan pass of the suite) from inspecting it at exit.
     ::prctl(PR_SET_DUMPABLE, 1);
+  }
+  if (command == "hoard-fds") {
+    if (argc < 8) return Usage();
+    const int sessions = std::atoi(args[5].c_str());
+    const int count = std::atoi(args[6].c_str());
+    const int hold = std::atoi(args[7].c_str());
+    std::vector<std::unique_ptr<RawSession>> held;
+    for (int i = 0; i < sessions; ++i) {
+      auto opened = RawSession::Open(socket);
+      if (!opened.ok()) break;  // refused: what is held is held
+      RawSession& s = **opened;
+      grpc::ClientContext context;
+      s.Authorize(&context);
+      v1::AllocateBufferRequest request;
+      request.set_size(4096);
+      v1::AllocateBufferResponse response;
+      if (!s.stub().AllocateBuffer(&context, request, &response).ok()) break;
+      for (int n = 0; n < count; ++n) {
+        if (!s.AskFd(response.region().id()).ok()) break;
+      }
+      held.push_back(*std::move(opened));
+    }
+    if (held.empty()) {
+      std::printf("14 no session could be opened\n");
+    } else {
+      // The daemon serves the session socket on its own thread: give it
+      // time to act on what was sent (30 s at most).
+      grpc::Status status;
+      for (int attempt = 0; attempt < 300; ++attempt) {
+        grpc::ClientContext context;
+        held[0]->Authorize(&context);
+        v1::AllocateBufferRequest request;
+        request.set_size(4096);
+        v1::AllocateBufferResponse response;
+        status = held[0]->stub().AllocateBuffer(&context, request, &response);
+        if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) break;
+        ::usleep(100 * 1000);
+      }
+      Print(status);
+    }
+    std::fflush(stdout);
+    ::sleep(static_cast<unsigned>(hold));
+    return 0;
   }
   auto session = RawSession::Open(socket);
   if (!session.ok()) {

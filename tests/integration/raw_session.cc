@@ -62,6 +62,13 @@ absl::Status RawSession::GetFd(uint64_t id) {
   return absl::OkStatus();
 }
 
+absl::Status RawSession::AskFd(uint64_t id) {
+  session_wire::Message request;
+  request.type = session_wire::MessageType::kGetFd;
+  request.a = id;
+  return session_wire::Send(session_.get(), request);
+}
+
 void RawSession::Authorize(grpc::ClientContext* context) const {
   context->AddMetadata(session_wire::kSessionMetadataKey, token_);
   context->set_deadline(std::chrono::system_clock::now() +

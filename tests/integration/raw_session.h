@@ -38,6 +38,9 @@ class RawSession {
   // Asks for region `id`'s memfd on the session socket (what mapping a
   // region does); OK if one arrived.
   absl::Status GetFd(uint64_t id);
+  // Only sends the request for region `id`'s memfd, never reading the
+  // answer (a client that hoards descriptors in flight).
+  absl::Status AskFd(uint64_t id);
   // Closes the session socket: the daemon ends the session.
   void Close() { session_.reset(); }
 
