@@ -132,8 +132,15 @@ absl::Status ValidatePeerAddress(absl::string_view peer,
           "': bracket IPv6 hosts, e.g. [::1]:7471"));
     }
   }
-  const bool host_ok = bracketed ? IsIpv6(host)
-                                 : IsIpv4(host) || IsHostName(host);
+  // Only the bytes a host may have: anything else (a NUL, which C strings
+  // would silently cut at; spaces; control bytes) is refused before
+  // inet_pton sees it.
+  const bool clean = std::all_of(host.begin(), host.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+           c == '-' || c == '_' || c == ':' || c == '%';
+  });
+  const bool host_ok = clean && (bracketed ? IsIpv6(host)
+                                           : IsIpv4(host) || IsHostName(host));
   if (!host_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
         "peer address '", Shown(peer), "': '", Shown(host),

@@ -77,6 +77,10 @@ absl::StatusOr<core::Caller> LocalService::OptionalSession(
 grpc::ServerUnaryReactor* LocalService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
     v1::GetStatusResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   const DaemonIdentity& id = state_->identity;
   response->set_version(id.version);
   response->set_incarnation(id.incarnation);
@@ -99,6 +103,10 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
 grpc::ServerUnaryReactor* LocalService::ListDevices(
     grpc::CallbackServerContext* context, const v1::ListDevicesRequest*,
     v1::ListDevicesResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   for (const auto& device : state_->devices) {
     ToProto(device, response->add_devices());
   }
@@ -133,6 +141,10 @@ grpc::ServerUnaryReactor* LocalService::ListRegions(
 grpc::ServerUnaryReactor* LocalService::ListPeers(
     grpc::CallbackServerContext* context, const v1::ListPeersRequest*,
     v1::ListPeersResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   if (state_->peers == nullptr) return Done(context, absl::OkStatus());
   for (const peer::PeerSnapshot& p : state_->peers->ListPeers()) {
     v1::PeerInfo* out = response->add_peers();
@@ -153,6 +165,10 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
 grpc::ServerUnaryReactor* LocalService::ListQps(
     grpc::CallbackServerContext* context, const v1::ListQpsRequest*,
     v1::ListQpsResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   if (state_->peers == nullptr) return Done(context, absl::OkStatus());
   for (const peer::ConnectionSnapshot& c : state_->peers->ListConnections()) {
     v1::QpInfo* out = response->add_qps();
