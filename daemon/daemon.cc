@@ -23,6 +23,7 @@
 #include "daemon/core/session_table.h"
 #include "daemon/config/config_reload.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/memory_releaser.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
@@ -282,6 +283,8 @@ struct Daemon::Impl {
   std::shared_ptr<service::CallTracker::Counter> peer_calls =
       std::make_shared<service::CallTracker::Counter>();
   std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
+  // Returns memory freed after bursts of connections to the kernel.
+  std::unique_ptr<MemoryReleaser> memory_releaser;
   bool shut_down = false;
 };
 
@@ -544,6 +547,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     spdlog::info("metrics on http://{}/metrics",
                  impl->metrics_server->address());
   }
+  impl->memory_releaser = std::make_unique<MemoryReleaser>();
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
       "{} ({})",
@@ -558,6 +562,7 @@ void Daemon::Shutdown() {
   impl_->shut_down = true;
   // Scrapes read the tables torn down below.
   impl_->metrics_server.reset();
+  impl_->memory_releaser.reset();
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
   // A callback-API server's Shutdown waits for every call to finish, even
   // past its deadline; transfers still running at the end of the grace
