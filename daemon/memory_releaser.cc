@@ -31,11 +31,14 @@ uint64_t MemoryReleaser::FreeHeldBytes() {
 uint64_t MemoryReleaser::ResidentBytes() {
   std::FILE* statm = std::fopen("/proc/self/statm", "re");
   if (statm == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int read = std::fscanf(statm, "%llu %llu", &size, &resident);
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int read = std::fscanf(statm, "%llu %llu %llu", &size, &resident,
+                               &shared);
   std::fclose(statm);
-  if (read != 2) return 0;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (read != 3 || shared > resident) return 0;
+  // Anonymous memory only: region pages (shared memfds) and code are not
+  // the allocator's.
+  return (resident - shared) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 bool MemoryReleaser::ReleaseIfGrown(uint64_t* reference,

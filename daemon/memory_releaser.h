@@ -5,9 +5,9 @@
 // threads, hence in many malloc arenas. When the connections close, glibc
 // keeps the freed memory in those arenas (only the top of each is ever
 // trimmed), so the daemon's RSS stayed several MiB higher after every
-// burst. Every `interval`, if the resident set grew by more than
-// `threshold_bytes` since the last look and more than that is free but
-// still held by the allocator (mallinfo2().fordblks), malloc_trim(0)
+// burst. Every `interval`, if the anonymous resident memory grew by more
+// than `threshold_bytes` since the last look and more than that is free
+// but still held by the allocator (mallinfo2().fordblks), malloc_trim(0)
 // returns the free pages. An idle daemon costs one read of
 // /proc/self/statm per interval.
 //
@@ -29,7 +29,7 @@ namespace rdmad {
 
 struct MemoryReleaserOptions {
   absl::Duration interval = absl::Seconds(2);
-  uint64_t threshold_bytes = 1ull << 20;
+  uint64_t threshold_bytes = 512ull << 10;
 };
 
 class MemoryReleaser {
@@ -45,12 +45,13 @@ class MemoryReleaser {
 
   // Heap bytes free but held by the allocator now.
   static uint64_t FreeHeldBytes();
-  // This process's resident set, in bytes (/proc/self/statm); 0 if unknown.
+  // This process's anonymous resident memory (resident minus file-backed
+  // and shared pages, from /proc/self/statm), in bytes; 0 if unknown.
   static uint64_t ResidentBytes();
-  // One check: trims if the resident set grew by more than
-  // `threshold_bytes` over `*reference` and as much is free in the heap;
-  // then (and whenever the resident set is below it) `*reference` becomes
-  // the resident set. True if it trimmed.
+  // One check: trims if ResidentBytes() grew by more than `threshold_bytes`
+  // over `*reference` and as much is free in the heap; then (and whenever
+  // it is below it) `*reference` becomes ResidentBytes(). True if it
+  // trimmed.
   static bool ReleaseIfGrown(uint64_t* reference, uint64_t threshold_bytes);
 
  private:

@@ -132,8 +132,8 @@ TEST(ListenerMemoryTest, HostileConnectionsLeaveNothingBehind) {
   ASSERT_GT(baseline, 0u);
   for (int i = 0; i < 5; ++i) Burst(peer_port, data_port, random);
   // Give it time (it looks every 2 s), however loaded the machine.
-  // The daemon trims once it grew by 1 MiB; without it, five bursts left
-  // about 3 MiB more on the build machine.
+  // The daemon trims once it grew by 512 KiB; without that, five bursts
+  // left about 3 MiB more on the build machine.
   constexpr uint64_t kSlackKiB = 2 << 10;
   uint64_t now = ResidentKiB(pid);
   const absl::Time until = absl::Now() + absl::Seconds(30);
