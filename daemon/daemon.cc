@@ -286,6 +286,13 @@ struct Daemon::Impl {
   // Returns memory freed after bursts of connections to the kernel.
   std::unique_ptr<MemoryReleaser> memory_releaser;
   bool shut_down = false;
+
+  // After a Start that failed half way (Shutdown() does all of it
+  // otherwise): the listener hands connections to local_server, which is
+  // destroyed before it, so it stops first.
+  ~Impl() {
+    if (local_listener) local_listener->Stop();
+  }
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
