@@ -27,9 +27,18 @@ namespace {
 // (the listener would otherwise stay readable and spin the loop).
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
-bool SameSocket(int fd, dev_t device, ino_t inode) {
-  struct stat st;
-  return ::fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode;
+// Whether descriptor number `fd` still holds the socket with `inode`. The
+// number belongs to gRPC (or, once gRPC closed it, to whoever opened the
+// next file), so it is looked at through /proc rather than used: a
+// read-only look at a name, never an operation on someone else's
+// descriptor.
+bool SameSocket(int fd, ino_t inode) {
+  char link[64];
+  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  const ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
+  if (n <= 0) return false;
+  return absl::string_view(link, static_cast<size_t>(n)) ==
+         absl::StrCat("socket:[", inode, "]");
 }
 
 }  // namespace
@@ -157,7 +166,6 @@ void LocalListener::Accept() {
       }
       Entry entry;
       entry.credentials = who;
-      entry.device = st.st_dev;
       entry.inode = st.st_ino;
       handed = chosen.release();
       entries_[handed] = entry;
@@ -172,7 +180,7 @@ void LocalListener::Sweep() {
   const absl::Time now = absl::Now();
   for (auto it = entries_.begin(); it != entries_.end();) {
     Entry& entry = it->second;
-    if (entry.alive && !SameSocket(it->first, entry.device, entry.inode)) {
+    if (entry.alive && !SameSocket(it->first, entry.inode)) {
       entry.alive = false;
       entry.closed = now;
     }
@@ -206,7 +214,7 @@ size_t LocalListener::OpenConnections(uint32_t uid) const {
   size_t open = 0;
   for (const auto& [fd, entry] : entries_) {
     if (entry.alive && entry.credentials.uid == uid &&
-        SameSocket(fd, entry.device, entry.inode)) {
+        SameSocket(fd, entry.inode)) {
       ++open;
     }
   }

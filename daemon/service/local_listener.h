@@ -90,8 +90,7 @@ class LocalListener {
  private:
   struct Entry {
     ConnectionCredentials credentials;
-    dev_t device = 0;  // identity of the socket behind the number
-    ino_t inode = 0;
+    ino_t inode = 0;  // identity of the socket behind the number (sockfs)
     bool alive = true;
     absl::Time closed;  // when noticed closed (alive == false)
   };

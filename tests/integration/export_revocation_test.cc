@@ -46,11 +46,13 @@ class ExportRevocationTest : public ::testing::Test {
     auto b = DaemonProcess::Start(dir_.path(), "b", options);
     ASSERT_TRUE(b.ok()) << b.status();
     b_ = *std::move(b);
-    ca_ = Connect(*a_, absl::Seconds(120));
     cb_ = Connect(*b_, absl::Seconds(120));
-    ASSERT_TRUE(ca_ && cb_);
+    ASSERT_TRUE(cb_);
+    // A client per writer: each WRITE on its own session and connection.
     for (int i = 0; i < kWriters; ++i) {
-      auto buf = ca_->Allocate(kSlot);
+      writers_.push_back(Connect(*a_, absl::Seconds(120)));
+      ASSERT_TRUE(writers_.back());
+      auto buf = writers_.back()->Allocate(kSlot);
       ASSERT_TRUE(buf.ok()) << buf.status();
       std::memset(buf->data(), 'A' + i, kSlot);
       sources_.push_back(*std::move(buf));
@@ -76,8 +78,9 @@ class ExportRevocationTest : public ::testing::Test {
     std::vector<std::thread> writers;
     for (int i = 0; i < kWriters; ++i) {
       writers.emplace_back([&, i] {
-        results[i] = ca_->Write(sources_[i], 0, Remote(*b_, "bar"),
-                                i * kSlot, kSlot)
+        results[i] = writers_[i]
+                         ->Write(sources_[i], 0, Remote(*b_, "bar"), i * kSlot,
+                                 kSlot)
                          .status();
       });
     }
@@ -100,7 +103,7 @@ class ExportRevocationTest : public ::testing::Test {
     EXPECT_TRUE(revoked.ok()) << revoked;
     const std::string at_barrier(view->data(), size);
     // A WRITE started now fails.
-    auto late = ca_->Write(sources_[0], 0, Remote(*b_, "bar"), 0, kSlot);
+    auto late = writers_[0]->Write(sources_[0], 0, Remote(*b_, "bar"), 0, kSlot);
     EXPECT_FALSE(late.ok()) << "a WRITE after the barrier succeeded";
     for (auto& w : writers) w.join();
 
@@ -127,9 +130,9 @@ class ExportRevocationTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<DaemonProcess> a_;
   std::unique_ptr<DaemonProcess> b_;
-  std::unique_ptr<Client> ca_;
   std::unique_ptr<Client> cb_;
-  std::vector<Buffer> sources_;
+  std::vector<std::unique_ptr<Client>> writers_;
+  std::vector<Buffer> sources_;  // sources_[i] belongs to writers_[i]
 };
 
 TEST_F(ExportRevocationTest, UnexportIsABarrierForWritesInFlight) {
