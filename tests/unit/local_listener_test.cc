@@ -113,7 +113,8 @@ class LocalListenerTest : public ::testing::Test {
 TEST_F(LocalListenerTest, CallsCarryTheirConnectionsCredentials) {
   Start({});
   v1::GetStatusResponse response;
-  grpc::Status status = Call(NewChannel(), &response);
+  auto channel = NewChannel();  // kept open for OpenConnections below
+  grpc::Status status = Call(channel, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.pid(), static_cast<uint32_t>(::getpid()));
   EXPECT_EQ(response.device_count(), ::getuid());
