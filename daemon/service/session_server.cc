@@ -55,6 +55,8 @@ int UnreceivedBytes(int fd) {
 
 // How often ended connections are looked at while some wait to drain.
 constexpr int kReapIntervalMs = 1000;
+// After accept() fails for lack of descriptors, stop accepting this long.
+constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -110,7 +112,12 @@ void SessionServer::Loop() {
   for (;;) {
     pfds.clear();
     pfds.push_back({wake_fd_.get(), POLLIN, 0});
-    pfds.push_back({listen_fd_.get(), POLLIN, 0});
+    // While accepting is paused (out of descriptors), the listener is not
+    // watched: it would stay readable and spin the loop.
+    const absl::Time now = absl::Now();
+    const bool paused = now < resume_accept_;
+    pfds.push_back({listen_fd_.get(), static_cast<short>(paused ? 0 : POLLIN),
+                    0});
     bool draining = false;
     for (const auto& [fd, connection] : connections_) {
       // An ended connection is only watched for its close (POLLHUP is
@@ -120,8 +127,13 @@ void SessionServer::Loop() {
     }
     // Stop() wakes us through the eventfd; ended connections are looked at
     // now and then, until what they have in flight is gone.
-    const int ready =
-        ::poll(pfds.data(), pfds.size(), draining ? kReapIntervalMs : -1);
+    int timeout_ms = draining ? kReapIntervalMs : -1;
+    if (paused) {
+      const int resume_ms = static_cast<int>(
+          absl::ToInt64Milliseconds(resume_accept_ - now)) + 1;
+      timeout_ms = timeout_ms < 0 ? resume_ms : std::min(timeout_ms, resume_ms);
+    }
+    const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("session socket poll failed: {}", std::strerror(errno));
@@ -190,7 +202,12 @@ void SessionServer::Accept() {
   const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr,
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno != EAGAIN && errno != EINTR) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+        errno == ENOMEM) {
+      spdlog::warn("accept on {} failed: {}; pausing accepts for {}", path_,
+                   std::strerror(errno), absl::FormatDuration(kAcceptBackoff));
+      resume_accept_ = absl::Now() + kAcceptBackoff;
+    } else if (errno != EAGAIN && errno != EINTR) {
       spdlog::warn("accept on {} failed: {}", path_, std::strerror(errno));
     }
     return;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/session_wire.h"
 #include "common/unique_fd.h"
 #include "daemon/core/region_table.h"
@@ -103,6 +104,8 @@ class SessionServer {
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // eventfd that tells the loop to stop
   std::thread thread_;
+  // Accepting resumes then after running out of descriptors (loop only).
+  absl::Time resume_accept_ = absl::InfinitePast();
 
   // Only the loop thread touches connections_.
   absl::flat_hash_map<int, Connection> connections_;
