@@ -357,9 +357,10 @@ absl::StatusOr<ExportGrant> ExportGrant::Parse(absl::string_view text) {
     if (number.empty() ||
         number.find_first_not_of("0123456789") != absl::string_view::npos ||
         !absl::SimpleAtoi(number, &uid)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "': the part before '@' must be a numeric uid, as in "
-          "1000@10.0.0.2"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text,
+                       "': the part before '@' must be a numeric uid, as in "
+                       "1000@10.0.0.2"));
     }
     grant.uid = uid;
     text = text.substr(at + 1);

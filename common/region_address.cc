@@ -81,7 +81,8 @@ bool IsIpv4(absl::string_view host) {
 // An IPv6 literal, optionally with a zone ("fe80::1%eth0").
 bool IsIpv6(absl::string_view host) {
   absl::string_view zone;
-  if (const size_t percent = host.find('%'); percent != absl::string_view::npos) {
+  if (const size_t percent = host.find('%');
+      percent != absl::string_view::npos) {
     zone = host.substr(percent + 1);
     host = host.substr(0, percent);
     if (zone.empty() || zone.size() > 15 ||
@@ -127,9 +128,9 @@ absl::Status ValidatePeerAddress(absl::string_view peer,
     host = peer.substr(0, colon);
     port = peer.substr(colon + 1);
     if (host.find(':') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer address '", Shown(peer),
-          "': bracket IPv6 hosts, e.g. [::1]:7471"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer address '", Shown(peer),
+                       "': bracket IPv6 hosts, e.g. [::1]:7471"));
     }
   }
   // Only the bytes a host may have: anything else (a NUL, which C strings
@@ -139,8 +140,8 @@ absl::Status ValidatePeerAddress(absl::string_view peer,
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
            c == '-' || c == '_' || c == ':' || c == '%';
   });
-  const bool host_ok = clean && (bracketed ? IsIpv6(host)
-                                           : IsIpv4(host) || IsHostName(host));
+  const bool host_ok =
+      clean && (bracketed ? IsIpv6(host) : IsIpv4(host) || IsHostName(host));
   if (!host_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
         "peer address '", Shown(peer), "': '", Shown(host),
@@ -156,9 +157,9 @@ absl::Status ValidatePeerAddress(absl::string_view peer,
       });
   if (!digits || !absl::SimpleAtoi(port, &port_number) ||
       (port_number == 0 && !is_listen_address) || port_number > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address '", Shown(peer), "' needs a host and a port in ",
-        is_listen_address ? "0..65535" : "1..65535"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", Shown(peer), "' needs a host and a port in ",
+                     is_listen_address ? "0..65535" : "1..65535"));
   }
   return absl::OkStatus();
 }

@@ -19,9 +19,9 @@
 #include "common/secure_random.h"
 #include "common/session_wire.h"
 #include "common/status_macros.h"
+#include "daemon/config/config_reload.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
-#include "daemon/config/config_reload.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/memory_releaser.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -537,8 +537,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     impl->local_server->GetHealthCheckService()->SetServingStatus(
         v1::Local::service_full_name(), true);
     service::LocalListenerOptions listener;
-    listener.max_connections_per_uid =
-        std::max<uint64_t>(16, file_limit / 8);
+    listener.max_connections_per_uid = std::max<uint64_t>(16, file_limit / 8);
     impl->local_listener =
         std::make_unique<service::LocalListener>(config.socket(), listener);
     impl->state.local_listener = impl->local_listener.get();

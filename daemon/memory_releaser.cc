@@ -32,8 +32,8 @@ uint64_t MemoryReleaser::ResidentBytes() {
   std::FILE* statm = std::fopen("/proc/self/statm", "re");
   if (statm == nullptr) return 0;
   unsigned long long size = 0, resident = 0, shared = 0;
-  const int read = std::fscanf(statm, "%llu %llu %llu", &size, &resident,
-                               &shared);
+  const int read =
+      std::fscanf(statm, "%llu %llu %llu", &size, &resident, &shared);
   std::fclose(statm);
   if (read != 3 || shared > resident) return 0;
   // Anonymous memory only: region pages (shared memfds) and code are not

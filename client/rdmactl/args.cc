@@ -29,15 +29,16 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kOptions[] = {
-    {"socket", 0, true, true},      {"timeout", 0, true, true},
-    {"json", 0, false, true},       {"help", 'h', false, true},
-    {"export", 0, true, false},     {"length", 0, true, false},
-    {"output", 'o', true, false},   {"peer", 0, true, false},
-    {"region", 0, true, false},     {"create-region", 0, false, false},
-    {"op", 0, true, false},         {"sizes", 0, true, false},
-    {"qd", 0, true, false},         {"iters", 0, true, false},
-    {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
-    {"group", 0, true, false},      {"allow", 0, true, false},
+    {"socket", 0, true, true},    {"timeout", 0, true, true},
+    {"json", 0, false, true},     {"help", 'h', false, true},
+    {"export", 0, true, false},   {"length", 0, true, false},
+    {"output", 'o', true, false}, {"peer", 0, true, false},
+    {"region", 0, true, false},   {"create-region", 0, false, false},
+    {"op", 0, true, false},       {"sizes", 0, true, false},
+    {"qd", 0, true, false},       {"iters", 0, true, false},
+    {"duration", 0, true, false}, {"batch", 0, true, false},
+    {"mode", 0, true, false},     {"group", 0, true, false},
+    {"allow", 0, true, false},
 };
 
 struct CommandSpec {
@@ -52,31 +53,55 @@ struct CommandSpec {
 };
 
 constexpr CommandSpec kCommands[] = {
-    {"status", Command::kStatus, "", "daemon identity, transport and totals",
+    {"status",
+     Command::kStatus,
+     "",
+     "daemon identity, transport and totals",
      "Prints the daemon's version, incarnation, pid, uptime, data transport\n"
      "and why it was chosen, its sockets, and counts of devices, regions,\n"
      "sessions and peers.\n",
-     0, 0, {}},
-    {"devices", Command::kDevices, "",
+     0,
+     0,
+     {}},
+    {"devices",
+     Command::kDevices,
+     "",
      "RDMA devices: ports, GIDs and limits",
      "Prints each RDMA device with its node GUID, ports (state, link layer,\n"
      "MTU, GID table) and limits. On a node without RDMA devices, says so\n"
      "and names the fallback transport.\n",
-     0, 0, {}},
-    {"regions", Command::kRegions, "",
+     0,
+     0,
+     {}},
+    {"regions",
+     Command::kRegions,
+     "",
      "local regions: owner, size, export, keys",
      "Prints every region of the daemon: session buffers and daemon-owned\n"
      "named regions.\n",
-     0, 0, {}},
-    {"peers", Command::kPeers, "", "remote daemons and their transports",
+     0,
+     0,
+     {}},
+    {"peers",
+     Command::kPeers,
+     "",
+     "remote daemons and their transports",
      "Prints the remote daemons this daemon knows, with their state,\n"
      "transport and traffic counters.\n",
-     0, 0, {}},
-    {"qps", Command::kQps, "", "queue pairs (or TCP connections) per peer",
+     0,
+     0,
+     {}},
+    {"qps",
+     Command::kQps,
+     "",
+     "queue pairs (or TCP connections) per peer",
      "Prints the RC queue pairs (verbs) or data connections (TCP) to each\n"
      "peer with their state and counters.\n",
-     0, 0, {}},
-    {"alloc", Command::kAlloc,
+     0,
+     0,
+     {}},
+    {"alloc",
+     Command::kAlloc,
      "NAME SIZE [--export r|w|rw] [--mode 0640] [--group GROUP]",
      "create a daemon-owned named region",
      "Creates a region that the daemon keeps until 'rdmactl free' (or until\n"
@@ -85,10 +110,20 @@ constexpr CommandSpec kCommands[] = {
      "--mode sets who on this node may use it, like a file mode (octal, read\n"
      "and write bits only; default 0600); --group its group (a name or gid\n"
      "you belong to; default your primary group).\n",
-     2, 2, {"export", "mode", "group"}},
-    {"free", Command::kFree, "NAME", "free a daemon-owned region",
-     "Deregisters and frees a named region.\n", 1, 1, {}},
-    {"export", Command::kExport, "NAME r|w|rw|none [--allow [UID@]PEER,...]",
+     2,
+     2,
+     {"export", "mode", "group"}},
+    {"free",
+     Command::kFree,
+     "NAME",
+     "free a daemon-owned region",
+     "Deregisters and frees a named region.\n",
+     1,
+     1,
+     {}},
+    {"export",
+     Command::kExport,
+     "NAME r|w|rw|none [--allow [UID@]PEER,...]",
      "grant (or with none revoke) remote access",
      "Sets the remote access of a region: r lets peers READ it, w lets them\n"
      "WRITE it, rw both; none makes it local-only again. When it returns, no\n"
@@ -96,35 +131,58 @@ constexpr CommandSpec kCommands[] = {
      "--allow limits who: comma-separated PEERs, each '*', an address or\n"
      "CIDR block peers connect from (10.0.0.2, 10.0.0.0/8), or cert:NAME (a\n"
      "peer whose mutual-TLS certificate names NAME), optionally prefixed by\n"
-     "the uid that peer acts for (1000@10.0.0.2). Default: any peer, any uid.\n",
-     2, 2, {"allow"}},
-    {"descriptor", Command::kDescriptor, "NAME",
+     "the uid that peer acts for (1000@10.0.0.2). Default: any peer, any "
+     "uid.\n",
+     2,
+     2,
+     {"allow"}},
+    {"descriptor",
+     Command::kDescriptor,
+     "NAME",
      "print an exported region's descriptor",
-     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, to\n"
-     "pass to another node, where it is accepted wherever a region address is.\n",
-     1, 1, {}},
-    {"put", Command::kPut, "FILE|- DEST",
+     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, "
+     "to\n"
+     "pass to another node, where it is accepted wherever a region address "
+     "is.\n",
+     1,
+     1,
+     {}},
+    {"put",
+     Command::kPut,
+     "FILE|- DEST",
      "write a file (or stdin) into a region",
-     "Writes the contents of FILE (\"-\": stdin) into region DEST at its offset.\n"
+     "Writes the contents of FILE (\"-\": stdin) into region DEST at its "
+     "offset.\n"
      "A local DEST is mapped and written directly, after checking that the\n"
      "data fits; a remote DEST is written with one-sided WRITEs through a\n"
      "staging buffer (at most 64 MiB at a time).\n",
-     2, 2, {}},
-    {"get", Command::kGet, "SRC [--length N] [-o FILE|-]",
+     2,
+     2,
+     {}},
+    {"get",
+     Command::kGet,
+     "SRC [--length N] [-o FILE|-]",
      "read a region into a file (or stdout)",
      "Reads N bytes of region SRC from its offset into FILE (default and\n"
      "\"-\": stdout). Without --length, reads to the end of a local region;\n"
      "a remote SRC needs --length.\n",
-     1, 1, {"length", "output"}},
-    {"copy", Command::kCopy, "SRC DEST [--length N]",
+     1,
+     1,
+     {"length", "output"}},
+    {"copy",
+     Command::kCopy,
+     "SRC DEST [--length N]",
      "copy between a local region and a region address",
      "Copies N bytes from SRC to DEST through the daemon. One side must be a\n"
      "local region (NAME[@OFFSET]); the other may be local or remote. The\n"
      "target must be exported for the access the copy needs (w to write\n"
      "into it, r to read from it). Without --length, copies from SRC's offset\n"
      "to its end (SRC must then be local).\n",
-     2, 2, {"length"}},
-    {"bench", Command::kBench,
+     2,
+     2,
+     {"length"}},
+    {"bench",
+     Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
      "[--peer HOST:PORT] [--op write|read] [--sizes LIST]\n"
      "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
@@ -162,11 +220,18 @@ constexpr CommandSpec kCommands[] = {
      "exist, and frees it when done; an existing region is used as it is.\n"
      "rdmactl talks only to this daemon, so it cannot create a region on\n"
      "another one: --create-region and --peer do not go together.\n",
-     0, 0,
+     0,
+     0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
       "duration"}},
-    {"help", Command::kHelp, "[COMMAND]", "print help (of one command)", "", 0,
-     1, {}},
+    {"help",
+     Command::kHelp,
+     "[COMMAND]",
+     "print help (of one command)",
+     "",
+     0,
+     1,
+     {}},
 };
 
 const CommandSpec* FindCommand(absl::string_view name) {

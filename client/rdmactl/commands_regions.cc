@@ -1,7 +1,7 @@
 // rdmactl alloc, free, export, descriptor: daemon-owned named regions.
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
@@ -59,8 +59,8 @@ absl::Status RunExport(CommandContext& context) {
     to = absl::StrJoin(grants, ", ");
   }
   return context.Print(absl::StrCat("region '", inv.name, "' exported ",
-                                    AccessText(region->export_access()),
-                                    " to ", to, "\n"));
+                                    AccessText(region->export_access()), " to ",
+                                    to, "\n"));
 }
 
 absl::Status RunDescriptor(CommandContext& context) {

@@ -127,11 +127,12 @@ void CheckPemFile(const char* field, const std::string& path,
                   absl::string_view kind, std::vector<FieldError>& errors) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    errors.push_back({field, absl::StrCat("cannot read '", path, "': ",
-                                          std::strerror(errno))});
+    errors.push_back({field, absl::StrCat("cannot read '", path,
+                                          "': ", std::strerror(errno))});
     return;
   }
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+  if (!S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
     errors.push_back({field, absl::StrCat("'", path, "' is not a PEM file (",
                                           S_ISDIR(st.st_mode) ? "a directory"
                                                               : "not a regular "
@@ -142,8 +143,8 @@ void CheckPemFile(const char* field, const std::string& path,
   }
   std::ifstream in(path);
   if (!in) {
-    errors.push_back({field, absl::StrCat("cannot read '", path, "': ",
-                                          std::strerror(errno))});
+    errors.push_back({field, absl::StrCat("cannot read '", path,
+                                          "': ", std::strerror(errno))});
     return;
   }
   std::stringstream text;
@@ -152,8 +153,8 @@ void CheckPemFile(const char* field, const std::string& path,
   const size_t begin = pem.find("-----BEGIN ");
   if (begin == std::string::npos ||
       pem.find(std::string(kind), begin) == std::string::npos) {
-    errors.push_back({field, absl::StrCat("'", path, "' holds no PEM ", kind,
-                                          " block")});
+    errors.push_back(
+        {field, absl::StrCat("'", path, "' holds no PEM ", kind, " block")});
   }
 }
 
@@ -191,13 +192,12 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   if (const std::string& socket = config.socket(); !socket.empty()) {
     // The session socket is this path + ".session"; both must fit in a
     // sockaddr_un.
-    const size_t most = sizeof(sockaddr_un{}.sun_path) - 1 -
-                        std::strlen(".session");
+    const size_t most =
+        sizeof(sockaddr_un{}.sun_path) - 1 - std::strlen(".session");
     if (socket.front() != '/') {
       errors.push_back({"socket", absl::StrCat("'", absl::CHexEscape(socket),
                                                "' must be an absolute path")});
-    } else if (socket.size() > most ||
-               socket.find('\0') != std::string::npos) {
+    } else if (socket.size() > most || socket.find('\0') != std::string::npos) {
       errors.push_back({"socket", absl::StrCat("the path is ", socket.size(),
                                                " bytes long; at most ", most,
                                                " fit in a Unix socket "
@@ -208,7 +208,8 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   for (int i = 0; i < config.peer_allow_size(); ++i) {
     if (auto parsed = core::PeerAllowList::Parse({config.peer_allow(i)});
         !parsed.ok()) {
-      errors.push_back({"peer_allow", std::string(parsed.status().message()), i});
+      errors.push_back(
+          {"peer_allow", std::string(parsed.status().message()), i});
     }
   }
   const int tls_given = !config.tls_ca_file().empty() +
@@ -220,8 +221,9 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
           v1::DaemonConfig::descriptor()->FindFieldByName(field);
       const auto* reflection = v1::DaemonConfig::GetReflection();
       if (reflection->GetString(config, descriptor).empty()) continue;
-      errors.push_back({field, "mutual TLS needs all of tls_ca_file, "
-                               "tls_cert_file and tls_key_file (or none)"});
+      errors.push_back({field,
+                        "mutual TLS needs all of tls_ca_file, "
+                        "tls_cert_file and tls_key_file (or none)"});
     }
   } else if (tls_given == 3) {
     CheckPemFile("tls_ca_file", config.tls_ca_file(), "CERTIFICATE", errors);
@@ -230,9 +232,10 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
     CheckPemFile("tls_key_file", config.tls_key_file(), "PRIVATE KEY", errors);
   }
   if (const std::string& device = config.device(); !device.empty()) {
-    const bool printable = std::all_of(device.begin(), device.end(), [](char c) {
-      return absl::ascii_isgraph(static_cast<unsigned char>(c));
-    });
+    const bool printable =
+        std::all_of(device.begin(), device.end(), [](char c) {
+          return absl::ascii_isgraph(static_cast<unsigned char>(c));
+        });
     if (device.size() > 63 || !printable) {
       errors.push_back({"device", absl::StrCat("'", absl::CHexEscape(device),
                                                "' is not an RDMA device name "
@@ -242,10 +245,10 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   if (config.verbs_chunk_bytes() != 0 &&
       (config.verbs_chunk_bytes() < 4096 ||
        config.verbs_chunk_bytes() > (1ull << 31))) {
-    errors.push_back({"verbs_chunk_bytes",
-                      absl::StrCat(config.verbs_chunk_bytes(),
-                                   " must be 4096..2147483648 (0: the "
-                                   "default, 1 MiB)")});
+    errors.push_back(
+        {"verbs_chunk_bytes", absl::StrCat(config.verbs_chunk_bytes(),
+                                           " must be 4096..2147483648 (0: the "
+                                           "default, 1 MiB)")});
   }
   CheckAddress("peer_listen", config.peer_listen(), errors);
   CheckAddress("data_listen", config.data_listen(), errors);
@@ -331,17 +334,17 @@ absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
   absl::Status status = absl::OkStatus();
   struct stat st;
   if (::fstat(fd, &st) != 0) {
-    status = absl::NotFoundError(absl::StrCat(
-        "cannot read config file ", path, ": ", std::strerror(errno)));
+    status = absl::NotFoundError(absl::StrCat("cannot read config file ", path,
+                                              ": ", std::strerror(errno)));
   } else if (!S_ISREG(st.st_mode)) {
     status = absl::InvalidArgumentError(absl::StrCat(
         path, ": the config file is ",
         S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
         ": give the path of a text-format rdmad.v1.DaemonConfig file"));
   } else if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        path, ": the config file is ", st.st_size, " bytes; at most ",
-        kMaxConfigBytes, " are read"));
+    status = absl::InvalidArgumentError(
+        absl::StrCat(path, ": the config file is ", st.st_size,
+                     " bytes; at most ", kMaxConfigBytes, " are read"));
   } else {
     char buffer[8192];
     for (;;) {
@@ -355,9 +358,9 @@ absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
       if (n == 0) break;
       text.append(buffer, static_cast<size_t>(n));
       if (text.size() > kMaxConfigBytes) {
-        status = absl::InvalidArgumentError(absl::StrCat(
-            path, ": the config file grew past ", kMaxConfigBytes,
-            " bytes while being read"));
+        status = absl::InvalidArgumentError(
+            absl::StrCat(path, ": the config file grew past ", kMaxConfigBytes,
+                         " bytes while being read"));
         break;
       }
     }

@@ -21,10 +21,11 @@ constexpr size_t kMaxCertificateName = 512;
 absl::StatusOr<ExportAccessList> ExportAccessList::Parse(
     const std::vector<ExportGrant>& grants) {
   if (grants.size() > kMaxEntries) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "an export access list has at most ", kMaxEntries, " entries; ",
-        grants.size(), " were given: use CIDR blocks or certificate names "
-        "that cover several peers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("an export access list has at most ", kMaxEntries,
+                     " entries; ", grants.size(),
+                     " were given: use CIDR blocks or certificate names "
+                     "that cover several peers"));
   }
   ExportAccessList list;
   for (const ExportGrant& grant : grants) {
@@ -37,8 +38,9 @@ absl::StatusOr<ExportAccessList> ExportAccessList::Parse(
       entry.kind = Entry::Kind::kCertificate;
       entry.certificate = peer.substr(kCertPrefix.size());
       const bool printable = std::all_of(
-          entry.certificate.begin(), entry.certificate.end(),
-          [](char c) { return absl::ascii_isgraph(static_cast<unsigned char>(c)); });
+          entry.certificate.begin(), entry.certificate.end(), [](char c) {
+            return absl::ascii_isgraph(static_cast<unsigned char>(c));
+          });
       if (entry.certificate.empty() ||
           entry.certificate.size() > kMaxCertificateName || !printable) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -73,9 +75,10 @@ absl::StatusOr<ExportGrant> ExportAccessList::ParseGrantText(
     uint32_t uid = 0;
     if (!absl::SimpleAtoi(text.substr(0, at), &uid) ||
         !absl::ascii_isdigit(static_cast<unsigned char>(text.front()))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "': the part before '@' must be a numeric uid, as in "
-          "1000@10.0.0.2"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text,
+                       "': the part before '@' must be a numeric uid, as in "
+                       "1000@10.0.0.2"));
     }
     grant.uid = uid;
     text = text.substr(at + 1);

@@ -38,7 +38,8 @@ ExportUse& ExportUse::operator=(ExportUse&& other) noexcept {
 ExportUse::~ExportUse() { End(); }
 
 void ExportUse::End() {
-  if (region_ != nullptr) std::exchange(region_, nullptr)->EndExportUse(generation_);
+  if (region_ != nullptr)
+    std::exchange(region_, nullptr)->EndExportUse(generation_);
 }
 
 Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
@@ -49,7 +50,8 @@ Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
       name_(std::move(name)),
       owner_(owner),
       creator_(creator),
-      acl_(acl.value_or(RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
+      acl_(acl.value_or(
+          RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
       created_(absl::Now()),
       segment_(std::move(segment)),
       local_registration_(std::move(local_registration)),
@@ -100,9 +102,13 @@ absl::Status Region::SetExport(RemoteAccess access, uint64_t tcp_key,
   old.reset();
   if (!drained) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "the change of ", Label(), "'s export is in force for every new "
-        "access, but ", left, " access(es) that began under the previous "
-        "export were still running after ", absl::FormatDuration(drain_timeout),
+        "the change of ", Label(),
+        "'s export is in force for every new "
+        "access, but ",
+        left,
+        " access(es) that began under the previous "
+        "export were still running after ",
+        absl::FormatDuration(drain_timeout),
         " and may yet touch its memory (a stuck rdmad thread?): check the "
         "daemon's log and threads"));
   }
@@ -113,9 +119,10 @@ absl::StatusOr<ExportUse> Region::BeginExportUse(std::optional<uint64_t> key,
                                                  RemoteAccess access) {
   absl::MutexLock lock(&mu_);
   if (export_access_ == RemoteAccess::kNone) {
-    return absl::NotFoundError(absl::StrCat(
-        Label(), " is not exported (any more): it was revoked or freed; "
-        "resolve it again"));
+    return absl::NotFoundError(
+        absl::StrCat(Label(),
+                     " is not exported (any more): it was revoked or freed; "
+                     "resolve it again"));
   }
   if (key.has_value()) {
     // No early exit on the first differing bit: the timing of a refusal

@@ -147,10 +147,11 @@ class Region {
   // DEADLINE_EXCEEDED if step 2 timed out: the new state is in force for
   // every new access, but an access that began before may still be
   // running (the message says how many).
-  absl::Status SetExport(RemoteAccess access, uint64_t tcp_key,
-                         std::unique_ptr<Registration> registration,
-                         std::shared_ptr<const ExportAccessList> allow = nullptr,
-                         absl::Duration drain_timeout = kRevokeDrainTimeout)
+  absl::Status SetExport(
+      RemoteAccess access, uint64_t tcp_key,
+      std::unique_ptr<Registration> registration,
+      std::shared_ptr<const ExportAccessList> allow = nullptr,
+      absl::Duration drain_timeout = kRevokeDrainTimeout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Begins one access under the current export, for `access` (kRead: the

@@ -201,8 +201,9 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
       caller, std::move(segment), *std::move(local), acl);
   if (options.export_access != RemoteAccess::kNone) {
     // A new region: nothing can be using it yet, so nothing to wait for.
-    region->SetExport(options.export_access, SecureRandom64(),
-                      std::move(exported))
+    region
+        ->SetExport(options.export_access, SecureRandom64(),
+                    std::move(exported))
         .IgnoreError();
   }
   by_id_[id] = region;
@@ -260,13 +261,12 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
   }
   // Revoke remote access now, even if a transfer still holds the memory,
   // and wait for peer accesses in progress: after this, none touches it.
-  absl::Status revoked = region->SetExport(RemoteAccess::kNone, 0, nullptr,
-                                           nullptr,
-                                           limits_.revoke_drain_timeout);
+  absl::Status revoked = region->SetExport(
+      RemoteAccess::kNone, 0, nullptr, nullptr, limits_.revoke_drain_timeout);
   if (!revoked.ok()) {
-    return absl::Status(revoked.code(),
-                        absl::StrCat(DescribeKey(key), " was freed, but ",
-                                     revoked.message()));
+    return absl::Status(
+        revoked.code(),
+        absl::StrCat(DescribeKey(key), " was freed, but ", revoked.message()));
   }
   return absl::OkStatus();
 }
@@ -299,10 +299,9 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   RDMAD_ASSIGN_OR_RETURN(auto registration,
                          registrar_->Register(region->data(), region->size(),
                                               access));
-  RDMAD_RETURN_IF_ERROR(region->SetExport(access, SecureRandom64(),
-                                          std::move(registration),
-                                          std::move(allow),
-                                          limits_.revoke_drain_timeout));
+  RDMAD_RETURN_IF_ERROR(
+      region->SetExport(access, SecureRandom64(), std::move(registration),
+                        std::move(allow), limits_.revoke_drain_timeout));
   return region;
 }
 

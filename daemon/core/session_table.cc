@@ -49,7 +49,8 @@ absl::StatusOr<Caller> SessionTable::AuthenticateFrom(absl::string_view token,
     // Says nothing about the session's owner: the caller is not it.
     return absl::PermissionDeniedError(absl::StrCat(
         "this session token was not issued to this process (pid ", pid,
-        ", uid ", uid, "): a token is valid only in the process that opened "
+        ", uid ", uid,
+        "): a token is valid only in the process that opened "
         "the session on the session socket; open your own session (the "
         "client library does)"));
   }

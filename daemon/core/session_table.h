@@ -54,8 +54,8 @@ class SessionTable {
   // the process it was issued to (the one that opened the session), so
   // PERMISSION_DENIED if `pid` or `uid` differ, whoever else holds it, even
   // a process of the same uid.
-  absl::StatusOr<Caller> AuthenticateFrom(absl::string_view token,
-                                          int32_t pid, uint32_t uid) const;
+  absl::StatusOr<Caller> AuthenticateFrom(absl::string_view token, int32_t pid,
+                                          uint32_t uid) const;
 
   size_t size() const;
   std::vector<SessionInfo> List() const;

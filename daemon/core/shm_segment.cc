@@ -29,7 +29,8 @@ absl::Status SizeMemfd(int fd, uint64_t size) {
   if (::ftruncate(fd, static_cast<off_t>(size)) == 0) return absl::OkStatus();
   if (errno == EFBIG) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "a ", size, "-byte region is larger than rdmad may make a file "
+        "a ", size,
+        "-byte region is larger than rdmad may make a file "
         "(its RLIMIT_FSIZE; EFBIG): ask for less, or raise the limit "
         "(LimitFSIZE= in the unit, ulimit -f) and restart rdmad"));
   }

@@ -113,27 +113,26 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
                     : regions_->FindExported(request.remote_name);
   if (!target.ok()) return target.status();
   Region& region = **target;
-  const std::string label =
-      region.name().empty() ? absl::StrCat("region #", region.id())
-                            : absl::StrCat("region '", region.name(), "'");
+  const std::string label = region.name().empty()
+                                ? absl::StrCat("region #", region.id())
+                                : absl::StrCat("region '", region.name(), "'");
   const bool write = request.op == OpType::kWrite;
   const RemoteAccess needed =
       write ? RemoteAccess::kWrite : RemoteAccess::kRead;
   // The caller is a local user: the target's own permissions apply on top
   // of its export, whatever route led here.
-  if (absl::Status s = CheckLocalAccess(caller, region.acl(),
-                                        write ? kLocalWrite : kLocalRead,
-                                        label);
+  if (absl::Status s = CheckLocalAccess(
+          caller, region.acl(), write ? kLocalWrite : kLocalRead, label);
       !s.ok()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        s.message(), " (a transfer to a region of this same daemon needs the "
-        "region's own permissions as well as its export)"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(s.message(),
+                     " (a transfer to a region of this same daemon needs the "
+                     "region's own permissions as well as its export)"));
   }
-  if (request.remote_id == 0 &&
-      !Allows(region.exported().access, needed)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        label, " is not exported for ", write ? "write" : "read",
-        ": export it with ", write ? "w or rw" : "r or rw"));
+  if (request.remote_id == 0 && !Allows(region.exported().access, needed)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(label, " is not exported for ", write ? "write" : "read",
+                     ": export it with ", write ? "w or rw" : "r or rw"));
   }
   if (absl::Status s = CheckRange("remote", region.name(), region.size(),
                                   request.remote_offset, request.length);

@@ -339,7 +339,8 @@ void PeerTable::Failed(std::shared_ptr<Transfer> t, absl::Status status) {
   if (key_problem && !t->request.remote_name.empty()) {
     // The cached descriptor may be stale (re-exported, freed, recreated).
     absl::MutexLock lock(&t->peer->mu);
-    t->peer->names.erase(NameKey(t->request.remote_name, t->request.caller_uid));
+    t->peer->names.erase(
+        NameKey(t->request.remote_name, t->request.caller_uid));
   }
   bool draining;
   {
@@ -734,9 +735,10 @@ void PeerTable::LookupName(
             MarkStale(peer, s);
             OnResolved(peer, key, std::move(s));
           } else if (d.region_id() == 0 || d.length() == 0) {
-            OnResolved(peer, key, absl::InternalError(absl::StrCat(
-                                       "peer ", peer->address, " resolved '",
-                                       name, "' to an empty descriptor")));
+            OnResolved(peer, key,
+                       absl::InternalError(
+                           absl::StrCat("peer ", peer->address, " resolved '",
+                                        name, "' to an empty descriptor")));
           } else {
             OnResolved(peer, key, Resolved::From(d));
           }

@@ -14,12 +14,15 @@ class TrackingInterceptor final : public grpc::experimental::Interceptor {
  public:
   TrackingInterceptor(std::shared_ptr<CallTracker::Counter> counter,
                       std::string method, bool unary)
-      : counter_(std::move(counter)), method_(std::move(method)), unary_(unary) {
+      : counter_(std::move(counter)),
+        method_(std::move(method)),
+        unary_(unary) {
     counter_->Add();
   }
   ~TrackingInterceptor() override { counter_->Remove(); }
 
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_MESSAGE) &&
         methods->GetRecvMessage() == nullptr) {
@@ -69,7 +72,8 @@ bool CallTracker::Counter::WaitIdle(absl::Time deadline) {
   // AwaitWithTimeout rather than ...WithDeadline: the TSan build's shim
   // (cmake/tsan_absl_shim.cc) annotates that one.
   return mu_.AwaitWithTimeout(
-      absl::Condition(+[](uint64_t* active) { return *active == 0; }, &active_),
+      absl::Condition(
+          +[](uint64_t* active) { return *active == 0; }, &active_),
       deadline - absl::Now());
 }
 

@@ -77,10 +77,10 @@ void LocalListener::Loop() {
     // is the only timeout (Stop() wakes us through the eventfd).
     const absl::Time now = absl::Now();
     const bool paused = now < resume_accept_;
-    const int timeout_ms =
-        paused ? static_cast<int>(absl::ToInt64Milliseconds(
-                     resume_accept_ - now)) + 1
-               : -1;
+    const int timeout_ms = paused ? static_cast<int>(absl::ToInt64Milliseconds(
+                                        resume_accept_ - now)) +
+                                        1
+                                  : -1;
     const int ready = ::poll(pfds, paused ? 1 : 2, timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -95,9 +95,10 @@ void LocalListener::Loop() {
 void LocalListener::Refuse(const ConnectionCredentials& who,
                            absl::string_view why) {
   if (++refused_ % 1000 == 1) {
-    spdlog::warn("Local socket: refused a connection from pid {} uid {}: {} "
-                 "({} refused so far)",
-                 who.pid, who.uid, std::string(why), refused_);
+    spdlog::warn(
+        "Local socket: refused a connection from pid {} uid {}: {} "
+        "({} refused so far)",
+        who.pid, who.uid, std::string(why), refused_);
   }
 }
 
@@ -118,8 +119,8 @@ void LocalListener::Accept() {
     }
     ucred cred{};
     socklen_t length = sizeof(cred);
-    if (::getsockopt(accepted.get(), SOL_SOCKET, SO_PEERCRED, &cred,
-                     &length) != 0) {
+    if (::getsockopt(accepted.get(), SOL_SOCKET, SO_PEERCRED, &cred, &length) !=
+        0) {
       spdlog::warn("Local socket: SO_PEERCRED failed: {}; refusing the client",
                    std::strerror(errno));
       continue;

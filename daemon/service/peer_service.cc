@@ -80,9 +80,9 @@ grpc::ServerUnaryReactor* PeerService::Hello(
   }
   for (const v1::FabricEndpoint& e : request->endpoints()) {
     if (!e.gid().empty() && e.gid().size() != 16) {
-      return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                               "endpoints: a GID is 16 bytes, got ",
-                               e.gid().size())));
+      return Done(context,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "endpoints: a GID is 16 bytes, got ", e.gid().size())));
     }
   }
   response->set_version(state_->identity.version);

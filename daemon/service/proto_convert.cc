@@ -172,11 +172,11 @@ absl::StatusOr<core::TransferRequest> FromProto(const v1::TransferOp& op,
         "op: unknown operation ", op.op(), ": use OP_WRITE or OP_READ"));
   }
   if (op.op() != v1::OP_UNSPECIFIED && op.op() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op is ", v1::OpType_Name(op.op()), " in a ",
-        type == core::OpType::kWrite ? "Write" : "Read",
-        " call: leave it unset, or call ",
-        type == core::OpType::kWrite ? "Read" : "Write"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op is ", v1::OpType_Name(op.op()), " in a ",
+                     type == core::OpType::kWrite ? "Write" : "Read",
+                     " call: leave it unset, or call ",
+                     type == core::OpType::kWrite ? "Read" : "Write"));
   }
   auto local = FromProto(op.local());
   if (!local.ok()) {

@@ -6,8 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/core/export_access_list.h"
 #include "daemon/core/device_info.h"
+#include "daemon/core/export_access_list.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_engine.h"

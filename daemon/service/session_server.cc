@@ -9,8 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -116,21 +116,22 @@ void SessionServer::Loop() {
     // watched: it would stay readable and spin the loop.
     const absl::Time now = absl::Now();
     const bool paused = now < resume_accept_;
-    pfds.push_back({listen_fd_.get(), static_cast<short>(paused ? 0 : POLLIN),
-                    0});
+    pfds.push_back(
+        {listen_fd_.get(), static_cast<short>(paused ? 0 : POLLIN), 0});
     bool draining = false;
     for (const auto& [fd, connection] : connections_) {
       // An ended connection is only watched for its close (POLLHUP is
       // always reported): what it sends is not read any more.
-      pfds.push_back({fd, static_cast<short>(connection.ended ? 0 : POLLIN), 0});
+      pfds.push_back(
+          {fd, static_cast<short>(connection.ended ? 0 : POLLIN), 0});
       draining |= connection.ended;
     }
     // Stop() wakes us through the eventfd; ended connections are looked at
     // now and then, until what they have in flight is gone.
     int timeout_ms = draining ? kReapIntervalMs : -1;
     if (paused) {
-      const int resume_ms = static_cast<int>(
-          absl::ToInt64Milliseconds(resume_accept_ - now)) + 1;
+      const int resume_ms =
+          static_cast<int>(absl::ToInt64Milliseconds(resume_accept_ - now)) + 1;
       timeout_ms = timeout_ms < 0 ? resume_ms : std::min(timeout_ms, resume_ms);
     }
     const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);
@@ -226,7 +227,8 @@ void SessionServer::Accept() {
   }
   if (open >= limits_.max_sessions_per_uid) {
     const absl::Status refused = absl::ResourceExhaustedError(absl::StrCat(
-        "uid ", cred.uid, " already has ", open, " sessions open with rdmad, "
+        "uid ", cred.uid, " already has ", open,
+        " sessions open with rdmad, "
         "the most one uid may: close some (each rdmad::Client is one)"));
     spdlog::warn("refusing a session to pid {}: {}", cred.pid,
                  std::string(refused.message()));
@@ -295,7 +297,8 @@ bool SessionServer::Serve(Connection& connection) {
         } else if (uid_pending >= limits_.max_pending_fds_per_uid) {
           status = absl::ResourceExhaustedError(absl::StrCat(
               "the sessions of uid ", connection.caller.uid, " already passed ",
-              uid_pending, " descriptors that were never registered, the "
+              uid_pending,
+              " descriptors that were never registered, the "
               "most one uid may: call RegisterBuffer for them first"));
         } else {
           token = next_fd_token_++;
@@ -319,9 +322,8 @@ bool SessionServer::SendRegionFd(Connection& connection, uint64_t region_id) {
   const int fd = connection.socket.get();
   // The mapping is shared and writable, so it needs read and write
   // permission on a named region.
-  auto region = regions_->FindForUse(connection.caller,
-                                     core::RegionKey{region_id, ""},
-                                     core::kLocalReadWrite);
+  auto region = regions_->FindForUse(
+      connection.caller, core::RegionKey{region_id, ""}, core::kLocalReadWrite);
   if (!region.ok()) {
     return session_wire::Send(fd, session_wire::ErrorMessage(region.status()))
         .ok();
@@ -334,19 +336,20 @@ bool SessionServer::SendRegionFd(Connection& connection, uint64_t region_id) {
                 absl::ResourceExhaustedError(absl::StrCat(
                     "this session asked for ", connection.fds_in_flight + 1,
                     " region descriptors without receiving the ones sent "
-                    "(at most ", limits_.max_fds_in_flight_per_session,
+                    "(at most ",
+                    limits_.max_fds_in_flight_per_session,
                     " may be in flight): the session is ended; receive each "
                     "descriptor before asking for the next")));
     return true;
   }
-  if (FdsInFlight(connection.caller.uid) >=
-      limits_.max_fds_in_flight_per_uid) {
+  if (FdsInFlight(connection.caller.uid) >= limits_.max_fds_in_flight_per_uid) {
     EndForAbuse(connection,
                 absl::ResourceExhaustedError(absl::StrCat(
                     "the sessions of uid ", connection.caller.uid, " have ",
                     FdsInFlight(connection.caller.uid),
                     " region descriptors in flight that were never received "
-                    "(at most ", limits_.max_fds_in_flight_per_uid,
+                    "(at most ",
+                    limits_.max_fds_in_flight_per_uid,
                     " per uid): this session is ended; receive each "
                     "descriptor before asking for the next")));
     return true;

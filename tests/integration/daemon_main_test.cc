@@ -31,11 +31,11 @@ class DaemonMainTest : public ::testing::Test {
                               const std::string& config_text) {
     const std::string path = absl::StrCat(dir_.path(), "/", name, ".conf");
     std::ofstream(path) << config_text;
-    return RunProcess({RdmadBinary(), "--socket",
-                       absl::StrCat(dir_.path(), "/", name, ".sock"),
-                       "--peer_listen", "127.0.0.1:0", "--transport", "tcp",
-                       "--config", path},
-                      "", absl::Seconds(60));
+    return RunProcess(
+        {RdmadBinary(), "--socket",
+         absl::StrCat(dir_.path(), "/", name, ".sock"), "--peer_listen",
+         "127.0.0.1:0", "--transport", "tcp", "--config", path},
+        "", absl::Seconds(60));
   }
 
   TempDir dir_;
@@ -51,8 +51,8 @@ TEST_F(DaemonMainTest, MalformedConfigExitsTwoNamingFileLineAndColumn) {
       {"range", "log_level: \"info\"\nqp_timeout: 99\n"},
       {"allow", "log_level: \"info\"\npeer_allow: \"10.0.0.0/99\"\n"},
       {"group", "log_level: \"info\"\nsocket_group: \"no-such-group-rdmad\"\n"},
-      {"tls_half", absl::StrCat("log_level: \"info\"\ntls_ca_file: \"",
-                                not_pem, "\"\n")},
+      {"tls_half",
+       absl::StrCat("log_level: \"info\"\ntls_ca_file: \"", not_pem, "\"\n")},
       {"tls_pem", absl::StrCat("log_level: \"info\"\ntls_ca_file: \"", not_pem,
                                "\"\ntls_cert_file: \"", not_pem,
                                "\"\ntls_key_file: \"", not_pem, "\"\n")},

@@ -78,10 +78,10 @@ class ExportRevocationTest : public ::testing::Test {
     std::vector<std::thread> writers;
     for (int i = 0; i < kWriters; ++i) {
       writers.emplace_back([&, i] {
-        results[i] = writers_[i]
-                         ->Write(sources_[i], 0, Remote(*b_, "bar"), i * kSlot,
-                                 kSlot)
-                         .status();
+        results[i] =
+            writers_[i]
+                ->Write(sources_[i], 0, Remote(*b_, "bar"), i * kSlot, kSlot)
+                .status();
       });
     }
     // Revoke as soon as the first bytes land: WRITEs are in flight.
@@ -97,13 +97,14 @@ class ExportRevocationTest : public ::testing::Test {
     while (!landed() && absl::Now() < until) {
     }
     EXPECT_TRUE(landed()) << "no WRITE landed within a minute";
-    const absl::Status revoked = free_it ? cb_->FreeRegion("bar")
-                                         : cb_->Export("bar", Access::kNone)
-                                               .status();
+    const absl::Status revoked =
+        free_it ? cb_->FreeRegion("bar")
+                : cb_->Export("bar", Access::kNone).status();
     EXPECT_TRUE(revoked.ok()) << revoked;
     const std::string at_barrier(view->data(), size);
     // A WRITE started now fails.
-    auto late = writers_[0]->Write(sources_[0], 0, Remote(*b_, "bar"), 0, kSlot);
+    auto late =
+        writers_[0]->Write(sources_[0], 0, Remote(*b_, "bar"), 0, kSlot);
     EXPECT_FALSE(late.ok()) << "a WRITE after the barrier succeeded";
     for (auto& w : writers) w.join();
 

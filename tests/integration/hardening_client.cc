@@ -64,7 +64,8 @@ int Usage() {
 // Sets `ref` from NAME or #ID.
 void SetRef(const std::string& name, v1::RegionRef* ref) {
   uint64_t id = 0;
-  if (name.size() > 1 && name[0] == '#' && absl::SimpleAtoi(name.substr(1), &id)) {
+  if (name.size() > 1 && name[0] == '#' &&
+      absl::SimpleAtoi(name.substr(1), &id)) {
     ref->set_id(id);
   } else {
     ref->set_name(name);
@@ -232,7 +233,8 @@ int main(int argc, char** argv) {
     request.set_name(name);
     request.set_size(size);
     request.set_daemon_owned(true);
-    request.set_mode(static_cast<uint32_t>(std::strtoul(args[7].c_str(), nullptr, 8)));
+    request.set_mode(
+        static_cast<uint32_t>(std::strtoul(args[7].c_str(), nullptr, 8)));
     v1::AllocateBufferResponse response;
     return Print(s.stub().AllocateBuffer(&context, request, &response));
   }

@@ -386,8 +386,8 @@ TEST_F(OtherUidTest, SessionTokenIsUselessInAnotherProcess) {
                               "-", token, "send", id, "target"});
   EXPECT_EQ(Code(same_uid.out), 7) << same_uid.out << same_uid.err;
   // A made-up token stays UNAUTHENTICATED.
-  out = AsNobody({"token=0123456789abcdef0123456789abcdef", "send", id,
-                  "target"});
+  out = AsNobody(
+      {"token=0123456789abcdef0123456789abcdef", "send", id, "target"});
   EXPECT_EQ(Code(out), 16) << out;
   // Without the token, nobody's own session may not use the buffer either.
   out = AsNobody({"send", id, "target"});
@@ -438,15 +438,23 @@ TEST_F(OtherUidTest, NoRouteToThisDaemonGivesMoreThanTheMode) {
     std::vector<std::string> send_secret, recv_secret, send_pub, recv_pub;
   };
   const std::vector<Route> routes = {
-      {"empty peer", {"send", "mine", "secret"}, {"recv", "mine", "secret"},
-       {"send", "mine", "pub"}, {"recv", "mine", "pub"}},
-      {"own peer address", {"send", "mine", "secret", self},
-       {"recv", "mine", "secret", self}, {"send", "mine", "pub", self},
+      {"empty peer",
+       {"send", "mine", "secret"},
+       {"recv", "mine", "secret"},
+       {"send", "mine", "pub"},
+       {"recv", "mine", "pub"}},
+      {"own peer address",
+       {"send", "mine", "secret", self},
+       {"recv", "mine", "secret", self},
+       {"send", "mine", "pub", self},
        {"recv", "mine", "pub", self}},
-      {"alias of the peer address", {"send", "mine", "secret", alias},
-       {"recv", "mine", "secret", alias}, {"send", "mine", "pub", alias},
+      {"alias of the peer address",
+       {"send", "mine", "secret", alias},
+       {"recv", "mine", "secret", alias},
+       {"send", "mine", "pub", alias},
        {"recv", "mine", "pub", alias}},
-      {"descriptor", {"send-descriptor", "mine", *secret_descriptor},
+      {"descriptor",
+       {"send-descriptor", "mine", *secret_descriptor},
        {"recv-descriptor", "mine", *secret_descriptor},
        {"send-descriptor", "mine", *pub_descriptor},
        {"recv-descriptor", "mine", *pub_descriptor}},
@@ -504,9 +512,9 @@ TEST_F(OtherUidTest, ExportAccessListAdmitsOnlyItsPrincipals) {
     return owner_->Write(*buf, 0, r, 0, 16).status();
   };
   auto export_to = [&](const std::string& allow) {
-    ProcessResult r = RunProcess({RdmactlBinary(), "--socket",
-                                  exporter->socket(), "export", "kv", "rw",
-                                  "--allow", allow});
+    ProcessResult r =
+        RunProcess({RdmactlBinary(), "--socket", exporter->socket(), "export",
+                    "kv", "rw", "--allow", allow});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
@@ -528,9 +536,9 @@ TEST_F(OtherUidTest, ExportAccessListAdmitsOnlyItsPrincipals) {
   EXPECT_EQ(Code(out), 0) << out;
   EXPECT_EQ(root_write().code(), absl::StatusCode::kPermissionDenied);
   // Malformed entries are refused with the entry named.
-  ProcessResult bad = RunProcess({RdmactlBinary(), "--socket",
-                                  exporter->socket(), "export", "kv", "rw",
-                                  "--allow", "10.0.0.0/33"});
+  ProcessResult bad =
+      RunProcess({RdmactlBinary(), "--socket", exporter->socket(), "export",
+                  "kv", "rw", "--allow", "10.0.0.0/33"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.err, HasSubstr("10.0.0.0/33"));
   // The list shows in listings, and re-exporting without one opens it.

@@ -98,8 +98,9 @@ void Burst(int peer_port, int data_port, std::mt19937& random) {
       {peer_port, noise.substr(0, 300)},
       {peer_port, preface + noise.substr(0, 100)},
       // An HTTP/2 frame header claiming 16 MiB.
-      {peer_port, preface + std::string("\xff\xff\xff\x00\x00\x00\x00\x00\x00",
-                                        9) + std::string(1000, 'a')},
+      {peer_port, preface +
+                      std::string("\xff\xff\xff\x00\x00\x00\x00\x00\x00", 9) +
+                      std::string(1000, 'a')},
       {peer_port, preface},  // then silence
   };
   std::vector<int> fds;

@@ -7,8 +7,8 @@
 //
 // Table-driven: one test per RPC, one row per field value. Real daemons on
 // loopback; raw stubs, so that nothing is checked on the client side first.
-#include <fstream>
 #include <condition_variable>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -92,8 +92,7 @@ class ServiceValidationTest : public ::testing::Test {
   // Runs every row against `rpc`, starting each from `base`.
   template <typename Request, typename Response>
   void RunTable(grpc::Status (v1::Local::Stub::*rpc)(grpc::ClientContext*,
-                                                     const Request&,
-                                                     Response*),
+                                                     const Request&, Response*),
                 const Request& base, const std::vector<Row<Request>>& rows) {
     for (const Row<Request>& row : rows) {
       SCOPED_TRACE(row.name);
@@ -110,9 +109,10 @@ class ServiceValidationTest : public ::testing::Test {
 
   template <typename Request, typename Response>
   void RunPeerTable(grpc::Status (v1::Peer::Stub::*rpc)(grpc::ClientContext*,
-                                                       const Request&,
-                                                       Response*),
-                    const Request& base, const std::vector<Row<Request>>& rows) {
+                                                        const Request&,
+                                                        Response*),
+                    const Request& base,
+                    const std::vector<Row<Request>>& rows) {
     for (const Row<Request>& row : rows) {
       SCOPED_TRACE(row.name);
       Request request = base;
@@ -131,9 +131,11 @@ class ServiceValidationTest : public ::testing::Test {
 
   // A unary call of `method` whose body is `bytes` (not a serialized
   // message of its type).
-  static grpc::Status RawCall(const std::string& target, const std::string& method,
-                       const std::string& bytes) {
-    auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  static grpc::Status RawCall(const std::string& target,
+                              const std::string& method,
+                              const std::string& bytes) {
+    auto channel =
+        grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
     grpc::GenericStub stub(channel);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
@@ -176,7 +178,9 @@ std::vector<std::pair<std::string, std::string>> BadPeers() {
       {"leading space", " 127.0.0.1:7471"},
       {"space inside", "local host:7471"},
       {"embedded NUL", std::string("127.0.0.1\0:7471", 15)},
-      {"NUL in the port", std::string("127.0.0.1:74\0" "71", 15)},
+      {"NUL in the port", std::string("127.0.0.1:74\0"
+                                      "71",
+                                      15)},
       {"10 KB host", std::string(10000, 'a') + ":7471"},
       {"label over 63", std::string(64, 'a') + ".example:7471"},
       {"empty label", "a..b:7471"},
@@ -197,7 +201,8 @@ TEST_F(ServiceValidationTest, WriteAndRead) {
   std::vector<Row<v1::TransferRequest>> rows = {
       {"valid", [](auto*) {}, Code::OK},
       {"no op", [](auto* r) { r->clear_op(); }, Code::INVALID_ARGUMENT},
-      {"op OP_READ in a Write", [](auto* r) { r->mutable_op()->set_op(v1::OP_READ); },
+      {"op OP_READ in a Write",
+       [](auto* r) { r->mutable_op()->set_op(v1::OP_READ); },
        Code::INVALID_ARGUMENT, "in a Write call"},
       {"op OP_WRITE", [](auto* r) { r->mutable_op()->set_op(v1::OP_WRITE); },
        Code::OK},
@@ -206,7 +211,8 @@ TEST_F(ServiceValidationTest, WriteAndRead) {
        Code::INVALID_ARGUMENT, "unknown operation 77"},
       {"local missing", [](auto* r) { r->mutable_op()->clear_local(); },
        Code::INVALID_ARGUMENT},
-      {"local id 0", [](auto* r) { r->mutable_op()->mutable_local()->set_id(0); },
+      {"local id 0",
+       [](auto* r) { r->mutable_op()->mutable_local()->set_id(0); },
        Code::INVALID_ARGUMENT},
       {"local id max",
        [](auto* r) { r->mutable_op()->mutable_local()->set_id(kMax64); },
@@ -284,7 +290,9 @@ TEST_F(ServiceValidationTest, WriteAndRead) {
        [](auto* r) { r->mutable_op()->set_remote_offset(4096); },
        Code::OUT_OF_RANGE},
       {"remote peer unreachable",
-       [](auto* r) { r->mutable_op()->mutable_remote()->set_peer("127.0.0.1:1"); },
+       [](auto* r) {
+         r->mutable_op()->mutable_remote()->set_peer("127.0.0.1:1");
+       },
        Code::UNAVAILABLE},
       {"this daemon, unknown name",
        [](auto* r) {
@@ -347,13 +355,14 @@ TEST_F(ServiceValidationTest, Batch) {
     op->set_length(16);
     edit(op);
   };
-  const std::vector<std::pair<Code, std::function<void(v1::TransferOp*)>>>
-      ops = {
+  const std::vector<std::pair<Code, std::function<void(v1::TransferOp*)>>> ops =
+      {
           {Code::OK, [](v1::TransferOp*) {}},
           {Code::INVALID_ARGUMENT, [](v1::TransferOp* op) { op->clear_op(); }},
           {Code::INVALID_ARGUMENT,
            [](v1::TransferOp* op) { op->set_op(static_cast<v1::OpType>(9)); }},
-          {Code::INVALID_ARGUMENT, [](v1::TransferOp* op) { op->set_length(0); }},
+          {Code::INVALID_ARGUMENT,
+           [](v1::TransferOp* op) { op->set_length(0); }},
           {Code::OUT_OF_RANGE,
            [](v1::TransferOp* op) { op->set_remote_offset(kMax64); }},
           {Code::INVALID_ARGUMENT,
@@ -379,7 +388,8 @@ TEST_F(ServiceValidationTest, AllocateBuffer) {
   std::vector<Row<v1::AllocateBufferRequest>> rows = {
       {"valid", [](auto*) {}, Code::OK},
       {"size 0", [](auto* r) { r->set_size(0); }, Code::INVALID_ARGUMENT},
-      {"size max", [](auto* r) { r->set_size(kMax64); }, Code::INVALID_ARGUMENT},
+      {"size max", [](auto* r) { r->set_size(kMax64); },
+       Code::INVALID_ARGUMENT},
       {"size over the pinned budget",
        [](auto* r) { r->set_size(512ull << 20); }, Code::RESOURCE_EXHAUSTED},
       {"name with a space", [](auto* r) { r->set_name("a b"); },
@@ -391,8 +401,8 @@ TEST_F(ServiceValidationTest, AllocateBuffer) {
       {"name a peer address", [](auto* r) { r->set_name("10.0.0.1:7471"); },
        Code::INVALID_ARGUMENT},
       {"name taken", [](auto* r) { r->set_name("buf"); }, Code::ALREADY_EXISTS},
-      {"daemon-owned without a name", [](auto* r) { r->set_daemon_owned(true); },
-       Code::INVALID_ARGUMENT},
+      {"daemon-owned without a name",
+       [](auto* r) { r->set_daemon_owned(true); }, Code::INVALID_ARGUMENT},
       {"export access out of range",
        [](auto* r) { r->set_export_access(static_cast<v1::Access>(4)); },
        Code::INVALID_ARGUMENT, "unknown access value 4"},
@@ -481,8 +491,8 @@ TEST_F(ServiceValidationTest, ExportRegion) {
   v1::ExportRegionRequest base;
   base.mutable_region()->set_name("buf");
   base.set_access(v1::ACCESS_READ_WRITE);
-  auto rows = RefRows<v1::ExportRegionRequest>(Code::OK,
-                                               allocated.region().id());
+  auto rows =
+      RefRows<v1::ExportRegionRequest>(Code::OK, allocated.region().id());
   std::vector<Row<v1::ExportRegionRequest>> more = {
       {"access out of range",
        [](auto* r) { r->set_access(static_cast<v1::Access>(5)); },
@@ -533,11 +543,12 @@ TEST_F(ServiceValidationTest, GetDescriptorAndFreeRegion) {
   }
   v1::GetDescriptorRequest descriptor;
   descriptor.mutable_region()->set_name("buf");
-  auto rows = RefRows<v1::GetDescriptorRequest>(Code::OK,
-                                                allocated.region().id());
-  rows.push_back({"not exported",
-                  [this](auto* r) { r->mutable_region()->set_id(anonymous_id_); },
-                  Code::FAILED_PRECONDITION, "is not exported"});
+  auto rows =
+      RefRows<v1::GetDescriptorRequest>(Code::OK, allocated.region().id());
+  rows.push_back(
+      {"not exported",
+       [this](auto* r) { r->mutable_region()->set_id(anonymous_id_); },
+       Code::FAILED_PRECONDITION, "is not exported"});
   RunTable(&v1::Local::Stub::GetDescriptor, descriptor, rows);
 
   v1::FreeRegionRequest free;
@@ -552,8 +563,7 @@ TEST_F(ServiceValidationTest, GetDescriptorAndFreeRegion) {
 TEST_F(ServiceValidationTest, SessionTokens) {
   v1::ListRegionsRequest request;
   v1::ListRegionsResponse response;
-  for (const auto& [token, code] :
-       std::vector<std::pair<std::string, Code>>{
+  for (const auto& [token, code] : std::vector<std::pair<std::string, Code>>{
            {"", Code::UNAUTHENTICATED},
            {"0123456789abcdef0123456789abcdef", Code::UNAUTHENTICATED},
            {std::string(2000, 'f'), Code::UNAUTHENTICATED},
@@ -594,8 +604,7 @@ TEST_F(ServiceValidationTest, PeerHello) {
       {"transport unspecified",
        [](auto* r) { r->add_transports(v1::TRANSPORT_UNSPECIFIED); },
        Code::INVALID_ARGUMENT},
-      {"GID of 3 bytes",
-       [](auto* r) { r->add_endpoints()->set_gid("abc"); },
+      {"GID of 3 bytes", [](auto* r) { r->add_endpoints()->set_gid("abc"); },
        Code::INVALID_ARGUMENT},
   };
   for (const auto& [what, peer] : BadPeers()) {
@@ -643,7 +652,8 @@ TEST_F(ServiceValidationTest, PeerResolve) {
   std::vector<Row<v1::ResolveRequest>> rows = {
       {"valid", [](auto*) {}, Code::OK},
       {"with a uid", [](auto* r) { r->set_uid(kMax32); }, Code::OK},
-      {"name missing", [](auto* r) { r->clear_name(); }, Code::INVALID_ARGUMENT},
+      {"name missing", [](auto* r) { r->clear_name(); },
+       Code::INVALID_ARGUMENT},
       {"name with a space", [](auto* r) { r->set_name("d st"); },
        Code::INVALID_ARGUMENT},
       {"name with a NUL", [](auto* r) { r->set_name(std::string("dst\0", 4)); },
@@ -652,7 +662,8 @@ TEST_F(ServiceValidationTest, PeerResolve) {
        Code::INVALID_ARGUMENT},
       {"name a peer address", [](auto* r) { r->set_name("127.0.0.1:1"); },
        Code::INVALID_ARGUMENT},
-      {"name unknown", [](auto* r) { r->set_name("nothere"); }, Code::NOT_FOUND},
+      {"name unknown", [](auto* r) { r->set_name("nothere"); },
+       Code::NOT_FOUND},
   };
   RunPeerTable(&v1::Peer::Stub::Resolve, base, rows);
 }

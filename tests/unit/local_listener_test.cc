@@ -32,9 +32,9 @@ class EchoService final : public v1::Local::CallbackService {
  public:
   explicit EchoService(const LocalListener* listener) : listener_(listener) {}
 
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const v1::GetStatusRequest*,
-                                      v1::GetStatusResponse* response) override {
+  grpc::ServerUnaryReactor* GetStatus(
+      grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
+      v1::GetStatusResponse* response) override {
     auto credentials = listener_->CredentialsOf(context->peer());
     {
       absl::MutexLock lock(&mu_);
@@ -42,8 +42,9 @@ class EchoService final : public v1::Local::CallbackService {
     }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     if (!credentials.ok()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                   std::string(credentials.status().message())));
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                       std::string(credentials.status().message())));
       return reactor;
     }
     response->set_pid(static_cast<uint32_t>(credentials->pid));

@@ -77,8 +77,8 @@ TEST_F(RegionTest, NoUseBeginsAfterRevocation) {
   use = region_->BeginExportUse(std::nullopt, RemoteAccess::kRead);
   EXPECT_EQ(use.status().code(), absl::StatusCode::kNotFound);
   // Nor with the key of the export before a re-export.
-  ASSERT_TRUE(region_->SetExport(RemoteAccess::kReadWrite, key_ + 5, nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      region_->SetExport(RemoteAccess::kReadWrite, key_ + 5, nullptr).ok());
   EXPECT_EQ(region_->BeginExportUse(key_, RemoteAccess::kWrite).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
@@ -164,8 +164,8 @@ TEST_F(RegionTest, FreeIsABarrierToo) {
 }
 
 TEST_F(RegionTest, AccessListAndAdmittedDataPeers) {
-  auto list = ExportAccessList::Parse({{"cert:b", std::nullopt},
-                                       {"10.0.0.0/8", 5}});
+  auto list =
+      ExportAccessList::Parse({{"cert:b", std::nullopt}, {"10.0.0.0/8", 5}});
   ASSERT_TRUE(list.ok());
   ASSERT_TRUE(region_
                   ->SetExport(RemoteAccess::kRead, 1, nullptr,

@@ -5,12 +5,12 @@
 // running out of descriptors pauses accepting instead of spinning.
 #include "daemon/service/session_server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -59,9 +59,9 @@ class SessionServerTest : public ::testing::Test {
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, server_->path().c_str(),
                  sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(::connect(c.fd.get(), reinterpret_cast<sockaddr*>(&addr),
-                        sizeof(addr)),
-              0);
+    EXPECT_EQ(
+        ::connect(c.fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+        0);
     auto hello = session_wire::Receive(c.fd.get(), absl::Seconds(30));
     EXPECT_TRUE(hello.ok()) << hello.status();
     if (!hello.ok()) return c;
@@ -183,9 +183,10 @@ TEST_F(SessionServerTest, SessionsPerUidAreBounded) {
   UniqueFd c(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, server_->path().c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-            0);
+  std::strncpy(addr.sun_path, server_->path().c_str(),
+               sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(
+      ::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   auto refused = session_wire::Receive(c.get(), absl::Seconds(30));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->type, MessageType::kError);
@@ -233,7 +234,8 @@ TEST(SessionServerLimitsTest, OutOfDescriptorsDoesNotSpin) {
       sockaddr_un addr{};
       addr.sun_family = AF_UNIX;
       std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0) {
         ::_exit(5);
       }
     }

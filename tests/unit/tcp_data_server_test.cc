@@ -280,8 +280,9 @@ TEST_F(TcpDataServerTest, FreeDuringWriteIsABarrier) {
   EXPECT_NE(after_free, data);  // the WRITE was cut, not completed
   // The connection is still usable.
   auto other = regions_.Make("other", kSize, core::RemoteAccess::kReadWrite);
-  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, 6, other->id(),
-                                             Key(other), 0, 4, "abcd"))
+  ASSERT_TRUE(conn_
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 6, other->id(),
+                                            Key(other), 0, 4, "abcd"))
                   .ok());
   reply = conn_->ReadReply();
   ASSERT_TRUE(reply.ok()) << reply.status();
@@ -306,14 +307,16 @@ TEST_F(TcpDataServerTest, UnexportStopsQueuedReadReplies) {
   // Far more READ payload than the socket buffers hold, unread.
   constexpr int kReads = 24;
   for (int i = 0; i < kReads; ++i) {
-    ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kRead, 1000 + i,
-                                               big->id(), Key(big), 0, kBig))
+    ASSERT_TRUE(conn_
+                    ->Send(EncodeRequestFrame(FrameType::kRead, 1000 + i,
+                                              big->id(), Key(big), 0, kBig))
                     .ok());
   }
   absl::SleepFor(absl::Milliseconds(100));
-  ASSERT_TRUE(regions_.table.Export(regions_.root, {big->id(), ""},
-                                    core::RemoteAccess::kNone)
-                  .ok());
+  ASSERT_TRUE(
+      regions_.table
+          .Export(regions_.root, {big->id(), ""}, core::RemoteAccess::kNone)
+          .ok());
   std::memset(big->data(), 'N', kBig);  // "new": must never be sent
   int ok = 0;
   int refused = 0;
@@ -340,7 +343,8 @@ TEST_F(TcpDataServerTest, UnexportStopsQueuedReadReplies) {
 TEST_F(TcpDataServerTest, AccessListRefusesOtherAddresses) {
   auto list = core::ExportAccessList::Parse({{"127.0.0.1", std::nullopt}});
   ASSERT_TRUE(list.ok());
-  auto guarded = regions_.Make("guarded", kSize, core::RemoteAccess::kReadWrite);
+  auto guarded =
+      regions_.Make("guarded", kSize, core::RemoteAccess::kReadWrite);
   ASSERT_TRUE(regions_.table
                   .Export(regions_.root, {guarded->id(), ""},
                           core::RemoteAccess::kReadWrite,
@@ -349,16 +353,17 @@ TEST_F(TcpDataServerTest, AccessListRefusesOtherAddresses) {
   FillPattern(guarded->data(), kSize, 5);
   auto other = RawConnection::Connect(server_->port(), "127.0.0.2");
   ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_TRUE(other->Send(EncodeRequestFrame(FrameType::kWrite, 1,
-                                             guarded->id(), Key(guarded), 0, 4,
-                                             "evil"))
+  ASSERT_TRUE(other
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 1, guarded->id(),
+                                            Key(guarded), 0, 4, "evil"))
                   .ok());
   auto reply = other->ReadReply();
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(reply->message, HasSubstr("does not admit data connections"));
-  ASSERT_TRUE(other->Send(EncodeRequestFrame(FrameType::kRead, 2, guarded->id(),
-                                             Key(guarded), 0, 16))
+  ASSERT_TRUE(other
+                  ->Send(EncodeRequestFrame(FrameType::kRead, 2, guarded->id(),
+                                            Key(guarded), 0, 16))
                   .ok());
   reply = other->ReadReply();
   ASSERT_TRUE(reply.ok()) << reply.status();
@@ -367,9 +372,9 @@ TEST_F(TcpDataServerTest, AccessListRefusesOtherAddresses) {
   FillPattern(expect.data(), kSize, 5);
   EXPECT_EQ(std::memcmp(expect.data(), guarded->data(), kSize), 0);
   // From the admitted address it works.
-  ASSERT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, 3,
-                                             guarded->id(), Key(guarded), 0, 4,
-                                             "good"))
+  ASSERT_TRUE(conn_
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 3, guarded->id(),
+                                            Key(guarded), 0, 4, "good"))
                   .ok());
   reply = conn_->ReadReply();
   ASSERT_TRUE(reply.ok()) << reply.status();

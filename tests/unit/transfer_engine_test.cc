@@ -151,8 +151,9 @@ TEST_F(TransferEngineTest, TargetOnThisDaemonNeedsItsLocalPermissions) {
   std::memset(Data("dst"), 'd', 100);
   auto run_as = [&](const Caller& caller, TransferRequest request) {
     std::optional<absl::StatusOr<TransferResult>> out;
-    engine_.Submit(caller, request,
-                   [&](absl::StatusOr<TransferResult> r) { out = std::move(r); });
+    engine_.Submit(caller, request, [&](absl::StatusOr<TransferResult> r) {
+      out = std::move(r);
+    });
     return *std::move(out);
   };
   auto as_bob = [&](OpType op, const char* target) {

@@ -274,8 +274,8 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       // once it is done no later one lands (the rest is drained instead).
       std::optional<core::ExportUse> use;
       if (conn.in == In::kPayload) {
-        auto begun = conn.region->BeginExportUse(conn.key,
-                                                 core::RemoteAccess::kWrite);
+        auto begun =
+            conn.region->BeginExportUse(conn.key, core::RemoteAccess::kWrite);
         if (begun.ok()) {
           use.emplace(*std::move(begun));
         } else {
@@ -501,8 +501,8 @@ class TcpDataServer::Worker final : public EventLoop::Delegate {
       for (auto it = conn.out.begin(); it != conn.out.end() && count + 3 <= kMaxIov;
            ++it) {
         if (it->payload_length > 0) {
-          auto use = it->region->BeginExportUse(it->key,
-                                                core::RemoteAccess::kRead);
+          auto use =
+              it->region->BeginExportUse(it->key, core::RemoteAccess::kRead);
           if (!use.ok()) {
             if (it == conn.out.begin()) {
               if (!RevokedReply(conn, *it, use.status())) return;
