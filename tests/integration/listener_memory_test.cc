@@ -37,7 +37,7 @@ namespace {
 #endif
 #endif
 
-uint64_t ResidentKiB(pid_t pid) {
+[[maybe_unused]] uint64_t ResidentKiB(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(in, line)) {
@@ -46,7 +46,7 @@ uint64_t ResidentKiB(pid_t pid) {
   return 0;
 }
 
-int DataPort(const DaemonProcess& daemon) {
+[[maybe_unused]] int DataPort(const DaemonProcess& daemon) {
   std::ifstream in(daemon.log_path());
   std::stringstream text;
   text << in.rdbuf();
@@ -59,7 +59,7 @@ int DataPort(const DaemonProcess& daemon) {
   return 0;
 }
 
-int Open(int port, const std::string& bytes) {
+[[maybe_unused]] int Open(int port, const std::string& bytes) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_in addr{};
@@ -75,7 +75,7 @@ int Open(int port, const std::string& bytes) {
 }
 
 // A data frame header announcing `length` bytes of WRITE payload.
-std::string WriteHeader(uint64_t length) {
+[[maybe_unused]] std::string WriteHeader(uint64_t length) {
   std::string h(48, '\0');
   const uint32_t magic = 0x31544452;
   std::memcpy(h.data(), &magic, 4);
@@ -86,7 +86,7 @@ std::string WriteHeader(uint64_t length) {
 }
 
 // 340 connections open at once, of every hostile kind, then closed.
-void Burst(int peer_port, int data_port, std::mt19937& random) {
+[[maybe_unused]] void Burst(int peer_port, int data_port, std::mt19937& random) {
   std::string noise(1000, '\0');
   for (char& c : noise) c = static_cast<char>(random());
   const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
