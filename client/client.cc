@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/region_address.h"
@@ -358,13 +359,50 @@ absl::StatusOr<Buffer> Client::MapRegion(absl::string_view name) {
       "no region named '", name, "' on this daemon (see rdmactl regions)"));
 }
 
+absl::StatusOr<ExportGrant> ExportGrant::Parse(absl::string_view text) {
+  ExportGrant grant;
+  const size_t at = text.find('@');
+  if (at != absl::string_view::npos) {
+    uint32_t uid = 0;
+    const absl::string_view number = text.substr(0, at);
+    if (number.empty() ||
+        number.find_first_not_of("0123456789") != absl::string_view::npos ||
+        !absl::SimpleAtoi(number, &uid)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text,
+                       "': the part before '@' must be a numeric uid, as in "
+                       "1000@10.0.0.2"));
+    }
+    grant.uid = uid;
+    text = text.substr(at + 1);
+  }
+  if (text.empty()) {
+    return absl::InvalidArgumentError(
+        "an allowed principal needs a peer: '*', an address or CIDR block, "
+        "or cert:NAME");
+  }
+  grant.peer = std::string(text);
+  return grant;
+}
+
 absl::StatusOr<v1::RegionInfo> Client::Export(absl::string_view name,
                                               Access access) {
+  return Export(name, access, {});
+}
+
+absl::StatusOr<v1::RegionInfo> Client::Export(
+    absl::string_view name, Access access,
+    const std::vector<ExportGrant>& allow) {
   grpc::ClientContext context;
   impl_->Prepare(context);
   v1::ExportRegionRequest request;
   request.mutable_region()->set_name(std::string(name));
   request.set_access(ToProto(access));
+  for (const ExportGrant& grant : allow) {
+    v1::ExportGrant* g = request.add_allow();
+    g->set_peer(grant.peer);
+    if (grant.uid.has_value()) g->set_uid(*grant.uid);
+  }
   v1::ExportRegionResponse response;
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(impl_->stub->ExportRegion(&context, request, &response)));

@@ -12,6 +12,7 @@
 #include "common/session_wire.h"
 #include "common/status_macros.h"
 #include "daemon/daemon_impl.h"
+#include "daemon/memory_releaser.h"
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
 #include "daemon/state/kept_regions.h"
@@ -34,6 +35,21 @@ uint64_t RaiseMemlockLimit() {
   }
   ::getrlimit(RLIMIT_MEMLOCK, &limit);
   return limit.rlim_cur == RLIM_INFINITY ? 0 : limit.rlim_cur;
+}
+
+// Raises RLIMIT_NOFILE's soft limit to its hard limit: each session, Local
+// connection, region and peer connection holds a descriptor, and the usual
+// soft limit (1024) is far below what the hard limit allows. Returns the
+// soft limit in force afterwards.
+uint64_t RaiseFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? (1u << 20) : limit.rlim_cur;
 }
 
 uint64_t PhysicalMemory() {
@@ -117,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.local_socket = config.socket();
   id.started = absl::Now();
   id.memlock_limit = RaiseMemlockLimit();
+  const uint64_t file_limit = RaiseFileLimit();
 
   // 2. The event loops every data channel and connection lives on.
   RDMAD_ASSIGN_OR_RETURN(
@@ -188,7 +205,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   // clients wait for, and it must not appear before sessions can be opened.
   d.session_server = std::make_unique<service::SessionServer>(
       session_wire::SessionSocketPath(config.socket()), &d.sessions,
-      d.regions.get());
+      d.regions.get(), service::SessionLimits::ForFileLimit(file_limit));
   d.session_server->SetQueues(d.queues.get());
   RDMAD_RETURN_IF_ERROR(d.session_server->Start(d.resolved.socket_mode));
   RDMAD_RETURN_IF_ERROR(
@@ -201,7 +218,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer peer_server,
       StartPeerServer(config.peer_listen(), d.resolved.tls,
-                      d.peer_service.get()));
+                      d.peer_service.get(), d.peer_calls));
   d.peer_server = std::move(peer_server.server);
   d.peer_server->GetHealthCheckService()->SetServingStatus(
       v1::Peer::service_full_name(), true);
@@ -222,10 +239,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
 
   d.local_service = std::make_unique<service::LocalService>(&d.state);
+  service::LocalListenerOptions listener;
+  listener.max_connections_per_uid = std::max<uint64_t>(16, file_limit / 8);
+  d.local_listener =
+      std::make_unique<service::LocalListener>(config.socket(), listener);
+  d.state.local_listener = d.local_listener.get();
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer local_server,
-      StartLocalServer(config.socket(), d.local_service.get(),
-                       d.resolved.socket_mode, d.resolved.socket_gid));
+      StartLocalServer(*d.local_listener, d.local_service.get(),
+                       d.resolved.socket_mode, d.resolved.socket_gid,
+                       d.local_calls));
   d.local_server = std::move(local_server.server);
   d.local_server->GetHealthCheckService()->SetServingStatus(
       v1::Local::service_full_name(), true);
@@ -237,6 +260,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                               config.metrics_listen(), d.metrics->collectable()));
     spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
   }
+  d.memory_releaser = std::make_unique<MemoryReleaser>();
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
       "{} ({}), {} I/O threads",
@@ -252,6 +276,7 @@ void Daemon::Shutdown() {
   d.shut_down = true;
   // Scrapes read the tables torn down below.
   d.metrics_server.reset();
+  d.memory_releaser.reset();
   // First out of the cluster directory: revoking the lease removes every
   // entry of this daemon at once, so no one is sent here any more.
   if (d.directory) {
@@ -259,15 +284,22 @@ void Daemon::Shutdown() {
     d.regions->SetObserver(nullptr);
   }
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
-  const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even
   // past its deadline; transfers still running at the end of the grace
   // period are failed by the peer table so that it returns.
   if (d.peers) d.peers->Drain(grace_end);
-  // Calls still running after the grace period are cancelled, so each
-  // client gets a status rather than a hang.
-  if (d.local_server) d.local_server->Shutdown(deadline);
-  if (d.peer_server) d.peer_server->Shutdown(deadline);
+  // No new Local connections.
+  if (d.local_listener) d.local_listener->Stop();
+  // Calls in flight get the grace period to finish; then both servers shut
+  // down at once. (Shutdown(deadline) would also wait, until the deadline,
+  // for clients' idle connections to go away: an idle daemon with a client
+  // connected took the whole grace period to exit.) Calls still running
+  // then are cancelled, so each client gets a status rather than a hang.
+  d.local_calls->WaitIdle(grace_end);
+  d.peer_calls->WaitIdle(grace_end);
+  const auto now = std::chrono::system_clock::now();
+  if (d.local_server) d.local_server->Shutdown(now);
+  if (d.peer_server) d.peer_server->Shutdown(now);
   if (d.session_server) d.session_server->Stop();
   // Clients' queues stop (they see it in their headers) and the engines
   // leave the loops.
@@ -281,7 +313,6 @@ void Daemon::Shutdown() {
   // Last the loops: they run what the closes above queued (failing the
   // operations still in flight) and stop.
   if (d.runtime) d.runtime->Stop();
-  if (d.local_server) ::unlink(d.config.socket().c_str());
   const core::RegionTotals left =
       d.regions ? d.regions->Totals() : core::RegionTotals{};
   d.local_server.reset();

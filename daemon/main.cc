@@ -141,6 +141,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file growing past RLIMIT_FSIZE (a region's memfd) would kill the
+  // daemon with SIGXFSZ; ignored, the call fails with EFBIG instead and
+  // that one request gets RESOURCE_EXHAUSTED (core/shm_segment.cc).
+  signal(SIGXFSZ, SIG_IGN);
 
   // Under systemd (Type=notify): READY=1 only now that both gRPC servers
   // listen; a no-op elsewhere.

@@ -60,15 +60,16 @@ if [[ -z "${SKIP_TSAN:-}" ]]; then
     transfer_test hardening_security_test rdmad_hardening_client \
     hardening_access_test region_table_test session_table_test \
     transfer_engine_test tcp_wire_test tcp_data_server_test \
-    tcp_peer_channel_test descriptor_codec_test
+    tcp_peer_channel_test descriptor_codec_test region_test \
+    export_access_list_test export_revocation_test
   # The Debian abseil and gRPC libraries are not built with TSan, so it
   # cannot see their synchronization; fuzz/tsan.supp says what that forces
   # us to suppress and why.
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/fuzz/tsan.supp"
   ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
-    -R '^(AccessControlTest|RegionAclTest|QuotaTest|RevocationTest|HandshakeTest|PeerAllowListTest|RegionTableTest|KeptRegionTableTest|SessionTableTest|TransferEngineTest|Tcp[A-Za-z]*Test|DescriptorCodecTest)\.'
+    -R '^(AccessControlTest|RegionAclTest|QuotaTest|RevocationTest|HandshakeTest|PeerAllowListTest|RegionTableTest|KeptRegionTableTest|RegionTest|ExportAccessListTest|SessionTableTest|TransferEngineTest|TransferEngineBarrierTest|Tcp[A-Za-z]*Test|DescriptorCodecTest)\.'
   ctest --test-dir "$tsan" --output-on-failure -j "$jobs" --timeout 600 \
-    -R '^(ClientTest\.|TransferTest\.(PatternsRoundTrip|SeveralClients|Violations)|HardeningSecurityTest\.(Quotas|UnexportReexport))'
+    -R '^(ClientTest\.|TransferTest\.(PatternsRoundTrip|SeveralClients|Violations)|HardeningSecurityTest\.(Quotas|UnexportReexport)|ExportRevocationTest\.)'
   echo "ThreadSanitizer pass took $((SECONDS - tsan_start)) s"
 fi
 echo "hardening pass took $((SECONDS - start)) s"

@@ -39,6 +39,7 @@ constexpr OptionSpec kOptions[] = {
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
     {"group", 0, true, false},      {"fresh", 0, false, false},
     {"path", 0, true, false},       {"local", 0, false, false},
+    {"allow", 0, true, false},
 };
 
 struct CommandSpec {
@@ -53,31 +54,55 @@ struct CommandSpec {
 };
 
 constexpr CommandSpec kCommands[] = {
-    {"status", Command::kStatus, "", "daemon identity, transport and totals",
+    {"status",
+     Command::kStatus,
+     "",
+     "daemon identity, transport and totals",
      "Prints the daemon's version, incarnation, pid, uptime, data transport\n"
      "and why it was chosen, its sockets, and counts of devices, regions,\n"
      "sessions and peers.\n",
-     0, 0, {}},
-    {"devices", Command::kDevices, "",
+     0,
+     0,
+     {}},
+    {"devices",
+     Command::kDevices,
+     "",
      "RDMA devices: ports, GIDs and limits",
      "Prints each RDMA device with its node GUID, ports (state, link layer,\n"
      "MTU, GID table) and limits. On a node without RDMA devices, says so\n"
      "and names the fallback transport.\n",
-     0, 0, {}},
-    {"regions", Command::kRegions, "",
+     0,
+     0,
+     {}},
+    {"regions",
+     Command::kRegions,
+     "",
      "local regions: owner, size, export, keys",
      "Prints every region of the daemon: session buffers and daemon-owned\n"
      "named regions.\n",
-     0, 0, {}},
-    {"peers", Command::kPeers, "", "remote daemons and their transports",
+     0,
+     0,
+     {}},
+    {"peers",
+     Command::kPeers,
+     "",
+     "remote daemons and their transports",
      "Prints the remote daemons this daemon knows, with their state,\n"
      "transport and traffic counters.\n",
-     0, 0, {}},
-    {"qps", Command::kQps, "", "queue pairs (or TCP connections) per peer",
+     0,
+     0,
+     {}},
+    {"qps",
+     Command::kQps,
+     "",
+     "queue pairs (or TCP connections) per peer",
      "Prints the RC queue pairs (verbs) or data connections (TCP) to each\n"
      "peer with their state and counters.\n",
-     0, 0, {}},
-    {"alloc", Command::kAlloc,
+     0,
+     0,
+     {}},
+    {"alloc",
+     Command::kAlloc,
      "NAME SIZE [--export r|w|rw] [--mode 0640] [--group GROUP]",
      "create a daemon-owned named region",
      "Creates a region that the daemon keeps until 'rdmactl free' (or until\n"
@@ -86,41 +111,79 @@ constexpr CommandSpec kCommands[] = {
      "--mode sets who on this node may use it, like a file mode (octal, read\n"
      "and write bits only; default 0600); --group its group (a name or gid\n"
      "you belong to; default your primary group).\n",
-     2, 2, {"export", "mode", "group"}},
-    {"free", Command::kFree, "NAME", "free a daemon-owned region",
-     "Deregisters and frees a named region.\n", 1, 1, {}},
-    {"export", Command::kExport, "NAME r|w|rw|none",
+     2,
+     2,
+     {"export", "mode", "group"}},
+    {"free",
+     Command::kFree,
+     "NAME",
+     "free a daemon-owned region",
+     "Deregisters and frees a named region.\n",
+     1,
+     1,
+     {}},
+    {"export",
+     Command::kExport,
+     "NAME r|w|rw|none [--allow [UID@]PEER,...]",
      "grant (or with none revoke) remote access",
      "Sets the remote access of a region: r lets peers READ it, w lets them\n"
-     "WRITE it, rw both; none makes it local-only again.\n",
-     2, 2, {}},
-    {"descriptor", Command::kDescriptor, "NAME",
+     "WRITE it, rw both; none makes it local-only again. When it returns, no\n"
+     "peer operation under the previous export touches the region any more.\n"
+     "--allow limits who: comma-separated PEERs, each '*', an address or\n"
+     "CIDR block peers connect from (10.0.0.2, 10.0.0.0/8), or cert:NAME (a\n"
+     "peer whose mutual-TLS certificate names NAME), optionally prefixed by\n"
+     "the uid that peer acts for (1000@10.0.0.2). Default: any peer, any "
+     "uid.\n",
+     2,
+     2,
+     {"allow"}},
+    {"descriptor",
+     Command::kDescriptor,
+     "NAME",
      "print an exported region's descriptor",
-     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, to\n"
-     "pass to another node, where it is accepted wherever a region address is.\n",
-     1, 1, {}},
-    {"put", Command::kPut, "FILE|- DEST",
+     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, "
+     "to\n"
+     "pass to another node, where it is accepted wherever a region address "
+     "is.\n",
+     1,
+     1,
+     {}},
+    {"put",
+     Command::kPut,
+     "FILE|- DEST",
      "write a file (or stdin) into a region",
-     "Writes the contents of FILE (\"-\": stdin) into region DEST at its offset.\n"
+     "Writes the contents of FILE (\"-\": stdin) into region DEST at its "
+     "offset.\n"
      "A local DEST is mapped and written directly, after checking that the\n"
      "data fits; a remote DEST is written with one-sided WRITEs through a\n"
      "staging buffer (at most 64 MiB at a time).\n",
-     2, 2, {}},
-    {"get", Command::kGet, "SRC [--length N] [-o FILE|-]",
+     2,
+     2,
+     {}},
+    {"get",
+     Command::kGet,
+     "SRC [--length N] [-o FILE|-]",
      "read a region into a file (or stdout)",
      "Reads N bytes of region SRC from its offset into FILE (default and\n"
      "\"-\": stdout). Without --length, reads to the end of a local region;\n"
      "a remote SRC needs --length.\n",
-     1, 1, {"length", "output"}},
-    {"copy", Command::kCopy, "SRC DEST [--length N]",
+     1,
+     1,
+     {"length", "output"}},
+    {"copy",
+     Command::kCopy,
+     "SRC DEST [--length N]",
      "copy between a local region and a region address",
      "Copies N bytes from SRC to DEST through the daemon. One side must be a\n"
      "local region (NAME[@OFFSET]); the other may be local or remote. The\n"
      "target must be exported for the access the copy needs (w to write\n"
      "into it, r to read from it). Without --length, copies from SRC's offset\n"
      "to its end (SRC must then be local).\n",
-     2, 2, {"length"}},
-    {"bench", Command::kBench,
+     2,
+     2,
+     {"length"}},
+    {"bench",
+     Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
      "[--peer HOST:PORT | --local] [--op write|read] [--sizes LIST]\n"
      "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
@@ -511,6 +574,20 @@ absl::Status FillCommand(const CommandSpec& spec,
       auto parsed = ParseAccess(pos[1]);
       if (!parsed.ok()) return parsed.status();
       inv.access = *parsed;
+      if (const std::string* allow = option("allow")) {
+        for (absl::string_view part : absl::StrSplit(*allow, ',')) {
+          auto grant = ExportGrant::Parse(part);
+          if (!grant.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--allow: ", grant.status().message()));
+          }
+          inv.allow.push_back(*std::move(grant));
+        }
+        if (inv.access == Access::kNone) {
+          return absl::InvalidArgumentError(
+              "--allow needs an access to grant (r, w or rw), not none");
+        }
+      }
       return absl::OkStatus();
     }
     case Command::kPut: {

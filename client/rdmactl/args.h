@@ -119,6 +119,7 @@ struct Invocation {
   uint64_t size = 0;              // alloc
   Access access = Access::kNone;  // alloc --export, export
   RegionOptions region_options;   // alloc --mode, --group
+  std::vector<ExportGrant> allow;  // export --allow
   // put: the input file; get: the output file. "-" is stdin / stdout.
   std::string file;
   RegionOperand src;   // get, copy

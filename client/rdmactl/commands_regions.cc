@@ -1,6 +1,7 @@
 // rdmactl alloc, free, export, descriptor: daemon-owned named regions.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
@@ -39,7 +40,7 @@ absl::Status RunExport(CommandContext& context) {
   const Invocation& inv = context.invocation();
   auto client = context.client();
   if (!client.ok()) return client.status();
-  auto region = (*client)->Export(inv.name, inv.access);
+  auto region = (*client)->Export(inv.name, inv.access, inv.allow);
   if (!region.ok()) {
     return Failed(absl::StrCat("export ", inv.name), region.status());
   }
@@ -48,9 +49,18 @@ absl::Status RunExport(CommandContext& context) {
     return context.Print(
         absl::StrCat("region '", inv.name, "' is local-only now\n"));
   }
+  std::string to = "any peer";
+  if (region->export_allow_size() > 0) {
+    std::vector<std::string> grants;
+    for (const v1::ExportGrant& g : region->export_allow()) {
+      grants.push_back(g.has_uid() ? absl::StrCat(g.uid(), "@", g.peer())
+                                   : g.peer());
+    }
+    to = absl::StrJoin(grants, ", ");
+  }
   return context.Print(absl::StrCat("region '", inv.name, "' exported ",
-                                    AccessText(region->export_access()),
-                                    "\n"));
+                                    AccessText(region->export_access()), " to ",
+                                    to, "\n"));
 }
 
 absl::Status RunDescriptor(CommandContext& context) {

@@ -209,6 +209,17 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
   options.name = info.name;
   options.daemon_owned = true;
   options.export_access = info.export_access;
+  // The export comes back with the access list it had, never wider.
+  std::shared_ptr<const ExportAccessList> allow;
+  if (!info.export_allow.empty()) {
+    auto parsed = ExportAccessList::Parse(info.export_allow);
+    if (!parsed.ok()) {
+      return refuse(absl::DataLossError(absl::StrCat(
+          "its export access list does not parse: ",
+          parsed.status().message())));
+    }
+    allow = std::make_shared<const ExportAccessList>(*std::move(parsed));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (limits_.max_region_size != 0 && info.size > limits_.max_region_size) {
@@ -236,13 +247,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
     used.pinned_bytes += info.size;
   }
   return Insert(owner, options, std::move(segment), std::move(kept),
-                info.acl, /*restoring=*/true);
+                info.acl, /*restoring=*/true, std::move(allow));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     const Caller& caller, const AllocateOptions& options, ShmSegment segment,
     std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
-    bool restoring) {
+    bool restoring, std::shared_ptr<const ExportAccessList> allow) {
   // Registration pins and maps pages; it runs outside the table lock.
   auto local = registrar_->Register(segment.data(), segment.size(),
                                     RemoteAccess::kNone);
@@ -298,8 +309,12 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
                                : RegionOwnerKind::kSession,
           caller, std::move(segment), *std::move(local), acl, std::move(kept));
       if (options.export_access != RemoteAccess::kNone) {
-        region->SetExport(options.export_access, SecureRandom64(),
-                          std::move(exported));
+        // A new region: nothing can be using it yet, so nothing to wait
+        // for.
+        region
+            ->SetExport(options.export_access, SecureRandom64(),
+                        std::move(exported), std::move(allow))
+            .IgnoreError();
       }
       by_id_[id] = region;
       if (!options.name.empty()) by_name_[options.name] = id;
@@ -359,19 +374,28 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     pinned_bytes_ -= region->mapped_size();
     Uncharge(region->creator().uid, 1, region->mapped_size());
   }
-  // Revoke remote access now, even if a transfer still holds the memory.
+  // Revoke remote access now, even if a transfer still holds the memory,
+  // and wait for peer accesses in progress: after this, none touches it.
+  absl::Status revoked;
   {
     absl::MutexLock export_lock(&export_mu_);
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    revoked = region->SetExport(RemoteAccess::kNone, 0, nullptr, nullptr,
+                                limits_.revoke_drain_timeout);
     // Freed for good: the next daemon must not bring it back.
     if (KeptRegion* kept = region->kept()) kept->Forget();
   }
   Notify(region->name());
+  if (!revoked.ok()) {
+    return absl::Status(
+        revoked.code(),
+        absl::StrCat(DescribeKey(key), " was freed, but ", revoked.message()));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
-    const Caller& caller, const RegionKey& key, RemoteAccess access) {
+    const Caller& caller, const RegionKey& key, RemoteAccess access,
+    std::shared_ptr<const ExportAccessList> allow) {
   std::shared_ptr<Region> region;
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -379,12 +403,20 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
     RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
   }
   if (access == RemoteAccess::kNone) {
+    if (allow != nullptr && !allow->empty()) {
+      return absl::InvalidArgumentError(
+          "an access list was given with no access to grant: revoking (none) "
+          "takes no list");
+    }
     absl::MutexLock export_lock(&export_mu_);
     if (KeptRegion* kept = region->kept()) {
-      RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
+      RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access, {}));
     }
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    // Revoked even when the wait for accesses in progress times out.
+    absl::Status revoked = region->SetExport(
+        RemoteAccess::kNone, 0, nullptr, nullptr, limits_.revoke_drain_timeout);
     Notify(region->name());
+    RDMAD_RETURN_IF_ERROR(revoked);
     return region;
   }
   if (region->name().empty()) {
@@ -398,12 +430,16 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   absl::MutexLock export_lock(&export_mu_);
   // The record first: if it cannot be written, the export does not change
   // (the new registration is dropped), so a restart brings back what peers
-  // see now.
+  // see now, access list included.
   if (KeptRegion* kept = region->kept()) {
-    RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
+    RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(
+        access, allow != nullptr ? allow->grants() : std::vector<ExportGrant>{}));
   }
-  region->SetExport(access, SecureRandom64(), std::move(registration));
+  absl::Status changed =
+      region->SetExport(access, SecureRandom64(), std::move(registration),
+                        std::move(allow), limits_.revoke_drain_timeout);
   Notify(region->name());
+  RDMAD_RETURN_IF_ERROR(changed);
   return region;
 }
 
@@ -464,8 +500,13 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
       }
     }
   }
+  // The session is gone either way; a revocation that timed out (a stuck
+  // thread) cannot be reported to anyone here.
   for (auto& region : freed) {
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    region
+        ->SetExport(RemoteAccess::kNone, 0, nullptr, nullptr,
+                    limits_.revoke_drain_timeout)
+        .IgnoreError();
     Notify(region->name());
   }
   return freed.size();

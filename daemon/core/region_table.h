@@ -41,6 +41,9 @@ struct RegionLimits {
   // a runaway root client can pin memory as well as any other.
   uint64_t max_pinned_bytes_per_uid = 0;  // config quota_pinned_bytes_per_uid
   uint64_t max_regions_per_uid = 0;       // config quota_regions_per_uid
+  // How long Export and Free wait for accesses under the old export to
+  // finish (see Region::SetExport).
+  absl::Duration revoke_drain_timeout = kRevokeDrainTimeout;
 };
 
 struct AllocateOptions {
@@ -104,14 +107,19 @@ class RegionTable {
       std::unique_ptr<KeptRegion> kept);
 
   // Frees a region the caller may manage (see CheckManage). A kept region
-  // is forgotten by its keeper too.
+  // is forgotten by its keeper too. A barrier for its export: when Free
+  // returns, no peer access touches the memory any more (Region::SetExport;
+  // DEADLINE_EXCEEDED in the pathological case where that wait timed out,
+  // the region being freed all the same).
   absl::Status Free(const Caller& caller, const RegionKey& key);
 
   // Grants or revokes remote access. A new grant gets a new TCP key and a
-  // new export registration (rkeys), so earlier ones stop working.
-  absl::StatusOr<std::shared_ptr<Region>> Export(const Caller& caller,
-                                                 const RegionKey& key,
-                                                 RemoteAccess access);
+  // new export registration (rkeys), so earlier ones stop working; the
+  // change is a barrier as for Free. `allow` limits the remote principals
+  // (null or empty: any); it needs an access to grant.
+  absl::StatusOr<std::shared_ptr<Region>> Export(
+      const Caller& caller, const RegionKey& key, RemoteAccess access,
+      std::shared_ptr<const ExportAccessList> allow = nullptr);
 
   // A region the caller may use locally with `need` (kLocalRead and/or
   // kLocalWrite of access_control.h): its session's buffers, and named
@@ -149,7 +157,8 @@ class RegionTable {
   absl::StatusOr<std::shared_ptr<Region>> Insert(
       const Caller& caller, const AllocateOptions& options, ShmSegment segment,
       std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
-      bool restoring);
+      bool restoring,
+      std::shared_ptr<const ExportAccessList> allow = nullptr);
   // The memory of a new region: from the keeper for a kept region, else a
   // memfd.
   absl::StatusOr<KeptMemory> NewMemory(const Caller& caller,

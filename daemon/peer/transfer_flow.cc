@@ -60,7 +60,8 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
           target = r->t.remote.descriptor;
         }
       } else {
-        target = r->peer->names->Find(r->t.remote.name, link->incarnation);
+        target = r->peer->names->Find(r->t.remote.name, r->t.uid,
+                                      link->incarnation);
         r->from_cache = target != nullptr;
       }
     }
@@ -145,7 +146,7 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
                       link->incarnation)));
   }
   if (ResolvedRegion cached =
-          r->peer->names->Find(remote.name, link->incarnation)) {
+          r->peer->names->Find(remote.name, r->t.uid, link->incarnation)) {
     r->from_cache = true;
     return Send(std::move(r), *link, cached);
   }
@@ -154,7 +155,7 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
   const std::string name = remote.name;
   const uint32_t uid = r->t.uid;
   const absl::Time deadline = r->t.deadline;
-  names->Lookup(name, link->incarnation, uid, deadline,
+  names->Lookup(name, uid, link->incarnation, deadline,
                 [this, r = std::move(r), link = *std::move(link)](
                     absl::StatusOr<ResolvedRegion> target) mutable {
                   if (!target.ok()) {

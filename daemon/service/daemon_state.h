@@ -22,6 +22,7 @@
 
 namespace rdmad::service {
 
+class LocalListener;
 class SessionServer;
 
 // Identity and configuration fixed for the daemon's life.
@@ -47,6 +48,10 @@ struct DaemonState {
   // Client queues and remote handles of the shared-memory data path.
   ring::QueueRegistry* queues = nullptr;
   SessionServer* session_server = nullptr;
+  // Accepts the Local socket's connections: who is at the other end of
+  // each. Null only in tests that run the service without it, which then
+  // bind calls to nothing but their token.
+  const LocalListener* local_listener = nullptr;
   // Remote daemons and the data channels to them (ListPeers/ListQps).
   peer::PeerTable* peers = nullptr;
   // Answer Peer.Connect for each transport kind; null if not available.

@@ -91,8 +91,10 @@ class LocalService final : public v1::Local::CallbackService {
   // The caller of a call that must have a session (kernel-verified creds).
   absl::StatusOr<core::Caller> RequireSession(
       grpc::CallbackServerContext* context) const;
-  // The session caller if the call carries a token, else an anonymous one.
-  core::Caller OptionalSession(grpc::CallbackServerContext* context) const;
+  // The session caller if the call carries a token (which must then be
+  // valid for this process), else an anonymous one.
+  absl::StatusOr<core::Caller> OptionalSession(
+      grpc::CallbackServerContext* context) const;
   grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
                                      const v1::TransferRequest* request,
                                      v1::TransferResponse* response,

@@ -84,13 +84,17 @@ class FdStoreRegion final : public core::KeptRegion {
         record_(std::move(record)),
         generation_(generation) {}
 
-  absl::Status SetExportAccess(core::RemoteAccess access) override {
+  absl::Status SetExportAccess(
+      core::RemoteAccess access,
+      const std::vector<core::ExportGrant>& allow) override {
     absl::MutexLock lock(&mu_);
-    if (gone_ || record_.info.export_access == access) {
+    if (gone_ || (record_.info.export_access == access &&
+                  record_.info.export_allow == allow)) {
       return absl::OkStatus();
     }
     RegionRecord next = record_;
     next.info.export_access = access;
+    next.info.export_allow = allow;
     RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
     // The new record is in the store before the old one goes.
     if (absl::Status s = store_->Store(

@@ -134,6 +134,20 @@ struct RegionOptions {
   std::optional<uint32_t> group;  // one of the caller's groups; unset = its gid
 };
 
+// One remote principal an export admits (Client::Export): a peer daemon
+// and, optionally, the uid that daemon acts for. `peer` is "*" (any), the
+// IP address or CIDR block its connections come from ("10.0.0.2",
+// "10.0.0.0/8"), or "cert:NAME" for a daemon whose verified mutual-TLS
+// certificate carries NAME. The text form (rdmactl export --allow) is
+// "[UID@]PEER"; see docs/SECURITY.md.
+struct ExportGrant {
+  std::string peer;
+  std::optional<uint32_t> uid;
+
+  // Parses "[UID@]PEER", e.g. "1000@10.0.0.2" or "cert:node-b".
+  static absl::StatusOr<ExportGrant> Parse(absl::string_view text);
+};
+
 struct TransferResult {
   uint64_t bytes = 0;
   v1::TransportKind transport = v1::TRANSPORT_UNSPECIFIED;
@@ -183,8 +197,13 @@ class Client {
   // Maps a region this process may use (its uid's named regions; root: all).
   absl::StatusOr<Buffer> MapRegion(absl::string_view name);
 
-  // Grants (or with kNone revokes) remote access to a named region.
+  // Grants (or with kNone revokes) remote access to a named region. With
+  // `allow`, only those principals may reach it (empty: every peer that
+  // may reach this daemon). When it returns, no peer operation under the
+  // previous export touches the region any more.
   absl::StatusOr<v1::RegionInfo> Export(absl::string_view name, Access access);
+  absl::StatusOr<v1::RegionInfo> Export(absl::string_view name, Access access,
+                                        const std::vector<ExportGrant>& allow);
   // An exported region's descriptor, to hand to another node out of band.
   absl::StatusOr<std::string> GetDescriptor(absl::string_view name);
 

@@ -63,4 +63,5 @@ expect "--mode"                 rdmactl alloc x 1M --mo
 expect "kv-cache kv-index"      rdmactl --socket "$sock" free kv
 expect "kv-cache"               rdmactl --socket "$sock" export kv-c
 expect "r w rw none"            rdmactl --socket "$sock" export kv-cache ""
+expect "--allow"                rdmactl export kv-cache rw --al
 exit $fail

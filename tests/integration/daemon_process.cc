@@ -194,11 +194,12 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
 }
 
 absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
-  std::vector<std::string> argv = {RdmadBinary(),
-                                   "--socket", socket_,
-                                   "--peer_listen", peer_listen,
-                                   "--transport", options_.transport,
-                                   "--log_level", "debug"};
+  std::vector<std::string> argv = options_.launcher;
+  const std::vector<std::string> command = {
+      RdmadBinary(),      "--socket",    socket_,
+      "--peer_listen",    peer_listen,   "--transport",
+      options_.transport, "--log_level", "debug"};
+  argv.insert(argv.end(), command.begin(), command.end());
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
   auto child = ChildProcess::Spawn(argv, log_path_);

@@ -87,6 +87,9 @@ struct DaemonOptions {
   std::string transport = TestTransport();
   std::string peer_listen = "127.0.0.1:0";
   std::vector<std::string> extra_args;
+  // A program (and its arguments) that execs rdmad's command line, which
+  // follows it: e.g. a launcher that sets resource limits first.
+  std::vector<std::string> launcher;
 };
 
 // An rdmad child with its own socket under `dir`. Start() returns once the

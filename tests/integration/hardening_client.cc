@@ -4,24 +4,36 @@
 // is the numeric gRPC status). Exit status 0 unless the arguments are bad
 // or dropping privileges failed.
 //
-//   rdmad_hardening_client SOCKET UID GID COMMAND [ARGS...]
+//   rdmad_hardening_client SOCKET UID GID [token=TOKEN] COMMAND [ARGS...]
 //     UID/GID "-" keep the current ones; GID may be GID,SUPP1,SUPP2... to
-//     set supplementary groups too.
-//   COMMANDS
+//     set supplementary groups too. token=TOKEN sends TOKEN (someone else's
+//     session token) on the call instead of this process's own.
+//   COMMANDS (NAME may be #ID to name a region by id)
 //     map NAME                 ask for the region's memfd (needs rw)
 //     free NAME                FreeRegion
 //     export NAME              ExportRegion(ACCESS_READ)
-//     descriptor NAME          GetDescriptor
-//     send NAME TARGET         Write 16 bytes from NAME to exported TARGET
-//                              on the same daemon (needs read on NAME)
-//     recv NAME TARGET         Read 16 bytes from TARGET into NAME (write)
+//     descriptor NAME          GetDescriptor; prints the encoded descriptor
+//                              after the status on success
+//     list                     ListRegions
+//     send NAME TARGET [PEER]  Write 16 bytes from NAME to exported TARGET
+//                              (on PEER, default this daemon); needs read
+//     recv NAME TARGET [PEER]  Read 16 bytes from TARGET into NAME (write)
+//     send-descriptor NAME D   Write 16 bytes from NAME to descriptor D
+//     recv-descriptor NAME D   Read 16 bytes from descriptor D into NAME
 //     alloc NAME SIZE MODE     AllocateBuffer daemon_owned with MODE (octal)
+//     hoard-fds SESSIONS COUNT HOLD
+//                              opens SESSIONS sessions, allocates a buffer in
+//                              each and asks COUNT times for its descriptor
+//                              without ever receiving one; then prints the
+//                              status of a call with the first session's
+//                              token, and holds everything for HOLD seconds
 #include <grp.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,13 +61,31 @@ int Usage() {
 
 }  // namespace
 
+// Sets `ref` from NAME or #ID.
+void SetRef(const std::string& name, v1::RegionRef* ref) {
+  uint64_t id = 0;
+  if (name.size() > 1 && name[0] == '#' &&
+      absl::SimpleAtoi(name.substr(1), &id)) {
+    ref->set_id(id);
+  } else {
+    ref->set_name(name);
+  }
+}
+
 int main(int argc, char** argv) {
-  if (argc < 6) return Usage();
-  const std::string socket = argv[1];
-  const std::string uid_text = argv[2];
-  const std::string gid_text = argv[3];
-  const std::string command = argv[4];
-  const std::string name = argv[5];
+  std::string foreign_token;
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() > 4 && args[4].rfind("token=", 0) == 0) {
+    foreign_token = args[4].substr(6);
+    args.erase(args.begin() + 4);
+  }
+  if (args.size() < 5) return Usage();
+  const std::string socket = args[1];
+  const std::string uid_text = args[2];
+  const std::string gid_text = args[3];
+  const std::string command = args[4];
+  const std::string name = args.size() > 5 ? args[5] : "";
+  argc = static_cast<int>(args.size());
   if (gid_text != "-") {
     // GID[,SUPPLEMENTARY...]
     std::vector<gid_t> groups;
@@ -82,6 +112,49 @@ int main(int argc, char** argv) {
     // (the ASan pass of the suite) from inspecting it at exit.
     ::prctl(PR_SET_DUMPABLE, 1);
   }
+  if (command == "hoard-fds") {
+    if (argc < 8) return Usage();
+    const int sessions = std::atoi(args[5].c_str());
+    const int count = std::atoi(args[6].c_str());
+    const int hold = std::atoi(args[7].c_str());
+    std::vector<std::unique_ptr<RawSession>> held;
+    for (int i = 0; i < sessions; ++i) {
+      auto opened = RawSession::Open(socket);
+      if (!opened.ok()) break;  // refused: what is held is held
+      RawSession& s = **opened;
+      grpc::ClientContext context;
+      s.Authorize(&context);
+      v1::AllocateBufferRequest request;
+      request.set_size(4096);
+      v1::AllocateBufferResponse response;
+      if (!s.stub().AllocateBuffer(&context, request, &response).ok()) break;
+      for (int n = 0; n < count; ++n) {
+        if (!s.AskFd(response.region().id()).ok()) break;
+      }
+      held.push_back(*std::move(opened));
+    }
+    if (held.empty()) {
+      std::printf("14 no session could be opened\n");
+    } else {
+      // The daemon serves the session socket on its own thread: give it
+      // time to act on what was sent (30 s at most).
+      grpc::Status status;
+      for (int attempt = 0; attempt < 300; ++attempt) {
+        grpc::ClientContext context;
+        held[0]->Authorize(&context);
+        v1::AllocateBufferRequest request;
+        request.set_size(4096);
+        v1::AllocateBufferResponse response;
+        status = held[0]->stub().AllocateBuffer(&context, request, &response);
+        if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) break;
+        ::usleep(100 * 1000);
+      }
+      Print(status);
+    }
+    std::fflush(stdout);
+    ::sleep(static_cast<unsigned>(hold));
+    return 0;
+  }
   auto session = RawSession::Open(socket);
   if (!session.ok()) {
     std::printf("%d %s\n", static_cast<int>(session.status().code()),
@@ -89,8 +162,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   RawSession& s = **session;
+  if (!foreign_token.empty()) s.UseToken(foreign_token);
   grpc::ClientContext context;
   s.Authorize(&context);
+  if (command == "list") {
+    v1::ListRegionsResponse list;
+    return Print(s.stub().ListRegions(&context, {}, &list));
+  }
+  if (name.empty()) return Usage();
   if (command == "map") {
     // Through the library's own path: GetFd on the session socket needs the
     // region id, which ListRegions shows.
@@ -109,7 +188,7 @@ int main(int argc, char** argv) {
   }
   if (command == "free") {
     v1::FreeRegionRequest request;
-    request.mutable_region()->set_name(name);
+    SetRef(name, request.mutable_region());
     v1::FreeRegionResponse response;
     return Print(s.stub().FreeRegion(&context, request, &response));
   }
@@ -122,28 +201,40 @@ int main(int argc, char** argv) {
   }
   if (command == "descriptor") {
     v1::GetDescriptorRequest request;
-    request.mutable_region()->set_name(name);
+    SetRef(name, request.mutable_region());
     v1::GetDescriptorResponse response;
-    return Print(s.stub().GetDescriptor(&context, request, &response));
+    grpc::Status status = s.stub().GetDescriptor(&context, request, &response);
+    if (!status.ok()) return Print(status);
+    std::printf("0 %s\n", response.encoded().c_str());
+    return 0;
   }
-  if ((command == "send" || command == "recv") && argc >= 7) {
+  if ((command == "send" || command == "recv" || command == "send-descriptor" ||
+       command == "recv-descriptor") &&
+      argc >= 7) {
     v1::TransferRequest request;
-    request.mutable_op()->mutable_local()->set_name(name);
-    request.mutable_op()->mutable_remote()->set_name(argv[6]);
+    SetRef(name, request.mutable_op()->mutable_local());
+    v1::RemoteRegion* remote = request.mutable_op()->mutable_remote();
+    if (command == "send" || command == "recv") {
+      remote->set_name(args[6]);
+      if (argc >= 8) remote->set_peer(args[7]);
+    } else {
+      remote->set_encoded_descriptor(args[6]);
+    }
     request.mutable_op()->set_length(16);
     v1::TransferResponse response;
-    return Print(command == "send"
+    return Print(command.rfind("send", 0) == 0
                      ? s.stub().Write(&context, request, &response)
                      : s.stub().Read(&context, request, &response));
   }
   if (command == "alloc" && argc >= 8) {
     v1::AllocateBufferRequest request;
     uint64_t size = 0;
-    if (!absl::SimpleAtoi(argv[6], &size)) return Usage();
+    if (!absl::SimpleAtoi(args[6], &size)) return Usage();
     request.set_name(name);
     request.set_size(size);
     request.set_daemon_owned(true);
-    request.set_mode(static_cast<uint32_t>(std::strtoul(argv[7], nullptr, 8)));
+    request.set_mode(
+        static_cast<uint32_t>(std::strtoul(args[7].c_str(), nullptr, 8)));
     v1::AllocateBufferResponse response;
     return Print(s.stub().AllocateBuffer(&context, request, &response));
   }

@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/raw_session.h"
 
 namespace rdmad::testing {
 namespace {
@@ -267,9 +268,14 @@ class OtherUidTest : public ::testing::Test {
 TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   v1::AllocateBufferRequest unused;
   (void)unused;
-  // Root's private region, a world-readable one, and an exported target.
+  // Root's private region, a world-readable one, and an exported target
+  // that everyone may write (a target on this daemon needs its own mode as
+  // well as its export; see NoRouteToThisDaemonGivesMoreThanTheMode).
   ASSERT_TRUE(owner_->CreateRegion("secret", 4096, Access::kRead).ok());
-  ASSERT_TRUE(owner_->CreateRegion("target", 4096, Access::kReadWrite).ok());
+  RegionOptions everyone;
+  everyone.mode = 0666;
+  ASSERT_TRUE(
+      owner_->CreateRegion("target", 4096, Access::kReadWrite, everyone).ok());
   auto shared = RunProcess({HARDENING_CLIENT_PATH, daemon_->socket(), "-", "-",
                             "alloc", "public", "4096", "0644"});
   ASSERT_EQ(Code(shared.out), 0) << shared.out;
@@ -340,6 +346,208 @@ TEST_F(OtherUidTest, GroupBitsApplyThroughPrimaryAndSupplementaryGroups) {
   // Group members use, but do not manage.
   out = AsNobody({"free", "team"}, "4242");
   EXPECT_EQ(Code(out), 7) << out;
+}
+
+// A session token is useless in any process but the one it was issued to:
+// the daemon binds each Local call to the kernel-verified credentials of the
+// connection it arrived on.
+TEST_F(OtherUidTest, SessionTokenIsUselessInAnotherProcess) {
+  RegionOptions everyone;
+  everyone.mode = 0666;
+  ASSERT_TRUE(
+      owner_->CreateRegion("target", 4096, Access::kReadWrite, everyone).ok());
+  // The victim: root's session with a session buffer.
+  auto victim = RawSession::Open(daemon_->socket());
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  uint64_t buffer_id = 0;
+  {
+    grpc::ClientContext ctx;
+    (*victim)->Authorize(&ctx);
+    v1::AllocateBufferRequest request;
+    request.set_size(4096);
+    v1::AllocateBufferResponse response;
+    ASSERT_TRUE(
+        (*victim)->stub().AllocateBuffer(&ctx, request, &response).ok());
+    buffer_id = response.region().id();
+  }
+  const std::string token = "token=" + (*victim)->token();
+  const std::string id = absl::StrCat("#", buffer_id);
+  // Another uid with the stolen token: a WRITE sourced from the victim's
+  // buffer is refused, and so is every other call that takes a session.
+  std::string out = AsNobody({token, "send", id, "target"});
+  EXPECT_EQ(Code(out), 7) << out;  // PERMISSION_DENIED
+  EXPECT_THAT(out, HasSubstr("not issued to this process"));
+  out = AsNobody({token, "free", id});
+  EXPECT_EQ(Code(out), 7) << out;
+  out = AsNobody({token, "list"});
+  EXPECT_EQ(Code(out), 7) << out;
+  // The same uid in another process: refused all the same.
+  auto same_uid = RunProcess({HARDENING_CLIENT_PATH, daemon_->socket(), "-",
+                              "-", token, "send", id, "target"});
+  EXPECT_EQ(Code(same_uid.out), 7) << same_uid.out << same_uid.err;
+  // A made-up token stays UNAUTHENTICATED.
+  out = AsNobody(
+      {"token=0123456789abcdef0123456789abcdef", "send", id, "target"});
+  EXPECT_EQ(Code(out), 16) << out;
+  // Without the token, nobody's own session may not use the buffer either.
+  out = AsNobody({"send", id, "target"});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("another client session"));
+  // The victim's own process still can.
+  grpc::ClientContext ctx;
+  (*victim)->Authorize(&ctx);
+  v1::TransferRequest request;
+  request.mutable_op()->mutable_local()->set_id(buffer_id);
+  request.mutable_op()->mutable_remote()->set_name("target");
+  request.mutable_op()->set_length(16);
+  v1::TransferResponse response;
+  grpc::Status st = (*victim)->stub().Write(&ctx, request, &response);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+// Local users never gain through a route to this same daemon (empty peer,
+// its own Peer address, an alias of it, a descriptor it issued) what the
+// region's mode denies them, however the region is exported.
+TEST_F(OtherUidTest, NoRouteToThisDaemonGivesMoreThanTheMode) {
+  ASSERT_TRUE(owner_->CreateRegion("secret", 4096, Access::kReadWrite).ok());
+  RegionOptions readable;
+  readable.mode = 0644;
+  ASSERT_TRUE(
+      owner_->CreateRegion("pub", 4096, Access::kReadWrite, readable).ok());
+  auto secret = owner_->MapRegion("secret");
+  auto pub = owner_->MapRegion("pub");
+  ASSERT_TRUE(secret.ok() && pub.ok());
+  std::memset(secret->data(), 'S', 4096);
+  std::memset(pub->data(), 'P', 4096);
+  std::string out = AsNobody({"alloc", "mine", "4096", "0600"});
+  ASSERT_EQ(Code(out), 0) << out;
+  // Descriptors root hands out (nobody may not get them itself: "pub" is
+  // exported rw and nobody may not write it).
+  auto secret_descriptor = owner_->GetDescriptor("secret");
+  auto pub_descriptor = owner_->GetDescriptor("pub");
+  ASSERT_TRUE(secret_descriptor.ok() && pub_descriptor.ok());
+  out = AsNobody({"descriptor", "pub"});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("grants remote write"));
+
+  const std::string self = daemon_->peer_address();
+  const std::string alias =
+      "localhost" + self.substr(self.rfind(':'));  // same daemon, other name
+  struct Route {
+    std::string what;
+    std::vector<std::string> send_secret, recv_secret, send_pub, recv_pub;
+  };
+  const std::vector<Route> routes = {
+      {"empty peer",
+       {"send", "mine", "secret"},
+       {"recv", "mine", "secret"},
+       {"send", "mine", "pub"},
+       {"recv", "mine", "pub"}},
+      {"own peer address",
+       {"send", "mine", "secret", self},
+       {"recv", "mine", "secret", self},
+       {"send", "mine", "pub", self},
+       {"recv", "mine", "pub", self}},
+      {"alias of the peer address",
+       {"send", "mine", "secret", alias},
+       {"recv", "mine", "secret", alias},
+       {"send", "mine", "pub", alias},
+       {"recv", "mine", "pub", alias}},
+      {"descriptor",
+       {"send-descriptor", "mine", *secret_descriptor},
+       {"recv-descriptor", "mine", *secret_descriptor},
+       {"send-descriptor", "mine", *pub_descriptor},
+       {"recv-descriptor", "mine", *pub_descriptor}},
+  };
+  for (const Route& route : routes) {
+    SCOPED_TRACE(route.what);
+    out = AsNobody(route.send_secret);
+    EXPECT_EQ(Code(out), 7) << out;
+    out = AsNobody(route.recv_secret);
+    EXPECT_EQ(Code(out), 7) << out;
+    out = AsNobody(route.send_pub);
+    EXPECT_EQ(Code(out), 7) << out;
+    // Reading a world-readable region is what its mode grants.
+    out = AsNobody(route.recv_pub);
+    EXPECT_EQ(Code(out), 0) << out;
+  }
+  // Nothing landed, nothing leaked.
+  EXPECT_EQ(std::string(secret->data(), 4096), std::string(4096, 'S'));
+  EXPECT_EQ(std::string(pub->data(), 4096), std::string(4096, 'P'));
+  auto mine = owner_->MapRegion("mine");
+  ASSERT_TRUE(mine.ok());
+  EXPECT_EQ(std::string(mine->data(), 4096).find('S'), std::string::npos);
+  // Root, whom the modes allow everything, may use every route.
+  auto buf = owner_->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  RemoteRegion via_alias;
+  via_alias.peer = alias;
+  via_alias.name = "secret";
+  EXPECT_TRUE(owner_->Write(*buf, 0, via_alias, 0, 16).ok());
+  RemoteRegion via_descriptor;
+  via_descriptor.descriptor = *secret_descriptor;
+  EXPECT_TRUE(owner_->Write(*buf, 0, via_descriptor, 0, 16).ok());
+}
+
+// The exporter decides with its access list: which peer daemons, and which
+// uids they act for, may resolve (and so reach) an export.
+TEST_F(OtherUidTest, ExportAccessListAdmitsOnlyItsPrincipals) {
+  auto exporter = Start(dir_, "exporter");
+  ASSERT_TRUE(exporter);
+  auto ce = Connect(*exporter);
+  ASSERT_TRUE(ce);
+  ASSERT_TRUE(ce->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  auto view = ce->MapRegion("kv");
+  ASSERT_TRUE(view.ok());
+  std::memset(view->data(), 'K', 4096);
+  std::string out = AsNobody({"alloc", "mine", "4096", "0600"});
+  ASSERT_EQ(Code(out), 0) << out;
+  const std::string peer = exporter->peer_address();
+  auto buf = owner_->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  auto root_write = [&] {
+    RemoteRegion r;
+    r.peer = peer;
+    r.name = "kv";
+    return owner_->Write(*buf, 0, r, 0, 16).status();
+  };
+  auto export_to = [&](const std::string& allow) {
+    ProcessResult r =
+        RunProcess({RdmactlBinary(), "--socket", exporter->socket(), "export",
+                    "kv", "rw", "--allow", allow});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+
+  // Another address only: refused at Resolve, naming the list.
+  EXPECT_THAT(export_to("192.0.2.1"), HasSubstr("exported rw to 192.0.2.1"));
+  absl::Status w = root_write();
+  EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
+  EXPECT_THAT(w.message(), HasSubstr("does not admit peer 127.0.0.1"));
+  // This daemon's address, root only: root passes, nobody does not.
+  export_to("0@127.0.0.1");
+  EXPECT_TRUE(root_write().ok());
+  out = AsNobody({"send", "mine", "kv", peer});
+  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_THAT(out, HasSubstr("acting for uid 65534"));
+  // Nobody only: the other way round (each uid resolves for itself).
+  export_to(absl::StrCat(kNobody, "@127.0.0.0/8"));
+  out = AsNobody({"send", "mine", "kv", peer});
+  EXPECT_EQ(Code(out), 0) << out;
+  EXPECT_EQ(root_write().code(), absl::StatusCode::kPermissionDenied);
+  // Malformed entries are refused with the entry named.
+  ProcessResult bad =
+      RunProcess({RdmactlBinary(), "--socket", exporter->socket(), "export",
+                  "kv", "rw", "--allow", "10.0.0.0/33"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("10.0.0.0/33"));
+  // The list shows in listings, and re-exporting without one opens it.
+  auto regions = ce->ListRegions();
+  ASSERT_TRUE(regions.ok());
+  ASSERT_EQ(regions->regions(0).export_allow_size(), 1);
+  EXPECT_EQ(regions->regions(0).export_allow(0).uid(), kNobody);
+  ASSERT_TRUE(ce->Export("kv", Access::kReadWrite).ok());
+  EXPECT_TRUE(root_write().ok());
 }
 
 // --- revocation -------------------------------------------------------------
@@ -540,6 +748,39 @@ TEST_F(MutualTlsTest, DaemonsWithCertsTransferAndOthersAreRefused) {
       << refused.status();
   // Neither touched the region.
   EXPECT_EQ(std::memcmp(view->data(), buf->data(), 1 << 20), 0);
+}
+
+// With mutual TLS, an export's access list can name peers by their
+// verified certificate: the calling daemon's own address does not matter.
+TEST_F(MutualTlsTest, AccessListNamesPeersByCertificate) {
+  ASSERT_TRUE(MakeCert("ca", "d4"));
+  auto d1 = Start(dir_, "d1", TlsConfig("ca", "d1"));
+  auto d2 = Start(dir_, "d2", TlsConfig("ca", "d2"));
+  auto d4 = Start(dir_, "d4", TlsConfig("ca", "d4"));
+  ASSERT_TRUE(d1 && d2 && d4);
+  auto c1 = Connect(*d1);
+  auto c2 = Connect(*d2);
+  auto c4 = Connect(*d4);
+  ASSERT_TRUE(c1 && c2 && c4);
+  ASSERT_TRUE(c2->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  auto grant = ExportGrant::Parse("cert:d1");
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(c2->Export("kv", Access::kReadWrite, {*grant}).ok());
+  auto b1 = c1->Allocate(4096);
+  auto b4 = c4->Allocate(4096);
+  ASSERT_TRUE(b1.ok() && b4.ok());
+  auto w = c1->Write(*b1, 0, Remote(*d2, "kv"), 0, 4096);
+  EXPECT_TRUE(w.ok()) << w.status();
+  // d4 has a certificate from the same CA, but it is not on the list; nor
+  // is its address any help (it is the same as d1's).
+  w = c4->Write(*b4, 0, Remote(*d2, "kv"), 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("certificate d4"));
+  // By address instead: both share 127.0.0.1, so both pass.
+  auto by_address = ExportGrant::Parse("127.0.0.1");
+  ASSERT_TRUE(c2->Export("kv", Access::kReadWrite, {*by_address}).ok());
+  EXPECT_TRUE(c4->Write(*b4, 0, Remote(*d2, "kv"), 0, 4096).ok());
 }
 
 TEST_F(MutualTlsTest, IncompleteTlsConfigIsAStartupError) {

@@ -78,6 +78,13 @@ absl::StatusOr<UniqueFd> RawSession::Ask(
   return std::move(reply->fd);
 }
 
+absl::Status RawSession::AskFd(uint64_t id) {
+  session_wire::Message request;
+  request.type = session_wire::MessageType::kGetFd;
+  request.a = id;
+  return session_wire::Send(session_.get(), request);
+}
+
 void RawSession::Authorize(grpc::ClientContext* context) const {
   context->AddMetadata(session_wire::kSessionMetadataKey, token_);
   context->set_deadline(std::chrono::system_clock::now() +

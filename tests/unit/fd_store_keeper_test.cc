@@ -153,15 +153,15 @@ TEST_F(FdStoreKeeperTest, ExportChangeStoresTheNextRecordThenRemovesTheOld) {
   auto memory = keeper->Create(Info("x", 4096));
   ASSERT_TRUE(memory.ok());
   const std::string slot = OnlySlot();
-  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
-  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
   // A store that refuses: the export change fails, the old record stands.
   store_.FailStores(1);
-  EXPECT_FALSE(memory->kept->SetExportAccess(core::RemoteAccess::kNone).ok());
+  EXPECT_FALSE(memory->kept->SetExportAccess(core::RemoteAccess::kNone, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
   memory->kept->Forget();

@@ -285,11 +285,16 @@ class FakeKeeper final : public RegionKeeper {
    public:
     Handle(FakeKeeper* keeper, std::string name)
         : keeper_(keeper), name_(std::move(name)) {}
-    absl::Status SetExportAccess(RemoteAccess access) override {
+    absl::Status SetExportAccess(
+        RemoteAccess access, const std::vector<ExportGrant>& allow) override {
       absl::MutexLock lock(&keeper_->mu_);
       if (keeper_->fail_records_) return absl::UnavailableError("disk full");
       keeper_->log_.push_back(absl::StrCat("export ", name_, " ",
                                            static_cast<int>(access)));
+      for (const ExportGrant& grant : allow) {
+        keeper_->log_.push_back(absl::StrCat(
+            "allow ", name_, " ", ExportAccessList::FormatGrant(grant)));
+      }
       return absl::OkStatus();
     }
     void Forget() override {

@@ -137,7 +137,7 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
     auto memory = keeper->Create(Info("x", 4096));
     ASSERT_TRUE(memory.ok());
     ASSERT_TRUE(
-        memory->kept->SetExportAccess(core::RemoteAccess::kReadWrite).ok());
+        memory->kept->SetExportAccess(core::RemoteAccess::kReadWrite, {}).ok());
   }
   auto keeper = Open();
   Recovery found = keeper->Recover();
@@ -145,7 +145,7 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
   EXPECT_EQ(found.regions[0].info.export_access,
             core::RemoteAccess::kReadWrite);
   ASSERT_TRUE(
-      found.regions[0].kept->SetExportAccess(core::RemoteAccess::kNone).ok());
+      found.regions[0].kept->SetExportAccess(core::RemoteAccess::kNone, {}).ok());
   // Temporary files of the atomic write do not stay.
   for (const std::string& name : ListNames(dir_)) {
     EXPECT_FALSE(absl::EndsWith(name, ".tmp")) << name;
@@ -159,7 +159,7 @@ TEST_F(StateDirKeeperTest, ForgetRemovesRecordAndMemory) {
   memory->kept->Forget();
   EXPECT_THAT(ListNames(dir_), IsEmpty());
   memory->kept->Forget();  // idempotent
-  EXPECT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  EXPECT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(ListNames(dir_), IsEmpty()) << "a forgotten region came back";
 }
 
