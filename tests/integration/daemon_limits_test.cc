@@ -86,7 +86,7 @@ TEST_F(DaemonLimitsTest, DescriptorsInFlightEndOnlyTheHoardersSessions) {
   // a minute at most (killed sooner below).
   const std::string log = dir_.path() + "/hoarder.out";
   auto hoarder = ChildProcess::Spawn(
-      {HARDENING_CLIENT_PATH, daemon->socket(), absl::StrCat(kHoarderUid),
+      {ACCESS_PROBE_PATH, daemon->socket(), absl::StrCat(kHoarderUid),
        absl::StrCat(kHoarderUid), "hoard-fds", "8", "100", "60"},
       log);
   ASSERT_TRUE(hoarder.ok()) << hoarder.status();

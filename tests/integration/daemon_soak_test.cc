@@ -122,7 +122,7 @@ absl::Status Cycle(Client& ca, Client& cb, const DaemonProcess& b, int i) {
   return in->Release();
 }
 
-TEST(HardeningSoakTest, ThousandCyclesLeaveNothingBehind) {
+TEST(DaemonSoakTest, ThousandCyclesLeaveNothingBehind) {
   TempDir dir;
   auto a = Start(dir, "a");
   auto b = Start(dir, "b");
@@ -170,7 +170,7 @@ TEST(HardeningSoakTest, ThousandCyclesLeaveNothingBehind) {
   }
 }
 
-TEST(HardeningSoakTest, SeveralClientsOnThreeDaemonsNeverSeeAMismatch) {
+TEST(DaemonSoakTest, SeveralClientsOnThreeDaemonsNeverSeeAMismatch) {
   TempDir dir;
   std::vector<std::unique_ptr<DaemonProcess>> daemons;
   for (const char* name : {"x", "y", "z"}) {
@@ -236,7 +236,7 @@ TEST(HardeningSoakTest, SeveralClientsOnThreeDaemonsNeverSeeAMismatch) {
   for (auto& d : daemons) EXPECT_EQ(::kill(d->pid(), 0), 0) << d->LogTail();
 }
 
-TEST(HardeningSoakTest, ClientKilledMidTransferIsCleanedUpAndOthersUnaffected) {
+TEST(DaemonSoakTest, ClientKilledMidTransferIsCleanedUpAndOthersUnaffected) {
   TempDir dir;
   auto a = Start(dir, "a");
   auto b = Start(dir, "b");

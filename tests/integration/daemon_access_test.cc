@@ -88,7 +88,7 @@ int DataPort(const DaemonProcess& daemon) {
 
 // --- quotas -----------------------------------------------------------------
 
-TEST(HardeningSecurityTest, QuotasPerUidAreEnforcedAndNamed) {
+TEST(DaemonAccessTest, QuotasPerUidAreEnforcedAndNamed) {
   TempDir dir;
   auto d = Start(dir, "q",
                  "quota_regions_per_uid: 3\n"
@@ -119,7 +119,7 @@ TEST(HardeningSecurityTest, QuotasPerUidAreEnforcedAndNamed) {
             absl::StatusCode::kResourceExhausted);
 }
 
-TEST(HardeningSecurityTest, TransfersInFlightQuotaRefusesTheNextOne) {
+TEST(DaemonAccessTest, TransfersInFlightQuotaRefusesTheNextOne) {
   TempDir dir;
   auto a = Start(dir, "qa", "quota_transfers_per_uid: 2\n");
   auto b = Start(dir, "qb");
@@ -169,7 +169,7 @@ TEST(HardeningSecurityTest, TransfersInFlightQuotaRefusesTheNextOne) {
 
 // --- sockets ----------------------------------------------------------------
 
-TEST(HardeningSecurityTest, SocketGroupAndModeApplyToBothSockets) {
+TEST(DaemonAccessTest, SocketGroupAndModeApplyToBothSockets) {
   TempDir dir;
   const gid_t gid = ::getgid();
   auto d = Start(dir, "s",
@@ -197,7 +197,7 @@ TEST(HardeningSecurityTest, SocketGroupAndModeApplyToBothSockets) {
   EXPECT_THAT(bad.err + bad.out, HasSubstr("no-such-group-rdmad"));
 }
 
-TEST(HardeningSecurityTest, RdmactlAllocSetsModeAndGroupAndListShowsThem) {
+TEST(DaemonAccessTest, RdmactlAllocSetsModeAndGroupAndListShowsThem) {
   TempDir dir;
   auto d = Start(dir, "r");
   ASSERT_TRUE(d);
@@ -251,7 +251,7 @@ class OtherUidTest : public ::testing::Test {
   std::string AsNobody(const std::vector<std::string>& args,
                        const std::string& supplementary = "") {
     std::vector<std::string> argv = {
-        HARDENING_CLIENT_PATH, daemon_->socket(), absl::StrCat(kNobody),
+        ACCESS_PROBE_PATH, daemon_->socket(), absl::StrCat(kNobody),
         absl::StrCat(kNobody, supplementary.empty() ? "" : ",", supplementary)};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessResult r = RunProcess(argv, "", absl::Seconds(30));
@@ -276,7 +276,7 @@ TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   everyone.mode = 0666;
   ASSERT_TRUE(
       owner_->CreateRegion("target", 4096, Access::kReadWrite, everyone).ok());
-  auto shared = RunProcess({HARDENING_CLIENT_PATH, daemon_->socket(), "-", "-",
+  auto shared = RunProcess({ACCESS_PROBE_PATH, daemon_->socket(), "-", "-",
                             "alloc", "public", "4096", "0644"});
   ASSERT_EQ(Code(shared.out), 0) << shared.out;
 
@@ -382,7 +382,7 @@ TEST_F(OtherUidTest, SessionTokenIsUselessInAnotherProcess) {
   out = AsNobody({token, "list"});
   EXPECT_EQ(Code(out), 7) << out;
   // The same uid in another process: refused all the same.
-  auto same_uid = RunProcess({HARDENING_CLIENT_PATH, daemon_->socket(), "-",
+  auto same_uid = RunProcess({ACCESS_PROBE_PATH, daemon_->socket(), "-",
                               "-", token, "send", id, "target"});
   EXPECT_EQ(Code(same_uid.out), 7) << same_uid.out << same_uid.err;
   // A made-up token stays UNAUTHENTICATED.
@@ -552,7 +552,7 @@ TEST_F(OtherUidTest, ExportAccessListAdmitsOnlyItsPrincipals) {
 
 // --- revocation -------------------------------------------------------------
 
-TEST(HardeningSecurityTest, UnexportReexportAndFreeRevokePeersAccess) {
+TEST(DaemonAccessTest, UnexportReexportAndFreeRevokePeersAccess) {
   TempDir dir;
   auto a = Start(dir, "a");
   auto b = Start(dir, "b");
@@ -606,7 +606,7 @@ TEST(HardeningSecurityTest, UnexportReexportAndFreeRevokePeersAccess) {
 
 // --- peer allow-list --------------------------------------------------------
 
-TEST(HardeningSecurityTest, PeerAllowListRefusesOthers) {
+TEST(DaemonAccessTest, PeerAllowListRefusesOthers) {
   TempDir dir;
   // b allows only an address that is not loopback; c allows loopback.
   auto a = Start(dir, "a");

@@ -4,7 +4,7 @@
 // is the numeric gRPC status). Exit status 0 unless the arguments are bad
 // or dropping privileges failed.
 //
-//   rdmad_hardening_client SOCKET UID GID [token=TOKEN] COMMAND [ARGS...]
+//   rdmad_access_probe SOCKET UID GID [token=TOKEN] COMMAND [ARGS...]
 //     UID/GID "-" keep the current ones; GID may be GID,SUPP1,SUPP2... to
 //     set supplementary groups too. token=TOKEN sends TOKEN (someone else's
 //     session token) on the call instead of this process's own.
@@ -55,7 +55,7 @@ int Print(const grpc::Status& status) {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: rdmad_hardening_client SOCKET UID GID COMMAND ARGS\n");
+               "usage: rdmad_access_probe SOCKET UID GID COMMAND ARGS\n");
   return 2;
 }
 
