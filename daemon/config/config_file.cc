@@ -1,5 +1,7 @@
 #include "daemon/config/config_file.h"
 
+#include "daemon/config/resolved_config.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/socket.h>
@@ -21,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "common/directory_url.h"
 #include "common/region_address.h"
+#include "daemon/config/resolved_config.h"
 #include "daemon/core/peer_allow_list.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -150,32 +153,8 @@ void CheckDirectory(const v1::DaemonConfig& config,
 // A group name or number that exists on this host (what socket_group
 // needs at start).
 void CheckGroup(const std::string& group, std::vector<FieldError>& errors) {
-  if (group.empty()) return;
-  uint32_t gid = 0;
-  if (absl::SimpleAtoi(group, &gid) &&
-      std::all_of(group.begin(), group.end(), [](char c) {
-        return absl::ascii_isdigit(static_cast<unsigned char>(c));
-      })) {
-    return;  // a number: chown takes any gid
-  }
-  std::vector<char> buffer(16384);
-  for (;;) {
-    ::group entry{};
-    ::group* found = nullptr;
-    const int rc = ::getgrnam_r(group.c_str(), &entry, buffer.data(),
-                                buffer.size(), &found);
-    if (rc == ERANGE && buffer.size() < (1u << 20)) {
-      buffer.resize(buffer.size() * 4);
-      continue;
-    }
-    if (found == nullptr) {
-      errors.push_back(
-          {"socket_group",
-           absl::StrCat("'", absl::CHexEscape(group),
-                        "' is not a group on this host: create it (groupadd) "
-                        "or give a numeric gid")});
-    }
-    return;
+  if (absl::StatusOr<int64_t> gid = ResolveSocketGroup(group); !gid.ok()) {
+    errors.push_back({"socket_group", std::string(gid.status().message())});
   }
 }
 
