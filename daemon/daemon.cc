@@ -271,8 +271,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 }
 
 void Daemon::Shutdown() {
-  if (impl_ == nullptr || impl_->shut_down) return;
-  Impl& d = *impl_;
+  if (impl_ != nullptr) impl_->TearDown();
+}
+
+void Daemon::Impl::TearDown() {
+  if (shut_down) return;
+  Impl& d = *this;
   d.shut_down = true;
   // Scrapes read the tables torn down below.
   d.metrics_server.reset();

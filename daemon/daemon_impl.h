@@ -72,12 +72,13 @@ struct Daemon::Impl {
   std::unique_ptr<MemoryReleaser> memory_releaser;
   bool shut_down = false;
 
-  // After a Start that failed half way (Shutdown() does all of it
-  // otherwise): the listener hands connections to local_server, which is
-  // destroyed before it, so it stops first.
-  ~Impl() {
-    if (local_listener) local_listener->Stop();
-  }
+  // Stops every part in order (daemon.cc); once. Daemon::Shutdown runs it,
+  // and so does the destructor after a Start that failed half way: parts
+  // already running (the event loops above all) must stop before the
+  // members they use are destroyed, which plain member destruction (in
+  // reverse order of declaration) would not ensure.
+  void TearDown();
+  ~Impl() { TearDown(); }
 };
 
 }  // namespace rdmad
