@@ -3,81 +3,42 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "client/convert.h"
+#include "client/session_link.h"
 #include "common/region_address.h"
 #include "common/session_wire.h"
+#include "common/size.h"
 #include "common/status_macros.h"
-#include "common/unique_fd.h"
 #include "grpcpp/grpcpp.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
 namespace rdmad {
+
+using client_internal::FromGrpc;
+using client_internal::FromProto;
+using client_internal::SessionLink;
+using client_internal::ToProto;
+
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
-v1::Access ToProto(Access access) {
-  switch (access) {
-    case Access::kRead:
-      return v1::ACCESS_READ;
-    case Access::kWrite:
-      return v1::ACCESS_WRITE;
-    case Access::kReadWrite:
-      return v1::ACCESS_READ_WRITE;
-    case Access::kNone:
-      break;
-  }
-  return v1::ACCESS_NONE;
-}
-
-v1::RemoteRegion ToProto(const RemoteRegion& remote) {
-  v1::RemoteRegion out;
-  out.set_peer(remote.peer);
-  if (!remote.descriptor.empty()) {
-    out.set_encoded_descriptor(remote.descriptor);
-  } else {
-    out.set_name(remote.name);
-  }
-  return out;
-}
-
-absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("socket path too long: ", path));
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!fd) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
-                sizeof(addr)) != 0) {
-    const int error = errno;
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to rdmad at ", path, ": ", std::strerror(error),
-        ". Is rdmad running (systemctl status rdmad)? Use --socket or "
-        "RDMAD_SOCKET for a daemon on another socket"));
-  }
-  return fd;
-}
+constexpr char kBuiltinSocket[] = "/run/rdmad/rdmad.sock";
 
 }  // namespace
+
+std::string DefaultSocketPath() {
+  const char* env = std::getenv("RDMAD_SOCKET");
+  return env != nullptr && *env != '\0' ? std::string(env) : kBuiltinSocket;
+}
 
 absl::StatusOr<Access> ParseAccess(absl::string_view text) {
   const std::string t = absl::AsciiStrToLower(text);
@@ -103,10 +64,45 @@ absl::string_view AccessName(Access access) {
   return "none";
 }
 
+absl::string_view TransportName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kVerbs:
+      return "verbs";
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kUnspecified:
+      break;
+  }
+  return "-";
+}
+
+absl::string_view RegionOwnerName(RegionOwner owner) {
+  switch (owner) {
+    case RegionOwner::kSession:
+      return "session";
+    case RegionOwner::kDaemon:
+      return "daemon";
+    case RegionOwner::kUnspecified:
+      break;
+  }
+  return "-";
+}
+
 absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
   RemoteRegion remote;
   if (absl::StartsWith(text, "rdmad1:")) {
-    remote.descriptor = std::string(text);
+    // Descriptors are base64url, which has no '@': one after it starts an
+    // offset, as for a name.
+    const size_t at = text.find('@');
+    remote.descriptor = std::string(text.substr(0, at));
+    if (at != absl::string_view::npos) {
+      auto offset = ParseSize(text.substr(at + 1));
+      if (!offset.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "offset after '@' in '", text, "': ", offset.status().message()));
+      }
+      remote.offset = *offset;
+    }
     return remote;
   }
   RDMAD_ASSIGN_OR_RETURN(RegionAddress address, ParseRegionAddress(text));
@@ -116,18 +112,25 @@ absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
   return remote;
 }
 
+struct Client::Impl {
+  std::unique_ptr<SessionLink> link;
+};
+
 // ---------------------------------------------------------------------------
 // Buffer
 
 Buffer::Buffer(Client* client, uint64_t id, std::string name, char* data,
-               size_t size, size_t mapped_size, bool owned)
+               size_t size, size_t mapped_size, bool owned, bool writable,
+               uint64_t generation)
     : client_(client),
       id_(id),
       name_(std::move(name)),
       data_(data),
       size_(size),
       mapped_size_(mapped_size),
-      owned_(owned) {}
+      owned_(owned),
+      writable_(writable),
+      generation_(generation) {}
 
 Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
 
@@ -141,6 +144,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     mapped_size_ = std::exchange(other.mapped_size_, 0);
     owned_ = std::exchange(other.owned_, false);
+    writable_ = std::exchange(other.writable_, true);
+    generation_ = std::exchange(other.generation_, 0);
   }
   return *this;
 }
@@ -156,7 +161,11 @@ absl::Status Buffer::Release() {
   if (client_ == nullptr) return absl::OkStatus();
   Unmap();
   absl::Status status;
-  if (owned_) status = client_->FreeById(id_);
+  // A buffer of a session before a daemon restart is gone from the daemon
+  // already, and its id may name another region of the new one.
+  if (owned_ && generation_ == client_->impl_->link->generation()) {
+    status = client_->FreeById(id_);
+  }
   client_ = nullptr;
   return status;
 }
@@ -164,121 +173,135 @@ absl::Status Buffer::Release() {
 // ---------------------------------------------------------------------------
 // Client
 
-struct Client::Impl {
-  ClientOptions options;
-  std::unique_ptr<v1::Local::Stub> stub;
-  UniqueFd session_socket;
-  uint64_t session_id = 0;
-  std::string token;
-  // The session socket carries one request and its reply at a time.
-  absl::Mutex session_mu;
-
-  void Prepare(grpc::ClientContext& context) const {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-    context.AddMetadata(session_wire::kSessionMetadataKey, token);
-  }
-
-  // Sends a request on the session socket and waits for its reply.
-  absl::StatusOr<session_wire::Message> Ask(const session_wire::Message& request,
-                                            int fd_to_send)
-      ABSL_LOCKS_EXCLUDED(session_mu) {
-    absl::MutexLock lock(&session_mu);
-    RDMAD_RETURN_IF_ERROR(
-        session_wire::Send(session_socket.get(), request, fd_to_send));
-    auto reply = session_wire::Receive(session_socket.get(), options.timeout);
-    if (!reply.ok()) {
-      if (absl::IsUnavailable(reply.status())) {
-        return absl::UnavailableError(
-            "rdmad closed this client's session (did the daemon restart?); "
-            "connect again");
-      }
-      return reply.status();
-    }
-    if (reply->type == session_wire::MessageType::kError) {
-      return session_wire::StatusFromError(*reply);
-    }
-    return reply;
-  }
-};
-
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-uint64_t Client::session_id() const { return impl_->session_id; }
-const ClientOptions& Client::options() const { return impl_->options; }
+uint64_t Client::session_id() const { return impl_->link->session_id(); }
+const ClientOptions& Client::options() const {
+  return impl_->link->options();
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  RDMAD_ASSIGN_OR_RETURN(
-      impl->session_socket,
-      ConnectSessionSocket(
-          session_wire::SessionSocketPath(impl->options.socket_path)));
-  RDMAD_ASSIGN_OR_RETURN(
-      session_wire::Message hello,
-      session_wire::Receive(impl->session_socket.get(), impl->options.timeout));
-  if (hello.type != session_wire::MessageType::kHello || hello.text.empty()) {
-    return absl::InternalError(
-        "rdmad did not greet this client with a session: version mismatch?");
-  }
-  impl->session_id = hello.a;
-  impl->token = std::move(hello.text);
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  impl->stub = v1::Local::NewStub(grpc::CreateCustomChannel(
-      absl::StrCat("unix:", impl->options.socket_path),
-      grpc::InsecureChannelCredentials(), args));
+  RDMAD_ASSIGN_OR_RETURN(impl->link, SessionLink::Open(std::move(options)));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-absl::StatusOr<Buffer> Client::MapById(const v1::RegionInfo& region,
-                                       bool owned) {
+absl::StatusOr<Buffer> Client::MapById(uint64_t id, const std::string& name,
+                                       uint64_t size, bool owned) {
+  const uint64_t generation = impl_->link->generation();
   session_wire::Message request;
   request.type = session_wire::MessageType::kGetFd;
-  request.a = region.id();
-  auto reply = impl_->Ask(request, -1);
+  request.a = id;
+  auto reply = impl_->link->Ask(request, -1, generation);
   if (!reply.ok() || reply->type != session_wire::MessageType::kFd ||
-      !reply->fd.valid() || reply->a != region.id()) {
-    if (owned) (void)FreeById(region.id());
+      !reply->fd.valid() || reply->a != id) {
+    if (owned) (void)FreeById(id);
     return reply.ok() ? absl::InternalError(
                             "rdmad answered the descriptor request without "
                             "the region's memory")
                       : reply.status();
   }
   const size_t mapped = reply->b;
-  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      reply->fd.get(), 0);
+  // "r": this process may read the region but not write it; the daemon
+  // sent a read-only descriptor, which cannot be mapped writable.
+  const bool writable = reply->text != "r";
+  void* data =
+      ::mmap(nullptr, mapped, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+             MAP_SHARED, reply->fd.get(), 0);
   if (data == MAP_FAILED) {
     const absl::Status status =
         absl::ErrnoToStatus(errno, "mmap of the region's shared memory");
-    if (owned) (void)FreeById(region.id());
+    if (owned) (void)FreeById(id);
     return status;
   }
-  return Buffer(this, region.id(), region.name(), static_cast<char*>(data),
-                region.size(), mapped, owned);
+  return Buffer(this, id, name, static_cast<char*>(data), size, mapped, owned,
+                writable, generation);
 }
 
 absl::Status Client::FreeById(uint64_t id) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::FreeRegionRequest request;
   request.mutable_region()->set_id(id);
   v1::FreeRegionResponse response;
-  return FromGrpc(impl_->stub->FreeRegion(&context, request, &response));
+  return FromGrpc(call.stub->FreeRegion(&context, request, &response));
+}
+
+absl::Status Client::Usable(const Buffer& buffer) {
+  if (buffer.client_ != this) {
+    return absl::InvalidArgumentError(
+        "the local buffer does not belong to this client (or was released)");
+  }
+  const uint64_t generation = impl_->link->generation();
+  if (buffer.generation_ == generation) return absl::OkStatus();
+  if (buffer.owned_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer #", buffer.id_, " (", FormatSize(buffer.size_),
+        ") belonged to this client's session before rdmad restarted: its "
+        "memory in the daemon is gone. Allocate a new buffer and fill it "
+        "again (this one stays readable here until released)"));
+  }
+  // A view of a named region: map the region of that name in the new
+  // daemon, in place, so that data() stays valid.
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListRegionsRequest request;
+  request.set_name(buffer.name_);
+  v1::ListRegionsResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->ListRegions(&context, request, &response)));
+  if (response.regions().empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "region '", buffer.name_, "' is gone: rdmad restarted, and no region "
+        "of that name exists now. Create it again (rdmactl alloc) and map it"));
+  }
+  const v1::RegionInfo& region = response.regions(0);
+  if (region.size() != buffer.size_ ||
+      region.mapped_size() != buffer.mapped_size_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "region '", buffer.name_, "' was recreated after rdmad restarted with "
+        "another size (", FormatSize(region.size()), ", this mapping has ",
+        FormatSize(buffer.size_), "): map it again with MapRegion"));
+  }
+  session_wire::Message ask;
+  ask.type = session_wire::MessageType::kGetFd;
+  ask.a = region.id();
+  RDMAD_ASSIGN_OR_RETURN(session_wire::Message reply,
+                         impl_->link->Ask(ask, -1, call.generation));
+  if (reply.type != session_wire::MessageType::kFd || !reply.fd.valid() ||
+      reply.b != buffer.mapped_size_) {
+    return absl::InternalError(
+        "rdmad answered the descriptor request without the region's memory");
+  }
+  const bool writable = reply.text != "r";
+  // MAP_FIXED replaces the old pages at the same address in one step.
+  void* data = ::mmap(buffer.data_, buffer.mapped_size_,
+                      writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                      MAP_SHARED | MAP_FIXED, reply.fd.get(), 0);
+  if (data == MAP_FAILED) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("mapping region '", buffer.name_, "' again"));
+  }
+  buffer.id_ = region.id();
+  buffer.writable_ = writable;
+  buffer.generation_ = call.generation;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Buffer> Client::Allocate(uint64_t size,
                                         AllocateOptions options) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::AllocateBufferRequest request;
   request.set_size(size);
   request.set_name(options.name);
   request.set_export_access(ToProto(options.export_access));
   v1::AllocateBufferResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->AllocateBuffer(&context, request, &response)));
-  return MapById(response.region(), /*owned=*/true);
+      FromGrpc(call.stub->AllocateBuffer(&context, request, &response)));
+  return MapById(response.region().id(), response.region().name(),
+                 response.region().size(), /*owned=*/true);
 }
 
 absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
@@ -289,11 +312,14 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
         "cannot seal the memfd against shrinking (", std::strerror(errno),
         "): create it with memfd_create(..., MFD_ALLOW_SEALING)"));
   }
+  grpc::ClientContext context;
+  // First, so that a restarted daemon gets a new session before the memfd
+  // is passed on it.
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   session_wire::Message pass;
   pass.type = session_wire::MessageType::kPassFd;
-  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack, impl_->Ask(pass, memfd));
-  grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack,
+                         impl_->link->Ask(pass, memfd, call.generation));
   v1::RegisterBufferRequest request;
   request.set_fd_token(ack.a);
   request.set_size(size);
@@ -301,21 +327,23 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
   request.set_export_access(ToProto(options.export_access));
   v1::RegisterBufferResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->RegisterBuffer(&context, request, &response)));
-  return MapById(response.region(), /*owned=*/true);
+      FromGrpc(call.stub->RegisterBuffer(&context, request, &response)));
+  return MapById(response.region().id(), response.region().name(),
+                 response.region().size(), /*owned=*/true);
 }
 
-absl::StatusOr<v1::RegionInfo> Client::CreateRegion(absl::string_view name,
-                                                    uint64_t size,
-                                                    Access export_access) {
+absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,
+                                                uint64_t size,
+                                                Access export_access) {
   return CreateRegion(name, size, export_access, RegionOptions{});
 }
 
-absl::StatusOr<v1::RegionInfo> Client::CreateRegion(
-    absl::string_view name, uint64_t size, Access export_access,
-    const RegionOptions& options) {
+absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,
+                                                uint64_t size,
+                                                Access export_access,
+                                                const RegionOptions& options) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::AllocateBufferRequest request;
   request.set_size(size);
   request.set_name(std::string(name));
@@ -325,49 +353,73 @@ absl::StatusOr<v1::RegionInfo> Client::CreateRegion(
   if (options.group.has_value()) request.set_group(*options.group);
   v1::AllocateBufferResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->AllocateBuffer(&context, request, &response)));
-  return response.region();
+      FromGrpc(call.stub->AllocateBuffer(&context, request, &response)));
+  return FromProto(response.region());
 }
 
 absl::Status Client::FreeRegion(absl::string_view name) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::FreeRegionRequest request;
   request.mutable_region()->set_name(std::string(name));
   v1::FreeRegionResponse response;
-  return FromGrpc(impl_->stub->FreeRegion(&context, request, &response));
+  return FromGrpc(call.stub->FreeRegion(&context, request, &response));
 }
 
 absl::StatusOr<Buffer> Client::MapRegion(absl::string_view name) {
-  RDMAD_ASSIGN_OR_RETURN(v1::ListRegionsResponse regions, ListRegions());
-  for (const v1::RegionInfo& region : regions.regions()) {
-    if (region.name() == name) return MapById(region, /*owned=*/false);
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListRegionsRequest request;
+  request.set_name(std::string(name));
+  v1::ListRegionsResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->ListRegions(&context, request, &response)));
+  for (const v1::RegionInfo& region : response.regions()) {
+    if (region.name() == name) {
+      return MapById(region.id(), region.name(), region.size(),
+                     /*owned=*/false);
+    }
   }
   return absl::NotFoundError(absl::StrCat(
       "no region named '", name, "' on this daemon (see rdmactl regions)"));
 }
 
-absl::StatusOr<v1::RegionInfo> Client::Export(absl::string_view name,
-                                              Access access) {
+absl::StatusOr<RegionInfo> Client::SetRegionPermissions(
+    absl::string_view name, std::optional<uint32_t> mode,
+    std::optional<uint32_t> group) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::SetRegionPermissionsRequest request;
+  request.mutable_region()->set_name(std::string(name));
+  if (mode.has_value()) request.set_mode(*mode);
+  if (group.has_value()) request.set_group(*group);
+  v1::SetRegionPermissionsResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->SetRegionPermissions(&context, request, &response)));
+  return FromProto(response.region());
+}
+
+absl::StatusOr<RegionInfo> Client::Export(absl::string_view name,
+                                          Access access) {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::ExportRegionRequest request;
   request.mutable_region()->set_name(std::string(name));
   request.set_access(ToProto(access));
   v1::ExportRegionResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->ExportRegion(&context, request, &response)));
-  return response.region();
+      FromGrpc(call.stub->ExportRegion(&context, request, &response)));
+  return FromProto(response.region());
 }
 
 absl::StatusOr<std::string> Client::GetDescriptor(absl::string_view name) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::GetDescriptorRequest request;
   request.mutable_region()->set_name(std::string(name));
   v1::GetDescriptorResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->GetDescriptor(&context, request, &response)));
+      FromGrpc(call.stub->GetDescriptor(&context, request, &response)));
   return response.encoded();
 }
 
@@ -376,12 +428,9 @@ absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
                                                 const RemoteRegion& remote,
                                                 uint64_t remote_offset,
                                                 uint64_t length) {
-  if (local.client_ != this) {
-    return absl::InvalidArgumentError(
-        "the local buffer does not belong to this client (or was released)");
-  }
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  RDMAD_RETURN_IF_ERROR(Usable(local));
   v1::TransferRequest request;
   v1::TransferOp* op = request.mutable_op();
   op->set_op(write ? v1::OP_WRITE : v1::OP_READ);
@@ -392,10 +441,10 @@ absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
   op->set_length(length);
   v1::TransferResponse response;
   const grpc::Status status =
-      write ? impl_->stub->Write(&context, request, &response)
-            : impl_->stub->Read(&context, request, &response);
+      write ? call.stub->Write(&context, request, &response)
+            : call.stub->Read(&context, request, &response);
   RDMAD_RETURN_IF_ERROR(FromGrpc(status));
-  return TransferResult{response.bytes(), response.transport(),
+  return TransferResult{response.bytes(), FromProto(response.transport()),
                         absl::Nanoseconds(response.latency_ns())};
 }
 
@@ -418,13 +467,14 @@ absl::StatusOr<TransferResult> Client::Read(const Buffer& local,
 absl::StatusOr<std::vector<absl::Status>> Client::Batch(
     const std::vector<TransferOp>& ops) {
   grpc::ClientContext context;
-  impl_->Prepare(context);
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::BatchRequest request;
   for (const TransferOp& op : ops) {
-    if (op.local == nullptr || op.local->client_ != this) {
+    if (op.local == nullptr) {
       return absl::InvalidArgumentError(
           "a batch operation has no local buffer of this client");
     }
+    RDMAD_RETURN_IF_ERROR(Usable(*op.local));
     v1::TransferOp* out = request.add_ops();
     out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
                                                     : v1::OP_READ);
@@ -436,7 +486,7 @@ absl::StatusOr<std::vector<absl::Status>> Client::Batch(
   }
   v1::BatchResponse response;
   RDMAD_RETURN_IF_ERROR(
-      FromGrpc(impl_->stub->Batch(&context, request, &response)));
+      FromGrpc(call.stub->Batch(&context, request, &response)));
   std::vector<absl::Status> results;
   results.reserve(response.results_size());
   for (const v1::OpStatus& result : response.results()) {
@@ -449,22 +499,99 @@ absl::StatusOr<std::vector<absl::Status>> Client::Batch(
   return results;
 }
 
-#define RDMAD_CLIENT_INSPECT(Method, Request, Response)                 \
-  absl::StatusOr<v1::Response> Client::Method() {                       \
-    grpc::ClientContext context;                                        \
-    impl_->Prepare(context);                                            \
-    v1::Response response;                                              \
-    RDMAD_RETURN_IF_ERROR(                                              \
-        FromGrpc(impl_->stub->Method(&context, v1::Request(), &response))); \
-    return response;                                                    \
+// ---------------------------------------------------------------------------
+// Inspection
+
+absl::StatusOr<DaemonStatus> Client::GetStatus() {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::GetStatusResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->GetStatus(&context, v1::GetStatusRequest(), &response)));
+  return FromProto(response);
+}
+
+absl::StatusOr<DeviceList> Client::ListDevices() {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListDevicesResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->ListDevices(&context, v1::ListDevicesRequest(), &response)));
+  return FromProto(response);
+}
+
+absl::StatusOr<std::vector<RegionInfo>> Client::ListRegions() {
+  std::vector<RegionInfo> regions;
+  v1::ListRegionsRequest request;
+  do {
+    grpc::ClientContext context;
+    RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
+                           impl_->link->Prepare(context));
+    v1::ListRegionsResponse response;
+    RDMAD_RETURN_IF_ERROR(
+        FromGrpc(call.stub->ListRegions(&context, request, &response)));
+    for (const v1::RegionInfo& region : response.regions()) {
+      regions.push_back(FromProto(region));
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return regions;
+}
+
+absl::StatusOr<std::vector<PeerInfo>> Client::ListPeers() {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListPeersResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->ListPeers(&context, v1::ListPeersRequest(), &response)));
+  std::vector<PeerInfo> peers;
+  for (const v1::PeerInfo& peer : response.peers()) {
+    peers.push_back(FromProto(peer));
   }
+  return peers;
+}
 
-RDMAD_CLIENT_INSPECT(GetStatus, GetStatusRequest, GetStatusResponse)
-RDMAD_CLIENT_INSPECT(ListDevices, ListDevicesRequest, ListDevicesResponse)
-RDMAD_CLIENT_INSPECT(ListRegions, ListRegionsRequest, ListRegionsResponse)
-RDMAD_CLIENT_INSPECT(ListPeers, ListPeersRequest, ListPeersResponse)
-RDMAD_CLIENT_INSPECT(ListQps, ListQpsRequest, ListQpsResponse)
+absl::StatusOr<std::vector<QpInfo>> Client::ListQps() {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListQpsResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->ListQps(&context, v1::ListQpsRequest(), &response)));
+  std::vector<QpInfo> qps;
+  for (const v1::QpInfo& qp : response.qps()) qps.push_back(FromProto(qp));
+  return qps;
+}
 
-#undef RDMAD_CLIENT_INSPECT
+absl::StatusOr<std::vector<RemoteRegionInfo>> Client::ListRemoteRegions(
+    absl::string_view peer) {
+  std::vector<RemoteRegionInfo> regions;
+  v1::ListRemoteRegionsRequest request;
+  request.set_peer(std::string(peer));
+  do {
+    grpc::ClientContext context;
+    RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
+                           impl_->link->Prepare(context));
+    v1::ListRemoteRegionsResponse response;
+    RDMAD_RETURN_IF_ERROR(
+        FromGrpc(call.stub->ListRemoteRegions(&context, request, &response)));
+    for (const v1::ExportedRegion& region : response.regions()) {
+      regions.push_back(FromProto(request.peer(), region));
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return regions;
+}
+
+absl::StatusOr<RemoteRegionInfo> Client::StatRegion(
+    const RemoteRegion& region) {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::StatRegionRequest request;
+  *request.mutable_region() = ToProto(region);
+  v1::StatRegionResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->StatRegion(&context, request, &response)));
+  return FromProto(response.peer(), response.region());
+}
 
 }  // namespace rdmad

@@ -19,6 +19,7 @@
 #include "common/secure_random.h"
 #include "common/session_wire.h"
 #include "common/status_macros.h"
+#include "daemon/core/pinned_cap.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/config/config_reload.h"
@@ -31,6 +32,7 @@
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
 #include "daemon/service/unix_listener.h"
+#include "daemon/startup/port_check.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/verbs/device.h"
@@ -342,9 +344,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
 
   core::RegionLimits limits;
-  limits.max_pinned_bytes = config.max_pinned_bytes() != 0
-                                ? config.max_pinned_bytes()
-                                : id.memlock_limit;
+  // Pinned memory is counted against the locked-memory limit only where
+  // memory is pinned (verbs); see core/pinned_cap.h.
+  const core::PinnedCap cap = core::ChoosePinnedCap(
+      impl->fabric != nullptr, config.max_pinned_bytes(), id.memlock_limit);
+  limits.max_pinned_bytes = cap.bytes;
+  limits.max_pinned_bytes_source = cap.source;
   limits.max_region_size = PhysicalMemory();
   limits.max_pinned_bytes_per_uid = config.quota_pinned_bytes_per_uid();
   limits.max_regions_per_uid = config.quota_regions_per_uid();
@@ -404,6 +409,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       ssl.pem_cert_chain = tls->cert;
       options.channel_credentials = grpc::SslCredentials(ssl);
     }
+    impl->state.peer_credentials = options.channel_credentials;
     std::vector<std::unique_ptr<transport::Connector>> connectors;
     if (impl->fabric != nullptr) {
       connectors.push_back(
@@ -461,12 +467,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       credentials = grpc::SslServerCredentials(ssl);
     }
     builder.AddListeningPort(config.peer_listen(), credentials, &port);
+    // gRPC sets SO_REUSEPORT by default: a second daemon on this port would
+    // bind too and get part of the connections.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.RegisterService(impl->peer_service.get());
     impl->peer_server = builder.BuildAndStart();
     if (impl->peer_server == nullptr || port == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", config.peer_listen(),
-          " for peers: is the port in use? pick another --peer_listen"));
+      return startup::ListenFailure("peers", "--peer_listen",
+                                    config.peer_listen());
     }
     impl->peer_server->GetHealthCheckService()->SetServingStatus(
         v1::Peer::service_full_name(), true);

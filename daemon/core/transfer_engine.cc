@@ -79,7 +79,7 @@ void TransferEngine::Submit(const Caller& caller,
     return finish(s);
   }
   if (request.peer.empty() && request.remote_descriptor.empty()) {
-    return finish(CopyLocal(request, **local));
+    return finish(CopyLocal(caller, request, **local));
   }
   if (remote_ == nullptr) {
     return finish(absl::UnimplementedError(
@@ -95,23 +95,30 @@ void TransferEngine::Submit(const Caller& caller,
 }
 
 absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const TransferRequest& request, Region& local) {
+    const Caller& caller, const TransferRequest& request, Region& local) {
   const absl::Time start = absl::Now();
   if (request.remote_name.empty()) {
     return absl::InvalidArgumentError("no target region named");
   }
-  auto target = regions_->FindExported(request.remote_name);
-  if (!target.ok()) return target.status();
-  const ExportState exported = (*target)->exported();
-  const RemoteAccess needed =
-      request.op == OpType::kWrite ? RemoteAccess::kWrite : RemoteAccess::kRead;
-  if (!Allows(exported.access, needed)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "region '", request.remote_name, "' is not exported for ",
-        request.op == OpType::kWrite ? "write" : "read",
-        ": export it with ", request.op == OpType::kWrite ? "w or rw" : "r or rw"));
+  // The target is a region of this node: what the caller may do with it
+  // locally decides (WRITE lands bytes in it, READ takes them out), as it
+  // would for a mapping. A region the caller may not use locally is still
+  // reachable where it is exported for the operation, as any peer (or this
+  // daemon's own peer address) could reach it.
+  const uint32_t need = request.op == OpType::kWrite ? kLocalWrite : kLocalRead;
+  auto target =
+      regions_->FindForUse(caller, RegionKey{0, request.remote_name}, need);
+  if (!target.ok() && !absl::IsNotFound(target.status())) {
+    auto exported = regions_->FindExported(request.remote_name);
+    const RemoteAccess needed = request.op == OpType::kWrite
+                                    ? RemoteAccess::kWrite
+                                    : RemoteAccess::kRead;
+    if (exported.ok() && Allows((*exported)->exported().access, needed)) {
+      target = *std::move(exported);
+    }
   }
-  if (absl::Status s = CheckRange("remote", request.remote_name,
+  if (!target.ok()) return target.status();
+  if (absl::Status s = CheckRange("target", request.remote_name,
                                   (*target)->size(), request.remote_offset,
                                   request.length);
       !s.ok()) {

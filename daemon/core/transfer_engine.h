@@ -4,8 +4,9 @@
 // The engine validates everything it can see locally — the caller may use
 // the local region, both ranges lie inside their regions — and hands remote
 // work to the transport of the peer. A target on this same daemon (empty
-// peer) is served like a loopback peer: it must be exported with the access
-// the operation needs, exactly as a remote daemon would demand.
+// peer) is copied in memory: the caller needs the local access the
+// operation needs on it (write to WRITE into it, read to READ from it), or
+// it must be exported for the operation, as a peer would need.
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
@@ -95,7 +96,8 @@ class TransferEngine {
   uint64_t InFlight(uint32_t uid) const;
 
  private:
-  absl::StatusOr<TransferResult> CopyLocal(const TransferRequest& request,
+  absl::StatusOr<TransferResult> CopyLocal(const Caller& caller,
+                                           const TransferRequest& request,
                                            Region& local);
   void Count(const TransferRequest& request,
              const absl::StatusOr<TransferResult>& result);

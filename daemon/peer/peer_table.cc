@@ -363,7 +363,15 @@ void PeerTable::Finish(const std::shared_ptr<Transfer>& t,
                        absl::Status status) {
   core::TransferDone done = std::move(t->done);
   if (!status.ok()) {
-    if (t->peer) t->peer->ops_failed++;
+    if (t->peer) {
+      t->peer->ops_failed++;
+      // What `rdmactl peers` shows as LAST ERROR: the last failure with
+      // this peer, whichever step it came from.
+      absl::MutexLock lock(&t->peer->mu);
+      t->peer->last_error =
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                       status.message());
+    }
     done(std::move(status));
     return;
   }
@@ -648,9 +656,9 @@ void PeerTable::HandshakeDone(const std::shared_ptr<Peer>& peer,
   {
     absl::MutexLock lock(&peer->mu);
     if (status.ok()) {
+      // last_error stays: it is the last failure, even after a recovery.
       peer->state = Peer::State::kReady;
       peer->stale = false;
-      peer->last_error.clear();
     } else {
       peer->state = Peer::State::kError;
       peer->last_error = std::string(status.message());

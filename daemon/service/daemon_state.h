@@ -4,6 +4,7 @@
 #define RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@
 #include "daemon/peer/peer_table.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
+
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace rdmad::service {
 
@@ -49,6 +54,9 @@ struct DaemonState {
   transport::ConnectAcceptor* verbs_acceptor = nullptr;
   // Peers allowed on the Peer service (config peer_allow); empty: all.
   core::PeerAllowList peer_allow;
+  // Credentials of channels to other daemons' Peer services (mutual TLS);
+  // null: insecure.
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
 };
 
 }  // namespace rdmad::service

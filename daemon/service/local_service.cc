@@ -77,6 +77,10 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
+  response->set_max_pinned_bytes(state_->regions->limits().max_pinned_bytes);
+  response->set_max_pinned_bytes_source(
+      state_->regions->limits().max_pinned_bytes_source);
+  response->set_pinned_bytes(totals.pinned_bytes);
   return Done(context, absl::OkStatus());
 }
 
@@ -90,24 +94,6 @@ grpc::ServerUnaryReactor* LocalService::ListDevices(
     response->set_note(
         "no RDMA devices found by libibverbs; this daemon moves data over "
         "its TCP transport");
-  }
-  return Done(context, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* LocalService::ListRegions(
-    grpc::CallbackServerContext* context, const v1::ListRegionsRequest*,
-    v1::ListRegionsResponse* response) {
-  const core::Caller caller = OptionalSession(context);
-  for (const auto& region : state_->regions->List()) {
-    // Keys are shown to whoever may use the region.
-    const bool mine =
-        caller.uid == 0 ||
-        (region.owner == core::RegionOwnerKind::kSession
-             ? region.session_id == caller.session_id && caller.session_id != 0
-             : core::PermittedBits(caller, core::RegionAcl{region.owner_uid,
-                                                           region.owner_gid,
-                                                           region.mode}) != 0);
-    ToProto(region, mine, response->add_regions());
   }
   return Done(context, absl::OkStatus());
 }
@@ -150,6 +136,10 @@ grpc::ServerUnaryReactor* LocalService::ListQps(
     out->set_outstanding(c.connection.outstanding);
     out->set_post_calls(c.connection.post_calls);
     out->set_generation(c.connection.generation);
+    out->set_transport(c.connection.device.empty() ? v1::TRANSPORT_TCP
+                                                   : v1::TRANSPORT_VERBS);
+    out->set_local_address(c.connection.local_address);
+    out->set_remote_address(c.connection.remote_address);
   }
   return Done(context, absl::OkStatus());
 }

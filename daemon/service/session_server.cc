@@ -1,5 +1,6 @@
 #include "daemon/service/session_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/unix_listener.h"
 #include "spdlog/spdlog.h"
 
@@ -43,6 +45,26 @@ std::vector<uint32_t> PeerGroups(int fd) {
 }
 
 }  // namespace
+
+absl::StatusOr<SessionServer::MappableFd> SessionServer::RegionDescriptorFor(
+    const core::Caller& caller, const core::Region& region) {
+  const bool writable =
+      region.owner() == core::RegionOwnerKind::kSession ||
+      (core::PermittedBits(caller, region.acl()) & core::kLocalWrite) != 0;
+  if (writable) return MappableFd{region.fd(), UniqueFd(), true};
+  // Read only: a descriptor opened read-only, which the client can map but
+  // never mprotect() writable. The memfd itself is read-write, so it is
+  // opened again through /proc (memfds allow that) rather than handed out.
+  const std::string path = absl::StrCat("/proc/self/fd/", region.fd());
+  UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("reopening region #", region.id(),
+                            " read-only (", path, ")"));
+  }
+  const int raw = read_only.get();
+  return MappableFd{raw, std::move(read_only), false};
+}
 
 SessionServer::SessionServer(std::string path, core::SessionTable* sessions,
                              core::RegionTable* regions)
@@ -132,8 +154,9 @@ void SessionServer::Accept() {
     sessions_->Close(opened.id);
     return;
   }
-  spdlog::info("session {} opened: pid {} uid {} gid {}", opened.id, cred.pid,
-               cred.uid, cred.gid);
+  // Debug: every rdmactl call opens and ends a session.
+  spdlog::debug("session {} opened: pid {} uid {} gid {}", opened.id,
+                cred.pid, cred.uid, cred.gid);
   Connection connection;
   connection.session_id = opened.id;
   connection.caller =
@@ -157,20 +180,26 @@ bool SessionServer::Serve(Connection& connection) {
   absl::Status status;
   switch (request.type) {
     case MessageType::kGetFd: {
-      // The mapping is shared and writable, so it needs read and write
-      // permission on a named region.
+      // A mapping needs read; it is writable only where write is granted
+      // too (a session's own buffers always are).
       auto region = regions_->FindForUse(connection.caller,
                                          core::RegionKey{request.a, ""},
-                                         core::kLocalReadWrite);
+                                         core::kLocalRead);
       if (!region.ok()) {
         status = region.status();
+        break;
+      }
+      auto memory = RegionDescriptorFor(connection.caller, **region);
+      if (!memory.ok()) {
+        status = memory.status();
         break;
       }
       Message reply;
       reply.type = MessageType::kFd;
       reply.a = (*region)->id();
       reply.b = (*region)->mapped_size();
-      status = session_wire::Send(fd, reply, (*region)->fd());
+      reply.text = memory->writable ? "rw" : "r";
+      status = session_wire::Send(fd, reply, memory->fd);
       if (!status.ok()) return false;
       return true;
     }
@@ -217,8 +246,8 @@ void SessionServer::Close(int fd) {
     absl::MutexLock lock(&mu_);
     passed_fds_.erase(connection.session_id);
   }
-  spdlog::info("session {} (pid {}) ended; freed {} buffer(s)",
-               connection.session_id, connection.caller.pid, freed);
+  spdlog::debug("session {} (pid {}) ended; freed {} buffer(s)",
+                connection.session_id, connection.caller.pid, freed);
   connections_.erase(it);
 }
 

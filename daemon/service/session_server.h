@@ -46,6 +46,16 @@ class SessionServer {
   const std::string& path() const { return path_; }
 
  private:
+  // A descriptor of a region's memory to hand a client: the region's own
+  // (read-write), or a read-only one opened for this reply (`owned`).
+  struct MappableFd {
+    int fd = -1;
+    UniqueFd owned;
+    bool writable = false;
+  };
+  static absl::StatusOr<MappableFd> RegionDescriptorFor(
+      const core::Caller& caller, const core::Region& region);
+
   struct Connection {
     uint64_t session_id = 0;
     core::Caller caller;

@@ -215,13 +215,13 @@ absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
       auto status_reply = (*client)->GetStatus();
       // Another daemon may own the socket already: only ours counts.
       if (status_reply.ok() &&
-          status_reply->pid() == static_cast<uint32_t>(child_->pid())) {
-        peer_address_ = status_reply->peer_listen();
+          status_reply->pid == static_cast<uint32_t>(child_->pid())) {
+        peer_address_ = status_reply->peer_address;
         return absl::OkStatus();
       }
       last = status_reply.ok() ? absl::UnavailableError(absl::StrCat(
                                      "socket answered by pid ",
-                                     status_reply->pid()))
+                                     status_reply->pid))
                                : status_reply.status();
     } else {
       last = client.status();

@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<RawSession>> RawSession::Open(
   return session;
 }
 
-absl::Status RawSession::GetFd(uint64_t id) {
+absl::StatusOr<RawSession::MappableFd> RawSession::GetFd(uint64_t id) {
   session_wire::Message request;
   request.type = session_wire::MessageType::kGetFd;
   request.a = id;
@@ -59,7 +59,7 @@ absl::Status RawSession::GetFd(uint64_t id) {
   if (reply->type != session_wire::MessageType::kFd || !reply->fd.valid()) {
     return absl::InternalError("no descriptor in the reply");
   }
-  return absl::OkStatus();
+  return MappableFd{std::move(reply->fd), reply->text};
 }
 
 void RawSession::Authorize(grpc::ClientContext* context) const {

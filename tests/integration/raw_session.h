@@ -33,8 +33,13 @@ class RawSession {
   uint64_t id() const { return id_; }
   v1::Local::Stub& stub() { return *stub_; }
   // Asks for region `id`'s memfd on the session socket (what mapping a
-  // region does); OK if one arrived.
-  absl::Status GetFd(uint64_t id);
+  // region does); the descriptor and the access the daemon says it grants
+  // ("rw" or "r") if one arrived.
+  struct MappableFd {
+    UniqueFd fd;
+    std::string access;
+  };
+  absl::StatusOr<MappableFd> GetFd(uint64_t id);
   // Closes the session socket: the daemon ends the session.
   void Close() { session_.reset(); }
 

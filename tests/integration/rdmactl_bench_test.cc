@@ -80,8 +80,8 @@ class RdmactlBenchTest : public ::testing::Test {
     auto regions = client.ListRegions();
     EXPECT_TRUE(regions.ok()) << regions.status();
     if (!regions.ok()) return false;
-    for (const v1::RegionInfo& region : regions->regions()) {
-      if (region.name() == name) return true;
+    for (const RegionInfo& region : *regions) {
+      if (region.name == name) return true;
     }
     return false;
   }
@@ -135,8 +135,8 @@ TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
   ASSERT_TRUE(ca);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->peers_size(), 1);
-  EXPECT_GE(peers->peers(0).ops_completed(), 600u);
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_GE((*peers)[0].ops_completed, 600u);
 }
 
 TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
@@ -169,8 +169,8 @@ TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
   ASSERT_TRUE(ca);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->peers_size(), 1);
-  EXPECT_EQ(peers->peers(0).bytes_read(), 101u * 65536);
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_EQ((*peers)[0].bytes_read, 101u * 65536);
 }
 
 TEST_F(RdmactlBenchTest, ReadsForADurationAndPrintsATable) {
@@ -228,8 +228,8 @@ TEST_F(RdmactlBenchTest, LoopsBackThroughTheLocalDaemonWithCreateRegion) {
   EXPECT_FALSE(HasRegion(*ca, "rdmad-bench"));
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->peers_size(), 1);
-  EXPECT_EQ(peers->peers(0).address(), a->peer_address());
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_EQ((*peers)[0].address, a->peer_address());
 
   // An existing region is used as it is, and kept.
   ASSERT_TRUE(
