@@ -28,6 +28,7 @@
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/service/health_reflection.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
@@ -449,6 +450,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   impl->state.session_server = impl->session_server.get();
 
   grpc::EnableDefaultHealthCheckService(true);
+  service::RegisterHealthDescriptors();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   // Peer service.

@@ -354,9 +354,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
   // The same answer whether the name is unknown or only not exported: peers
   // learn nothing of local regions.
   return absl::NotFoundError(absl::StrCat(
-      "no region named '", name, "' is exported here: on this node, "
-      "'rdmactl regions' lists the regions, 'rdmactl alloc' creates one and "
-      "'rdmactl export NAME r|w|rw' exports it"));
+      "no exported region named '", name, "' on this daemon: on its node, "
+      "'rdmactl regions' lists the regions, 'rdmactl export NAME r|w|rw' "
+      "exports one, 'rdmactl alloc NAME SIZE --export rw' creates one "
+      "exported"));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(

@@ -7,14 +7,19 @@
 // generated protobuf classes of rdmad's gRPC API, and the API's wire format
 // can evolve without breaking applications built against these.
 //
-// Example:
+// Example (`client` from rdmad::Client::Connect()):
 //
 //   auto status = (*client)->GetStatus();
 //   if (status.ok() && status->transport == rdmad::TransportKind::kTcp) {
 //     std::printf("no RDMA here: %s\n", status->transport_reason.c_str());
 //   }
 //   auto regions = (*client)->ListRegions();   // every page, in id order
-//   for (const rdmad::RegionInfo& r : *regions) { ... r.name, r.size ... }
+//   if (!regions.ok()) return regions.status();
+//   for (const rdmad::RegionInfo& r : *regions) {
+//     std::printf("%s: %llu bytes, export %s\n", r.name.c_str(),
+//                 static_cast<unsigned long long>(r.size),
+//                 std::string(rdmad::AccessName(r.export_access)).c_str());
+//   }
 //
 // All types are copyable values with no hidden state; thread-compatible.
 #ifndef RDMAD_INFO_H_

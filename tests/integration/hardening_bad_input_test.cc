@@ -347,7 +347,7 @@ TEST_F(BadInputTest, EveryMalformedRequestGetsAPreciseStatus) {
        grpc::StatusCode::INVALID_ARGUMENT, "larger than this node can register"},
       {"allocate over the pinned limit",
        [&] { return allocate(s, "", 512ull << 20, false); },
-       grpc::StatusCode::RESOURCE_EXHAUSTED, "locked-memory limit"},
+       grpc::StatusCode::RESOURCE_EXHAUSTED, "over max_pinned_bytes of 256 MiB"},
       {"daemon-owned without name", [&] { return allocate(s, "", 4096, true); },
        grpc::StatusCode::INVALID_ARGUMENT, "needs a name"},
       {"duplicate name", [&] { return allocate(s, "buf", 4096, true); },

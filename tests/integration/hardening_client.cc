@@ -124,9 +124,10 @@ int main(int argc, char** argv) {
       }
       const bool upgradable = ::mprotect(ro, size, PROT_READ | PROT_WRITE) == 0;
       ::munmap(ro, size);
-      std::printf("0 %s%s%s\n", mapped->access.c_str(),
-                  writable ? " writable" : " read-only",
-                  upgradable ? " upgradable" : "");
+      std::printf("0 %s%s\n", mapped->access.c_str(),
+                  writable     ? " writable"
+                  : upgradable ? " read-only upgradable"
+                               : " read-only");
       return 0;
     }
     std::printf("5 no region named %s listed\n", name.c_str());

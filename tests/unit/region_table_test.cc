@@ -86,7 +86,9 @@ class RegionTableTest : public ::testing::Test {
   }
 
   FakeRegistrar registrar_;
-  RegionTable table_{&registrar_, RegionLimits{64 << 20, 1ull << 30}};
+  RegionTable table_{&registrar_,
+                     RegionLimits{64 << 20, 1ull << 30, 0, 0,
+                                  "the daemon's locked-memory limit"}};
 };
 
 TEST_F(RegionTableTest, AllocateMapsZeroedSharedMemoryAndRegisters) {
@@ -137,7 +139,12 @@ TEST_F(RegionTableTest, PinnedLimitIsResourceExhausted) {
   ASSERT_TRUE(table_.Allocate(kAlice, Named("a", 40 << 20)).ok());
   auto over = table_.Allocate(kAlice, Named("b", 30 << 20));
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(over.status().message(), HasSubstr("LimitMEMLOCK"));
+  // Names the cap by its config field, why it is what it is, and the sizes
+  // in units people read.
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("allocating 30 MiB would bring all regions to 70 MiB, "
+                        "over max_pinned_bytes of 64 MiB (the daemon's "
+                        "locked-memory limit), with 40 MiB in use"));
   // Freeing makes room again.
   ASSERT_TRUE(table_.Free(kAlice, {0, "a"}).ok());
   EXPECT_TRUE(table_.Allocate(kAlice, Named("b", 30 << 20)).ok());
