@@ -101,12 +101,21 @@ void SessionServer::Loop() {
   for (;;) {
     pfds.clear();
     pfds.push_back({wake_fd_.get(), POLLIN, 0});
-    pfds.push_back({listen_fd_.get(), POLLIN, 0});
+    // While accept is backing off, the listener is not watched (fd -1 is
+    // ignored by poll): its queued connection would wake us at once.
+    const absl::Time now = absl::Now();
+    const bool paused = backoff_.Paused(now);
+    pfds.push_back({paused ? -1 : listen_fd_.get(), POLLIN, 0});
     for (const auto& [fd, connection] : connections_) {
       pfds.push_back({fd, POLLIN, 0});
     }
-    // No timeout needed: Stop() wakes us through the eventfd.
-    const int ready = ::poll(pfds.data(), pfds.size(), -1);
+    // Stop() wakes us through the eventfd; a pause ends by timeout.
+    const int timeout_ms =
+        paused ? static_cast<int>(absl::ToInt64Milliseconds(
+                     absl::Ceil(backoff_.resume_at() - now,
+                                absl::Milliseconds(1))))
+               : -1;
+    const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("session socket poll failed: {}", std::strerror(errno));
@@ -129,11 +138,26 @@ void SessionServer::Accept() {
   const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr,
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno != EAGAIN && errno != EINTR) {
-      spdlog::warn("accept on {} failed: {}", path_, std::strerror(errno));
+    const int error = errno;
+    if (error == EAGAIN || error == EINTR || error == ECONNABORTED) return;
+    // Out of descriptors or memory: the client stays queued, so pause
+    // rather than spin on a listener that stays readable.
+    const absl::Time now = absl::Now();
+    backoff_.Failed(now);
+    if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
+      spdlog::error(
+          "accept on {} failed: {} ({} more such failures since the last "
+          "message); new clients wait, retrying every {}: {}",
+          path_, std::strerror(error), *skipped,
+          absl::FormatDuration(backoff_.pause()),
+          error == EMFILE || error == ENFILE
+              ? "raise the open-files limit (LimitNOFILE= in the unit, "
+                "ulimit -n) or free regions"
+              : "the system is short of memory");
     }
     return;
   }
+  backoff_.Succeeded();
   UniqueFd socket(fd);
   ucred cred{};
   socklen_t length = sizeof(cred);

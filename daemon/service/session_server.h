@@ -18,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
+#include "daemon/service/accept_backoff.h"
 
 namespace rdmad::service {
 
@@ -76,8 +77,9 @@ class SessionServer {
   UniqueFd wake_fd_;  // eventfd that tells the loop to stop
   std::thread thread_;
 
-  // Only the loop thread touches connections_.
+  // Only the loop thread touches connections_ and backoff_.
   absl::flat_hash_map<int, Connection> connections_;
+  AcceptBackoff backoff_;
 
   absl::Mutex mu_;
   uint64_t next_fd_token_ ABSL_GUARDED_BY(mu_) = 1;

@@ -190,11 +190,13 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
 }
 
 absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
-  std::vector<std::string> argv = {RdmadBinary(),
-                                   "--socket", socket_,
-                                   "--peer_listen", peer_listen,
-                                   "--transport", options_.transport,
-                                   "--log_level", "debug"};
+  std::vector<std::string> argv = options_.command_prefix;
+  for (const std::string& arg :
+       {RdmadBinary(), std::string("--socket"), socket_,
+        std::string("--peer_listen"), peer_listen, std::string("--transport"),
+        options_.transport, std::string("--log_level"), options_.log_level}) {
+    argv.push_back(arg);
+  }
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
   auto child = ChildProcess::Spawn(argv, log_path_);
