@@ -341,6 +341,67 @@ TEST_F(OtherUidTest, GroupBitsApplyThroughPrimaryAndSupplementaryGroups) {
   EXPECT_EQ(Code(out), 7) << out;
 }
 
+// rdmactl as another user: a region it may only read is mapped read-only,
+// so get and copy work and put is refused; only the owner changes modes.
+TEST_F(OtherUidTest, RdmactlUsesWhatTheModeGrantsAndOnlyOwnersChmod) {
+  RegionOptions readable;
+  readable.mode = 0644;
+  ASSERT_TRUE(owner_->CreateRegion("public", 4096, Access::kNone, readable).ok());
+  {
+    auto view = owner_->MapRegion("public");
+    ASSERT_TRUE(view.ok()) << view.status();
+    std::memcpy(view->data(), "hello", 5);
+  }
+  auto as_nobody = [&](std::vector<std::string> args,
+                       const std::string& groups = "") {
+    std::vector<std::string> argv = {
+        "/usr/bin/setpriv", absl::StrCat("--reuid=", kNobody),
+        absl::StrCat("--regid=", kNobody)};
+    argv.push_back(groups.empty() ? "--clear-groups"
+                                  : absl::StrCat("--groups=", groups));
+    argv.push_back(RdmactlBinary());
+    argv.push_back("--socket");
+    argv.push_back(daemon_->socket());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, "", absl::Seconds(60));
+  };
+  ProcessResult get = as_nobody({"get", "public", "--length", "5"});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "hello");
+  ASSERT_EQ(as_nobody({"alloc", "mine", "4K"}).exit_code, 0);
+  ProcessResult copy = as_nobody({"copy", "public", "mine", "--length", "5"});
+  EXPECT_EQ(copy.exit_code, 0) << copy.err;
+  ProcessResult put = as_nobody({"put", "-", "public"});
+  EXPECT_EQ(put.exit_code, 5) << put.err;  // PERMISSION_DENIED
+  EXPECT_THAT(put.err, HasSubstr("read-only for you"));
+
+  ProcessResult chmod = as_nobody({"chmod", "public", "0666"});
+  EXPECT_EQ(chmod.exit_code, 5) << chmod.err;
+  EXPECT_THAT(chmod.err, HasSubstr("only that user or root"));
+  EXPECT_EQ(as_nobody({"chgrp", "public", absl::StrCat(kNobody)}).exit_code, 5);
+
+  // The owner takes read away: nobody reads nothing now.
+  ASSERT_TRUE(owner_->SetRegionPermissions("public", 0600, std::nullopt).ok());
+  get = as_nobody({"get", "public", "--length", "5"});
+  EXPECT_EQ(get.exit_code, 5) << get.err;
+  EXPECT_THAT(get.err, HasSubstr("may not read"));
+  // ... and gives it to a group instead.
+  auto changed = owner_->SetRegionPermissions("public", 0640, 4242);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->owner_gid, 4242u);
+  EXPECT_EQ(as_nobody({"get", "public", "--length", "5"}).exit_code, 5);
+  get = as_nobody({"get", "public", "--length", "5"}, "4242");
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "hello");
+
+  // Owners change their own regions' modes, but not to another's group.
+  EXPECT_EQ(as_nobody({"chmod", "mine", "0644"}).exit_code, 0);
+  ProcessResult foreign = as_nobody({"chgrp", "mine", "4242"});
+  EXPECT_EQ(foreign.exit_code, 5) << foreign.err;
+  EXPECT_THAT(foreign.err, HasSubstr("is not in group 4242"));
+  EXPECT_EQ(as_nobody({"chgrp", "mine", "4242"}, "4242").exit_code, 0);
+}
+
 // --- revocation -------------------------------------------------------------
 
 TEST(HardeningSecurityTest, UnexportReexportAndFreeRevokePeersAccess) {
