@@ -229,6 +229,22 @@ TEST_F(ClientTest, KilledClientLeavesNoBufferBehind) {
   EXPECT_EQ(status->region_bytes, 0u);
 }
 
+// ClientOptions::deadline bounds every call of a client, whatever its
+// per-call timeout (rdmactl --timeout bounds a whole command this way).
+TEST_F(ClientTest, DeadlineBoundsEveryCall) {
+  auto bounded = Client::Connect({.socket_path = daemon_->socket(),
+                                  .timeout = absl::Seconds(30),
+                                  .deadline = absl::Now() + absl::Seconds(2)});
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_TRUE((*bounded)->GetStatus().ok());
+  absl::SleepFor(absl::Milliseconds(2500));
+  auto late = (*bounded)->GetStatus();
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << late.status();
+  // Another client of the same daemon is not affected.
+  EXPECT_TRUE(client_->GetStatus().ok());
+}
+
 TEST(DaemonLifecycleTest, SigtermRemovesSocketsAndFreesEverything) {
   TempDir dir;
   auto d = DaemonProcess::Start(dir.path(), "d");
