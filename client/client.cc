@@ -533,6 +533,11 @@ absl::StatusOr<std::vector<RegionInfo>> Client::ListRegions() {
     for (const v1::RegionInfo& region : response.regions()) {
       regions.push_back(FromProto(region));
     }
+    // A page that does not move on would loop forever.
+    if (response.regions().empty() ||
+        response.next_page_token() == request.page_token()) {
+      break;
+    }
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
   return regions;
@@ -576,6 +581,11 @@ absl::StatusOr<std::vector<RemoteRegionInfo>> Client::ListRemoteRegions(
         FromGrpc(call.stub->ListRemoteRegions(&context, request, &response)));
     for (const v1::ExportedRegion& region : response.regions()) {
       regions.push_back(FromProto(request.peer(), region));
+    }
+    // A page that does not move on would loop forever.
+    if (response.regions().empty() ||
+        response.next_page_token() == request.page_token()) {
+      break;
     }
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());

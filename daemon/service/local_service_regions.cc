@@ -106,12 +106,26 @@ grpc::ServerUnaryReactor* LocalService::ListRemoteRegions(
   // waits for it.
   inspector_.ListExports(
       request->peer(), ask, PeerDeadline(context),
-      [reactor, response](absl::StatusOr<v1::ListExportsResponse> answer) {
-        if (answer.ok()) {
-          *response->mutable_regions() = answer->regions();
-          response->set_next_page_token(answer->next_page_token());
+      [reactor, response,
+       token = request->page_token()](
+          absl::StatusOr<v1::ListExportsResponse> answer) {
+        if (!answer.ok()) {
+          reactor->Finish(ToGrpcStatus(answer.status()));
+          return;
         }
-        reactor->Finish(ToGrpcStatus(answer.status()));
+        // Another daemon's answer, not trusted: only well-formed names go
+        // on (they end up on terminals), and a page that does not move on
+        // ends the listing rather than loop the client forever.
+        for (v1::ExportedRegion& region : *answer->mutable_regions()) {
+          if (ValidateRegionName(region.name()).ok()) {
+            *response->add_regions() = std::move(region);
+          }
+        }
+        const std::string& next = answer->next_page_token();
+        if (!next.empty() && next != token && answer->regions_size() > 0) {
+          response->set_next_page_token(PrintableFromPeer(next));
+        }
+        reactor->Finish(grpc::Status::OK);
       });
   return reactor;
 }
@@ -164,12 +178,14 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
   const std::string peer = target.peer();
   inspector_.Resolve(
       peer, ask, PeerDeadline(context),
-      [reactor, response, peer](absl::StatusOr<v1::ResolveResponse> answer) {
+      [reactor, response, peer, name = target.name()](
+          absl::StatusOr<v1::ResolveResponse> answer) {
         if (answer.ok()) {
-          // Only what a person needs: keys stay inside the daemon.
+          // Only what a person needs: keys stay inside the daemon. The
+          // name is the one asked for (the peer's copy is not trusted).
           response->set_peer(peer);
           v1::ExportedRegion* out = response->mutable_region();
-          out->set_name(answer->region().name());
+          out->set_name(name);
           out->set_length(answer->region().length());
           out->set_access(answer->region().access());
         }

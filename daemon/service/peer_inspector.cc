@@ -1,5 +1,6 @@
 #include "daemon/service/peer_inspector.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,18 @@ struct PeerCall {
 
 }  // namespace
 
+std::string PrintableFromPeer(absl::string_view text) {
+  constexpr size_t kMax = 1024;
+  std::string out;
+  out.reserve(std::min(text.size(), kMax));
+  for (unsigned char c : text.substr(0, kMax)) {
+    // Printable ASCII only: the text ends up on someone's terminal.
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  if (text.size() > kMax) out += "...";
+  return out;
+}
+
 absl::Status PeerCallStatus(const std::string& peer,
                             const grpc::Status& status) {
   const auto code = static_cast<absl::StatusCode>(status.error_code());
@@ -31,19 +44,22 @@ absl::Status PeerCallStatus(const std::string& peer,
       return absl::OkStatus();
     case grpc::StatusCode::UNAVAILABLE:
       return absl::UnavailableError(absl::StrCat(
-          "cannot reach the daemon at ", peer, ": ", status.error_message(),
+          "cannot reach the daemon at ", peer, ": ",
+          PrintableFromPeer(status.error_message()),
           ". Check the address (its 'rdmactl status' shows it as peer "
           "address) and that it runs"));
     case grpc::StatusCode::UNIMPLEMENTED:
       return absl::UnimplementedError(absl::StrCat(
           "the daemon at ", peer, " does not answer this (",
-          status.error_message(), "): it runs an older rdmad"));
+          PrintableFromPeer(status.error_message()),
+          "): it runs an older rdmad"));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::DeadlineExceededError(absl::StrCat(
           "the daemon at ", peer, " did not answer in time"));
     default:
-      return absl::Status(code, absl::StrCat("the daemon at ", peer,
-                                             " says: ", status.error_message()));
+      return absl::Status(
+          code, absl::StrCat("the daemon at ", peer, " says: ",
+                             PrintableFromPeer(status.error_message())));
   }
 }
 

@@ -62,6 +62,10 @@ class PeerInspector {
       ABSL_GUARDED_BY(mu_);
 };
 
+// Text another daemon sent, made safe to show: printable ASCII (anything
+// else becomes '?'), at most 1 KiB. Peers are not trusted.
+std::string PrintableFromPeer(absl::string_view text);
+
 // A failed call to a peer, with what to do: the peer's own status for
 // answers it gave (NOT_FOUND, PERMISSION_DENIED...), UNAVAILABLE naming
 // `peer` when it could not be reached, UNIMPLEMENTED when it is too old.
