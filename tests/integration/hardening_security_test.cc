@@ -478,6 +478,17 @@ TEST(HardeningSecurityTest, PeerAllowListRefusesOthers) {
       << w.status();
   EXPECT_THAT(w.status().message(), HasSubstr("peer_allow"));
   EXPECT_TRUE(ca->Write(*buf, 0, Remote(*c, "kv"), 0, 100).ok());
+  // Listing and sizing exports go through the same gate.
+  auto listed = ca->ListRemoteRegions(b->peer_address());
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kPermissionDenied)
+      << listed.status();
+  EXPECT_THAT(listed.status().message(), HasSubstr("peer_allow"));
+  EXPECT_EQ(ca->StatRegion(Remote(*b, "kv")).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto allowed = ca->ListRemoteRegions(c->peer_address());
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  ASSERT_EQ(allowed->size(), 1u);
+  EXPECT_EQ((*allowed)[0].name, "kv");
 
   // A raw TCP connection to b's data listener is closed before any reply.
   const int port = DataPort(*b);
@@ -600,6 +611,14 @@ TEST_F(MutualTlsTest, DaemonsWithCertsTransferAndOthersAreRefused) {
       << refused.status();
   // Neither touched the region.
   EXPECT_EQ(std::memcmp(view->data(), buf->data(), 1 << 20), 0);
+
+  // Inspection of a peer's exports uses the same certificates.
+  auto listed = c1->ListRemoteRegions(d2->peer_address());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].size, 1u << 20);
+  EXPECT_EQ(cp->ListRemoteRegions(d2->peer_address()).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_F(MutualTlsTest, IncompleteTlsConfigIsAStartupError) {
