@@ -20,18 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/json_reader.h"
 
 namespace rdmad::testing {
 namespace {
 
-using ::google::protobuf::Struct;
-using ::google::protobuf::Value;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -55,21 +52,19 @@ std::string Pattern(size_t n, int seed) {
   return data;
 }
 
-Struct ParseJson(const std::string& json) {
-  Struct parsed;
-  const auto status = google::protobuf::util::JsonStringToMessage(json, &parsed);
-  EXPECT_TRUE(status.ok()) << status << "\n" << json;
-  return parsed;
+JsonValue ParseJson(const std::string& json) {
+  auto parsed = JsonValue::Parse(json);
+  EXPECT_TRUE(parsed.ok()) << parsed.status() << "\n" << json;
+  return parsed.ok() ? *std::move(parsed) : JsonValue();
 }
 
-const Value& Field(const Struct& s, const std::string& key) {
-  static const Value kMissing;
-  auto it = s.fields().find(key);
-  EXPECT_TRUE(it != s.fields().end()) << "no key '" << key << "'";
-  return it != s.fields().end() ? it->second : kMissing;
+// The field `key` of `object`, which must be there.
+const JsonValue& Field(const JsonValue& object, const std::string& key) {
+  EXPECT_TRUE(object.has(key)) << "no key '" << key << "'";
+  return object[key];
 }
 
-bool IsNumber(const Value& v) { return v.kind_case() == Value::kNumberValue; }
+bool IsNumber(const JsonValue& v) { return v.is_number(); }
 
 class RdmactlTest : public ::testing::Test {
  protected:
@@ -91,7 +86,7 @@ class RdmactlTest : public ::testing::Test {
   }
 
   // rdmactl ... --json that must succeed; its answer.
-  Struct Json(const DaemonProcess& daemon, std::vector<std::string> args) {
+  JsonValue Json(const DaemonProcess& daemon, std::vector<std::string> args) {
     args.push_back("--json");
     ProcessResult out = Run(daemon, args);
     EXPECT_EQ(out.exit_code, 0) << absl::StrJoin(args, " ") << ": " << out.err;
@@ -111,74 +106,74 @@ TEST_F(RdmactlTest, EveryCommandAnswersInOneJsonDialect) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");
   ASSERT_TRUE(a && b);
-  Struct region = Json(*a, {"alloc", "kv", "1M", "--export", "rw"});
+  JsonValue region = Json(*a, {"alloc", "kv", "1M", "--export", "rw"});
   EXPECT_TRUE(IsNumber(Field(region, "size")));
-  EXPECT_EQ(Field(region, "size").number_value(), 1048576);
+  EXPECT_EQ(Field(region, "size").number(), 1048576);
   EXPECT_TRUE(IsNumber(Field(region, "id")));
-  EXPECT_EQ(Field(region, "mode").string_value(), "0600");  // not 384
-  EXPECT_EQ(Field(region, "export").string_value(), "rw");  // as the table
-  EXPECT_EQ(Field(region, "owner").string_value(), "daemon");
+  EXPECT_EQ(Field(region, "mode").string(), "0600");  // not 384
+  EXPECT_EQ(Field(region, "export").string(), "rw");  // as the table
+  EXPECT_EQ(Field(region, "owner").string(), "daemon");
   ASSERT_EQ(Run(*a, {"alloc", "small", "4K"}).exit_code, 0);
 
   // jq 'select(.size > 1048576)' must compare numbers.
-  Struct regions = Json(*a, {"regions"});
-  const auto& list = Field(regions, "regions").list_value().values();
+  JsonValue regions = Json(*a, {"regions"});
+  const auto& list = Field(regions, "regions").array();
   ASSERT_EQ(list.size(), 2);
-  for (const Value& r : list) {
-    EXPECT_TRUE(IsNumber(Field(r.struct_value(), "size")));
-    EXPECT_TRUE(IsNumber(Field(r.struct_value(), "uid")));
+  for (const JsonValue& r : list) {
+    EXPECT_TRUE(IsNumber(Field(r, "size")));
+    EXPECT_TRUE(IsNumber(Field(r, "uid")));
   }
 
-  Struct status = Json(*a, {"status"});
+  JsonValue status = Json(*a, {"status"});
   EXPECT_TRUE(IsNumber(Field(status, "pid")));
   EXPECT_TRUE(IsNumber(Field(status, "regions")));
-  EXPECT_EQ(Field(status, "regions").number_value(), 2);
-  EXPECT_EQ(Field(status, "transport").string_value(), TestTransport());
-  EXPECT_THAT(Field(status, "incarnation").string_value(), HasSubstr("0x"));
+  EXPECT_EQ(Field(status, "regions").number(), 2);
+  EXPECT_EQ(Field(status, "transport").string(), TestTransport());
+  EXPECT_THAT(Field(status, "incarnation").string(), HasSubstr("0x"));
   EXPECT_TRUE(IsNumber(Field(status, "pinned_bytes")));
-  Struct devices = Json(*a, {"devices"});
-  EXPECT_TRUE(Field(devices, "devices").has_list_value());
+  JsonValue devices = Json(*a, {"devices"});
+  EXPECT_TRUE(Field(devices, "devices").is_array());
 
   // The data commands report too.
   const std::string in = Path("in.bin");
   WriteFile(in, Pattern(5000, 1));
-  Struct put = Json(*a, {"put", in, "kv@100"});
-  EXPECT_EQ(Field(put, "command").string_value(), "put");
-  EXPECT_EQ(Field(put, "bytes").number_value(), 5000);
-  Struct get = Json(*a, {"get", "kv@100", "--length", "5000", "-o",
+  JsonValue put = Json(*a, {"put", in, "kv@100"});
+  EXPECT_EQ(Field(put, "command").string(), "put");
+  EXPECT_EQ(Field(put, "bytes").number(), 5000);
+  JsonValue get = Json(*a, {"get", "kv@100", "--length", "5000", "-o",
                          Path("out.bin")});
-  EXPECT_EQ(Field(get, "bytes").number_value(), 5000);
+  EXPECT_EQ(Field(get, "bytes").number(), 5000);
   EXPECT_EQ(ReadFile(Path("out.bin")), Pattern(5000, 1));
   const std::string remote = absl::StrCat(a->peer_address(), "/kv");
-  Struct copy = Json(*a, {"copy", "kv@100", "small", "--length", "4096"});
-  EXPECT_EQ(Field(copy, "bytes").number_value(), 4096);
-  EXPECT_EQ(Field(copy, "transport").string_value(), "local");
-  Struct exported = Json(*a, {"export", "kv", "r"});
-  EXPECT_EQ(Field(exported, "export").string_value(), "r");
-  Struct chmod = Json(*a, {"chmod", "kv", "0640"});
-  EXPECT_EQ(Field(chmod, "mode").string_value(), "0640");
-  Struct chgrp = Json(*a, {"chgrp", "kv", "0"});
-  EXPECT_EQ(Field(chgrp, "gid").number_value(), 0);
-  Struct descriptor = Json(*a, {"descriptor", "kv"});
-  EXPECT_THAT(Field(descriptor, "descriptor").string_value(),
+  JsonValue copy = Json(*a, {"copy", "kv@100", "small", "--length", "4096"});
+  EXPECT_EQ(Field(copy, "bytes").number(), 4096);
+  EXPECT_EQ(Field(copy, "transport").string(), "local");
+  JsonValue exported = Json(*a, {"export", "kv", "r"});
+  EXPECT_EQ(Field(exported, "export").string(), "r");
+  JsonValue chmod = Json(*a, {"chmod", "kv", "0640"});
+  EXPECT_EQ(Field(chmod, "mode").string(), "0640");
+  JsonValue chgrp = Json(*a, {"chgrp", "kv", "0"});
+  EXPECT_EQ(Field(chgrp, "gid").number(), 0);
+  JsonValue descriptor = Json(*a, {"descriptor", "kv"});
+  EXPECT_THAT(Field(descriptor, "descriptor").string(),
               HasSubstr("rdmad1:"));
-  Struct stat = Json(*b, {"stat", remote});
-  EXPECT_EQ(Field(stat, "size").number_value(), 1048576);
-  EXPECT_EQ(Field(stat, "export").string_value(), "r");
+  JsonValue stat = Json(*b, {"stat", remote});
+  EXPECT_EQ(Field(stat, "size").number(), 1048576);
+  EXPECT_EQ(Field(stat, "export").string(), "r");
   ASSERT_EQ(Run(*b, {"get", remote, "--length", "10", "-o", Path("x")})
                 .exit_code,
             0);
-  Struct peers = Json(*b, {"peers"});
-  const Struct& peer =
-      Field(peers, "peers").list_value().values(0).struct_value();
-  EXPECT_EQ(Field(peer, "address").string_value(), a->peer_address());
+  JsonValue peers = Json(*b, {"peers"});
+  const JsonValue& peer =
+      Field(peers, "peers")[0];
+  EXPECT_EQ(Field(peer, "address").string(), a->peer_address());
   EXPECT_TRUE(IsNumber(Field(peer, "read")));
-  EXPECT_EQ(Field(peer, "read").number_value(), 10);
+  EXPECT_EQ(Field(peer, "read").number(), 10);
   EXPECT_TRUE(IsNumber(Field(peer, "ops")));
-  Struct qps = Json(*b, {"qps"});
-  EXPECT_FALSE(Field(qps, "qps").list_value().values().empty());
-  Struct freed = Json(*a, {"free", "small"});
-  EXPECT_EQ(Field(freed, "freed").string_value(), "small");
+  JsonValue qps = Json(*b, {"qps"});
+  EXPECT_FALSE(Field(qps, "qps").array().empty());
+  JsonValue freed = Json(*a, {"free", "small"});
+  EXPECT_EQ(Field(freed, "freed").string(), "small");
 }
 
 TEST_F(RdmactlTest, ErrorsAreJsonWithAnExitStatusPerClass) {
@@ -204,20 +199,20 @@ TEST_F(RdmactlTest, ErrorsAreJsonWithAnExitStatusPerClass) {
     args.push_back("--json");
     ProcessResult out = Run(*a, args);
     EXPECT_EQ(out.exit_code, c.exit_status) << absl::StrJoin(args, " ");
-    const Struct json = ParseJson(out.out);
-    const Struct& error = Field(json, "error").struct_value();
-    EXPECT_EQ(Field(error, "code").string_value(), c.code);
-    EXPECT_EQ(Field(error, "exit_status").number_value(), c.exit_status);
-    EXPECT_FALSE(Field(error, "message").string_value().empty());
+    const JsonValue json = ParseJson(out.out);
+    const JsonValue& error = Field(json, "error");
+    EXPECT_EQ(Field(error, "code").string(), c.code);
+    EXPECT_EQ(Field(error, "exit_status").number(), c.exit_status);
+    EXPECT_FALSE(Field(error, "message").string().empty());
     // People still get the line on stderr.
     EXPECT_THAT(out.err, HasSubstr("rdmactl: "));
   }
   ProcessResult unreachable = RunProcess(
       {RdmactlBinary(), "--socket", Path("none.sock"), "status", "--json"});
   EXPECT_EQ(unreachable.exit_code, 3);
-  EXPECT_EQ(Field(Field(ParseJson(unreachable.out), "error").struct_value(),
+  EXPECT_EQ(Field(Field(ParseJson(unreachable.out), "error"),
                   "code")
-                .string_value(),
+                .string(),
             "UNAVAILABLE");
 }
 
@@ -371,9 +366,19 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto ca = Connect(*a);
   ASSERT_TRUE(ca);
+  // Should rdmactl end early, writes to the FIFO must fail, not kill us.
+  ::signal(SIGPIPE, SIG_IGN);
   std::thread feeder([&] {
-    const int fd = ::open(fifo.c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
+    // Non-blocking open until rdmactl opened its end (bounded), so that an
+    // rdmactl that failed early cannot leave this thread waiting forever.
+    int fd = -1;
+    const absl::Time open_by = absl::Now() + absl::Seconds(60);
+    while (fd < 0 && absl::Now() < open_by) {
+      fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd < 0) absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_GE(fd, 0) << "rdmactl never opened the FIFO";
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     const std::string chunk = Pattern(64 << 20, 4);
     size_t sent = 0;
     while (sent < chunk.size()) {
@@ -421,33 +426,33 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   ProcessResult failed = Run(
       *a, {"get", absl::StrCat(b->peer_address(), "/nothere"), "--length", "8"});
   EXPECT_EQ(failed.exit_code, 4);
-  Struct peers = Json(*a, {"peers"});
-  const Struct& peer =
-      Field(peers, "peers").list_value().values(0).struct_value();
-  EXPECT_EQ(Field(peer, "failed").number_value(), 1);
-  EXPECT_THAT(Field(peer, "last_error").string_value(),
+  JsonValue peers = Json(*a, {"peers"});
+  const JsonValue& peer =
+      Field(peers, "peers")[0];
+  EXPECT_EQ(Field(peer, "failed").number(), 1);
+  EXPECT_THAT(Field(peer, "last_error").string(),
               HasSubstr("NOT_FOUND"));
-  EXPECT_THAT(Field(peer, "last_error").string_value(),
+  EXPECT_THAT(Field(peer, "last_error").string(),
               HasSubstr("'nothere'"));
   ProcessResult table = Run(*a, {"peers"});
   EXPECT_THAT(table.out, HasSubstr("NOT_FOUND"));
 
   if (TestTransport() != "tcp") return;  // verbs QPs: the lab's tests
-  Struct qps = Json(*a, {"qps"});
-  const auto& list = Field(qps, "qps").list_value().values();
+  JsonValue qps = Json(*a, {"qps"});
+  const auto& list = Field(qps, "qps").array();
   ASSERT_FALSE(list.empty());
   int connected = 0;
-  for (const Value& v : list) {
-    const Struct& q = v.struct_value();
-    EXPECT_EQ(Field(q, "transport").string_value(), "tcp");
-    EXPECT_EQ(q.fields().count("local_qpn"), 0u);  // no verbs columns
-    EXPECT_EQ(q.fields().count("mtu"), 0u);
+  for (const JsonValue& v : list) {
+    const JsonValue& q = v;
+    EXPECT_EQ(Field(q, "transport").string(), "tcp");
+    EXPECT_EQ(q.has("local_qpn"), false);  // no verbs columns
+    EXPECT_EQ(q.has("mtu"), false);
     // Connections open on first use; those that carried data have both
     // ends' addresses.
-    if (Field(q, "sent").number_value() > 0) {
+    if (Field(q, "sent").number() > 0) {
       ++connected;
-      EXPECT_THAT(Field(q, "local").string_value(), HasSubstr("127.0.0.1:"));
-      EXPECT_THAT(Field(q, "remote").string_value(), HasSubstr("127.0.0.1:"));
+      EXPECT_THAT(Field(q, "local").string(), HasSubstr("127.0.0.1:"));
+      EXPECT_THAT(Field(q, "remote").string(), HasSubstr("127.0.0.1:"));
     }
   }
   EXPECT_GE(connected, 1);

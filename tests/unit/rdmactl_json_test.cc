@@ -7,9 +7,8 @@
 #include <limits>
 #include <optional>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/json_reader.h"
 
 namespace rdmad::rdmactl {
 namespace {
@@ -58,12 +57,19 @@ TEST(JsonTest, ObjectsKeepTheirKeyOrderAndNest) {
             "  \"none\": {}\n"
             "}\n");
   // And a JSON reader takes it, with numbers as numbers.
-  google::protobuf::Struct parsed;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(region.Dump(), &parsed).ok());
-  EXPECT_EQ(parsed.fields().at("size").kind_case(),
-            google::protobuf::Value::kNumberValue);
-  EXPECT_EQ(parsed.fields().at("size").number_value(), 4096);
+  auto parsed = testing::JsonValue::Parse(region.Dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE((*parsed)["size"].is_number());
+  EXPECT_EQ((*parsed)["size"].number(), 4096);
+  EXPECT_EQ((*parsed)["keys"][0]["device"].string(), "rxe0");
+  EXPECT_TRUE((*parsed)["empty"].is_array());
+}
+
+TEST(JsonTest, EscapedStringsReadBackAsTheyWere) {
+  const std::string tricky = "quote\" back\\slash\nnew\tline\x01";
+  auto parsed = testing::JsonValue::Parse(Json(tricky).Dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->string(), tricky);
 }
 
 }  // namespace
