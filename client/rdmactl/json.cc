@@ -61,7 +61,7 @@ void Json::DumpTo(std::string& out, int depth) const {
         std::string text = absl::StrFormat("%.6f", double_);
         while (text.back() == '0') text.pop_back();
         if (text.back() == '.') text.pop_back();
-        if (text == "-0") text = "0";
+        if (text == "-0") text.erase(0, 1);  // "0"
         out += text;
       }
       return;
