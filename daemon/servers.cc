@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/service/health_reflection.h"
 #include "daemon/service/unix_listener.h"
+#include "daemon/startup/port_check.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -15,6 +17,8 @@ namespace rdmad {
 
 void EnableServerPlugins() {
   grpc::EnableDefaultHealthCheckService(true);
+  // So that reflection describes the health service to generic clients.
+  service::RegisterHealthDescriptors();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
@@ -34,13 +38,13 @@ absl::StatusOr<StartedServer> StartPeerServer(
   StartedServer out;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &out.port);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on this port would
+  // bind too and get part of the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(service);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", listen,
-                     " for peers: is the port in use? pick another "
-                     "--peer_listen"));
+    return startup::ListenFailure("peers", "--peer_listen", listen);
   }
   return out;
 }

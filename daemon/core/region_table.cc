@@ -73,11 +73,14 @@ absl::Status RegionTable::CheckNew(const Caller& caller,
     if (options.size > limits_.max_pinned_bytes ||
         in_use > limits_.max_pinned_bytes - options.size) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "allocating ", options.size, " bytes would pin ",
-          in_use + options.size, " bytes, over the daemon's locked-memory "
-          "limit of ", limits_.max_pinned_bytes,
-          " bytes: free regions, or raise the limit (LimitMEMLOCK= in the "
-          "unit, or ulimit -l) and restart rdmad"));
+          "allocating ", HumanSize(options.size), " would bring all regions "
+          "to ", HumanSize(in_use + options.size), ", over max_pinned_bytes "
+          "of ", HumanSize(limits_.max_pinned_bytes),
+          limits_.max_pinned_bytes_source.empty()
+              ? std::string()
+              : absl::StrCat(" (", limits_.max_pinned_bytes_source, ")"),
+          ", with ", HumanSize(in_use), " in use: free regions, or raise it "
+          "and restart rdmad"));
     }
   }
   return CheckQuota(caller, options.size);
@@ -99,10 +102,11 @@ absl::Status RegionTable::CheckQuota(const Caller& caller,
       (size > limits_.max_pinned_bytes_per_uid ||
        used.pinned_bytes > limits_.max_pinned_bytes_per_uid - size)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "allocating ", size, " bytes would make uid ", caller.uid, " pin ",
-        used.pinned_bytes + size, " bytes, over its quota "
-        "(quota_pinned_bytes_per_uid) of ", limits_.max_pinned_bytes_per_uid,
-        " bytes: free regions, or raise quota_pinned_bytes_per_uid in the "
+        "allocating ", HumanSize(size), " would make uid ", caller.uid,
+        " hold ", HumanSize(used.pinned_bytes + size), ", over its quota "
+        "(quota_pinned_bytes_per_uid) of ",
+        HumanSize(limits_.max_pinned_bytes_per_uid),
+        ": free regions, or raise quota_pinned_bytes_per_uid in the "
         "rdmad config and restart rdmad"));
   }
   return absl::OkStatus();
@@ -407,6 +411,58 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
   return region;
 }
 
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
+    const Caller& caller, const RegionKey& key, std::optional<uint32_t> mode,
+    std::optional<uint32_t> group) {
+  if (!mode.has_value() && !group.has_value()) {
+    return absl::InvalidArgumentError(
+        "nothing to change: give a mode, a group or both");
+  }
+  // Two changes of one region must not interleave (each reads the ACL,
+  // then writes it), and a kept region's record must change in the same
+  // order as the ACL in memory: one change at a time, as for exports. Not
+  // under the table lock, which transfers need while a record is written.
+  absl::MutexLock change_lock(&export_mu_);
+  std::shared_ptr<Region> region;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
+  }
+  if (region->owner() != RegionOwnerKind::kDaemon) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        DescribeKey(key), " is a session buffer, private to its session: "
+        "only named regions (rdmactl alloc) have a mode and a group"));
+  }
+  RegionAcl acl = region->acl();
+  RDMAD_RETURN_IF_ERROR(CheckOwner(caller, acl, DescribeKey(key)));
+  if (mode.has_value()) {
+    // Unlike at creation, 0 means 0 here: nobody may use it until the
+    // owner (who may always chmod) grants access again.
+    if ((*mode & ~0666u) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region mode ", FormatMode(*mode), " has bits other than read (4) "
+          "and write (2) per class: use e.g. 0600, 0640 or 0660"));
+    }
+    acl.mode = *mode;
+  }
+  if (group.has_value()) {
+    if (caller.uid != 0 && !InGroup(caller, *group)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "uid ", caller.uid, " is not in group ", *group,
+          ": a region's group must be one of your groups (root may pick "
+          "any)"));
+    }
+    acl.gid = *group;
+  }
+  // The record first: if it cannot be written, nothing changes, so a
+  // restart brings back what is in force now.
+  if (KeptRegion* kept = region->kept()) {
+    RDMAD_RETURN_IF_ERROR(kept->SetAcl(acl));
+  }
+  region->SetAcl(acl);
+  return region;
+}
+
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
     const Caller& caller, const RegionKey& key, uint32_t need) const {
   absl::ReaderMutexLock lock(&mu_);
@@ -428,9 +484,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
     auto region = by_id_.at(it->second);
     if (region->exported().access != RemoteAccess::kNone) return region;
   }
+  // The same answer whether the name is unknown or only not exported: peers
+  // learn nothing of local regions.
   return absl::NotFoundError(absl::StrCat(
-      "no exported region named '", name,
-      "' on this daemon: create it and export it (rdmactl export NAME r|w|rw)"));
+      "no exported region named '", name, "' on this daemon: on its node, "
+      "'rdmactl regions' lists the regions, 'rdmactl export NAME r|w|rw' "
+      "exports one, 'rdmactl alloc NAME SIZE --export rw' creates one "
+      "exported"));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
@@ -442,8 +502,11 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
     return it->second;
   }
   return absl::NotFoundError(absl::StrCat(
-      "region #", id, " is not exported by this daemon (freed, never "
-      "exported, or the daemon restarted): resolve it again"));
+      "region #", id, " is not exported by this daemon any more (freed, "
+      "unexported, or the daemon restarted): if you named it by a "
+      "descriptor, get a new one on that node with 'rdmactl descriptor "
+      "NAME'; a region named HOST:PORT/NAME is looked up again on the next "
+      "transfer"));
 }
 
 size_t RegionTable::FreeSession(uint64_t session_id) {

@@ -79,14 +79,17 @@ void TransferEngine::SubmitBatch(const Caller& caller,
   for (TransferRequest& request : requests) {
     std::optional<Transfer> transfer = Check(caller, request);
     if (!transfer.has_value()) continue;
-    const bool by_directory =
-        transfer->remote.is_local() && directory != nullptr &&
-        !transfer->remote.name.empty() &&
-        !regions_->FindExported(transfer->remote.name).ok();
-    if (transfer->remote.is_local() && !by_directory) {
-      Finish(transfer->op, transfer->remote.peer, caller.uid, true,
-             CopyLocal(*transfer), transfer->done);
-      continue;
+    bool by_directory = false;
+    if (transfer->remote.is_local()) {
+      auto target = LocalTarget(caller, *transfer);
+      // A name this daemon does not have may be another daemon's.
+      by_directory = directory != nullptr && !transfer->remote.name.empty() &&
+                     absl::IsNotFound(target.status());
+      if (!by_directory) {
+        Finish(transfer->op, transfer->remote.peer, caller.uid, true,
+               CopyLocal(*transfer, target), transfer->done);
+        continue;
+      }
     }
     // Accounting happens when the peer layer finishes it.
     transfer->done = [this, op = transfer->op, peer = transfer->remote.peer,
@@ -142,24 +145,38 @@ std::optional<Transfer> TransferEngine::Check(const Caller& caller,
   return t;
 }
 
-absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const Transfer& transfer) {
+absl::StatusOr<std::shared_ptr<Region>> TransferEngine::LocalTarget(
+    const Caller& caller, const Transfer& transfer) {
   const TransferTarget& remote = transfer.remote;
   if (remote.name.empty()) {
     return absl::InvalidArgumentError("no target region named");
   }
-  auto target = regions_->FindExported(remote.name);
-  if (!target.ok()) return target.status();
-  const ExportState exported = (*target)->exported();
+  // The target is a region of this node: what the caller may do with it
+  // locally decides (WRITE lands bytes in it, READ takes them out), as it
+  // would for a mapping. A region the caller may not use locally is still
+  // reachable where it is exported for the operation, as any peer (or this
+  // daemon's own peer address) could reach it.
   const bool write = transfer.op == OpType::kWrite;
-  if (!Allows(exported.access,
-              write ? RemoteAccess::kWrite : RemoteAccess::kRead)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "region '", remote.name, "' is not exported for ",
-        write ? "write" : "read", ": export it with ",
-        write ? "w or rw" : "r or rw"));
+  auto target = regions_->FindForUse(caller, RegionKey{0, remote.name},
+                                     write ? kLocalWrite : kLocalRead);
+  if (!target.ok() && !absl::IsNotFound(target.status())) {
+    auto exported = regions_->FindExported(remote.name);
+    if (exported.ok() &&
+        Allows((*exported)->exported().access,
+               write ? RemoteAccess::kWrite : RemoteAccess::kRead)) {
+      target = *std::move(exported);
+    }
   }
-  if (absl::Status s = CheckRange("remote", remote.name, (*target)->size(),
+  return target;
+}
+
+absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
+    const Transfer& transfer,
+    const absl::StatusOr<std::shared_ptr<Region>>& target) {
+  if (!target.ok()) return target.status();
+  const TransferTarget& remote = transfer.remote;
+  const bool write = transfer.op == OpType::kWrite;
+  if (absl::Status s = CheckRange("target", remote.name, (*target)->size(),
                                   remote.offset, transfer.length);
       !s.ok()) {
     return s;

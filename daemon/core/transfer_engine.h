@@ -5,11 +5,13 @@
 // the caller may use the local region with the access the operation needs,
 // the local range lies inside it, and the caller's uid has room in its
 // in-flight quota. A target on this same daemon (empty peer) is served as
-// a memory copy, with the checks a remote daemon would make (exported with
-// the access needed, range inside). Everything else goes to the peer layer
-// (RemoteTransfers) in one batch per call, which trusts what the engine
-// checked. A name that is not exported here goes through the cluster
-// directory, when there is one (directory_route.h).
+// a memory copy: the caller needs the local access the operation needs on
+// it (write to WRITE into it, read to READ from it), or it must be
+// exported for the operation, as a peer would need; its range must lie
+// inside it. Everything else goes to the peer layer (RemoteTransfers) in
+// one batch per call, which trusts what the engine checked. A name this
+// daemon does not have goes through the cluster directory, when there is
+// one (directory_route.h).
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
@@ -99,7 +101,15 @@ class TransferEngine {
  private:
   // Checks `request` and returns the Transfer, or fails its `done`.
   std::optional<Transfer> Check(const Caller& caller, TransferRequest& request);
-  absl::StatusOr<TransferResult> CopyLocal(const Transfer& transfer);
+  // The region of this daemon `transfer` targets, if `caller` may reach it
+  // (see the top of this file). NOT_FOUND if there is none of that name.
+  absl::StatusOr<std::shared_ptr<Region>> LocalTarget(
+      const Caller& caller, const Transfer& transfer);
+  // Copies between the transfer's local region and `target` (LocalTarget's
+  // answer).
+  absl::StatusOr<TransferResult> CopyLocal(
+      const Transfer& transfer,
+      const absl::StatusOr<std::shared_ptr<Region>>& target);
   void Finish(OpType op, const std::string& peer, uint32_t uid, bool charged,
               absl::StatusOr<TransferResult> result, TransferDone& done);
   // Takes one in-flight slot of `uid`'s quota (RESOURCE_EXHAUSTED if none

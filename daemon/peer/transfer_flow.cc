@@ -280,7 +280,10 @@ void TransferFlow::Finish(RunningPtr r, absl::Status status) {
   RemotePeer* peer = r->peer.get();
   if (peer != nullptr) peer->in_flight--;
   if (!status.ok()) {
-    if (peer != nullptr) peer->ops_failed++;
+    if (peer != nullptr) {
+      peer->ops_failed++;
+      peer->connection->RecordError(status);
+    }
     done(std::move(status));
     return;
   }

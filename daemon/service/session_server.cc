@@ -1,5 +1,6 @@
 #include "daemon/service/session_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/unix_listener.h"
 #include "spdlog/spdlog.h"
 
@@ -43,6 +45,26 @@ std::vector<uint32_t> PeerGroups(int fd) {
 }
 
 }  // namespace
+
+absl::StatusOr<SessionServer::MappableFd> SessionServer::RegionDescriptorFor(
+    const core::Caller& caller, const core::Region& region) {
+  const bool writable =
+      region.owner() == core::RegionOwnerKind::kSession ||
+      (core::PermittedBits(caller, region.acl()) & core::kLocalWrite) != 0;
+  if (writable) return MappableFd{region.fd(), UniqueFd(), true};
+  // Read only: a descriptor opened read-only, which the client can map but
+  // never mprotect() writable. The memfd itself is read-write, so it is
+  // opened again through /proc (memfds allow that) rather than handed out.
+  const std::string path = absl::StrCat("/proc/self/fd/", region.fd());
+  UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("reopening region #", region.id(),
+                            " read-only (", path, ")"));
+  }
+  const int raw = read_only.get();
+  return MappableFd{raw, std::move(read_only), false};
+}
 
 SessionServer::SessionServer(std::string path, core::SessionTable* sessions,
                              core::RegionTable* regions)
@@ -79,12 +101,21 @@ void SessionServer::Loop() {
   for (;;) {
     pfds.clear();
     pfds.push_back({wake_fd_.get(), POLLIN, 0});
-    pfds.push_back({listen_fd_.get(), POLLIN, 0});
+    // While accept is backing off, the listener is not watched (fd -1 is
+    // ignored by poll): its queued connection would wake us at once.
+    const absl::Time now = absl::Now();
+    const bool paused = backoff_.Paused(now);
+    pfds.push_back({paused ? -1 : listen_fd_.get(), POLLIN, 0});
     for (const auto& [fd, connection] : connections_) {
       pfds.push_back({fd, POLLIN, 0});
     }
-    // No timeout needed: Stop() wakes us through the eventfd.
-    const int ready = ::poll(pfds.data(), pfds.size(), -1);
+    // Stop() wakes us through the eventfd; a pause ends by timeout.
+    const int timeout_ms =
+        paused ? static_cast<int>(absl::ToInt64Milliseconds(
+                     absl::Ceil(backoff_.resume_at() - now,
+                                absl::Milliseconds(1))))
+               : -1;
+    const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("session socket poll failed: {}", std::strerror(errno));
@@ -107,11 +138,26 @@ void SessionServer::Accept() {
   const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr,
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno != EAGAIN && errno != EINTR) {
-      spdlog::warn("accept on {} failed: {}", path_, std::strerror(errno));
+    const int error = errno;
+    if (error == EAGAIN || error == EINTR || error == ECONNABORTED) return;
+    // Out of descriptors or memory: the client stays queued, so pause
+    // rather than spin on a listener that stays readable.
+    const absl::Time now = absl::Now();
+    backoff_.Failed(now);
+    if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
+      spdlog::error(
+          "accept on {} failed: {} ({} more such failures since the last "
+          "message); new clients wait, retrying every {}: {}",
+          path_, std::strerror(error), *skipped,
+          absl::FormatDuration(backoff_.pause()),
+          error == EMFILE || error == ENFILE
+              ? "raise the open-files limit (LimitNOFILE= in the unit, "
+                "ulimit -n) or free regions"
+              : "the system is short of memory");
     }
     return;
   }
+  backoff_.Succeeded();
   UniqueFd socket(fd);
   ucred cred{};
   socklen_t length = sizeof(cred);
@@ -132,8 +178,9 @@ void SessionServer::Accept() {
     sessions_->Close(opened.id);
     return;
   }
-  spdlog::info("session {} opened: pid {} uid {} gid {}", opened.id, cred.pid,
-               cred.uid, cred.gid);
+  // Debug: every rdmactl call opens and ends a session.
+  spdlog::debug("session {} opened: pid {} uid {} gid {}", opened.id,
+                cred.pid, cred.uid, cred.gid);
   Connection connection;
   connection.session_id = opened.id;
   connection.caller =
@@ -157,20 +204,26 @@ bool SessionServer::Serve(Connection& connection) {
   absl::Status status;
   switch (request.type) {
     case MessageType::kGetFd: {
-      // The mapping is shared and writable, so it needs read and write
-      // permission on a named region.
+      // A mapping needs read; it is writable only where write is granted
+      // too (a session's own buffers always are).
       auto region = regions_->FindForUse(connection.caller,
                                          core::RegionKey{request.a, ""},
-                                         core::kLocalReadWrite);
+                                         core::kLocalRead);
       if (!region.ok()) {
         status = region.status();
+        break;
+      }
+      auto memory = RegionDescriptorFor(connection.caller, **region);
+      if (!memory.ok()) {
+        status = memory.status();
         break;
       }
       Message reply;
       reply.type = MessageType::kFd;
       reply.a = (*region)->id();
       reply.b = (*region)->mapped_size();
-      status = session_wire::Send(fd, reply, (*region)->fd());
+      reply.text = memory->writable ? "rw" : "r";
+      status = session_wire::Send(fd, reply, memory->fd);
       if (!status.ok()) return false;
       return true;
     }
@@ -236,8 +289,8 @@ void SessionServer::Close(int fd) {
     absl::MutexLock lock(&mu_);
     passed_fds_.erase(connection.session_id);
   }
-  spdlog::info("session {} (pid {}) ended; freed {} buffer(s)",
-               connection.session_id, connection.caller.pid, freed);
+  spdlog::debug("session {} (pid {}) ended; freed {} buffer(s)",
+                connection.session_id, connection.caller.pid, freed);
   connections_.erase(it);
 }
 

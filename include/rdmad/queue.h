@@ -45,24 +45,25 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "rdmad/info.h"
 
 namespace rdmad {
 
 class Buffer;
 class Client;
 
-// What carried an operation.
-enum class Transport { kNone, kVerbs, kTcp, kLocal };
-
 // A region on another daemon (or this one) opened for queue operations.
+// It belongs to the client session that opened it: after the daemon
+// restarted, open it again.
 struct RemoteHandle {
   uint64_t id = 0;
-  uint64_t size = 0;     // bytes of the region when it was opened
-  bool readable = false;  // its export grants READ
-  bool writable = false;  // its export grants WRITE
-  Transport transport = Transport::kNone;
+  uint64_t size = 0;               // bytes of the region when it was opened
+  Access access = Access::kNone;   // what its export grants
+  Transport transport = Transport::kNone;  // kLocal: a region of this daemon
   std::string peer;  // "HOST:PORT" of its daemon; "" for this one
   std::string name;  // its name, if it has one
+  // The client session it was opened in (set by Client::OpenRemote).
+  uint64_t session_generation = 0;
 };
 
 struct QueueOptions {
@@ -141,6 +142,9 @@ class Queue {
   int event_fd() const;
 
   // OK while the daemon serves the queue; else why it stopped.
+  // FAILED_PRECONDITION once this Client's session was opened again after
+  // a restart of the local daemon: the queue belonged to the session
+  // before (open a new one, and open remote handles again).
   absl::Status status() const;
   uint64_t id() const;
   // Operations submitted and not polled yet.
