@@ -30,7 +30,10 @@ TEST(PagingTest, IdTokensRoundTripAndBadOnesAreRefused) {
 TEST(PagingTest, NameTokensAreRegionNames) {
   EXPECT_EQ(*ParseNameToken(""), "");
   EXPECT_EQ(*ParseNameToken("kv-1"), "kv-1");
-  EXPECT_FALSE(ParseNameToken("a/b").ok());
+  // Names may hold single '/' (kv/shard-7), never an empty part.
+  EXPECT_EQ(*ParseNameToken("kv/shard-7"), "kv/shard-7");
+  EXPECT_FALSE(ParseNameToken("a//b").ok());
+  EXPECT_FALSE(ParseNameToken("a b").ok());
   EXPECT_FALSE(ParseNameToken(std::string(1000, 'a')).ok());
 }
 
