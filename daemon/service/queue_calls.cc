@@ -1,8 +1,11 @@
 // LocalService: the calls of the shared-memory data path — queues and
 // remote handles (see common/queue_layout.h and daemon/ring/).
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/proto_convert.h"
@@ -12,6 +15,42 @@ namespace rdmad::service {
 namespace {
 
 constexpr uint32_t kDefaultSubmissionEntries = 256;
+
+// What `caller` may do with region `name` of this daemon as a transfer
+// target, as the engine decides it (core/transfer_engine.h): its local
+// access (mode, or its own session's buffer), else what the export grants.
+// NOT_FOUND, as peers are told, when there is no such region.
+absl::StatusOr<std::pair<uint64_t, core::RemoteAccess>> LocalTargetAccess(
+    const core::RegionTable& regions, const core::Caller& caller,
+    const std::string& name) {
+  const std::optional<core::RegionSnapshot> region =
+      regions.SnapshotByName(name);
+  if (!region.has_value()) return regions.FindExported(name).status();
+  uint32_t local = 0;
+  if (region->owner == core::RegionOwnerKind::kSession) {
+    if (caller.session_id != 0 && caller.session_id == region->session_id) {
+      local = core::kLocalReadWrite;
+    }
+  } else {
+    local = core::PermittedBits(
+        caller, core::RegionAcl{region->owner_uid, region->owner_gid,
+                                region->mode});
+  }
+  uint32_t access = static_cast<uint32_t>(region->exported.access);
+  if ((local & core::kLocalRead) != 0) {
+    access |= static_cast<uint32_t>(core::RemoteAccess::kRead);
+  }
+  if ((local & core::kLocalWrite) != 0) {
+    access |= static_cast<uint32_t>(core::RemoteAccess::kWrite);
+  }
+  if (access == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "region '", name, "' of this daemon gives uid ", caller.uid,
+        " no access: its mode grants you nothing and it is not exported. "
+        "Ask its owner to chmod/chgrp it (rdmactl chmod) or to export it"));
+  }
+  return std::make_pair(region->size, static_cast<core::RemoteAccess>(access));
+}
 constexpr absl::Duration kDefaultOpTimeout = absl::Seconds(30);
 constexpr absl::Duration kMaxOpTimeout = absl::Hours(1);
 
@@ -110,8 +149,8 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
     return absl::OkStatus();
   };
   if (target.is_local()) {
-    // A region this daemon exports: what a peer would be told.
-    auto region = state_->regions->FindExported(target.name);
+    // A region of this daemon, reached as a local copy is.
+    auto region = LocalTargetAccess(*state_->regions, *caller, target.name);
     if (absl::IsNotFound(region.status()) && state_->directory != nullptr) {
       // Not here: the cluster directory knows who holds it. Operations on
       // the handle go there through the directory, one look-up each (from
@@ -132,10 +171,8 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
       return reactor;
     }
     if (!region.ok()) return Done(context, region.status());
-    const uint64_t size = (*region)->size();
-    const core::RemoteAccess access = (*region)->exported().access;
-    return Done(context, add(std::move(target), size, access,
-                             core::TransportKind::kLocal));
+    return Done(context, add(std::move(target), region->first,
+                             region->second, core::TransportKind::kLocal));
   }
   if (state_->peers == nullptr) {
     return Done(context, absl::FailedPreconditionError(

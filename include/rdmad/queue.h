@@ -58,7 +58,9 @@ class Client;
 struct RemoteHandle {
   uint64_t id = 0;
   uint64_t size = 0;               // bytes of the region when it was opened
-  Access access = Access::kNone;   // what its export grants
+  // What its export grants; for a region of this daemon, what this
+  // process may do with it (its mode, or the export).
+  Access access = Access::kNone;
   Transport transport = Transport::kNone;  // kLocal: a region of this daemon
   std::string peer;  // "HOST:PORT" of its daemon; "" for this one
   std::string name;  // its name, if it has one

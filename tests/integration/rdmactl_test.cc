@@ -422,20 +422,30 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
                      "--length", "8"})
                 .exit_code,
             0);
-  // A region B does not have: the peer is up, the transfer failed.
+  // A region B does not have: the peer is up, the name does not resolve
+  // (no transfer starts, none is counted), and that is the last error.
   ProcessResult failed = Run(
       *a, {"get", absl::StrCat(b->peer_address(), "/nothere"), "--length", "8"});
   EXPECT_EQ(failed.exit_code, 4);
   JsonValue peers = Json(*a, {"peers"});
-  const JsonValue& peer =
-      Field(peers, "peers")[0];
-  EXPECT_EQ(Field(peer, "failed").number(), 1);
-  EXPECT_THAT(Field(peer, "last_error").string(),
-              HasSubstr("NOT_FOUND"));
-  EXPECT_THAT(Field(peer, "last_error").string(),
-              HasSubstr("'nothere'"));
+  {
+    const JsonValue& peer = Field(peers, "peers")[0];
+    EXPECT_EQ(Field(peer, "failed").number(), 0);
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("NOT_FOUND"));
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("'nothere'"));
+  }
   ProcessResult table = Run(*a, {"peers"});
   EXPECT_THAT(table.out, HasSubstr("NOT_FOUND"));
+  // A transfer that fails at B's end: counted, and the last error now.
+  ProcessResult outside = Run(
+      *a, {"get", absl::StrCat(b->peer_address(), "/kv@4K"), "--length", "8"});
+  EXPECT_EQ(outside.exit_code, 7) << outside.err;  // OUT_OF_RANGE
+  peers = Json(*a, {"peers"});
+  {
+    const JsonValue& peer = Field(peers, "peers")[0];
+    EXPECT_EQ(Field(peer, "failed").number(), 1);
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("OUT_OF_RANGE"));
+  }
 
   if (TestTransport() != "tcp") return;  // verbs QPs: the lab's tests
   JsonValue qps = Json(*a, {"qps"});
@@ -445,6 +455,7 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   for (const JsonValue& v : list) {
     const JsonValue& q = v;
     EXPECT_EQ(Field(q, "transport").string(), "tcp");
+    EXPECT_EQ(Field(q, "role").string(), "initiator");  // A opened them
     EXPECT_EQ(q.has("local_qpn"), false);  // no verbs columns
     EXPECT_EQ(q.has("mtu"), false);
     // Connections open on first use; those that carried data have both
@@ -458,6 +469,8 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   EXPECT_GE(connected, 1);
   ProcessResult text = Run(*a, {"qps"});
   EXPECT_THAT(text.out, HasSubstr("TCP data connections:"));
+  EXPECT_THAT(text.out, HasSubstr("ROLE"));
+  EXPECT_THAT(text.out, HasSubstr("TRANSPORT"));
   EXPECT_THAT(text.out, Not(HasSubstr("QPN")));
 }
 

@@ -125,6 +125,85 @@ TEST(RenderStatusTest, ShowsThePinnedCapAndWhereItComesFrom) {
   EXPECT_THAT(json, HasSubstr("\"memlock_limit\": 8388608"));
 }
 
+TEST(RenderQpsTest, RoleAndTransportColumns) {
+  QpInfo initiator = VerbsQp();
+  initiator.role = "initiator";
+  QpInfo responder = VerbsQp();
+  responder.role = "responder";
+  QpInfo tcp = TcpConnection();
+  tcp.role = "initiator";
+  tcp.post_calls = 5;
+  const std::string text = RenderQps({initiator, responder, tcp});
+  EXPECT_THAT(text, HasSubstr("ROLE"));
+  EXPECT_THAT(text, HasSubstr("TRANSPORT"));
+  EXPECT_THAT(text, HasSubstr("responder  verbs"));
+  EXPECT_THAT(text, HasSubstr("initiator  tcp"));
+  EXPECT_THAT(text, HasSubstr("SENDMSG CALLS"));
+  const std::string json = QpsJson({responder, tcp}).Dump();
+  EXPECT_THAT(json, HasSubstr("\"role\": \"responder\""));
+  EXPECT_THAT(json, HasSubstr("\"sendmsg_calls\": 5"));
+}
+
+DirectoryStatus ConnectedDirectory() {
+  DirectoryStatus d;
+  d.url = "etcd://10.0.0.9:2379";
+  d.endpoint = "10.0.0.9:2379";
+  d.prefix = "/rdmad";
+  d.state = "connected";
+  d.lease_id = 0x1234;
+  d.lease_ttl = absl::Seconds(10);
+  d.published_regions = 2;
+  d.cached_regions = 5;
+  d.watch_live = true;
+  d.conflicts = {"kv (held by 10.0.0.3:7471)"};
+  return d;
+}
+
+TEST(RenderDirectoryTest, StatusShowsTheDirectoryOrNone) {
+  DaemonStatus s;
+  EXPECT_THAT(RenderStatus(s), HasSubstr("directory:         none"));
+  EXPECT_THAT(StatusJson(s).Dump(), HasSubstr("\"directory\": null"));
+  s.directory = ConnectedDirectory();
+  const std::string text = RenderStatus(s);
+  EXPECT_THAT(text, HasSubstr("etcd://10.0.0.9:2379 (prefix /rdmad): "
+                              "connected via 10.0.0.9:2379, lease 0x1234"));
+  EXPECT_THAT(text, HasSubstr("NOT LISTED, name taken: kv (held by"));
+  const std::string json = StatusJson(s).Dump();
+  EXPECT_THAT(json, HasSubstr("\"state\": \"connected\""));
+  EXPECT_THAT(json, HasSubstr("\"published\": 2"));
+  EXPECT_THAT(json, HasSubstr("\"lease\": \"0x1234\""));
+}
+
+TEST(RenderDirectoryTest, ClusterRegionsAndLookup) {
+  ClusterRegion r;
+  r.name = "kv/shard-7";
+  r.node = "10.0.0.2:7471";
+  r.size = 4096;
+  r.access = Access::kReadWrite;
+  r.region_id = 9;
+  r.incarnation = 0xabc;
+  r.revision = 42;
+  const absl::Time now = absl::FromUnixSeconds(1700000000);
+  r.exported = now - absl::Minutes(5);
+  ClusterRegionList list;
+  list.regions = {r};
+  list.truncated = true;
+  const std::string text = RenderClusterRegions(list, now);
+  EXPECT_THAT(text, HasSubstr("kv/shard-7"));
+  EXPECT_THAT(text, HasSubstr("4 KiB"));
+  EXPECT_THAT(text, HasSubstr("5m"));
+  EXPECT_THAT(text, HasSubstr("0x0000000000000abc/42"));
+  EXPECT_THAT(text, HasSubstr("give a longer PREFIX"));
+  const std::string json = ClusterRegionsJson(list, now).Dump();
+  EXPECT_THAT(json, HasSubstr("\"size\": 4096"));  // a number
+  EXPECT_THAT(json, HasSubstr("\"access\": \"rw\""));
+  EXPECT_THAT(json, HasSubstr("\"age_ms\": 300000"));
+  EXPECT_THAT(json, HasSubstr("\"truncated\": true"));
+  ClusterLookup lookup{r, true, absl::Microseconds(12)};
+  EXPECT_THAT(RenderLookup(lookup), HasSubstr("from:        cache"));
+  EXPECT_THAT(LookupJson(lookup).Dump(), HasSubstr("\"latency_us\": 12"));
+}
+
 TEST(ExitStatusTest, OnePerClassOfError) {
   EXPECT_EQ(ExitStatusFor(absl::StatusCode::kOk), 0);
   EXPECT_EQ(ExitStatusFor(absl::StatusCode::kUnknown), 1);
