@@ -15,7 +15,6 @@
 #include "client/client_impl.h"
 #include "client/queue_impl.h"
 #include "common/queue_layout.h"
-#include "common/status_macros.h"
 #include "rdmad/client.h"
 
 namespace rdmad {
@@ -76,14 +75,15 @@ uint32_t Queue::in_flight() const { return impl_->in_flight; }
 int Queue::event_fd() const { return impl_->wakeup.get(); }
 
 absl::Status Queue::status() const {
-  RDMAD_RETURN_IF_ERROR(queue::StopStatus(impl_->base));
+  // First: a queue of a session before a restart may also say it was
+  // stopped (the old daemon's last word), which tells less.
   if (impl_->generation != impl_->client->impl_->link->generation()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "queue ", impl_->id, " belonged to this client's session before "
         "rdmad restarted and is gone: open a new queue (and open remote "
         "handles again)"));
   }
-  return absl::OkStatus();
+  return queue::StopStatus(impl_->base);
 }
 
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
