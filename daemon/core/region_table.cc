@@ -374,95 +374,6 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
-    const Caller& caller, const RegionKey& key, RemoteAccess access) {
-  std::shared_ptr<Region> region;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
-    RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
-  }
-  if (access == RemoteAccess::kNone) {
-    absl::MutexLock export_lock(&export_mu_);
-    if (KeptRegion* kept = region->kept()) {
-      RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
-    }
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
-    Notify(region->name());
-    return region;
-  }
-  if (region->name().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DescribeKey(key), " has no name: only named regions can be exported, "
-        "so peers can resolve them"));
-  }
-  RDMAD_ASSIGN_OR_RETURN(auto registration,
-                         registrar_->Register(region->data(), region->size(),
-                                              access));
-  absl::MutexLock export_lock(&export_mu_);
-  // The record first: if it cannot be written, the export does not change
-  // (the new registration is dropped), so a restart brings back what peers
-  // see now.
-  if (KeptRegion* kept = region->kept()) {
-    RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
-  }
-  region->SetExport(access, SecureRandom64(), std::move(registration));
-  Notify(region->name());
-  return region;
-}
-
-absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
-    const Caller& caller, const RegionKey& key, std::optional<uint32_t> mode,
-    std::optional<uint32_t> group) {
-  if (!mode.has_value() && !group.has_value()) {
-    return absl::InvalidArgumentError(
-        "nothing to change: give a mode, a group or both");
-  }
-  // Two changes of one region must not interleave (each reads the ACL,
-  // then writes it), and a kept region's record must change in the same
-  // order as the ACL in memory: one change at a time, as for exports. Not
-  // under the table lock, which transfers need while a record is written.
-  absl::MutexLock change_lock(&export_mu_);
-  std::shared_ptr<Region> region;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
-  }
-  if (region->owner() != RegionOwnerKind::kDaemon) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DescribeKey(key), " is a session buffer, private to its session: "
-        "only named regions (rdmactl alloc) have a mode and a group"));
-  }
-  RegionAcl acl = region->acl();
-  RDMAD_RETURN_IF_ERROR(CheckOwner(caller, acl, DescribeKey(key)));
-  if (mode.has_value()) {
-    // Unlike at creation, 0 means 0 here: nobody may use it until the
-    // owner (who may always chmod) grants access again.
-    if ((*mode & ~0666u) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "region mode ", FormatMode(*mode), " has bits other than read (4) "
-          "and write (2) per class: use e.g. 0600, 0640 or 0660"));
-    }
-    acl.mode = *mode;
-  }
-  if (group.has_value()) {
-    if (caller.uid != 0 && !InGroup(caller, *group)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "uid ", caller.uid, " is not in group ", *group,
-          ": a region's group must be one of your groups (root may pick "
-          "any)"));
-    }
-    acl.gid = *group;
-  }
-  // The record first: if it cannot be written, nothing changes, so a
-  // restart brings back what is in force now.
-  if (KeptRegion* kept = region->kept()) {
-    RDMAD_RETURN_IF_ERROR(kept->SetAcl(acl));
-  }
-  region->SetAcl(acl);
-  return region;
-}
-
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
     const Caller& caller, const RegionKey& key, uint32_t need) const {
   absl::ReaderMutexLock lock(&mu_);
@@ -532,38 +443,6 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
     Notify(region->name());
   }
   return freed.size();
-}
-
-std::vector<RegionSnapshot> RegionTable::List() const {
-  std::vector<std::shared_ptr<Region>> regions;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    regions.reserve(by_id_.size());
-    for (const auto& [id, region] : by_id_) regions.push_back(region);
-  }
-  std::vector<RegionSnapshot> out;
-  out.reserve(regions.size());
-  for (const auto& region : regions) out.push_back(region->Snapshot());
-  std::sort(out.begin(), out.end(),
-            [](const RegionSnapshot& a, const RegionSnapshot& b) {
-              return a.id < b.id;
-            });
-  return out;
-}
-
-RegionTotals RegionTable::Totals() const {
-  absl::ReaderMutexLock lock(&mu_);
-  RegionTotals totals;
-  totals.count = by_id_.size();
-  for (const auto& [id, region] : by_id_) {
-    totals.bytes += region->size();
-    if (region->kept() != nullptr) {
-      ++totals.kept_count;
-      totals.kept_bytes += region->size();
-    }
-  }
-  totals.pinned_bytes = pinned_bytes_;
-  return totals;
 }
 
 }  // namespace rdmad::core

@@ -1,6 +1,7 @@
-// RegionTable's listings a page at a time (Local.ListRegions,
-// Peer.ListExports): a daemon may hold tens of thousands of regions, and an
-// answer about all of them at once would be large and slow.
+// RegionTable's listings and totals: a page at a time (Local.ListRegions,
+// Peer.ListExports), since a daemon may hold tens of thousands of regions
+// and an answer about all of them at once would be large and slow; every
+// region (List) and the totals (Totals) for status and metrics.
 #include <algorithm>
 #include <utility>
 
@@ -73,6 +74,38 @@ RegionPage RegionTable::ListExported(const std::string& after_name,
                       [](const auto& a, const auto& b) {
                         return a->name() < b->name();
                       });
+}
+
+std::vector<RegionSnapshot> RegionTable::List() const {
+  std::vector<std::shared_ptr<Region>> regions;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    regions.reserve(by_id_.size());
+    for (const auto& [id, region] : by_id_) regions.push_back(region);
+  }
+  std::vector<RegionSnapshot> out;
+  out.reserve(regions.size());
+  for (const auto& region : regions) out.push_back(region->Snapshot());
+  std::sort(out.begin(), out.end(),
+            [](const RegionSnapshot& a, const RegionSnapshot& b) {
+              return a.id < b.id;
+            });
+  return out;
+}
+
+RegionTotals RegionTable::Totals() const {
+  absl::ReaderMutexLock lock(&mu_);
+  RegionTotals totals;
+  totals.count = by_id_.size();
+  for (const auto& [id, region] : by_id_) {
+    totals.bytes += region->size();
+    if (region->kept() != nullptr) {
+      ++totals.kept_count;
+      totals.kept_bytes += region->size();
+    }
+  }
+  totals.pinned_bytes = pinned_bytes_;
+  return totals;
 }
 
 }  // namespace rdmad::core
