@@ -77,8 +77,8 @@ absl::StatusOr<std::vector<QpInfo>> Client::ListQps() {
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::ListQpsResponse response;
-  RDMAD_RETURN_IF_ERROR(FromGrpc(
-      call.stub->ListQps(&context, v1::ListQpsRequest(), &response)));
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->ListQps(&context, v1::ListQpsRequest(), &response)));
   std::vector<QpInfo> qps;
   for (const v1::QpInfo& qp : response.qps()) qps.push_back(FromProto(qp));
   return qps;

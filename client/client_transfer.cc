@@ -102,9 +102,9 @@ absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::RunRpc(
         FromGrpc(write ? call.stub->Write(&context, request, &response)
                        : call.stub->Read(&context, request, &response));
     if (status.ok()) {
-      results.push_back(TransferResult{response.bytes(),
-                                       FromProto(response.transport()),
-                                       absl::Nanoseconds(response.latency_ns())});
+      results.push_back(
+          TransferResult{response.bytes(), FromProto(response.transport()),
+                         absl::Nanoseconds(response.latency_ns())});
     } else {
       results.push_back(status);
     }
@@ -158,8 +158,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
   request.set_submission_entries(options.depth);
   request.set_completion_entries(options.completion_depth);
   request.set_default_timeout_ms(static_cast<uint32_t>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(options.default_timeout),
-                          1, int64_t{3600} * 1000)));
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(options.default_timeout), 1,
+                          int64_t{3600} * 1000)));
   request.set_notifications(options.notifications);
   v1::OpenQueueResponse response;
   RDMAD_RETURN_IF_ERROR(
@@ -206,9 +206,9 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
     abandon();
     return s;
   }
-  auto impl = std::make_unique<Queue::Impl>(this, id, call.generation, base,
-                                            size, std::move(fds[1]),
-                                            std::move(fds[2]));
+  auto impl =
+      std::make_unique<Queue::Impl>(this, id, call.generation, base, size,
+                                    std::move(fds[1]), std::move(fds[2]));
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 

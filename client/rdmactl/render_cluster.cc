@@ -38,8 +38,7 @@ Json ClusterRegionJson(const ClusterRegion& r) {
 std::string DirectoryText(const std::optional<DirectoryStatus>& directory) {
   if (!directory.has_value()) return "none";
   const DirectoryStatus& d = *directory;
-  std::string text =
-      absl::StrCat(d.url, " (prefix ", d.prefix, "): ", d.state);
+  std::string text = absl::StrCat(d.url, " (prefix ", d.prefix, "): ", d.state);
   if (d.state == "connected") {
     absl::StrAppend(&text, " via ", d.endpoint, ", lease 0x",
                     absl::Hex(static_cast<uint64_t>(d.lease_id)), " TTL ",
@@ -66,8 +65,8 @@ std::string RenderClusterRegions(const ClusterRegionList& list,
     table.AlignRight(2);
     table.AlignRight(4);
     for (const ClusterRegion& r : list.regions) {
-      const absl::Duration age = std::max(now - r.exported,
-                                          absl::ZeroDuration());
+      const absl::Duration age =
+          std::max(now - r.exported, absl::ZeroDuration());
       table.AddRow({r.name, r.node, HumanSize(r.size),
                     std::string(AccessName(r.access)), HumanDuration(age),
                     GenerationText(r)});
@@ -112,8 +111,8 @@ Json DirectoryJson(const std::optional<DirectoryStatus>& directory) {
       .Set("last_error", d.last_error)
       .Set("state_since", Iso8601(d.state_since))
       // A lease id is an identifier, not a count (see json.h).
-      .Set("lease", absl::StrCat("0x", absl::Hex(static_cast<uint64_t>(
-                                           d.lease_id))))
+      .Set("lease",
+           absl::StrCat("0x", absl::Hex(static_cast<uint64_t>(d.lease_id))))
       .Set("lease_ttl_s", absl::ToInt64Seconds(d.lease_ttl))
       .Set("published", d.published_regions)
       .Set("conflicts", std::move(conflicts))

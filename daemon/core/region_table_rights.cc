@@ -32,13 +32,14 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
     return region;
   }
   if (region->name().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DescribeKey(key), " has no name: only named regions can be exported, "
-        "so peers can resolve them"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(DescribeKey(key),
+                     " has no name: only named regions can be exported, "
+                     "so peers can resolve them"));
   }
-  RDMAD_ASSIGN_OR_RETURN(auto registration,
-                         registrar_->Register(region->data(), region->size(),
-                                              access));
+  RDMAD_ASSIGN_OR_RETURN(
+      auto registration,
+      registrar_->Register(region->data(), region->size(), access));
   absl::MutexLock export_lock(&export_mu_);
   // The record first: if it cannot be written, the export does not change
   // (the new registration is dropped), so a restart brings back what peers
@@ -70,7 +71,8 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
   }
   if (region->owner() != RegionOwnerKind::kDaemon) {
     return absl::FailedPreconditionError(absl::StrCat(
-        DescribeKey(key), " is a session buffer, private to its session: "
+        DescribeKey(key),
+        " is a session buffer, private to its session: "
         "only named regions (rdmactl alloc) have a mode and a group"));
   }
   RegionAcl acl = region->acl();
@@ -79,9 +81,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
     // Unlike at creation, 0 means 0 here: nobody may use it until the
     // owner (who may always chmod) grants access again.
     if ((*mode & ~0666u) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "region mode ", FormatMode(*mode), " has bits other than read (4) "
-          "and write (2) per class: use e.g. 0600, 0640 or 0660"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("region mode ", FormatMode(*mode),
+                       " has bits other than read (4) "
+                       "and write (2) per class: use e.g. 0600, 0640 or 0660"));
     }
     acl.mode = *mode;
   }

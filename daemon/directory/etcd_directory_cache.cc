@@ -54,13 +54,13 @@ EtcdDirectory::ReadAll() {
 bool EtcdDirectory::OnWatchResponse(
     const etcdserverpb::WatchResponse& response) {
   if (response.canceled()) {
-    spdlog::info("cluster directory: watch cancelled by etcd ({}{}); "
-                 "reading the directory again",
-                 response.cancel_reason(),
-                 response.compact_revision() != 0
-                     ? absl::StrCat(", compacted to ",
-                                    response.compact_revision())
-                     : "");
+    spdlog::info(
+        "cluster directory: watch cancelled by etcd ({}{}); "
+        "reading the directory again",
+        response.cancel_reason(),
+        response.compact_revision() != 0
+            ? absl::StrCat(", compacted to ", response.compact_revision())
+            : "");
     return false;
   }
   for (const mvccpb::Event& event : response.events()) {
@@ -113,7 +113,8 @@ void EtcdDirectory::WatchLoop() {
         });
     cache_.SetLive(false);
     if (!ended.ok()) {
-      spdlog::debug("cluster directory: watch ended: {}", std::string(ended.message()));
+      spdlog::debug("cluster directory: watch ended: {}",
+                    std::string(ended.message()));
     }
     if (!Sleep(backoff)) break;
   }
@@ -122,10 +123,11 @@ void EtcdDirectory::WatchLoop() {
 // Look-ups
 
 absl::Status EtcdDirectory::NotFound(const std::string& name) const {
-  return absl::NotFoundError(absl::StrCat(
-      "no daemon exports a region named '", name, "' (cluster directory ",
-      etcd_.url(), "): check the name (rdmactl ls) or export it on one "
-      "(rdmactl export NAME r|w|rw)"));
+  return absl::NotFoundError(
+      absl::StrCat("no daemon exports a region named '", name,
+                   "' (cluster directory ", etcd_.url(),
+                   "): check the name (rdmactl ls) or export it on one "
+                   "(rdmactl export NAME r|w|rw)"));
 }
 
 void EtcdDirectory::Resolve(const std::string& name, absl::Time deadline,
@@ -196,35 +198,34 @@ void EtcdDirectory::List(
       std::any_of(name_prefix.begin(), name_prefix.end(),
                   [](char c) { return c <= ' ' || c > '~'; })) {
     return done(absl::InvalidArgumentError(absl::StrCat(
-        "name prefix '", name_prefix,
-        "' is not the start of a region name")));
+        "name prefix '", name_prefix, "' is not the start of a region name")));
   }
   etcdserverpb::RangeRequest request;
   request.set_key(keys_.Region(name_prefix));
   request.set_range_end(RangeEnd(request.key()));
   request.set_limit(kMaxListing);
-  etcd_.RangeAsync(
-      std::move(request), CallDeadline(deadline),
-      [this, done = std::move(done)](
-          absl::StatusOr<etcdserverpb::RangeResponse> response) {
-        if (!response.ok()) return done(response.status());
-        DirectoryListing listing;
-        listing.revision = response->header().revision();
-        listing.truncated = response->more();
-        for (const mvccpb::KeyValue& kv : response->kvs()) {
-          auto name = keys_.RegionName(kv.key());
-          auto record = name.has_value()
-                            ? DecodeRegionRecord(*name, kv.value())
-                            : absl::InvalidArgumentError("bad key");
-          if (!record.ok()) {
-            ++listing.unreadable;
-            continue;
-          }
-          listing.entries.push_back(
-              ToEntry(*record, kv.create_revision(), kv.mod_revision()));
-        }
-        done(std::move(listing));
-      });
+  etcd_.RangeAsync(std::move(request), CallDeadline(deadline),
+                   [this, done = std::move(done)](
+                       absl::StatusOr<etcdserverpb::RangeResponse> response) {
+                     if (!response.ok()) return done(response.status());
+                     DirectoryListing listing;
+                     listing.revision = response->header().revision();
+                     listing.truncated = response->more();
+                     for (const mvccpb::KeyValue& kv : response->kvs()) {
+                       auto name = keys_.RegionName(kv.key());
+                       auto record =
+                           name.has_value()
+                               ? DecodeRegionRecord(*name, kv.value())
+                               : absl::InvalidArgumentError("bad key");
+                       if (!record.ok()) {
+                         ++listing.unreadable;
+                         continue;
+                       }
+                       listing.entries.push_back(ToEntry(
+                           *record, kv.create_revision(), kv.mod_revision()));
+                     }
+                     done(std::move(listing));
+                   });
 }
 
 }  // namespace rdmad::directory

@@ -51,8 +51,7 @@ v1::DirectoryRegionRecord EtcdDirectory::RecordOf(
   return record;
 }
 
-absl::Status EtcdDirectory::Sync(const std::string& name,
-                                 absl::Time deadline) {
+absl::Status EtcdDirectory::Sync(const std::string& name, absl::Time deadline) {
   auto region = regions_->FindExported(name);
   if (region.ok()) {
     return Publish(name, RecordOf((*region)->Snapshot()), deadline);
@@ -89,8 +88,7 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
           created.responses(0).response_range().kvs_size() == 0) {
         continue;  // deleted in between: try to create it again
       }
-      const mvccpb::KeyValue& kv =
-          created.responses(0).response_range().kvs(0);
+      const mvccpb::KeyValue& kv = created.responses(0).response_range().kvs(0);
       auto existing = DecodeRegionRecord(name, kv.value());
       const bool ours = existing.ok() &&
                         existing->incarnation() == incarnation_ &&
@@ -107,9 +105,10 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
           first = conflicts_.insert_or_assign(name, holder).second;
         }
         if (first) {
-          spdlog::warn("cluster directory: region '{}' is exported here, but "
-                       "{} holds the name in the directory: not listed",
-                       name, holder);
+          spdlog::warn(
+              "cluster directory: region '{}' is exported here, but "
+              "{} holds the name in the directory: not listed",
+              name, holder);
         }
         return absl::AlreadyExistsError(absl::StrCat(
             "region name '", name, "' is already exported in the cluster by ",
@@ -131,9 +130,9 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
     conflicts_.erase(name);
     return absl::OkStatus();
   }
-  return absl::AbortedError(absl::StrCat(
-      "cluster directory ", etcd_.url(), ": the key of region '", name,
-      "' kept changing while publishing it; try again"));
+  return absl::AbortedError(
+      absl::StrCat("cluster directory ", etcd_.url(), ": the key of region '",
+                   name, "' kept changing while publishing it; try again"));
 }
 
 absl::Status EtcdDirectory::Withdraw(const std::string& name,

@@ -161,7 +161,9 @@ TEST_P(ClientReconnectTest, OldQueuesAndHandlesAreRefusedNotMisread) {
   EXPECT_THAT((*old_queue)->status().message(), HasSubstr("rdmad restarted"));
   auto buf = client_->Allocate(4096);
   ASSERT_TRUE(buf.ok()) << buf.status();
-  Op op{.kind = Op::Kind::kWrite, .local = &*buf, .remote = &*old_handle,
+  Op op{.kind = Op::Kind::kWrite,
+        .local = &*buf,
+        .remote = &*old_handle,
         .length = 8};
   EXPECT_EQ((*old_queue)->Submit({&op, 1}).status().code(),
             absl::StatusCode::kFailedPrecondition);
