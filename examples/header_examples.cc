@@ -24,4 +24,10 @@ absl::Status InfoHeaderExample(
   return absl::OkStatus();
 }
 
+// include/rdmad/queue.h
+absl::Status QueueHeaderExample() {
+#include "queue_h_example.inc"
+  return absl::OkStatus();
+}
+
 int main() { return 0; }

@@ -15,22 +15,28 @@
 // Example:
 //
 //   auto client = rdmad::Client::Connect();
+//   if (!client.ok()) return client.status();
 //   auto queue = (*client)->OpenQueue();
+//   if (!queue.ok()) return queue.status();
 //   auto kv = (*client)->OpenRemote(
 //       *rdmad::RemoteRegion::Parse("10.0.0.2:7471/kv"));
+//   if (!kv.ok()) return kv.status();
 //   auto buf = (*client)->Allocate(1 << 20);
+//   if (!buf.ok()) return buf.status();
 //   rdmad::Op ops[16];
-//   for (int i = 0; i < 16; ++i) {
+//   for (uint64_t i = 0; i < 16; ++i) {
 //     ops[i] = {.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-//               .local_offset = i * 4096u, .remote = &*kv,
-//               .remote_offset = i * 4096u, .length = 4096, .tag = i};
+//               .local_offset = i * 4096, .remote = &*kv,
+//               .remote_offset = i * 4096, .length = 4096, .tag = i};
 //   }
-//   auto queued = (*queue)->Submit(ops);          // 16, or fewer if full
+//   auto queued = (*queue)->Submit(ops);  // 16, or fewer if it is full
+//   if (!queued.ok()) return queued.status();
 //   rdmad::Completion done[16];
 //   size_t n = 0;
-//   while (n < 16) {
-//     if (auto s = (*queue)->Wait(absl::Now() + absl::Seconds(5)); !s.ok()) ...
-//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n));
+//   while (n < *queued) {
+//     absl::Status waited = (*queue)->Wait(absl::Now() + absl::Seconds(5));
+//     if (!waited.ok()) return waited;
+//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n, *queued - n));
 //   }
 #ifndef RDMAD_QUEUE_H_
 #define RDMAD_QUEUE_H_

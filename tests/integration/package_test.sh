@@ -73,6 +73,7 @@ dev_info="$(dpkg-deb --info "$dev")"
 grep -q '^ Package: rdmad-dev$' <<<"$dev_info" || fail "rdmad-dev name"
 dev_contents="$(dpkg-deb --contents "$dev")"
 for path in ./usr/include/rdmad/client.h ./usr/include/rdmad/info.h \
+    ./usr/include/rdmad/queue.h \
     "./usr/lib/$(gcc -print-multiarch)/librdmad_client.a" \
     "./usr/lib/$(gcc -print-multiarch)/pkgconfig/rdmad-client.pc" \
     ./usr/share/rdmad/proto/rdmad/v1/rdmad.proto \
