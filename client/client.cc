@@ -162,12 +162,11 @@ void Buffer::Unmap() {
 absl::Status Buffer::Release() {
   if (client_ == nullptr) return absl::OkStatus();
   Unmap();
-  absl::Status status;
   // A buffer of a session before a daemon restart is gone from the daemon
-  // already, and its id may name another region of the new one.
-  if (owned_ && generation_ == client_->impl_->link->generation()) {
-    status = client_->FreeById(id_);
-  }
+  // already, and its id may name another region of the new one: FreeById
+  // frees only in the buffer's own session.
+  const absl::Status status =
+      owned_ ? client_->FreeById(id_, generation_) : absl::OkStatus();
   client_ = nullptr;
   return status;
 }
@@ -195,15 +194,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
 }
 
 absl::StatusOr<Buffer> Client::MapById(uint64_t id, const std::string& name,
-                                       uint64_t size, bool owned) {
-  const uint64_t generation = impl_->link->generation();
+                                       uint64_t size, bool owned,
+                                       uint64_t generation) {
   session_wire::Message request;
   request.type = session_wire::MessageType::kGetFd;
   request.a = id;
   auto reply = impl_->link->Ask(request, -1, generation);
   if (!reply.ok() || reply->type != session_wire::MessageType::kFd ||
       !reply->fd.valid() || reply->a != id) {
-    if (owned) (void)FreeById(id);
+    if (owned) (void)FreeById(id, generation);
     return reply.ok() ? absl::InternalError(
                             "rdmad answered the descriptor request without "
                             "the region's memory")
@@ -219,20 +218,22 @@ absl::StatusOr<Buffer> Client::MapById(uint64_t id, const std::string& name,
   if (data == MAP_FAILED) {
     const absl::Status status =
         absl::ErrnoToStatus(errno, "mmap of the region's shared memory");
-    if (owned) (void)FreeById(id);
+    if (owned) (void)FreeById(id, generation);
     return status;
   }
   return Buffer(this, id, name, static_cast<char*>(data), size, mapped, owned,
                 writable, generation);
 }
 
-absl::Status Client::FreeById(uint64_t id) {
+absl::Status Client::FreeById(uint64_t id, uint64_t generation) {
   grpc::ClientContext context;
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  auto call = impl_->link->PrepareIn(context, generation);
+  if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
+  if (!call.ok()) return call.status();
   v1::FreeRegionRequest request;
   request.mutable_region()->set_id(id);
   v1::FreeRegionResponse response;
-  return FromGrpc(call.stub->FreeRegion(&context, request, &response));
+  return FromGrpc(call->stub->FreeRegion(&context, request, &response));
 }
 
 absl::Status Client::Usable(const Buffer& buffer) {
@@ -308,7 +309,7 @@ absl::StatusOr<Buffer> Client::Allocate(uint64_t size,
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(call.stub->AllocateBuffer(&context, request, &response)));
   return MapById(response.region().id(), response.region().name(),
-                 response.region().size(), /*owned=*/true);
+                 response.region().size(), /*owned=*/true, call.generation);
 }
 
 absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
@@ -336,7 +337,7 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(call.stub->RegisterBuffer(&context, request, &response)));
   return MapById(response.region().id(), response.region().name(),
-                 response.region().size(), /*owned=*/true);
+                 response.region().size(), /*owned=*/true, call.generation);
 }
 
 absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,
@@ -384,7 +385,7 @@ absl::StatusOr<Buffer> Client::MapRegion(absl::string_view name) {
   for (const v1::RegionInfo& region : response.regions()) {
     if (region.name() == name) {
       return MapById(region.id(), region.name(), region.size(),
-                     /*owned=*/false);
+                     /*owned=*/false, call.generation);
     }
   }
   return absl::NotFoundError(absl::StrCat(

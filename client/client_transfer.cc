@@ -167,9 +167,7 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
   const uint64_t id = response.queue_id();
   // Closes the queue unless it belongs to a session before a restart (its
   // id may name another queue in the new one).
-  auto abandon = [&] {
-    if (impl_->link->generation() == call.generation) (void)CloseQueue(id);
-  };
+  auto abandon = [&] { (void)CloseQueue(id, call.generation); };
   // The segment and the two eventfds come on the session socket.
   UniqueFd fds[3];
   uint64_t size = 0;
@@ -212,13 +210,15 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 
-absl::Status Client::CloseQueue(uint64_t id) {
+absl::Status Client::CloseQueue(uint64_t id, uint64_t generation) {
   grpc::ClientContext context;
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  auto call = impl_->link->PrepareIn(context, generation);
+  if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
+  if (!call.ok()) return call.status();
   v1::CloseQueueRequest request;
   request.set_queue_id(id);
   v1::CloseQueueResponse response;
-  return FromGrpc(call.stub->CloseQueue(&context, request, &response));
+  return FromGrpc(call->stub->CloseQueue(&context, request, &response));
 }
 
 absl::StatusOr<RemoteHandle> Client::OpenRemote(const RemoteRegion& remote) {
@@ -244,18 +244,16 @@ absl::StatusOr<RemoteHandle> Client::OpenRemote(const RemoteRegion& remote) {
 }
 
 absl::Status Client::CloseRemote(const RemoteHandle& handle) {
-  // A handle of the session before a daemon restart is gone with it, and
-  // its id may name another handle now.
-  if (handle.session_generation != impl_->link->generation()) {
-    return absl::OkStatus();
-  }
+  // A handle of a session before a daemon restart is gone with it, and its
+  // id may name another handle now.
   grpc::ClientContext context;
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
-  if (call.generation != handle.session_generation) return absl::OkStatus();
+  auto call = impl_->link->PrepareIn(context, handle.session_generation);
+  if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
+  if (!call.ok()) return call.status();
   v1::CloseRemoteRequest request;
   request.set_handle(handle.id);
   v1::CloseRemoteResponse response;
-  return FromGrpc(call.stub->CloseRemote(&context, request, &response));
+  return FromGrpc(call->stub->CloseRemote(&context, request, &response));
 }
 
 }  // namespace rdmad

@@ -61,11 +61,10 @@ Queue::Impl::~Impl() {
 Queue::Queue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Queue::~Queue() {
-  // A queue of the session before a daemon restart is gone with it, and its
-  // id may name another queue of the new session.
-  if (impl_ != nullptr && impl_->client != nullptr &&
-      impl_->generation == impl_->client->impl_->link->generation()) {
-    (void)impl_->client->CloseQueue(impl_->id);
+  // Only in its own session: a queue of a session before a daemon restart
+  // is gone with it, and its id may name another queue of the new one.
+  if (impl_ != nullptr && impl_->client != nullptr) {
+    (void)impl_->client->CloseQueue(impl_->id, impl_->generation);
   }
 }
 

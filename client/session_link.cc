@@ -114,6 +114,19 @@ absl::StatusOr<SessionLink::Call> SessionLink::Prepare(
   return Call{stub_, generation()};
 }
 
+absl::StatusOr<SessionLink::Call> SessionLink::PrepareIn(
+    grpc::ClientContext& context, uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (generation != this->generation() || ClosedLocked()) {
+    return absl::FailedPreconditionError(
+        "the client's session this belonged to is over (rdmad stopped or "
+        "restarted), and what it owned with it");
+  }
+  context.set_deadline(absl::ToChronoTime(absl::Now() + CallBudget()));
+  context.AddMetadata(session_wire::kSessionMetadataKey, token_);
+  return Call{stub_, generation};
+}
+
 absl::StatusOr<uint64_t> SessionLink::Refresh() {
   absl::MutexLock lock(&mu_);
   RDMAD_RETURN_IF_ERROR(ReopenIfClosedLocked());

@@ -58,6 +58,14 @@ class SessionLink {
   absl::StatusOr<Call> Prepare(grpc::ClientContext& context)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Like Prepare, but only for session `generation` and never opening a new
+  // one: FAILED_PRECONDITION when that session is over (the daemon closed
+  // it, or a newer one replaced it). For calls that name the session's own
+  // objects by id (freeing a buffer, closing a queue), which in another
+  // session may name something else.
+  absl::StatusOr<Call> PrepareIn(grpc::ClientContext& context,
+                                 uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Opens a new session if the daemon closed the current one (as Prepare
   // does, for work that makes no gRPC call itself, such as the queue
   // behind Client::Write); returns the generation now in use.

@@ -259,12 +259,20 @@ class Client {
   friend class Buffer;
   friend class Queue;
   friend class SharedQueue;
-  absl::Status CloseQueue(uint64_t id);
+  // Closes queue `id` of session `generation`; nothing if that session is
+  // over (its queues went with it).
+  absl::Status CloseQueue(uint64_t id, uint64_t generation);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // Maps region `id` of session `generation` (the one that made or found
+  // it).
   absl::StatusOr<Buffer> MapById(uint64_t id, const std::string& name,
-                                 uint64_t size, bool owned);
-  absl::Status FreeById(uint64_t id);
+                                 uint64_t size, bool owned,
+                                 uint64_t generation);
+  // Frees region `id` of session `generation`; nothing (OK) if that
+  // session is over: its buffers went with it, and the id may name another
+  // region now.
+  absl::Status FreeById(uint64_t id, uint64_t generation);
   // OK if `buffer` may be named in a transfer now: it belongs to this
   // client and to the current session. A view of a named region from before
   // a daemon restart is mapped again in place first; an owned buffer from

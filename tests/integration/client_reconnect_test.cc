@@ -141,6 +141,29 @@ TEST_P(ClientReconnectTest, ATransferIsTheFirstCallAfterARestart) {
   EXPECT_EQ(std::string(dst->data() + 8, 4), "kept");
 }
 
+// Destroying a buffer after a restart no call has noticed yet frees
+// nothing: its id names, in the new daemon, a kept region of the same owner.
+TEST_P(ClientReconnectTest, ReleaseAfterAnUnnoticedRestartFreesNothingNew) {
+  StateDirBase state(dir_.path());
+  daemon_.reset();
+  client_.reset();
+  Start({"--state_dir", state.state_dir()});
+  auto owned = client_->Allocate(4096);  // id 1 in this daemon
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  ASSERT_TRUE(client_->CreateRegion("kept", 4096, Access::kNone).ok());
+  ASSERT_EQ(owned->id(), 1u);
+
+  daemon_->Kill();
+  ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->LogTail();
+  // The new daemon adopts "kept" as its region 1.
+  EXPECT_TRUE(owned->Release().ok());
+  auto regions = client_->ListRegions();
+  ASSERT_TRUE(regions.ok()) << regions.status();
+  ASSERT_EQ(regions->size(), 1u);
+  EXPECT_EQ((*regions)[0].name, "kept");
+  EXPECT_EQ((*regions)[0].id, 1u);
+}
+
 // A Queue and RemoteHandles of the application's own belong to the session
 // they were opened in: after a restart they fail FAILED_PRECONDITION, and
 // closing them touches nothing of the new session (whose ids start again).
