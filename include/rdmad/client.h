@@ -25,7 +25,9 @@
 // Daemon restarts: the next call after rdmad restarted opens a new session
 // by itself. Buffers of the old session are gone from the daemon: using one
 // fails FAILED_PRECONDITION (allocate a new one); a Buffer from MapRegion is
-// mapped again onto the region of the same name, if it exists again.
+// mapped again onto the region of the same name, if it exists again. Write,
+// Read and Batch open a new queue by themselves; a Queue or RemoteHandle of
+// the application's own fails FAILED_PRECONDITION (open a new one).
 //
 // Write, Read and Batch travel on a shared-memory queue (rdmad/queue.h);
 // for many operations in flight at once, use a Queue of your own.
