@@ -11,6 +11,7 @@
 #include "common/secure_random.h"
 #include "common/session_wire.h"
 #include "common/status_macros.h"
+#include "daemon/core/pinned_cap.h"
 #include "daemon/daemon_impl.h"
 #include "daemon/memory_releaser.h"
 #include "daemon/directory/directory_config.h"
@@ -72,12 +73,15 @@ std::string AdvertisedAddress(const v1::DaemonConfig& config, int port) {
 }
 
 core::RegionLimits RegionLimitsFor(const v1::DaemonConfig& config,
-                                   uint64_t memlock_limit,
+                                   uint64_t memlock_limit, bool pins_memory,
                                    const std::vector<core::DeviceInfo>& devices) {
   core::RegionLimits limits;
-  limits.max_pinned_bytes = config.max_pinned_bytes() != 0
-                                ? config.max_pinned_bytes()
-                                : memlock_limit;
+  // Pinned memory is counted against the locked-memory limit only where
+  // memory is pinned (verbs); see core/pinned_cap.h.
+  const core::PinnedCap cap = core::ChoosePinnedCap(
+      pins_memory, config.max_pinned_bytes(), memlock_limit);
+  limits.max_pinned_bytes = cap.bytes;
+  limits.max_pinned_bytes_source = cap.source;
   limits.max_region_size = PhysicalMemory();
   limits.max_pinned_bytes_per_uid = config.quota_pinned_bytes_per_uid();
   limits.max_regions_per_uid = config.quota_regions_per_uid();
@@ -155,7 +159,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(d.kept, state::KeptRegions::Open(config));
   d.regions = std::make_unique<core::RegionTable>(
       d.transports.registrar.get(),
-      RegionLimitsFor(config, id.memlock_limit, d.transports.devices),
+      RegionLimitsFor(config, id.memlock_limit,
+                      d.transports.fabric != nullptr, d.transports.devices),
       d.kept->keeper());
   d.kept->Adopt(*d.regions);
 
@@ -166,6 +171,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     options.incarnation = id.incarnation;
     options.offered = transport::OfferedTransports(id.transport);
     options.channel_credentials = PeerChannelCredentials(d.resolved.tls);
+    // Also for the calls that inspect peers (rdmactl regions --peer, stat).
+    d.state.peer_credentials = options.channel_credentials;
     d.connector = std::make_unique<peer::GrpcPeerConnector>(
         std::move(options), std::move(d.transports.connectors));
     peer::PeerTableOptions table;

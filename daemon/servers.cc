@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/service/health_reflection.h"
+#include "daemon/startup/port_check.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -31,6 +33,8 @@ void TrackCalls(grpc::ServerBuilder& builder,
 
 void EnableServerPlugins() {
   grpc::EnableDefaultHealthCheckService(true);
+  // So that reflection describes the health service to generic clients.
+  service::RegisterHealthDescriptors();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
@@ -51,14 +55,14 @@ absl::StatusOr<StartedServer> StartPeerServer(
   StartedServer out;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &out.port);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on this port would
+  // bind too and get part of the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(service);
   TrackCalls(builder, std::move(calls));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", listen,
-                     " for peers: is the port in use? pick another "
-                     "--peer_listen"));
+    return startup::ListenFailure("peers", "--peer_listen", listen);
   }
   return out;
 }

@@ -13,6 +13,8 @@
 
 namespace rdmad::core {
 
+struct RegionAcl;  // region.h, which includes this header
+
 // The kept state (memory and record) of one region. Owned by its Region;
 // destroying it leaves the state in place for the next daemon, which is what
 // a shutdown wants. Thread-safe.
@@ -26,6 +28,12 @@ class KeptRegion {
   // Discard() ran.
   virtual absl::Status SetExportAccess(
       RemoteAccess access, const std::vector<ExportGrant>& allow) = 0;
+
+  // Rewrites the record with a new owner, group and mode (chmod, chgrp),
+  // so that the next daemon gives the region the same permissions. On
+  // error the old record stands. Does nothing once Forget() or Discard()
+  // ran.
+  virtual absl::Status SetAcl(const RegionAcl& acl) = 0;
 
   // The region was freed: its record and memory go for good (the memory
   // stays mapped by whoever still maps it). Idempotent.

@@ -50,15 +50,25 @@ Region::Region(uint64_t id, std::string name, RegionOwnerKind owner,
       name_(std::move(name)),
       owner_(owner),
       creator_(creator),
-      acl_(acl.value_or(
-          RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
       created_(absl::Now()),
       segment_(std::move(segment)),
       local_registration_(std::move(local_registration)),
       kept_(std::move(kept)),
+      acl_(acl.value_or(
+          RegionAcl{creator.uid, creator.gid, kDefaultRegionMode})),
       allow_(AdmitEveryone()) {}
 
 Region::~Region() = default;
+
+RegionAcl Region::acl() const {
+  absl::MutexLock lock(&mu_);
+  return acl_;
+}
+
+void Region::SetAcl(const RegionAcl& acl) {
+  absl::MutexLock lock(&mu_);
+  acl_ = acl;
+}
 
 std::string Region::Label() const {
   return name_.empty() ? absl::StrCat("region #", id_)
@@ -196,9 +206,10 @@ RegionSnapshot Region::Snapshot() const {
   s.mapped_size = mapped_size();
   s.owner = owner_;
   s.session_id = owner_ == RegionOwnerKind::kSession ? creator_.session_id : 0;
-  s.owner_uid = acl_.uid;
-  s.owner_gid = acl_.gid;
-  s.mode = acl_.mode;
+  const RegionAcl acl = this->acl();
+  s.owner_uid = acl.uid;
+  s.owner_gid = acl.gid;
+  s.mode = acl.mode;
   s.backing = segment_.backing();
   s.created = created_;
   if (local_registration_ != nullptr) s.local_keys = local_registration_->keys();

@@ -134,8 +134,12 @@ class Region {
   uint64_t mapped_size() const { return segment_.mapped_size(); }
   RegionOwnerKind owner() const { return owner_; }
   const Caller& creator() const { return creator_; }
-  // Owner, group and mode for local access; fixed for the region's life.
-  const RegionAcl& acl() const { return acl_; }
+  // Owner, group and mode for local access (a copy: chmod/chgrp may change
+  // them at any time).
+  RegionAcl acl() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces group and mode (the owner never changes). Checks are the
+  // caller's (RegionTable::SetPermissions).
+  void SetAcl(const RegionAcl& acl) ABSL_LOCKS_EXCLUDED(mu_);
   char* data() const { return static_cast<char*>(segment_.data()); }
   int fd() const { return segment_.fd(); }
   // See ShmSegment::can_shrink().
@@ -200,7 +204,6 @@ class Region {
   const std::string name_;
   const RegionOwnerKind owner_;
   const Caller creator_;
-  const RegionAcl acl_;
   const absl::Time created_;
   // Declared before the registrations so that they are deregistered before
   // the memory they cover is unmapped.
@@ -213,6 +216,7 @@ class Region {
   std::string Label() const;
 
   mutable absl::Mutex mu_;
+  RegionAcl acl_ ABSL_GUARDED_BY(mu_);
   RemoteAccess export_access_ ABSL_GUARDED_BY(mu_) = RemoteAccess::kNone;
   uint64_t tcp_key_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Registration> export_registration_ ABSL_GUARDED_BY(mu_);

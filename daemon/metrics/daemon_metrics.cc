@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -187,8 +189,23 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     families.push_back(std::move(lookups));
   }
 
+  // The peer label of a failed transfer. Any address a client types ends
+  // up here, reachable or not, so the distinct values are capped: past
+  // kMaxErrorPeers, new ones count as "other" and the series stay bounded.
+  std::string ErrorPeerLabel(std::string peer) {
+    absl::MutexLock lock(&error_peers_mu);
+    if (error_peers.contains(peer)) return peer;
+    if (error_peers.size() >= kMaxErrorPeers) return "other";
+    error_peers.insert(peer);
+    return peer;
+  }
+
+  static constexpr size_t kMaxErrorPeers = 256;
   const MetricSources sources;
   std::atomic<const directory::ClusterDirectory*> directory{nullptr};
+  absl::Mutex error_peers_mu;
+  absl::flat_hash_set<std::string> error_peers
+      ABSL_GUARDED_BY(error_peers_mu);
   const std::shared_ptr<prometheus::Registry> registry;
   // Families live in the registry; these references stay valid with it.
   prometheus::Family<prometheus::Counter>& bytes;
@@ -207,7 +224,8 @@ void DaemonMetrics::OnTransferDone(const core::TransferRecord& record) {
   if (record.code != absl::StatusCode::kOk) {
     // "NOT_FOUND" -> "not_found": label values in the usual metric style.
     state_->errors
-        .Add({{"op", op},
+        .Add({{"peer", state_->ErrorPeerLabel(PeerLabel(record))},
+              {"op", op},
               {"kind",
                absl::AsciiStrToLower(absl::StatusCodeToString(record.code))}})
         .Increment();

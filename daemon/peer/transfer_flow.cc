@@ -272,7 +272,12 @@ void TransferFlow::Fail(RunningPtr r, absl::Status status) {
 
 void TransferFlow::Finish(RunningPtr r, absl::Status status) {
   if (r->resolve_only != nullptr) {
-    if (r->peer != nullptr) r->peer->in_flight--;
+    if (r->peer != nullptr) {
+      r->peer->in_flight--;
+      // Not a transfer, so not counted; but it is what went wrong with
+      // this peer last (a queue's handle names a region it lacks...).
+      if (!status.ok()) r->peer->connection->RecordError(status);
+    }
     auto done = std::move(r->resolve_only);
     return (*done)(status.ok() ? absl::InternalError("resolved nothing")
                                : std::move(status));
@@ -281,7 +286,10 @@ void TransferFlow::Finish(RunningPtr r, absl::Status status) {
   RemotePeer* peer = r->peer.get();
   if (peer != nullptr) peer->in_flight--;
   if (!status.ok()) {
-    if (peer != nullptr) peer->ops_failed++;
+    if (peer != nullptr) {
+      peer->ops_failed++;
+      peer->connection->RecordError(status);
+    }
     done(std::move(status));
     return;
   }

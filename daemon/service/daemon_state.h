@@ -4,6 +4,7 @@
 #define RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@
 #include "daemon/ring/queue_registry.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
+
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace rdmad::service {
 
@@ -61,6 +66,9 @@ struct DaemonState {
   core::PeerAllowList peer_allow;
   // The cluster directory; null without one (config directory).
   directory::ClusterDirectory* directory = nullptr;
+  // Credentials of channels to other daemons' Peer services (mutual TLS);
+  // null: insecure.
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
 };
 
 }  // namespace rdmad::service

@@ -104,6 +104,10 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
+  response->set_max_pinned_bytes(state_->regions->limits().max_pinned_bytes);
+  response->set_max_pinned_bytes_source(
+      state_->regions->limits().max_pinned_bytes_source);
+  response->set_pinned_bytes(totals.pinned_bytes);
   if (state_->directory != nullptr) {
     ToProto(state_->directory->state(), response->mutable_directory());
   }
@@ -124,26 +128,6 @@ grpc::ServerUnaryReactor* LocalService::ListDevices(
     response->set_note(
         "no RDMA devices found by libibverbs; this daemon moves data over "
         "its TCP transport");
-  }
-  return Done(context, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* LocalService::ListRegions(
-    grpc::CallbackServerContext* context, const v1::ListRegionsRequest*,
-    v1::ListRegionsResponse* response) {
-  auto session = OptionalSession(context);
-  if (!session.ok()) return Done(context, session.status());
-  const core::Caller& caller = *session;
-  for (const auto& region : state_->regions->List()) {
-    // Keys are shown to whoever may use the region.
-    const bool mine =
-        caller.uid == 0 ||
-        (region.owner == core::RegionOwnerKind::kSession
-             ? region.session_id == caller.session_id && caller.session_id != 0
-             : core::PermittedBits(caller, core::RegionAcl{region.owner_uid,
-                                                           region.owner_gid,
-                                                           region.mode}) != 0);
-    ToProto(region, mine, response->add_regions());
   }
   return Done(context, absl::OkStatus());
 }
@@ -196,6 +180,8 @@ void FillQpInfo(const std::string& peer, core::TransportKind kind,
   out->set_outstanding(c.outstanding);
   out->set_post_calls(c.post_calls);
   out->set_generation(c.generation);
+  out->set_local_address(c.local_address);
+  out->set_remote_address(c.remote_address);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "daemon/core/access_control.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/peer_identity.h"
+#include "daemon/service/paging.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/transport/transport_choice.h"
 
@@ -208,6 +209,30 @@ grpc::ServerUnaryReactor* PeerService::Resolve(
     (*region)->AdmitDataPeer(who.address);
   }
   ToDescriptor(state_->identity, snapshot, response->mutable_region());
+  return Done(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PeerService::ListExports(
+    grpc::CallbackServerContext* context,
+    const v1::ListExportsRequest* request, v1::ListExportsResponse* response) {
+  if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
+  auto after = ParseNameToken(request->page_token());
+  if (!after.ok()) return Done(context, after.status());
+  // Names, sizes and access only: keys go out one region at a time, to
+  // peers that Resolve it.
+  const core::RegionPage page =
+      state_->regions->ListExported(*after, PageSize(request->page_size()));
+  for (const core::RegionSnapshot& region : page.regions) {
+    // Unexported since it was listed.
+    if (region.exported.access == core::RemoteAccess::kNone) continue;
+    v1::ExportedRegion* out = response->add_regions();
+    out->set_name(region.name);
+    out->set_length(region.size);
+    out->set_access(ToProto(region.exported.access));
+  }
+  if (page.more && !page.regions.empty()) {
+    response->set_next_page_token(page.regions.back().name);
+  }
   return Done(context, absl::OkStatus());
 }
 

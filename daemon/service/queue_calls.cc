@@ -1,5 +1,7 @@
 // LocalService: the calls of the shared-memory data path — queues and
 // remote handles (see common/queue_layout.h and daemon/ring/).
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,10 +29,8 @@ core::RemoteAccess LocalAccessOf(const core::Caller& caller,
   return core::RemoteAccess::kNone;
 }
 
-}  // namespace
-namespace {
-
 constexpr uint32_t kDefaultSubmissionEntries = 256;
+
 constexpr absl::Duration kDefaultOpTimeout = absl::Seconds(30);
 constexpr absl::Duration kMaxOpTimeout = absl::Hours(1);
 

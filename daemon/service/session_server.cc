@@ -1,5 +1,6 @@
 #include "daemon/service/session_server.h"
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/unix_listener.h"
 #include "spdlog/spdlog.h"
 
@@ -55,8 +57,6 @@ int UnreceivedBytes(int fd) {
 
 // How often ended connections are looked at while some wait to drain.
 constexpr int kReapIntervalMs = 1000;
-// After accept() fails for lack of descriptors, stop accepting this long.
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -72,6 +72,26 @@ SessionLimits SessionLimits::ForFileLimit(uint64_t nofile) {
   limits.max_pending_fds_per_session = 16;
   limits.max_pending_fds_per_uid = at_least(16, nofile / 16);
   return limits;
+}
+
+absl::StatusOr<SessionServer::MappableFd> SessionServer::RegionDescriptorFor(
+    const core::Caller& caller, const core::Region& region) {
+  const bool writable =
+      region.owner() == core::RegionOwnerKind::kSession ||
+      (core::PermittedBits(caller, region.acl()) & core::kLocalWrite) != 0;
+  if (writable) return MappableFd{region.fd(), UniqueFd(), true};
+  // Read only: a descriptor opened read-only, which the client can map but
+  // never mprotect() writable. The memfd itself is read-write, so it is
+  // opened again through /proc (memfds allow that) rather than handed out.
+  const std::string path = absl::StrCat("/proc/self/fd/", region.fd());
+  UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("reopening region #", region.id(),
+                            " read-only (", path, ")"));
+  }
+  const int raw = read_only.get();
+  return MappableFd{raw, std::move(read_only), false};
 }
 
 SessionServer::SessionServer(std::string path, core::SessionTable* sessions,
@@ -112,12 +132,11 @@ void SessionServer::Loop() {
   for (;;) {
     pfds.clear();
     pfds.push_back({wake_fd_.get(), POLLIN, 0});
-    // While accepting is paused (out of descriptors), the listener is not
-    // watched: it would stay readable and spin the loop.
+    // While accept is backing off, the listener is not watched (fd -1 is
+    // ignored by poll): its queued connection would wake us at once.
     const absl::Time now = absl::Now();
-    const bool paused = now < resume_accept_;
-    pfds.push_back(
-        {listen_fd_.get(), static_cast<short>(paused ? 0 : POLLIN), 0});
+    const bool paused = backoff_.Paused(now);
+    pfds.push_back({paused ? -1 : listen_fd_.get(), POLLIN, 0});
     bool draining = false;
     for (const auto& [fd, connection] : connections_) {
       // An ended connection is only watched for its close (POLLHUP is
@@ -127,11 +146,12 @@ void SessionServer::Loop() {
       draining |= connection.ended;
     }
     // Stop() wakes us through the eventfd; ended connections are looked at
-    // now and then, until what they have in flight is gone.
+    // now and then, until what they have in flight is gone; a pause of
+    // accepting ends by timeout.
     int timeout_ms = draining ? kReapIntervalMs : -1;
     if (paused) {
-      const int resume_ms =
-          static_cast<int>(absl::ToInt64Milliseconds(resume_accept_ - now)) + 1;
+      const int resume_ms = static_cast<int>(absl::ToInt64Milliseconds(
+          absl::Ceil(backoff_.resume_at() - now, absl::Milliseconds(1))));
       timeout_ms = timeout_ms < 0 ? resume_ms : std::min(timeout_ms, resume_ms);
     }
     const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);
@@ -203,16 +223,26 @@ void SessionServer::Accept() {
   const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr,
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-        errno == ENOMEM) {
-      spdlog::warn("accept on {} failed: {}; pausing accepts for {}", path_,
-                   std::strerror(errno), absl::FormatDuration(kAcceptBackoff));
-      resume_accept_ = absl::Now() + kAcceptBackoff;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      spdlog::warn("accept on {} failed: {}", path_, std::strerror(errno));
+    const int error = errno;
+    if (error == EAGAIN || error == EINTR || error == ECONNABORTED) return;
+    // Out of descriptors or memory: the client stays queued, so pause
+    // rather than spin on a listener that stays readable.
+    const absl::Time now = absl::Now();
+    backoff_.Failed(now);
+    if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
+      spdlog::error(
+          "accept on {} failed: {} ({} more such failures since the last "
+          "message); new clients wait, retrying every {}: {}",
+          path_, std::strerror(error), *skipped,
+          absl::FormatDuration(backoff_.pause()),
+          error == EMFILE || error == ENFILE
+              ? "raise the open-files limit (LimitNOFILE= in the unit, "
+                "ulimit -n) or free regions"
+              : "the system is short of memory");
     }
     return;
   }
+  backoff_.Succeeded();
   UniqueFd socket(fd);
   ucred cred{};
   socklen_t length = sizeof(cred);
@@ -247,8 +277,9 @@ void SessionServer::Accept() {
     sessions_->Close(opened.id);
     return;
   }
-  spdlog::info("session {} opened: pid {} uid {} gid {}", opened.id, cred.pid,
-               cred.uid, cred.gid);
+  // Debug: every rdmactl call opens and ends a session.
+  spdlog::debug("session {} opened: pid {} uid {} gid {}", opened.id,
+                cred.pid, cred.uid, cred.gid);
   Connection connection;
   connection.session_id = opened.id;
   connection.caller =
@@ -337,19 +368,25 @@ bool SessionServer::Serve(Connection& connection) {
 
 bool SessionServer::SendRegionFd(Connection& connection, uint64_t region_id) {
   const int fd = connection.socket.get();
-  // The mapping is shared and writable, so it needs read and write
-  // permission on a named region.
+  // A mapping needs read; it is writable only where write is granted too
+  // (a session's own buffers always are).
   auto region = regions_->FindForUse(
-      connection.caller, core::RegionKey{region_id, ""}, core::kLocalReadWrite);
+      connection.caller, core::RegionKey{region_id, ""}, core::kLocalRead);
   if (!region.ok()) {
     return session_wire::Send(fd, session_wire::ErrorMessage(region.status()))
+        .ok();
+  }
+  auto memory = RegionDescriptorFor(connection.caller, **region);
+  if (!memory.ok()) {
+    return session_wire::Send(fd, session_wire::ErrorMessage(memory.status()))
         .ok();
   }
   Message reply;
   reply.type = MessageType::kFd;
   reply.a = (*region)->id();
   reply.b = (*region)->mapped_size();
-  return SendFd(connection, reply, (*region)->fd());
+  reply.text = memory->writable ? "rw" : "r";
+  return SendFd(connection, reply, memory->fd);
 }
 
 bool SessionServer::SendFd(Connection& connection, const Message& reply,
@@ -410,8 +447,8 @@ void SessionServer::Close(int fd) {
     absl::MutexLock lock(&mu_);
     passed_fds_.erase(connection.session_id);
   }
-  spdlog::info("session {} (pid {}) ended; freed {} buffer(s)",
-               connection.session_id, connection.caller.pid, freed);
+  spdlog::debug("session {} (pid {}) ended; freed {} buffer(s)",
+                connection.session_id, connection.caller.pid, freed);
   connections_.erase(it);
 }
 

@@ -20,6 +20,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/ring/queue_registry.h"
+#include "daemon/service/accept_backoff.h"
 
 namespace rdmad::service {
 
@@ -72,6 +73,16 @@ class SessionServer {
   const std::string& path() const { return path_; }
 
  private:
+  // A descriptor of a region's memory to hand a client: the region's own
+  // (read-write), or a read-only one opened for this reply (`owned`).
+  struct MappableFd {
+    int fd = -1;
+    UniqueFd owned;
+    bool writable = false;
+  };
+  static absl::StatusOr<MappableFd> RegionDescriptorFor(
+      const core::Caller& caller, const core::Region& region);
+
   struct Connection {
     uint64_t session_id = 0;
     core::Caller caller;
@@ -114,11 +125,10 @@ class SessionServer {
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // eventfd that tells the loop to stop
   std::thread thread_;
-  // Accepting resumes then after running out of descriptors (loop only).
-  absl::Time resume_accept_ = absl::InfinitePast();
 
-  // Only the loop thread touches connections_.
+  // Only the loop thread touches connections_ and backoff_.
   absl::flat_hash_map<int, Connection> connections_;
+  AcceptBackoff backoff_;
 
   absl::Mutex mu_;
   uint64_t next_fd_token_ ABSL_GUARDED_BY(mu_) = 1;

@@ -195,6 +195,20 @@ class StateDirRegion final : public core::KeptRegion {
     return absl::OkStatus();
   }
 
+  absl::Status SetAcl(const core::RegionAcl& acl) override {
+    absl::MutexLock lock(&mu_);
+    const core::RegionAcl& now = record_.info.acl;
+    if (gone_ || (now.uid == acl.uid && now.gid == acl.gid &&
+                  now.mode == acl.mode)) {
+      return absl::OkStatus();
+    }
+    RegionRecord next = record_;
+    next.info.acl = acl;
+    RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
+    record_ = std::move(next);
+    return absl::OkStatus();
+  }
+
   void Forget() override {
     absl::MutexLock lock(&mu_);
     if (std::exchange(gone_, true)) return;

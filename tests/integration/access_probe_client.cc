@@ -9,7 +9,10 @@
 //     set supplementary groups too. token=TOKEN sends TOKEN (someone else's
 //     session token) on the call instead of this process's own.
 //   COMMANDS (NAME may be #ID to name a region by id)
-//     map NAME                 ask for the region's memfd (needs rw)
+//     map NAME                 ask for the region's memfd (needs read):
+//                              "0 rw writable", or "0 r read-only" when only
+//                              read is granted (" upgradable" if mprotect
+//                              could make it writable: it must not)
 //     free NAME                FreeRegion
 //     export NAME              ExportRegion(ACCESS_READ)
 //     descriptor NAME          GetDescriptor; prints the encoded descriptor
@@ -28,6 +31,7 @@
 //                              status of a call with the first session's
 //                              token, and holds everything for HOLD seconds
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -178,9 +182,31 @@ int main(int argc, char** argv) {
     if (!st.ok()) return Print(st);
     for (const auto& region : list.regions()) {
       if (region.name() != name) continue;
-      absl::Status mapped = s.GetFd(region.id());
-      std::printf("%d %s\n", static_cast<int>(mapped.code()),
-                  std::string(mapped.message()).c_str());
+      auto mapped = s.GetFd(region.id());
+      if (!mapped.ok()) {
+        std::printf("%d %s\n", static_cast<int>(mapped.status().code()),
+                    std::string(mapped.status().message()).c_str());
+        return 0;
+      }
+      // A read-only grant must be read-only for real: the descriptor cannot
+      // be mapped writable, nor a read-only mapping made writable.
+      const size_t size = region.mapped_size();
+      void* rw = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        mapped->fd.get(), 0);
+      const bool writable = rw != MAP_FAILED;
+      if (writable) ::munmap(rw, size);
+      void* ro = ::mmap(nullptr, size, PROT_READ, MAP_SHARED,
+                        mapped->fd.get(), 0);
+      if (ro == MAP_FAILED) {
+        std::printf("13 cannot map the descriptor even read-only\n");
+        return 0;
+      }
+      const bool upgradable = ::mprotect(ro, size, PROT_READ | PROT_WRITE) == 0;
+      ::munmap(ro, size);
+      std::printf("0 %s%s\n", mapped->access.c_str(),
+                  writable     ? " writable"
+                  : upgradable ? " read-only upgradable"
+                               : " read-only");
       return 0;
     }
     std::printf("5 no region named %s listed\n", name.c_str());

@@ -150,7 +150,7 @@ TEST(DaemonAccessTest, TransfersInFlightQuotaRefusesTheNextOne) {
     auto qps = (*ca)->ListQps();
     outstanding = 0;
     if (qps.ok()) {
-      for (const auto& q : qps->qps()) outstanding += q.outstanding();
+      for (const auto& q : *qps) outstanding += q.outstanding;
     }
     if (outstanding >= 2) break;
     absl::SleepFor(absl::Milliseconds(10));
@@ -223,9 +223,9 @@ TEST(DaemonAccessTest, RdmactlAllocSetsModeAndGroupAndListShowsThem) {
   ASSERT_TRUE(client);
   auto regions = client->ListRegions();
   ASSERT_TRUE(regions.ok());
-  ASSERT_EQ(regions->regions_size(), 1);
-  EXPECT_EQ(regions->regions(0).mode(), 0640u);
-  EXPECT_EQ(regions->regions(0).owner_gid(), gid);
+  ASSERT_EQ(regions->size(), 1u);
+  EXPECT_EQ((*regions)[0].mode, 0640u);
+  EXPECT_EQ((*regions)[0].owner_gid, gid);
 }
 
 // --- another uid ------------------------------------------------------------
@@ -266,11 +266,9 @@ class OtherUidTest : public ::testing::Test {
 };
 
 TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
-  v1::AllocateBufferRequest unused;
-  (void)unused;
   // Root's private region, a world-readable one, and an exported target
-  // that everyone may write (a target on this daemon needs its own mode as
-  // well as its export; see NoRouteToThisDaemonGivesMoreThanTheMode).
+  // that everyone may write (a target on this daemon needs its own mode;
+  // see NoRouteToThisDaemonGivesMoreThanTheMode).
   ASSERT_TRUE(owner_->CreateRegion("secret", 4096, Access::kRead).ok());
   RegionOptions everyone;
   everyone.mode = 0666;
@@ -283,7 +281,7 @@ TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   // Private (0600): nothing at all.
   std::string out = AsNobody({"map", "secret"});
   EXPECT_EQ(Code(out), 7) << out;  // PERMISSION_DENIED
-  EXPECT_THAT(out, HasSubstr("uid 65534 may not read and write"));
+  EXPECT_THAT(out, HasSubstr("uid 65534 may not read"));
   out = AsNobody({"free", "secret"});
   EXPECT_EQ(Code(out), 7) << out;
   EXPECT_THAT(out, HasSubstr("only that user or root"));
@@ -295,14 +293,15 @@ TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   EXPECT_EQ(Code(out), 7) << out;
   EXPECT_THAT(out, HasSubstr("may not read"));
 
-  // World-readable (0644): may be sent from, not received into or mapped.
+  // World-readable (0644): may be sent from and mapped read-only (for
+  // real: not writable, not upgradable), not received into.
   out = AsNobody({"send", "public", "target"});
   EXPECT_EQ(Code(out), 0) << out;
   out = AsNobody({"recv", "public", "target"});
   EXPECT_EQ(Code(out), 7) << out;
   EXPECT_THAT(out, HasSubstr("may not write"));
   out = AsNobody({"map", "public"});
-  EXPECT_EQ(Code(out), 7) << out;
+  EXPECT_EQ(out, "0 r read-only\n");
 
   // Its own regions are its own: created with its uid, freeable by it.
   out = AsNobody({"alloc", "nobodys", "4096", "0600"});
@@ -310,11 +309,11 @@ TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   auto list = owner_->ListRegions();
   ASSERT_TRUE(list.ok());
   bool found = false;
-  for (const auto& r : list->regions()) {
-    if (r.name() != "nobodys") continue;
+  for (const auto& r : *list) {
+    if (r.name != "nobodys") continue;
     found = true;
-    EXPECT_EQ(r.owner_uid(), kNobody);
-    EXPECT_EQ(r.mode(), 0600u);
+    EXPECT_EQ(r.owner_uid, kNobody);
+    EXPECT_EQ(r.mode, 0600u);
   }
   EXPECT_TRUE(found);
   // And root still reaches everything.
@@ -338,7 +337,7 @@ TEST_F(OtherUidTest, GroupBitsApplyThroughPrimaryAndSupplementaryGroups) {
   EXPECT_EQ(Code(out), 7) << out;
   // The kernel reports supplementary groups on the session socket.
   out = AsNobody({"map", "team"}, "4242");
-  EXPECT_EQ(Code(out), 0) << out;
+  EXPECT_EQ(out, "0 rw writable\n");
   out = AsNobody({"map", "team"}, "4243,4244");
   EXPECT_EQ(Code(out), 7) << out;
   out = AsNobody({"map", "nogroup"});
@@ -544,10 +543,71 @@ TEST_F(OtherUidTest, ExportAccessListAdmitsOnlyItsPrincipals) {
   // The list shows in listings, and re-exporting without one opens it.
   auto regions = ce->ListRegions();
   ASSERT_TRUE(regions.ok());
-  ASSERT_EQ(regions->regions(0).export_allow_size(), 1);
-  EXPECT_EQ(regions->regions(0).export_allow(0).uid(), kNobody);
+  ASSERT_EQ((*regions)[0].export_allow.size(), 1u);
+  EXPECT_EQ((*regions)[0].export_allow[0].uid, kNobody);
   ASSERT_TRUE(ce->Export("kv", Access::kReadWrite).ok());
   EXPECT_TRUE(root_write().ok());
+}
+
+// rdmactl as another user: a region it may only read is mapped read-only,
+// so get and copy work and put is refused; only the owner changes modes.
+TEST_F(OtherUidTest, RdmactlUsesWhatTheModeGrantsAndOnlyOwnersChmod) {
+  RegionOptions readable;
+  readable.mode = 0644;
+  ASSERT_TRUE(owner_->CreateRegion("public", 4096, Access::kNone, readable).ok());
+  {
+    auto view = owner_->MapRegion("public");
+    ASSERT_TRUE(view.ok()) << view.status();
+    std::memcpy(view->data(), "hello", 5);
+  }
+  auto as_nobody = [&](std::vector<std::string> args,
+                       const std::string& groups = "") {
+    std::vector<std::string> argv = {
+        "/usr/bin/setpriv", absl::StrCat("--reuid=", kNobody),
+        absl::StrCat("--regid=", kNobody)};
+    argv.push_back(groups.empty() ? "--clear-groups"
+                                  : absl::StrCat("--groups=", groups));
+    argv.push_back(RdmactlBinary());
+    argv.push_back("--socket");
+    argv.push_back(daemon_->socket());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, "", absl::Seconds(60));
+  };
+  ProcessResult get = as_nobody({"get", "public", "--length", "5"});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "hello");
+  ASSERT_EQ(as_nobody({"alloc", "mine", "4K"}).exit_code, 0);
+  ProcessResult copy = as_nobody({"copy", "public", "mine", "--length", "5"});
+  EXPECT_EQ(copy.exit_code, 0) << copy.err;
+  ProcessResult put = as_nobody({"put", "-", "public"});
+  EXPECT_EQ(put.exit_code, 5) << put.err;  // PERMISSION_DENIED
+  EXPECT_THAT(put.err, HasSubstr("read-only for you"));
+
+  ProcessResult chmod = as_nobody({"chmod", "public", "0666"});
+  EXPECT_EQ(chmod.exit_code, 5) << chmod.err;
+  EXPECT_THAT(chmod.err, HasSubstr("only that user or root"));
+  EXPECT_EQ(as_nobody({"chgrp", "public", absl::StrCat(kNobody)}).exit_code, 5);
+
+  // The owner takes read away: nobody reads nothing now.
+  ASSERT_TRUE(owner_->SetRegionPermissions("public", 0600, std::nullopt).ok());
+  get = as_nobody({"get", "public", "--length", "5"});
+  EXPECT_EQ(get.exit_code, 5) << get.err;
+  EXPECT_THAT(get.err, HasSubstr("may not read"));
+  // ... and gives it to a group instead.
+  auto changed = owner_->SetRegionPermissions("public", 0640, 4242);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->owner_gid, 4242u);
+  EXPECT_EQ(as_nobody({"get", "public", "--length", "5"}).exit_code, 5);
+  get = as_nobody({"get", "public", "--length", "5"}, "4242");
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "hello");
+
+  // Owners change their own regions' modes, but not to another's group.
+  EXPECT_EQ(as_nobody({"chmod", "mine", "0644"}).exit_code, 0);
+  ProcessResult foreign = as_nobody({"chgrp", "mine", "4242"});
+  EXPECT_EQ(foreign.exit_code, 5) << foreign.err;
+  EXPECT_THAT(foreign.err, HasSubstr("is not in group 4242"));
+  EXPECT_EQ(as_nobody({"chgrp", "mine", "4242"}, "4242").exit_code, 0);
 }
 
 // --- revocation -------------------------------------------------------------
@@ -626,6 +686,17 @@ TEST(DaemonAccessTest, PeerAllowListRefusesOthers) {
       << w.status();
   EXPECT_THAT(w.status().message(), HasSubstr("peer_allow"));
   EXPECT_TRUE(ca->Write(*buf, 0, Remote(*c, "kv"), 0, 100).ok());
+  // Listing and sizing exports go through the same gate.
+  auto listed = ca->ListRemoteRegions(b->peer_address());
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kPermissionDenied)
+      << listed.status();
+  EXPECT_THAT(listed.status().message(), HasSubstr("peer_allow"));
+  EXPECT_EQ(ca->StatRegion(Remote(*b, "kv")).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto allowed = ca->ListRemoteRegions(c->peer_address());
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  ASSERT_EQ(allowed->size(), 1u);
+  EXPECT_EQ((*allowed)[0].name, "kv");
 
   // A raw TCP connection to b's data listener is closed before any reply.
   const int port = DataPort(*b);
@@ -748,6 +819,14 @@ TEST_F(MutualTlsTest, DaemonsWithCertsTransferAndOthersAreRefused) {
       << refused.status();
   // Neither touched the region.
   EXPECT_EQ(std::memcmp(view->data(), buf->data(), 1 << 20), 0);
+
+  // Inspection of a peer's exports uses the same certificates.
+  auto listed = c1->ListRemoteRegions(d2->peer_address());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].size, 1u << 20);
+  EXPECT_EQ(cp->ListRemoteRegions(d2->peer_address()).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 // With mutual TLS, an export's access list can name peers by their

@@ -50,7 +50,7 @@ class DaemonLimitsTest : public ::testing::Test {
                                               const std::string& nofile,
                                               const std::string& fsize) {
     DaemonOptions options;
-    options.launcher = {LIMITED_LAUNCHER_PATH, uid, nofile, fsize, "--"};
+    options.command_prefix = {LIMITED_LAUNCHER_PATH, uid, nofile, fsize, "--"};
     auto daemon = DaemonProcess::Start(dir_.path(), name, options);
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;

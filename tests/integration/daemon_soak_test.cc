@@ -80,13 +80,13 @@ Snapshot Take(const DaemonProcess& daemon, Client& client) {
   auto status = client.GetStatus();
   EXPECT_TRUE(status.ok()) << status.status();
   if (status.ok()) {
-    s.regions = status->region_count();
-    s.region_bytes = status->region_bytes();
-    s.sessions = status->session_count();
+    s.regions = status->region_count;
+    s.region_bytes = status->region_bytes;
+    s.sessions = status->session_count;
   }
   auto qps = client.ListQps();
   EXPECT_TRUE(qps.ok()) << qps.status();
-  if (qps.ok()) s.connections = qps->qps_size();
+  if (qps.ok()) s.connections = qps->size();
   return s;
 }
 
@@ -261,7 +261,7 @@ TEST(DaemonSoakTest, ClientKilledMidTransferIsCleanedUpAndOthersUnaffected) {
     auto peers = watcher->ListPeers();
     written = 0;
     if (peers.ok()) {
-      for (const auto& p : peers->peers()) written += p.bytes_written();
+      for (const auto& p : *peers) written += p.bytes_written;
     }
     if (written >= (16u << 20)) break;
     absl::SleepFor(absl::Milliseconds(20));

@@ -347,7 +347,7 @@ TEST_F(BadInputTest, EveryMalformedRequestGetsAPreciseStatus) {
        grpc::StatusCode::INVALID_ARGUMENT, "larger than this node can register"},
       {"allocate over the pinned limit",
        [&] { return allocate(s, "", 512ull << 20, false); },
-       grpc::StatusCode::RESOURCE_EXHAUSTED, "locked-memory limit"},
+       grpc::StatusCode::RESOURCE_EXHAUSTED, "over max_pinned_bytes of 256 MiB"},
       {"daemon-owned without name", [&] { return allocate(s, "", 4096, true); },
        grpc::StatusCode::INVALID_ARGUMENT, "needs a name"},
       {"duplicate name", [&] { return allocate(s, "buf", 4096, true); },
@@ -417,6 +417,107 @@ TEST_F(BadInputTest, EveryMalformedRequestGetsAPreciseStatus) {
          return s.stub().Batch(&ctx, request, &response);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "at most 4096"},
+      // The inspection and permission calls.
+      {"list regions with a forged page token",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::ListRegionsRequest request;
+         request.set_page_token("not-a-token");
+         v1::ListRegionsResponse response;
+         return s.stub().ListRegions(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "next_page_token"},
+      {"list regions by a bad name",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::ListRegionsRequest request;
+         request.set_name("../etc");
+         v1::ListRegionsResponse response;
+         return s.stub().ListRegions(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "region name"},
+      {"permissions without a session",
+       [&] {
+         grpc::ClientContext ctx;
+         v1::SetRegionPermissionsRequest request;
+         request.mutable_region()->set_name("buf");
+         request.set_mode(0644);
+         v1::SetRegionPermissionsResponse response;
+         return s.stub().SetRegionPermissions(&ctx, request, &response);
+       },
+       grpc::StatusCode::UNAUTHENTICATED, "needs a session"},
+      {"permissions of no region",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::SetRegionPermissionsRequest request;
+         request.set_mode(0644);
+         v1::SetRegionPermissionsResponse response;
+         return s.stub().SetRegionPermissions(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "no region given"},
+      {"permissions with bad bits",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::SetRegionPermissionsRequest request;
+         request.mutable_region()->set_name("buf");
+         request.set_mode(0xffffffff);
+         v1::SetRegionPermissionsResponse response;
+         return s.stub().SetRegionPermissions(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "read (4) and write (2)"},
+      {"remote regions of a malformed peer",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::ListRemoteRegionsRequest request;
+         request.set_peer("[::1");
+         v1::ListRemoteRegionsResponse response;
+         return s.stub().ListRemoteRegions(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "peer"},
+      {"remote regions of an unreachable peer",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::ListRemoteRegionsRequest request;
+         request.set_peer("127.0.0.1:1");
+         v1::ListRemoteRegionsResponse response;
+         return s.stub().ListRemoteRegions(&ctx, request, &response);
+       },
+       grpc::StatusCode::UNAVAILABLE, "cannot reach the daemon at 127.0.0.1:1"},
+      {"stat of nothing",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::StatRegionRequest request;
+         v1::StatRegionResponse response;
+         return s.stub().StatRegion(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "no region given"},
+      {"stat of a damaged descriptor",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::StatRegionRequest request;
+         request.mutable_region()->set_encoded_descriptor("rdmad1:!!!!");
+         v1::StatRegionResponse response;
+         return s.stub().StatRegion(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "bad base64"},
+      {"stat of a missing local region",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::StatRegionRequest request;
+         request.mutable_region()->set_name("nothere");
+         v1::StatRegionResponse response;
+         return s.stub().StatRegion(&ctx, request, &response);
+       },
+       grpc::StatusCode::NOT_FOUND, "no region named 'nothere'"},
       {"oversized gRPC message",
        [&] {
          grpc::ClientContext ctx;

@@ -37,9 +37,14 @@ class RawSession {
   uint64_t id() const { return id_; }
   v1::Local::Stub& stub() { return *stub_; }
   // Asks for region `id`'s memfd on the session socket (what mapping a
-  // region does); OK if one arrived.
-  absl::Status GetFd(uint64_t id);
-  // The same, keeping the descriptor: what a client could do with it.
+  // region does); the descriptor and the access the daemon says it grants
+  // ("rw" or "r") if one arrived.
+  struct MappableFd {
+    UniqueFd fd;
+    std::string access;
+  };
+  absl::StatusOr<MappableFd> GetFd(uint64_t id);
+  // The same, keeping only the descriptor: what a client could do with it.
   absl::StatusOr<UniqueFd> TakeFd(uint64_t id);
   // Descriptor `which` (0 segment, 1 doorbell, 2 wake-up) of a queue.
   absl::StatusOr<UniqueFd> TakeQueueFd(uint64_t queue_id, uint64_t which);
@@ -52,7 +57,7 @@ class RawSession {
  private:
   RawSession() = default;
   // Sends `request` on the session socket; the descriptor of the reply.
-  absl::StatusOr<UniqueFd> Ask(const session_wire::Message& request);
+  absl::StatusOr<MappableFd> Ask(const session_wire::Message& request);
   UniqueFd session_;
   uint64_t id_ = 0;
   std::string token_;

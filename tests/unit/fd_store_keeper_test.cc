@@ -168,6 +168,23 @@ TEST_F(FdStoreKeeperTest, ExportChangeStoresTheNextRecordThenRemovesTheOld) {
   EXPECT_THAT(store_.Names(), IsEmpty());
 }
 
+TEST_F(FdStoreKeeperTest, PermissionChangeStoresTheNextRecord) {
+  {
+    auto keeper = Start();
+    auto memory = keeper->Create(Info("p", 4096));
+    ASSERT_TRUE(memory.ok());
+    ASSERT_TRUE(memory->kept->SetAcl({1000, 1002, 0644}).ok());
+  }
+  const std::string slot = OnlySlot();
+  EXPECT_THAT(store_.Names(),
+              ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
+  auto keeper = Start();
+  Recovery found = keeper->Recover();
+  ASSERT_THAT(found.regions, SizeIs(1));
+  EXPECT_EQ(found.regions[0].info.acl.gid, 1002u);
+  EXPECT_EQ(found.regions[0].info.acl.mode, 0644u);
+}
+
 TEST_F(FdStoreKeeperTest, NewestRecordWinsAfterACrashMidChange) {
   {
     auto keeper = Start();

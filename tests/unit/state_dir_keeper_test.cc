@@ -152,6 +152,21 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
   }
 }
 
+TEST_F(StateDirKeeperTest, PermissionChangesAreRecorded) {
+  {
+    auto keeper = Open();
+    auto memory = keeper->Create(Info("p", 4096));
+    ASSERT_TRUE(memory.ok());
+    ASSERT_TRUE(memory->kept->SetAcl({1000, 1002, 0644}).ok());
+  }
+  auto keeper = Open();
+  Recovery found = keeper->Recover();
+  ASSERT_THAT(found.regions, SizeIs(1));
+  EXPECT_EQ(found.regions[0].info.acl.uid, 1000u);
+  EXPECT_EQ(found.regions[0].info.acl.gid, 1002u);
+  EXPECT_EQ(found.regions[0].info.acl.mode, 0644u);
+}
+
 TEST_F(StateDirKeeperTest, ForgetRemovesRecordAndMemory) {
   auto keeper = Open();
   auto memory = keeper->Create(Info("gone", 4096));

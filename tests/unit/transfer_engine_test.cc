@@ -126,6 +126,26 @@ TEST_F(TransferEngineTest, ExportAccessIsEnforcedOnTheSelfRoute) {
             absl::StatusCode::kNotFound);
 }
 
+// A copy between two regions of this daemon: local permissions decide, as
+// for a mapping; the target need not be exported for its owner.
+TEST_F(TransferEngineTest, LocalTargetNeedsLocalAccessNotExport) {
+  std::memset(Data("ro"), 'r', 100);
+  std::memset(Data("src"), 's', 100);
+  // "src" is not exported at all, "ro" only for reading by peers: their
+  // owner still copies into both.
+  ASSERT_TRUE(Run(Op(OpType::kWrite, 0, "ro", 0, 10)).ok());
+  EXPECT_EQ(Data("ro")[0], 's');
+  AllocateOptions other;
+  other.name = "other";
+  other.size = 100;
+  other.daemon_owned = true;
+  ASSERT_TRUE(regions_.Allocate(kAlice, other).ok());
+  ASSERT_TRUE(Run(Op(OpType::kWrite, 0, "other", 0, 10)).ok());
+  EXPECT_EQ(Data("other")[9], 's');
+  EXPECT_EQ(Run(Op(OpType::kRead, 0, "nope", 0, 10)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(TransferEngineTest, RemoteTransfersGoDownAsOneCheckedBatch) {
   std::vector<TransferRequest> batch;
   std::vector<absl::StatusOr<TransferResult>> results(4, absl::UnknownError(""));
@@ -167,6 +187,35 @@ TEST_F(TransferEngineTest, RemoteWithoutATransportIsAFailedPrecondition) {
   ASSERT_TRUE(out.has_value());
   EXPECT_EQ(out->status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(bare.InFlight(kAlice.uid), 0u);
+}
+
+// Someone without local access reaches a region only as far as it is
+// exported, as a peer would.
+TEST_F(TransferEngineTest, OthersNeedTheExportAccess) {
+  constexpr Caller kBob{2, 2000, 2000, 22};
+  AllocateOptions mine;
+  mine.name = "bobs";
+  mine.size = 100;
+  mine.daemon_owned = true;
+  ASSERT_TRUE(regions_.Allocate(kBob, mine).ok());
+  auto run = [&](OpType op, const char* target) {
+    TransferSpec r = Op(op, 0, target, 0, 10);
+    r.local = {0, "bobs"};
+    std::optional<absl::StatusOr<TransferResult>> out;
+    engine_.Submit(kBob, std::move(r), [&](absl::StatusOr<TransferResult> result) {
+      out = std::move(result);
+    });
+    EXPECT_TRUE(out.has_value());
+    return *std::move(out);
+  };
+  std::memset(Data("ro"), 'r', 100);
+  auto w = run(OpType::kWrite, "ro");
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Data("ro")[0], 'r');  // untouched
+  EXPECT_TRUE(run(OpType::kRead, "ro").ok());
+  EXPECT_EQ(run(OpType::kRead, "src").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(run(OpType::kWrite, "dst").ok());
 }
 
 TEST_F(TransferEngineTest, LocalRegionMustBeTheCallers) {

@@ -55,8 +55,10 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
   if (!KeysEqual(exported.tcp_key, request.key)) {
     return absl::PermissionDeniedError(absl::StrCat(
         "the key does not match the current export of ", RegionLabel(*region),
-        ": it was re-exported or revoked since it was resolved; resolve it "
-        "again"));
+        ": it was exported again or revoked since this key was given out. "
+        "Named by a descriptor: get a new one on that node ('rdmactl "
+        "descriptor NAME'); named HOST:PORT/NAME: the next transfer looks "
+        "it up again"));
   }
   if (!RangeInside(region->size(), request.offset, request.length)) {
     return absl::OutOfRangeError(absl::StrCat(
