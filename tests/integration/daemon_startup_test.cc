@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -267,8 +268,21 @@ TEST(DaemonLimitsTest, ExhaustedDescriptorsDoNotMakeTheListenerSpin) {
       {.command_prefix = {"/usr/bin/prlimit", "--nofile=96:96", "--"},
        .log_level = "info"});
   ASSERT_TRUE(d.ok()) << d.status();
-  // Sessions opened by hand (no gRPC): each costs the daemon a descriptor
-  // until none is left; the rest wait in the listen queue.
+  // Regions take the daemon's descriptors (one memfd each) until none is
+  // left. (Sessions alone would not: the daemon caps sessions per uid well
+  // below its descriptor limit.)
+  auto owner = Client::Connect({.socket_path = (*d)->socket()});
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  int made = 0;
+  for (; made < 200; ++made) {
+    if (!(*owner)->CreateRegion(absl::StrCat("fd", made), 4096, Access::kNone)
+             .ok()) {
+      break;
+    }
+  }
+  ASSERT_LT(made, 200) << "the daemon never ran out of descriptors";
+  // Sessions opened by hand (no gRPC) now find none; they wait in the
+  // listen queue.
   const std::string path = session_wire::SessionSocketPath((*d)->socket());
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -307,6 +321,9 @@ TEST(DaemonLimitsTest, ExhaustedDescriptorsDoNotMakeTheListenerSpin) {
 
   // Descriptors back: new clients get in again.
   sessions.clear();
+  for (int i = 0; i < std::min(made, 16); ++i) {
+    ASSERT_TRUE((*owner)->FreeRegion(absl::StrCat("fd", i)).ok());
+  }
   const absl::Time back_by = absl::Now() + absl::Seconds(30);
   absl::StatusOr<std::unique_ptr<Client>> client =
       absl::UnavailableError("not tried");
