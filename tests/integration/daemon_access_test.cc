@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -135,15 +136,26 @@ TEST(DaemonAccessTest, TransfersInFlightQuotaRefusesTheNextOne) {
   // Resolve and connect first, so the held transfers are posted at once.
   ASSERT_TRUE((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
 
-  // B stops: two transfers hang in flight (posted, unanswered).
-  ASSERT_EQ(::kill(b->pid(), SIGSTOP), 0);
+  // B stops: two transfers hang in flight (posted, unanswered). Each of
+  // their threads writes once first, so that what it needs before posting
+  // (its queue, the remote handle: a Peer call to B) is there already.
   std::vector<std::thread> held;
   std::atomic<int> held_ok{0};
+  std::atomic<int> warm{0};
+  absl::Notification stopped;
   for (int i = 0; i < 2; ++i) {
     held.emplace_back([&] {
+      if ((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok()) warm++;
+      stopped.WaitForNotification();
       if ((*ca)->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok()) held_ok++;
     });
   }
+  const absl::Time warm_by = absl::Now() + absl::Seconds(60);
+  while (warm.load() < 2 && absl::Now() < warm_by) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(::kill(b->pid(), SIGSTOP), 0);
+  stopped.Notify();
   const absl::Time posted_by = absl::Now() + absl::Seconds(20);
   uint32_t outstanding = 0;
   while (absl::Now() < posted_by) {
