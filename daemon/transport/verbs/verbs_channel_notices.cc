@@ -160,7 +160,11 @@ void VerbsChannel::Impl::OnAck(const ibv_wc& wc) {
       spdlog::warn("peer {}: {}", options_.peer, std::string(s.message()));
     }
   }
-  absl::StatusOr<NoticeAck> ack = DecodeNoticeAck(absl::MakeConstSpan(copy, length));
+  // A QP that failed had its awaited acks abandoned (AbandonAcks): one
+  // that was already received is of no use any more.
+  if (q.error) return;
+  absl::StatusOr<NoticeAck> ack =
+      DecodeNoticeAck(absl::MakeConstSpan(copy, length));
   if (!ack.ok()) {
     spdlog::warn("peer {}: ignored a message that is not a notice ack: {}",
                  options_.peer, std::string(ack.status().message()));
