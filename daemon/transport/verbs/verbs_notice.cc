@@ -9,7 +9,6 @@ namespace {
 
 constexpr uint16_t kKindNotice = 1;
 constexpr uint16_t kKindAck = 2;
-constexpr size_t kHeaderBytes = 8;  // magic, version, kind
 
 // Fixed-width little-endian fields, whatever the host's byte order.
 template <typename T>
