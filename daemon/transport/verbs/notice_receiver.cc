@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,8 @@ constexpr int kQpShift = 56;
 constexpr uint64_t kRecv = uint64_t{1} << 55;
 constexpr uint64_t kSlotMask = (uint64_t{1} << 32) - 1;
 constexpr size_t kPollBatch = 32;
+// Acks one QP may hold back while its send queue is full.
+constexpr size_t kMaxWaitingAcks = 4 * kNoticeCredits;
 
 }  // namespace
 
@@ -74,6 +77,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
     }
     qps_ = std::move(qps);
     sends_.assign(qps_.size(), QpSends{});
+    ack_inline_ = true;
+    for (const auto& qp : qps_) {
+      ack_inline_ &= qp->max_inline_data() >= kNoticeAckBytes;
+    }
     // One receive slot per credit and one SEND slot per credit, per QP.
     RDMAD_ASSIGN_OR_RETURN(
         buffers_, NoticeBuffers::Create(cq_->device(),
@@ -132,8 +139,19 @@ class NoticeReceiver::Impl : public runtime::Poller,
   struct QpSends {
     uint64_t posted = 0;     // acks posted (each signaled)
     uint64_t completed = 0;  // their completions
+    // Acks waiting for a send-queue slot (or a SEND slot). The peer may
+    // send its next notices before our send queue saw the transport ACK of
+    // the acks it already has, so acks in flight can briefly exceed its
+    // credits: they wait here instead of being lost.
+    std::deque<NoticeAck> waiting;
     bool dead = false;       // the QP failed: it answers nothing more
   };
+
+  // Acks one QP may have posted and not yet completed: the send queue when
+  // they go inline, else the SEND slots.
+  size_t AckLimit(size_t index) const {
+    return ack_inline_ ? qps_[index]->max_send_wr() : kNoticeCredits;
+  }
 
   static uint64_t RecvWrId(size_t qp, size_t slot) {
     return (uint64_t{qp} << kQpShift) | kRecv | slot;
@@ -193,7 +211,16 @@ class NoticeReceiver::Impl : public runtime::Poller,
   void OnAckSent(size_t index, const ibv_wc& wc) {
     QpSends& s = sends_[index];
     ++s.completed;
-    if (wc.status != IBV_WC_SUCCESS) MarkDead(index, CompletionStatus(wc));
+    if (wc.status != IBV_WC_SUCCESS) {
+      MarkDead(index, CompletionStatus(wc));
+      return;
+    }
+    while (!s.waiting.empty() && !s.dead &&
+           s.posted - s.completed < AckLimit(index)) {
+      const NoticeAck ack = s.waiting.front();
+      s.waiting.pop_front();
+      PostAck(index, ack);
+    }
   }
 
   void OnReceived(size_t index, size_t slot, const ibv_wc& wc) {
@@ -255,26 +282,45 @@ class NoticeReceiver::Impl : public runtime::Poller,
 
   void SendAck(size_t index, const NoticeAck& ack) {
     QpSends& s = sends_[index];
-    // An rdmad initiator has at most kNoticeCredits notices awaiting acks
-    // per QP, so this bound holds unless the peer ignores the protocol.
-    if (s.dead || s.posted - s.completed >= kNoticeCredits) {
+    if (s.dead) {
       options_.target->CountAckDropped();
       return;
     }
-    // SEND slots follow the receive slots; they are used in turn, and one
-    // is reused only after the ack sent from it completed (fewer than
-    // kNoticeCredits in flight, completing in order).
-    const size_t slot = (qps_.size() + index) * kNoticeCredits +
-                        static_cast<size_t>(s.posted % kNoticeCredits);
+    if (!s.waiting.empty() || s.posted - s.completed >= AckLimit(index)) {
+      // A peer that keeps to its credits never gets this far ahead; one
+      // that does not loses acks, not our memory.
+      if (s.waiting.size() >= kMaxWaitingAcks) {
+        options_.target->CountAckDropped();
+        return;
+      }
+      s.waiting.push_back(ack);
+      return;
+    }
+    PostAck(index, ack);
+  }
+
+  void PostAck(size_t index, const NoticeAck& ack) {
+    QpSends& s = sends_[index];
     const std::array<uint8_t, kNoticeAckBytes> bytes = EncodeNoticeAck(ack);
-    std::memcpy(buffers_->mutable_slot(slot), bytes.data(), bytes.size());
     RdmaOp op;
     op.opcode = RdmaOp::Opcode::kSend;
     op.wr_id = uint64_t{index} << kQpShift;
-    op.local_addr = buffers_->mutable_slot(slot);
     op.length = static_cast<uint32_t>(bytes.size());
-    op.lkey = buffers_->lkey();
     op.signaled = true;
+    if (ack_inline_) {
+      // Copied into the WQE by the post: no slot to hold.
+      op.local_addr = const_cast<uint8_t*>(bytes.data());
+      op.inline_data = true;
+    } else {
+      // SEND slots follow the receive slots and are used in turn; one is
+      // reused only after the ack sent from it completed (AckLimit keeps
+      // fewer than kNoticeCredits in flight, and they complete in order).
+      const size_t slot = (qps_.size() + index) * kNoticeCredits +
+                          static_cast<size_t>(s.posted % kNoticeCredits);
+      std::memcpy(buffers_->mutable_slot(slot), bytes.data(), bytes.size());
+      op.local_addr = buffers_->mutable_slot(slot);
+      op.lkey = buffers_->lkey();
+    }
     if (absl::Status st = qps_[index]->Post(absl::MakeConstSpan(&op, 1));
         !st.ok()) {
       options_.target->CountAckDropped();
@@ -288,6 +334,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
     QpSends& s = sends_[index];
     if (s.dead) return;
     s.dead = true;
+    for (size_t i = 0; i < s.waiting.size(); ++i) {
+      options_.target->CountAckDropped();
+    }
+    s.waiting.clear();
     spdlog::warn("verbs notices from {}: a QP stopped answering notices: {}",
                  options_.peer, std::string(why.message()));
   }
@@ -311,6 +361,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
 
   // Loop thread only (set up in Start, before the receiver is shared).
   std::vector<QpSends> sends_;
+  bool ack_inline_ = false;  // every QP takes an ack inline
   uint64_t cq_watch_ = 0;
   bool armed_ = false;
   bool joined_ = false;

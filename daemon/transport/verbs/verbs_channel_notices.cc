@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -85,7 +86,10 @@ size_t VerbsChannel::Impl::PinnedReady(size_t qp_index) const {
   const size_t limit = std::min<size_t>(
       {q.slots - q.inflight.size(), size_t{options_.max_chain}, 64});
   uint32_t credits = q.credits;
-  uint32_t send_slots = kNoticeCredits - q.notice_sends_inflight;
+  // An inline notice is copied into the WQE: its slot is free at once.
+  uint32_t send_slots = kNoticeBytes <= inline_max_
+                            ? UINT32_MAX
+                            : kNoticeCredits - q.notice_sends_inflight;
   size_t n = 0;
   for (const Chunk& c : q.pinned) {
     if (n >= limit) break;
@@ -111,9 +115,10 @@ void VerbsChannel::Impl::PrepareNotice(size_t qp_index, const Chunk& chunk,
   notice.length = op.length;
   notice.rkey = static_cast<uint32_t>(op.key.key);
   notice.immediate = *op.immediate;
-  // SEND slots follow the receive slots and are used in turn; one is
-  // reused only after the SEND from it retired (PinnedReady keeps fewer
-  // than kNoticeCredits in flight, and a QP retires its WRs in order).
+  // SEND slots follow the receive slots and are used in turn. A notice
+  // that goes inline is copied out at the post; otherwise a slot is reused
+  // only after the SEND from it retired (PinnedReady keeps fewer than
+  // kNoticeCredits of those in flight, and a QP retires its WRs in order).
   const size_t slot = (qps_.size() + qp_index) * kNoticeCredits +
                       static_cast<size_t>(q.notices_sent % kNoticeCredits);
   const std::array<uint8_t, kNoticeBytes> bytes = EncodeNotice(notice);
@@ -170,18 +175,45 @@ void VerbsChannel::Impl::OnAck(const ibv_wc& wc) {
                  options_.peer, std::string(ack.status().message()));
     return;
   }
-  // One QP acks in the order it received: the ack is for the oldest notice.
-  if (q.awaiting.empty() || q.awaiting.front().tag != ack->tag) {
+  // One QP acks in the order it received, and tags grow: the ack is for
+  // the oldest notice, unless the peer could not answer some before it
+  // (it counts those): they never will be.
+  const bool known =
+      std::any_of(q.awaiting.begin(), q.awaiting.end(),
+                  [&](const Awaiting& a) { return a.tag == ack->tag; });
+  if (!known) {
     spdlog::warn("peer {}: ignored an ack for a notice it was not sent "
                  "(tag {})",
                  options_.peer, ack->tag);
     return;
   }
-  std::weak_ptr<OpState> weak = std::move(q.awaiting.front().op);
-  q.awaiting.pop_front();
-  --awaiting_acks_;
-  ++q.credits;
-  std::shared_ptr<OpState> op = weak.lock();
+  std::vector<std::shared_ptr<OpState>> unanswered;
+  std::shared_ptr<OpState> op;
+  while (!q.awaiting.empty()) {
+    Awaiting a = std::move(q.awaiting.front());
+    q.awaiting.pop_front();
+    --awaiting_acks_;
+    // Its receive was re-posted before the peer went on: the credit is
+    // good again either way.
+    ++q.credits;
+    if (a.tag == ack->tag) {
+      op = a.op.lock();
+      break;
+    }
+    if (auto lost = a.op.lock()) unanswered.push_back(std::move(lost));
+  }
+  for (const std::shared_ptr<OpState>& lost : unanswered) {
+    if (!lost->awaiting_ack) continue;
+    lost->awaiting_ack = false;
+    if (lost->status.ok()) {
+      lost->status = absl::UnavailableError(absl::StrCat(
+          "peer ", options_.peer,
+          " did not acknowledge the notification of a WRITE with an "
+          "immediate (it answered a later one): the data is in place, but "
+          "its owner may not have been told; retry"));
+    }
+    MaybeFinish(lost);
+  }
   if (op == nullptr || !op->awaiting_ack) return;  // finished meanwhile
   op->awaiting_ack = false;
   if (ack->result != NoticeResult::kDelivered && op->status.ok()) {

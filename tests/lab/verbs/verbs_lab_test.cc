@@ -1112,17 +1112,27 @@ class VerbsNoticeLabTest : public VerbsLabTest {
     size_t notes_when_done = 0;  // what the sink had when `done` ran
   };
 
-  // WRITEs of `ops` = {local offset, remote offset, length, immediate}, as
-  // one batch, to `target`; waits for all of them.
-  std::vector<Result> WriteWithImmediates(
-      const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>>& ops,
-      std::shared_ptr<core::RemoteRegionInfo> target) {
-    std::vector<Result> out(ops.size());
+  // A batch in flight and what became of its operations.
+  struct Pending {
+    std::vector<Result> out;
+    absl::Notification all;
+    std::atomic<size_t> left{0};
+  };
+  using Ops = std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>>;
+
+  // Posts WRITEs of `ops` = {local offset, remote offset, length,
+  // immediate}, as one batch, to `target`.
+  std::shared_ptr<Pending> PostWithImmediates(
+      const Ops& ops, std::shared_ptr<core::RemoteRegionInfo> target) {
+    auto pending = std::make_shared<Pending>();
+    pending->out.resize(ops.size());
+    pending->left = ops.size();
     auto key = channel_->KeyFor(*target);
     EXPECT_TRUE(key.ok()) << key.status();
-    if (!key.ok()) return out;
-    absl::Notification all;
-    auto left = std::make_shared<std::atomic<size_t>>(ops.size());
+    if (!key.ok()) {
+      pending->all.Notify();
+      return pending;
+    }
     std::vector<transport::RemoteOp> batch(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& [local_offset, remote_offset, length, immediate] = ops[i];
@@ -1136,15 +1146,25 @@ class VerbsNoticeLabTest : public VerbsLabTest {
       op.remote_offset = remote_offset;
       op.immediate = immediate;
       op.deadline = absl::Now() + kCompletionTimeout;
-      op.done = [this, &out, &all, left, i](absl::Status s) {
-        out[i].notes_when_done = sink_.count();
-        out[i].status = std::move(s);
-        if (left->fetch_sub(1) == 1) all.Notify();
+      op.done = [this, pending, i](absl::Status s) {
+        pending->out[i].notes_when_done = sink_.count();
+        pending->out[i].status = std::move(s);
+        if (pending->left.fetch_sub(1) == 1) pending->all.Notify();
       };
     }
     channel_->Post(absl::MakeSpan(batch));
-    EXPECT_TRUE(all.WaitForNotificationWithTimeout(kCompletionTimeout + absl::Seconds(30)));
-    return out;
+    return pending;
+  }
+
+  static std::vector<Result> Await(Pending& pending) {
+    EXPECT_TRUE(pending.all.WaitForNotificationWithTimeout(
+        kCompletionTimeout + absl::Seconds(30)));
+    return pending.out;
+  }
+
+  std::vector<Result> WriteWithImmediates(
+      const Ops& ops, std::shared_ptr<core::RemoteRegionInfo> target) {
+    return Await(*PostWithImmediates(ops, std::move(target)));
   }
 
   // Waits (bounded) until `done` holds.
@@ -1197,7 +1217,7 @@ TEST_F(VerbsNoticeLabTest, MoreNoticesThanCreditsWaitForAcksAndAllArrive) {
   if (HasFatalFailure()) return;
   // Three times the credits of the whole pool, in one batch.
   constexpr int kOps = 3 * kPairs * static_cast<int>(kNoticeCredits);
-  std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>> ops;
+  Ops ops;
   for (int i = 0; i < kOps; ++i) {
     ops.emplace_back(i * 64, i * 64, 64, 1000 + i);
   }
@@ -1409,6 +1429,85 @@ TEST_F(VerbsNoticeLabTest, AForgedNoticeIsDroppedAndNeverNotifies) {
   EXPECT_TRUE(Eventually([&] { return notices_->counts().malformed == 4; }))
       << notices_->counts().malformed;
   EXPECT_EQ(sink_.count(), 1u);
+}
+
+TEST_F(VerbsNoticeLabTest, AChannelSurvivesAPeerThatSkipsOrInventsAcks) {
+  // A raw QP plays the serving peer: it reads the notices and answers as
+  // it likes.
+  std::vector<std::unique_ptr<QueuePair>> initiators, raw;
+  std::shared_ptr<CompletionQueue> icq, raw_cq;
+  MakePairs(1, &initiators, &icq, &raw, &raw_cq);
+  if (HasFatalFailure()) return;
+  QueuePair& peer = *raw[0];
+  auto slots = NoticeBuffers::Create(device_, 2 * kNoticeCredits);
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  constexpr uint64_t kRecv = uint64_t{1} << 40;
+  for (size_t k = 0; k < kNoticeCredits; ++k) {
+    ASSERT_TRUE((*slots)->PostRecv(peer, k, kRecv | k).ok());
+  }
+  VerbsChannelOptions options;
+  options.loop = runtime_->loop(0);
+  options.peer = "odd-peer";
+  options.local_device = info_.name;
+  options.remote_device = info_.name;
+  auto channel = VerbsChannel::Create(options, icq, std::move(initiators), {0});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  channel_ = *std::move(channel);
+
+  std::shared_ptr<Pending> pending =
+      PostWithImmediates({{0, 64, 32, 11}, {32, 96, 32, 12}}, target_);
+  // The two notices, as the channel encoded them.
+  std::vector<Notice> notices;
+  const absl::Time end = absl::Now() + kCompletionTimeout;
+  while (notices.size() < 2 && absl::Now() < end) {
+    ibv_wc wcs[8];
+    auto got = raw_cq->Wait(absl::MakeSpan(wcs), end);
+    if (!got.ok()) break;
+    for (size_t i = 0; i < *got; ++i) {
+      ASSERT_EQ(wcs[i].status, IBV_WC_SUCCESS) << CompletionStatus(wcs[i]);
+      if ((wcs[i].wr_id & kRecv) == 0) continue;
+      auto notice = DecodeNotice(absl::MakeConstSpan(
+          (*slots)->slot(wcs[i].wr_id & ~kRecv), wcs[i].byte_len));
+      ASSERT_TRUE(notice.ok()) << notice.status();
+      notices.push_back(*notice);
+    }
+  }
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices[0].region_id, inbox_->id());
+  EXPECT_EQ(notices[0].offset, 64u);
+  EXPECT_EQ(notices[0].length, 32u);
+  EXPECT_EQ(notices[0].immediate, 11u);
+  EXPECT_EQ(notices[0].rkey, target_->rkeys[0].rkey);
+  EXPECT_EQ(notices[1].immediate, 12u);
+  EXPECT_LT(notices[0].tag, notices[1].tag);
+  EXPECT_EQ(std::memcmp(inbox_->data() + 64, local_->data(), 64), 0)
+      << "the data is in place when the notice is received";
+
+  size_t next_send = kNoticeCredits;
+  auto answer = [&](uint64_t tag, NoticeResult result) {
+    const auto bytes = EncodeNoticeAck(NoticeAck{tag, result});
+    uint8_t* at = (*slots)->mutable_slot(next_send++);
+    std::memcpy(at, bytes.data(), bytes.size());
+    RdmaOp op;
+    op.opcode = RdmaOp::Opcode::kSend;
+    op.wr_id = next_send;
+    op.local_addr = at;
+    op.length = static_cast<uint32_t>(bytes.size());
+    op.lkey = (*slots)->lkey();
+    ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
+  };
+  // An ack for a notice never sent is ignored; skipping the first notice's
+  // ack and answering the second fails the first, and only it.
+  answer(notices[1].tag + 1000, NoticeResult::kDelivered);
+  answer(notices[1].tag, NoticeResult::kDelivered);
+  std::vector<Result> done = Await(*pending);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kUnavailable)
+      << done[0].status;
+  EXPECT_THAT(std::string(done[0].status.message()),
+              HasSubstr("did not acknowledge"));
+  EXPECT_TRUE(done[1].status.ok()) << done[1].status;
+  EXPECT_FALSE(channel_->NeedsReconnect());
 }
 
 }  // namespace
