@@ -197,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       d.data_server, StartDataServer(config, d.resolved, d.regions.get(),
                                      d.queues.get(), d.runtime.get()));
   id.data_listen = d.data_server->address();
+  ServeVerbsNotices(d.transports, d.regions.get(), d.queues.get());
   d.state.peers = d.peers.get();
   d.state.tcp_acceptor = d.data_server.get();
   d.state.verbs_acceptor = d.transports.verbs_acceptor.get();
