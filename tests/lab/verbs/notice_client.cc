@@ -71,7 +71,7 @@ int Wait(rdmad::Client& client, const std::string& name, uint64_t count,
       }
       seen[c.immediate - 1] = true;
       const uint64_t offset = (c.immediate - 1) * kBlock;
-      if (c.region != region->id() || c.offset != offset || c.bytes != kBlock) {
+      if (c.region != region->id || c.offset != offset || c.bytes != kBlock) {
         return Fail("notification " + std::to_string(c.immediate) +
                     " names region " + std::to_string(c.region) + " [" +
                     std::to_string(c.offset) + ", +" + std::to_string(c.bytes) +
