@@ -20,8 +20,9 @@
 namespace rdmad {
 namespace {
 
-// How long Wait busy-polls before it sleeps on the wake-up eventfd: a
-// completion is often a few microseconds away.
+// How long Wait busy-polls before it sleeps on the wake-up eventfd (when
+// the engine runs on another CPU): a completion is often a few
+// microseconds away.
 constexpr absl::Duration kSpin = absl::Microseconds(30);
 
 Transport TransportOf(uint8_t code) {
@@ -117,10 +118,11 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
     }
   }
   // Completions must have room: never more in flight than the ring holds.
-  const uint32_t room =
-      std::min(impl_->submissions.Space(),
-               impl_->completion_depth - std::min(impl_->completion_depth,
-                                                  impl_->in_flight));
+  const uint32_t room = std::min(
+      impl_->submissions.Space(static_cast<uint32_t>(
+          std::min<size_t>(ops.size(), queue::kMaxEntries))),
+      impl_->completion_depth -
+          std::min(impl_->completion_depth, impl_->in_flight));
   const size_t n = std::min<size_t>(room, ops.size());
   if (n == 0 && !ops.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -157,11 +159,11 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
 }
 
 size_t Queue::Poll(absl::Span<Completion> out) {
-  queue::CompletionEntry entries[64];
-  std::string messages[64];
+  queue::CompletionEntry entries[Impl::kPollChunk];
+  std::string* const messages = impl_->messages;
   size_t total = 0;
   while (total < out.size()) {
-    const size_t want = std::min<size_t>(64, out.size() - total);
+    const size_t want = std::min<size_t>(Impl::kPollChunk, out.size() - total);
     const size_t n = impl_->completions.Poll(absl::MakeSpan(entries, want),
                                              messages);
     for (size_t i = 0; i < n; ++i) {
@@ -199,7 +201,12 @@ size_t Queue::Poll(absl::Span<Completion> out) {
 bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
 
 absl::Status Queue::Wait(absl::Time deadline) {
-  const absl::Time spin_until = absl::Now() + kSpin;
+  // Spinning helps only while the engine runs on another CPU: on ours it
+  // would keep the engine from running until the spin runs out (a loaded
+  // machine puts both on one CPU), and sleeping lets it run at once.
+  const absl::Time spin_until = queue::EngineRunsHere(impl_->base)
+                                   ? absl::InfinitePast()
+                                   : absl::Now() + kSpin;
   while (impl_->completions.Empty()) {
     if (absl::Status s = status(); !s.ok()) return s;
     if (absl::Now() < spin_until) continue;

@@ -3,7 +3,9 @@
 #ifndef RDMAD_CLIENT_QUEUE_IMPL_H_
 #define RDMAD_CLIENT_QUEUE_IMPL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/queue_ring.h"
 #include "common/unique_fd.h"
@@ -32,6 +34,10 @@ struct Queue::Impl {
   const uint32_t depth;
   const uint32_t completion_depth;
   uint32_t in_flight = 0;  // submitted, completion not polled yet
+  // Poll's scratch for error messages, kept from call to call: building 64
+  // strings per Poll cost more than the rest of a small operation's Poll.
+  static constexpr size_t kPollChunk = 64;
+  std::string messages[kPollChunk];
 };
 
 }  // namespace rdmad

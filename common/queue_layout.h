@@ -37,6 +37,13 @@
 //     completion ring once more and sleeps on the wake-up eventfd; the
 //     daemon writes it after publishing completions while the flag is set.
 //     (epoll/asyncio users arm the flag the same way: Queue::Arm.)
+//   - each side says which CPU it runs on (`engine_cpu` always,
+//     `client_cpu` when the client goes to sleep). On one CPU (a loaded
+//     machine puts them together) a side that spins only keeps the other
+//     from running until its spin runs out, and both sides' spins add up
+//     to the latency of every operation. So a client busy-polls only while
+//     the engine is on another CPU, and an engine that wakes a client on
+//     its own CPU yields to it instead of spinning on.
 #ifndef RDMAD_COMMON_QUEUE_LAYOUT_H_
 #define RDMAD_COMMON_QUEUE_LAYOUT_H_
 
@@ -135,9 +142,12 @@ struct alignas(64) QueueHeader {
   alignas(64) std::atomic<uint32_t> cq_head;          // client
   alignas(64) std::atomic<uint32_t> engine_sleeping;  // daemon
   alignas(64) std::atomic<uint32_t> client_waiting;   // client
+  std::atomic<int32_t> client_cpu;                    // client; -1 unknown
+  alignas(64) std::atomic<int32_t> engine_cpu;        // daemon; -1 unknown
 };
 static_assert(sizeof(QueueHeader) <= kHeaderSize);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
 
 // Where everything lives in a segment for the given ring sizes.
 struct Geometry {

@@ -1,5 +1,7 @@
 #include "common/queue_ring.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -52,6 +54,8 @@ void InitializeSegment(void* base, const Geometry& g) {
   h->cq_offset = g.cq_offset;
   h->errors_offset = g.errors_offset;
   h->total_size = g.total_size;
+  h->engine_cpu.store(-1);
+  h->client_cpu.store(-1);
   h->state.store(static_cast<uint32_t>(QueueState::kActive));
 }
 
@@ -61,12 +65,19 @@ SubmissionProducer::SubmissionProducer(void* base)
     : header_(Header(base)),
       ring_(At<SubmissionEntry>(base, Header(base)->sq_offset)),
       mask_(Header(base)->sq_entries - 1),
-      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)) {}
+      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)),
+      head_seen_(Header(base)->sq_head.load(std::memory_order_acquire)) {}
 
-uint32_t SubmissionProducer::Space() const {
-  const uint32_t head = header_->sq_head.load(std::memory_order_acquire);
-  const uint32_t used = tail_ - head;
+uint32_t SubmissionProducer::Space() {
+  head_seen_ = header_->sq_head.load(std::memory_order_acquire);
+  const uint32_t used = tail_ - head_seen_;
   return used > mask_ + 1 ? 0 : mask_ + 1 - used;
+}
+
+uint32_t SubmissionProducer::Space(uint32_t want) {
+  const uint32_t used = tail_ - head_seen_;
+  if (used <= mask_ + 1 && mask_ + 1 - used >= want) return mask_ + 1 - used;
+  return Space();
 }
 
 void SubmissionProducer::Push(const SubmissionEntry& entry) {
@@ -75,10 +86,10 @@ void SubmissionProducer::Push(const SubmissionEntry& entry) {
 }
 
 bool SubmissionProducer::Publish() {
-  // Sequentially consistent store then load (Dekker), paired with the
-  // engine's store to engine_sleeping and its last look at sq_tail: one of
-  // the two sees the other. (Not a fence between relaxed operations: the
-  // same cost on x86, and ThreadSanitizer can check it.)
+  // Sequentially consistent store, then load: pairs with the engine's
+  // store of engine_sleeping and its last look at sq_tail (SleepUnlessWork),
+  // so one of the two sees the other. (Not a fence between relaxed
+  // operations: ThreadSanitizer does not understand fences.)
   header_->sq_tail.store(tail_, std::memory_order_seq_cst);
   return header_->engine_sleeping.load(std::memory_order_seq_cst) != 0;
 }
@@ -121,6 +132,7 @@ absl::StatusOr<size_t> SubmissionConsumer::Take(
 }
 
 bool SubmissionConsumer::SleepUnlessWork() {
+  // See SubmissionProducer::Publish.
   header_->engine_sleeping.store(1, std::memory_order_seq_cst);
   const uint32_t tail = header_->sq_tail.load(std::memory_order_seq_cst);
   if (tail != head_) {
@@ -143,7 +155,7 @@ CompletionProducer::CompletionProducer(void* base, const Geometry& g)
       entries_(g.cq_entries),
       tail_(0) {}
 
-absl::StatusOr<uint32_t> CompletionProducer::Space() const {
+absl::StatusOr<uint32_t> CompletionProducer::Space() {
   const uint32_t head = header_->cq_head.load(std::memory_order_acquire);
   const uint32_t used = tail_ - head;
   if (used > entries_) {
@@ -152,7 +164,16 @@ absl::StatusOr<uint32_t> CompletionProducer::Space() const {
         entries_, " entries before the daemon's tail (", tail_,
         "): the queue's memory was overwritten"));
   }
+  head_seen_ = head;
   return entries_ - used;
+}
+
+absl::StatusOr<uint32_t> CompletionProducer::Space(uint32_t want) {
+  // tail_ - head_seen_ <= entries_: head_seen_ was checked, and the tail
+  // only moves within the space it gave.
+  const uint32_t space = entries_ - (tail_ - head_seen_);
+  if (space >= want) return space;
+  return Space();
 }
 
 void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) {
@@ -170,7 +191,8 @@ void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) 
 }
 
 bool CompletionProducer::Publish() {
-  // Dekker with the client's WaitUnlessReady, as in SubmissionProducer.
+  // Pairs with CompletionConsumer::WaitUnlessReady as the submission side
+  // does (SubmissionProducer::Publish).
   header_->cq_tail.store(tail_, std::memory_order_seq_cst);
   return header_->client_waiting.load(std::memory_order_seq_cst) != 0;
 }
@@ -210,6 +232,7 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
 }
 
 bool CompletionConsumer::WaitUnlessReady() {
+  header_->client_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
   header_->client_waiting.store(1, std::memory_order_seq_cst);
   if (header_->cq_tail.load(std::memory_order_seq_cst) != head_ ||
       header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
@@ -221,6 +244,20 @@ bool CompletionConsumer::WaitUnlessReady() {
 
 void CompletionConsumer::Done() {
   header_->client_waiting.store(0, std::memory_order_relaxed);
+}
+
+bool EngineRunsHere(const void* base) {
+  return static_cast<const QueueHeader*>(base)->engine_cpu.load(
+             std::memory_order_relaxed) == ::sched_getcpu();
+}
+
+void SetEngineCpu(void* base, int cpu) {
+  Header(base)->engine_cpu.store(cpu, std::memory_order_relaxed);
+}
+
+bool ClientSleepsHere(const void* base) {
+  return static_cast<const QueueHeader*>(base)->client_cpu.load(
+             std::memory_order_relaxed) == ::sched_getcpu();
 }
 
 absl::Status StopStatus(const void* base) {

@@ -36,7 +36,10 @@ class SubmissionProducer {
  public:
   explicit SubmissionProducer(void* base);
   // Entries that can be pushed now.
-  uint32_t Space() const;
+  uint32_t Space();
+  // At least min(want, Space()): reads the daemon's head (a cache line the
+  // other core wrote) only when the head seen last leaves less than `want`.
+  uint32_t Space(uint32_t want);
   // Writes `entry` at the tail (not yet visible). Space() must be > 0.
   void Push(const SubmissionEntry& entry);
   // Makes what was pushed visible. True if the engine may be asleep and
@@ -48,6 +51,7 @@ class SubmissionProducer {
   SubmissionEntry* const ring_;
   const uint32_t mask_;
   uint32_t tail_;
+  uint32_t head_seen_;  // the daemon's head when last read
 };
 
 // Daemon: takes submissions. `geometry` is the daemon's own record of the
@@ -80,7 +84,12 @@ class CompletionProducer {
   CompletionProducer(void* base, const Geometry& geometry);
   // Slots the client has freed and not been given back: entries minus
   // those not consumed yet. DATA_LOSS if the client's head is impossible.
-  absl::StatusOr<uint32_t> Space() const;
+  absl::StatusOr<uint32_t> Space();
+  // At least min(want, Space()): reads the client's head (a cache line the
+  // other core wrote) only when the head seen last leaves less than `want`.
+  // The head seen last was checked when read, so the slots it frees are
+  // free; a lie told since is caught at the next read.
+  absl::StatusOr<uint32_t> Space(uint32_t want);
   // Writes `entry` (its `error` field is set here) and, for a failure,
   // `message` into the error slot of its position. Space() must be > 0.
   void Push(CompletionEntry entry, absl::string_view message);
@@ -94,6 +103,7 @@ class CompletionProducer {
   ErrorSlot* const errors_;
   const uint32_t entries_;
   uint32_t tail_;
+  uint32_t head_seen_ = 0;  // the client's head when last read (checked)
 };
 
 // Client: reads completions.
@@ -103,8 +113,9 @@ class CompletionConsumer {
   // Copies up to out.size() completions (and, for failures, their messages
   // into `messages` when given, same positions); frees their slots.
   size_t Poll(absl::Span<CompletionEntry> out, std::string* messages = nullptr);
-  // Before sleeping: sets the waiting flag and says whether completions are
-  // there already (then the caller clears it with Done and polls).
+  // Before sleeping: sets the waiting flag (and says on which CPU) and says
+  // whether completions are there already (then the caller clears it with
+  // Done and polls).
   bool WaitUnlessReady();
   void Done();
   bool Empty() const;
@@ -116,6 +127,18 @@ class CompletionConsumer {
   const uint32_t entries_;
   uint32_t head_;
 };
+
+// Which CPU each side runs on (queue_layout.h), as hints: a thread can
+// move at any time, and the values are never used as indices.
+//
+// The client: true when the engine last said it runs on this thread's CPU
+// (then spinning for a completion would only keep it from running).
+bool EngineRunsHere(const void* base);
+// The daemon: says which CPU the engine runs on (when it changes).
+void SetEngineCpu(void* base, int cpu);
+// The daemon: true when the client went to sleep on this thread's CPU
+// (then the engine should yield to it after waking it).
+bool ClientSleepsHere(const void* base);
 
 // The queue's state as the daemon left it: OK while active, else the
 // status it was stopped with.

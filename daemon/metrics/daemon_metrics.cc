@@ -1,20 +1,16 @@
 #include "daemon/metrics/daemon_metrics.h"
 
 #include <atomic>
-
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/metrics/transfer_stats.h"
 #include "prometheus/collectable.h"
-#include "prometheus/counter.h"
-#include "prometheus/family.h"
-#include "prometheus/histogram.h"
 #include "prometheus/metric_family.h"
-#include "prometheus/registry.h"
 
 namespace rdmad::metrics {
 namespace {
@@ -22,22 +18,6 @@ namespace {
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
-
-// 10 us .. 10 s: from a small verbs WRITE on one host to a large transfer
-// over a congested link, with a factor of 2-2.5 between buckets.
-const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
-  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
-      25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0};
-  return *buckets;
-}
-
-// A descriptor's peer is the transfer's peer (the decoder sets it), so
-// the label is the same whichever way the region was named.
-std::string PeerLabel(const core::TransferRecord& record) {
-  return record.peer == nullptr || record.peer->empty() ? "local"
-                                                        : *record.peer;
-}
 
 MetricFamily Gauge(std::string name, std::string help) {
   MetricFamily family;
@@ -55,33 +35,96 @@ void AddSample(MetricFamily& family,
   family.metric.push_back(std::move(metric));
 }
 
+MetricFamily Counter(std::string name, std::string help) {
+  MetricFamily family = Gauge(std::move(name), std::move(help));
+  family.type = MetricType::Counter;
+  return family;
+}
+
+void AddCount(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+              double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+// The transfer counters and the latency histogram, from the per-thread
+// counts summed at this scrape. Labels in name order, as prometheus-cpp's
+// own families list them.
+void AddTransfers(const TransferStats::Totals& totals,
+                  std::vector<MetricFamily>& families) {
+  MetricFamily bytes = Counter("rdmad_transfer_bytes_total",
+                               "Bytes moved by completed transfers");
+  MetricFamily operations = Counter("rdmad_transfer_operations_total",
+                                    "Transfers completed successfully");
+  MetricFamily errors = Counter("rdmad_transfer_errors_total",
+                                "Transfers failed, by status code");
+  MetricFamily latency;
+  latency.name = "rdmad_transfer_latency_seconds";
+  latency.help =
+      "Time from a transfer's start in the daemon to its completion";
+  latency.type = MetricType::Histogram;
+
+  // The histogram has no peer label: peers of one (op, transport) add up.
+  std::map<std::pair<core::OpType, core::TransportKind>, TransferStats::Series>
+      by_op;
+  for (const auto& [key, s] : totals.series) {
+    const std::string op(core::OpName(key.op));
+    const std::string transport(core::TransportKindName(key.transport));
+    const std::vector<ClientMetric::Label> labels = {
+        {"op", op}, {"peer", key.peer}, {"transport", transport}};
+    AddCount(bytes, labels, static_cast<double>(s.bytes));
+    AddCount(operations, labels, static_cast<double>(s.operations));
+    TransferStats::Series& sum = by_op[{key.op, key.transport}];
+    sum.operations += s.operations;
+    sum.latency_sum += s.latency_sum;
+    for (size_t b = 0; b < s.buckets.size(); ++b) sum.buckets[b] += s.buckets[b];
+  }
+  for (const auto& [key, s] : by_op) {
+    ClientMetric metric;
+    metric.label = {{"op", std::string(core::OpName(key.first))},
+                    {"transport",
+                     std::string(core::TransportKindName(key.second))}};
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < s.buckets.size(); ++b) {
+      cumulative += s.buckets[b];
+      ClientMetric::Bucket bucket;
+      bucket.cumulative_count = cumulative;
+      bucket.upper_bound = b < kLatencyBuckets.size()
+                               ? kLatencyBuckets[b]
+                               : std::numeric_limits<double>::infinity();
+      metric.histogram.bucket.push_back(bucket);
+    }
+    metric.histogram.sample_count = cumulative;
+    metric.histogram.sample_sum = s.latency_sum;
+    latency.metric.push_back(std::move(metric));
+  }
+  for (const auto& [key, n] : totals.errors) {
+    // "NOT_FOUND" -> "not_found": label values in the usual metric style.
+    const auto& [peer, op, code] = key;
+    AddCount(errors,
+             {{"kind", absl::AsciiStrToLower(absl::StatusCodeToString(code))},
+              {"op", std::string(core::OpName(op))},
+              {"peer", peer}},
+             static_cast<double>(n));
+  }
+  families.push_back(std::move(bytes));
+  families.push_back(std::move(operations));
+  families.push_back(std::move(errors));
+  families.push_back(std::move(latency));
+}
+
 }  // namespace
 
-// The registry of counters plus scrape-time gauges, as one Collectable.
+// The per-thread transfer counts plus scrape-time gauges, as one
+// Collectable.
 struct DaemonMetrics::State final : public prometheus::Collectable {
-  explicit State(MetricSources s)
-      : sources(std::move(s)),
-        registry(std::make_shared<prometheus::Registry>()),
-        bytes(prometheus::BuildCounter()
-                  .Name("rdmad_transfer_bytes_total")
-                  .Help("Bytes moved by completed transfers")
-                  .Register(*registry)),
-        operations(prometheus::BuildCounter()
-                       .Name("rdmad_transfer_operations_total")
-                       .Help("Transfers completed successfully")
-                       .Register(*registry)),
-        errors(prometheus::BuildCounter()
-                   .Name("rdmad_transfer_errors_total")
-                   .Help("Transfers failed, by status code")
-                   .Register(*registry)),
-        latency(prometheus::BuildHistogram()
-                    .Name("rdmad_transfer_latency_seconds")
-                    .Help("Time from a transfer's start in the daemon to its "
-                          "completion")
-                    .Register(*registry)) {}
+  explicit State(MetricSources s) : sources(std::move(s)) {}
 
   std::vector<MetricFamily> Collect() const override {
-    std::vector<MetricFamily> families = registry->Collect();
+    std::vector<MetricFamily> families;
+    AddTransfers(transfers.Snapshot(), families);
     MetricFamily info = Gauge("rdmad_build_info",
                               "rdmad version and data transport (always 1)");
     AddSample(info, {{"transport", std::string(core::TransportKindName(
@@ -189,29 +232,9 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     families.push_back(std::move(lookups));
   }
 
-  // The peer label of a failed transfer. Any address a client types ends
-  // up here, reachable or not, so the distinct values are capped: past
-  // kMaxErrorPeers, new ones count as "other" and the series stay bounded.
-  std::string ErrorPeerLabel(std::string peer) {
-    absl::MutexLock lock(&error_peers_mu);
-    if (error_peers.contains(peer)) return peer;
-    if (error_peers.size() >= kMaxErrorPeers) return "other";
-    error_peers.insert(peer);
-    return peer;
-  }
-
-  static constexpr size_t kMaxErrorPeers = 256;
   const MetricSources sources;
   std::atomic<const directory::ClusterDirectory*> directory{nullptr};
-  absl::Mutex error_peers_mu;
-  absl::flat_hash_set<std::string> error_peers
-      ABSL_GUARDED_BY(error_peers_mu);
-  const std::shared_ptr<prometheus::Registry> registry;
-  // Families live in the registry; these references stay valid with it.
-  prometheus::Family<prometheus::Counter>& bytes;
-  prometheus::Family<prometheus::Counter>& operations;
-  prometheus::Family<prometheus::Counter>& errors;
-  prometheus::Family<prometheus::Histogram>& latency;
+  TransferStats transfers;
 };
 
 DaemonMetrics::DaemonMetrics(MetricSources sources)
@@ -220,25 +243,7 @@ DaemonMetrics::DaemonMetrics(MetricSources sources)
 DaemonMetrics::~DaemonMetrics() = default;
 
 void DaemonMetrics::OnTransferDone(const core::TransferRecord& record) {
-  const std::string op(core::OpName(record.op));
-  if (record.code != absl::StatusCode::kOk) {
-    // "NOT_FOUND" -> "not_found": label values in the usual metric style.
-    state_->errors
-        .Add({{"peer", state_->ErrorPeerLabel(PeerLabel(record))},
-              {"op", op},
-              {"kind",
-               absl::AsciiStrToLower(absl::StatusCodeToString(record.code))}})
-        .Increment();
-    return;
-  }
-  const std::string transport(core::TransportKindName(record.transport));
-  // Family::Add returns the existing series for labels seen before.
-  const prometheus::Labels labels = {
-      {"peer", PeerLabel(record)}, {"op", op}, {"transport", transport}};
-  state_->bytes.Add(labels).Increment(static_cast<double>(record.bytes));
-  state_->operations.Add(labels).Increment();
-  state_->latency.Add({{"op", op}, {"transport", transport}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(record.latency));
+  state_->transfers.Record(record);
 }
 
 void DaemonMetrics::SetDirectory(

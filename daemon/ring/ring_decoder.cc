@@ -9,7 +9,25 @@ namespace rdmad::ring {
 absl::StatusOr<core::TransferSpec> DecodeSubmission(
     const queue::SubmissionEntry& e, const RemoteHandles& handles,
     absl::Time now, absl::Duration default_timeout) {
+  const std::shared_ptr<const RemoteHandle> handle =
+      handles.Find(e.remote_handle);
+  return DecodeSubmission(e, handle.get(), now, default_timeout);
+}
+
+absl::StatusOr<core::TransferSpec> DecodeSubmission(
+    const queue::SubmissionEntry& e, const RemoteHandle* handle,
+    absl::Time now, absl::Duration default_timeout) {
   core::TransferSpec spec;
+  absl::Status s = DecodeSubmission(e, handle, now, default_timeout, &spec);
+  if (!s.ok()) return s;
+  return spec;
+}
+
+absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
+                              const RemoteHandle* handle, absl::Time now,
+                              absl::Duration default_timeout,
+                              core::TransferSpec* out) {
+  core::TransferSpec& spec = *out;
   switch (static_cast<queue::OpCode>(e.op)) {
     case queue::OpCode::kWrite:
       spec.op = core::OpType::kWrite;
@@ -41,8 +59,7 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
   if (e.local_region == 0) {
     return absl::InvalidArgumentError("submission names no local region");
   }
-  std::shared_ptr<const RemoteHandle> handle = handles.Find(e.remote_handle);
-  if (handle == nullptr) {
+  if (handle == nullptr || handle->id != e.remote_handle) {
     return absl::NotFoundError(absl::StrCat(
         "no remote handle ", e.remote_handle,
         " in this session: open the region with OpenRemote first"));
@@ -55,7 +72,7 @@ absl::StatusOr<core::TransferSpec> DecodeSubmission(
   const uint32_t timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
   spec.deadline = now + (timeout_ms == 0 ? default_timeout
                                          : absl::Milliseconds(timeout_ms));
-  return spec;
+  return absl::OkStatus();
 }
 
 }  // namespace rdmad::ring

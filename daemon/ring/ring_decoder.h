@@ -26,6 +26,18 @@ inline constexpr uint32_t kMaxTimeoutMs = 3600 * 1000;
 absl::StatusOr<core::TransferSpec> DecodeSubmission(
     const queue::SubmissionEntry& entry, const RemoteHandles& handles,
     absl::Time now, absl::Duration default_timeout);
+// The same with the entry's handle already looked up (null: the session
+// has none with entry.remote_handle), as the engine does once for a run of
+// entries that name the same handle.
+absl::StatusOr<core::TransferSpec> DecodeSubmission(
+    const queue::SubmissionEntry& entry, const RemoteHandle* handle,
+    absl::Time now, absl::Duration default_timeout);
+// The same, decoding into `*out` (a default-constructed spec): the engine
+// decodes straight into its batch.
+absl::Status DecodeSubmission(const queue::SubmissionEntry& entry,
+                              const RemoteHandle* handle, absl::Time now,
+                              absl::Duration default_timeout,
+                              core::TransferSpec* out);
 
 }  // namespace rdmad::ring
 

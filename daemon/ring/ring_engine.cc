@@ -1,8 +1,10 @@
 #include "daemon/ring/ring_engine.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,50 @@
 #include "spdlog/spdlog.h"
 
 namespace rdmad::ring {
+namespace {
+
+// What the completions of one round share: one reference to the queue,
+// taken for the round and dropped by whichever of them goes last (on any
+// thread, maybe long after the round). Each operation's callback then
+// holds two words (this and its tag), which AnyInvocable keeps inline: no
+// allocation and no shared_ptr count per operation.
+class RoundRef {
+ public:
+  // The round's own reference.
+  static RoundRef Start(std::shared_ptr<RingQueue> queue) {
+    return RoundRef(new Shared{std::move(queue), {1}});
+  }
+  // A reference for one callback, not counted yet: AddAdopted counts the
+  // round's callbacks at once (one atomic add per round), before any of
+  // them can run or be dropped.
+  RoundRef Adopt() const { return RoundRef(shared_); }
+  void AddAdopted(uint32_t n) const {
+    shared_->refs.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  RoundRef(RoundRef&& other) noexcept
+      : shared_(std::exchange(other.shared_, nullptr)) {}
+  RoundRef& operator=(RoundRef&&) = delete;
+  RoundRef(const RoundRef&) = delete;
+  ~RoundRef() {
+    if (shared_ != nullptr &&
+        shared_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete shared_;
+    }
+  }
+
+  RingQueue* queue() const { return shared_->queue.get(); }
+
+ private:
+  struct Shared {
+    std::shared_ptr<RingQueue> queue;
+    std::atomic<uint32_t> refs;
+  };
+  explicit RoundRef(Shared* shared) : shared_(shared) {}
+  Shared* shared_;
+};
+
+}  // namespace
 
 RingEngine::RingEngine(runtime::EventLoop* loop,
                        core::TransferEngine* transfers)
@@ -35,6 +81,8 @@ void RingEngine::Attach(std::shared_ptr<RingQueue> queue) {
     a.doorbell_watch = *watch;
     a.queue = std::move(queue);
     queues_.push_back(std::move(a));
+    cpu_ = -1;  // tell them all, the new one included
+    NoteCpu();
   });
 }
 
@@ -63,46 +111,75 @@ void RingEngine::Shutdown() {
   }
 }
 
-bool RingEngine::Serve(const std::shared_ptr<RingQueue>& queue) {
+bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   queue::SubmissionEntry entries[kRoundBudget];
-  const size_t n = queue->Take(absl::MakeSpan(entries));
+  const size_t n = polled->Take(absl::MakeSpan(entries));
   if (n == 0) return false;
+  RingQueue* const queue = polled.get();
+  // `polled` is an element of queues_: the round keeps its own reference
+  // for the completions that outlive it (taken only when there is work).
+  const RoundRef round = RoundRef::Start(polled);
   const absl::Time now = absl::Now();
-  std::vector<core::TransferRequest> batch;
-  batch.reserve(n);
+  queue->BeginRound();
+  // Entries of a round mostly name the same handle: look it up once per
+  // run of them.
+  std::shared_ptr<const RemoteHandle> handle;
+  batch_.clear();
+  uint32_t callbacks = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t tag = entries[i].tag;
-    absl::StatusOr<core::TransferSpec> spec = DecodeSubmission(
-        entries[i], *queue->handles(), now, queue->default_timeout());
-    if (!spec.ok()) {
-      queue->Complete(tag, spec.status(), 0, core::TransportKind::kNone);
+    if (handle == nullptr || handle->id != entries[i].remote_handle) {
+      handle = queue->handles()->Find(entries[i].remote_handle);
+    }
+    core::TransferRequest& request = batch_.emplace_back();
+    if (absl::Status s = DecodeSubmission(entries[i], handle.get(), now,
+                                          queue->default_timeout(),
+                                          &request.spec);
+        !s.ok()) {
+      batch_.pop_back();
+      queue->Complete(tag, s, 0, core::TransportKind::kNone);
       continue;
     }
-    batch.push_back(
-        {*std::move(spec),
-         [queue, tag](absl::StatusOr<core::TransferResult> result) {
-           if (result.ok()) {
-             queue->Complete(tag, absl::OkStatus(), result->bytes,
-                             result->transport, result->latency);
-           } else {
-             queue->Complete(tag, result.status(), 0,
-                             core::TransportKind::kNone);
-           }
-         }});
+    request.done = [ref = round.Adopt(),
+                    tag](absl::StatusOr<core::TransferResult> result) {
+      if (result.ok()) {
+        ref.queue()->Complete(tag, absl::OkStatus(), result->bytes,
+                              result->transport, result->latency);
+      } else {
+        ref.queue()->Complete(tag, result.status(), 0,
+                              core::TransportKind::kNone);
+      }
+    };
+    ++callbacks;
   }
-  if (!batch.empty()) {
-    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch));
+  // Counted before any callback can run (none runs before SubmitBatch).
+  if (callbacks > 0) round.AddAdopted(callbacks);
+  if (!batch_.empty()) {
+    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_));
+    batch_.clear();
   }
+  // Publishes what finished inline (local copies, failed checks) at once.
+  queue->EndRound();
   return true;
 }
 
+void RingEngine::NoteCpu() {
+  // sched_getcpu reads the kernel's rseq area: nanoseconds, every turn.
+  const int cpu = ::sched_getcpu();
+  if (cpu == cpu_) return;
+  cpu_ = cpu;
+  for (const Attached& a : queues_) a.queue->SetEngineCpu(cpu);
+}
+
 bool RingEngine::Poll() {
+  NoteCpu();
   bool work = false;
-  // By index: a completion run inline never detaches, but stay safe.
-  for (size_t i = 0; i < queues_.size(); ++i) {
-    std::shared_ptr<RingQueue> queue = queues_[i].queue;
-    work |= Serve(queue);
-  }
+  // By index, and Serve takes its own reference when it has work: a
+  // completion run inline never detaches (Detach is a task), but stay safe.
+  for (size_t i = 0; i < queues_.size(); ++i) work |= Serve(queues_[i].queue);
+  // A client woken on this CPU (by a round here, or by a completion the
+  // loop ran since) runs now rather than after this loop's spin.
+  if (RingQueue::TakeYieldHint()) ::sched_yield();
   return work;
 }
 

@@ -13,7 +13,9 @@
 // As a runtime::Poller it keeps its loop spinning while there is work and
 // for the loop's spin time after; before the loop sleeps it raises every
 // queue's sleeping flag, so that a client rings the doorbell (an eventfd
-// the loop watches) for its next submission. Idle, it uses no CPU.
+// the loop watches) for its next submission. Idle, it uses no CPU. It also
+// keeps each queue told which CPU it runs on, so that a client on the same
+// CPU sleeps at once instead of spinning against it.
 //
 // Lives on its loop; Attach and Detach may be called from any thread.
 #ifndef RDMAD_DAEMON_RING_RING_ENGINE_H_
@@ -58,12 +60,17 @@ class RingEngine final : public runtime::Poller {
   };
 
   // Takes one round from `queue` and runs it; true if there was any.
-  bool Serve(const std::shared_ptr<RingQueue>& queue);
+  bool Serve(const std::shared_ptr<RingQueue>& polled);
+  // Tells every queue's client when this thread moved to another CPU.
+  void NoteCpu();
 
   runtime::EventLoop* const loop_;          // Not owned.
   core::TransferEngine* const transfers_;  // Not owned.
   std::vector<Attached> queues_;  // loop thread only
+  // One round's requests (loop thread only; kept for its capacity).
+  std::vector<core::TransferRequest> batch_;
   bool registered_ = false;       // loop thread only
+  int cpu_ = -1;                  // loop thread only: where queues think we run
 };
 
 }  // namespace rdmad::ring

@@ -20,6 +20,12 @@ absl::StatusOr<UniqueFd> NewEventFd() {
   return fd;
 }
 
+// The queue whose round the calling thread is in (RingQueue::BeginRound):
+// its completions are deferred to EndRound.
+thread_local const RingQueue* t_round_queue = nullptr;
+// Set when this thread woke a client on its own CPU (TakeYieldHint).
+thread_local bool t_yield_hint = false;
+
 uint8_t TransportCode(core::TransportKind kind) {
   switch (kind) {
     case core::TransportKind::kVerbs:
@@ -71,33 +77,41 @@ RingQueue::RingQueue(uint64_t id, const core::Caller& caller,
 
 size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
   if (stopped()) return 0;
-  size_t room = 0;
+  // Nothing published, the usual answer to a spinning engine: one load of
+  // the client's tail, no lock.
+  if (absl::StatusOr<uint32_t> available = submissions_.Available();
+      !available.ok()) {
+    Stop(available.status());
+    return 0;
+  } else if (*available == 0) {
+    return 0;
+  }
   absl::Status bad;
+  size_t taken = 0;
   {
+    // Completions may be published from other threads meanwhile; copying
+    // a round's entries under the lock holds them up for nanoseconds.
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<uint32_t> space = completions_.Space();
-    if (space.ok()) {
-      room = *space > in_flight_ ? *space - in_flight_ : 0;
-    } else {
+    const uint32_t want = static_cast<uint32_t>(
+        std::min<size_t>(out.size(), queue::kMaxEntries) + in_flight_);
+    absl::StatusOr<uint32_t> space = completions_.Space(want);
+    if (!space.ok()) {
       bad = space.status();
+    } else if (*space > in_flight_) {
+      const size_t room = *space - in_flight_;
+      absl::StatusOr<size_t> took =
+          submissions_.Take(out.subspan(0, std::min(room, out.size())));
+      if (took.ok()) {
+        taken = *took;
+        in_flight_ += static_cast<uint32_t>(taken);
+      } else {
+        bad = took.status();
+      }
     }
+    // else: the client has not consumed its completions (back-pressure).
   }
-  if (!bad.ok()) {
-    Stop(bad);
-    return 0;
-  }
-  if (room == 0) return 0;  // the client has not consumed its completions
-  absl::StatusOr<size_t> taken =
-      submissions_.Take(out.subspan(0, std::min(room, out.size())));
-  if (!taken.ok()) {
-    Stop(taken.status());
-    return 0;
-  }
-  if (*taken > 0) {
-    absl::MutexLock lock(&mu_);
-    in_flight_ += static_cast<uint32_t>(*taken);
-  }
-  return *taken;
+  if (!bad.ok()) Stop(bad);
+  return taken;
 }
 
 bool RingQueue::SleepUnlessWork() {
@@ -111,32 +125,74 @@ void RingQueue::ClearDoorbell() {
   [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
 }
 
+void RingQueue::SetEngineCpu(int cpu) {
+  queue::SetEngineCpu(segment_.data(), cpu);
+}
+
 void RingQueue::PublishLocked() {
   if (completions_.Publish()) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
+    if (queue::ClientSleepsHere(segment_.data())) t_yield_hint = true;
   }
 }
 
-void RingQueue::Complete(uint64_t tag, const absl::Status& status,
-                         uint64_t bytes, core::TransportKind transport,
-                         absl::Duration daemon_time) {
-  absl::MutexLock lock(&mu_);
-  if (in_flight_ > 0) --in_flight_;
-  // The slot was reserved when the submission was taken; the client can
-  // still have lied about its head since, which Space() catches.
-  absl::StatusOr<uint32_t> space = completions_.Space();
-  if (!space.ok() || *space == 0) return;
+bool RingQueue::TakeYieldHint() { return std::exchange(t_yield_hint, false); }
+
+queue::CompletionEntry RingQueue::MakeEntry(uint64_t tag,
+                                            const absl::Status& status,
+                                            uint64_t bytes,
+                                            core::TransportKind transport,
+                                            absl::Duration daemon_time) const {
   queue::CompletionEntry entry{};
   entry.kind = static_cast<uint8_t>(queue::CompletionKind::kCompletion);
   entry.transport = TransportCode(transport);
   entry.code = static_cast<int32_t>(status.code());
   entry.tag = tag;
   entry.bytes = status.ok() ? bytes : 0;
-  entry.daemon_ns =
-      static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(daemon_time)));
-  completions_.Push(entry, status.message());
+  entry.daemon_ns = static_cast<uint64_t>(
+      std::max<int64_t>(0, absl::ToInt64Nanoseconds(daemon_time)));
+  return entry;
+}
+
+void RingQueue::PushCompletionLocked(const queue::CompletionEntry& entry,
+                                     absl::string_view message) {
+  if (in_flight_ > 0) --in_flight_;
+  // The slot was reserved when the submission was taken; the client can
+  // still have lied about its head since, which Space() catches when it
+  // reads it.
+  absl::StatusOr<uint32_t> space = completions_.Space(1);
+  if (!space.ok() || *space == 0) return;
+  completions_.Push(entry, message);
+}
+
+void RingQueue::Complete(uint64_t tag, const absl::Status& status,
+                         uint64_t bytes, core::TransportKind transport,
+                         absl::Duration daemon_time) {
+  const queue::CompletionEntry entry =
+      MakeEntry(tag, status, bytes, transport, daemon_time);
+  if (t_round_queue == this) {
+    deferred_.push_back({entry, std::string(status.message())});
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  PushCompletionLocked(entry, status.message());
   PublishLocked();
+}
+
+void RingQueue::BeginRound() { t_round_queue = this; }
+
+void RingQueue::EndRound() {
+  t_round_queue = nullptr;
+  if (deferred_.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Deferred& d : deferred_) {
+      PushCompletionLocked(d.entry, d.message);
+    }
+    PublishLocked();
+  }
+  deferred_.clear();
 }
 
 void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
@@ -145,7 +201,7 @@ void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
   bool full = false;
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<uint32_t> space = completions_.Space();
+    absl::StatusOr<uint32_t> space = completions_.Space(in_flight_ + 1);
     // Slots reserved for submissions in flight are not ours to take.
     full = !space.ok() || *space <= in_flight_;
     if (!full) {

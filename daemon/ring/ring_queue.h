@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -71,6 +73,20 @@ class RingQueue {
   void Awake();
   // Drains the doorbell eventfd.
   void ClearDoorbell();
+  // Tells the client which CPU the engine runs on (queue_layout.h).
+  void SetEngineCpu(int cpu);
+  // True (once) when a completion published by this thread woke a client
+  // that sleeps on this thread's CPU: the thread should yield to it soon,
+  // holding no lock, instead of spinning on (queue_layout.h).
+  static bool TakeYieldHint();
+  // Around one round of the engine: completions this thread makes in
+  // between (local copies and failed checks finish inline) are kept and
+  // published together by EndRound, with one lock, one release of the
+  // completion tail and one look at the client's waiting flag for the
+  // round instead of one per operation. Completions from other threads are
+  // published at once as always.
+  void BeginRound();
+  void EndRound();
 
   // --- Any thread. ---
 
@@ -97,6 +113,19 @@ class RingQueue {
             std::shared_ptr<RemoteHandles> handles, RingQueueOptions options,
             queue::Geometry geometry, core::ShmSegment segment,
             UniqueFd doorbell, UniqueFd wakeup);
+  // A completion, kept by the engine's thread during its round.
+  struct Deferred {
+    queue::CompletionEntry entry;
+    std::string message;  // empty when OK
+  };
+  queue::CompletionEntry MakeEntry(uint64_t tag, const absl::Status& status,
+                                   uint64_t bytes,
+                                   core::TransportKind transport,
+                                   absl::Duration daemon_time) const;
+  // Pushes the completion of a taken submission into its reserved slot.
+  void PushCompletionLocked(const queue::CompletionEntry& entry,
+                            absl::string_view message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes what was pushed and wakes the client if it waits.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -111,6 +140,7 @@ class RingQueue {
   std::atomic<bool> stopped_{false};
 
   queue::SubmissionConsumer submissions_;  // engine thread only
+  std::vector<Deferred> deferred_;          // engine thread only, in a round
 
   mutable absl::Mutex mu_;
   queue::CompletionProducer completions_ ABSL_GUARDED_BY(mu_);

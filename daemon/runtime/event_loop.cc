@@ -20,6 +20,12 @@ constexpr int kMaxEvents = 128;
 // Upper bound of one sleep even with nothing due, so that a lost wake-up
 // can never stall the loop for long.
 constexpr absl::Duration kMaxSleep = absl::Seconds(1);
+// While pollers keep the loop spinning, how often it still looks at its
+// file descriptors. epoll_wait is a system call, most of what an idle turn
+// costs (and the time a spinning engine takes to notice a ring entry grows
+// with the turn); the pollers' work needs none, so sockets are looked at
+// every few microseconds instead of every turn.
+constexpr absl::Duration kFdCheckWhileSpinning = absl::Microseconds(5);
 
 }  // namespace
 
@@ -133,6 +139,7 @@ bool EventLoop::Post(Task task) {
     absl::MutexLock lock(&mu_);
     if (finished_) return false;  // `task` is destroyed on return
     tasks_.push_back(std::move(task));
+    has_tasks_.store(true, std::memory_order_relaxed);
   }
   // Only a sleeping loop needs the eventfd: a running one takes the task on
   // its next turn (see Run for why this cannot miss).
@@ -147,10 +154,15 @@ void EventLoop::Wake() {
 }
 
 bool EventLoop::RunTasks() {
+  // A hint read without the lock (Post sets it under the lock): a task it
+  // misses is run on the next turn, and never slept on (Run looks at tasks_
+  // under the lock before it sleeps).
+  if (!has_tasks_.load(std::memory_order_relaxed)) return false;
   std::vector<Task> tasks;
   {
     absl::MutexLock lock(&mu_);
     tasks.swap(tasks_);
+    has_tasks_.store(false, std::memory_order_relaxed);
   }
   for (Task& task : tasks) task();
   return !tasks.empty();
@@ -181,9 +193,10 @@ void EventLoop::Run() {
   epoll_event events[kMaxEvents];
   absl::Time spin_until = absl::InfinitePast();
   absl::Time next_timer = absl::InfiniteFuture();
+  absl::Time next_fd_check = absl::InfinitePast();
   bool slept = false;
   while (!stop_.load()) {
-    const absl::Time now = absl::Now();
+    absl::Time now = absl::Now();
     int timeout_ms = 0;
     if (now >= spin_until && !pollers_.empty()) {
       // About to sleep: pollers arm their wake-ups; one that found work
@@ -194,7 +207,8 @@ void EventLoop::Run() {
       }
       if (work) spin_until = now + options_.spin;
     }
-    if (now >= spin_until) {
+    const bool spinning = now < spin_until;
+    if (!spinning) {
       // Publish that we may sleep before the last look at the task queue:
       // a Post that lands after that look sees `sleeping_` and wakes us.
       sleeping_.store(true);
@@ -212,13 +226,18 @@ void EventLoop::Run() {
             absl::ToInt64Milliseconds(sleep + absl::Microseconds(999)));
       }
     }
-    const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
-    if (sleeping_.load()) {
-      sleeping_.store(false);
-      slept = timeout_ms != 0;
-    }
-    if (n < 0 && errno != EINTR) {
-      spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
+    int n = 0;
+    if (!spinning || now >= next_fd_check) {
+      n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
+      if (sleeping_.load()) {
+        sleeping_.store(false);
+        slept = timeout_ms != 0;
+      }
+      if (n < 0 && errno != EINTR) {
+        spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
+      }
+      if (timeout_ms != 0) now = absl::Now();
+      next_fd_check = now + kFdCheckWhileSpinning;
     }
     if (slept) {
       slept = false;
@@ -237,7 +256,9 @@ void EventLoop::Run() {
       (*callback)(events[i].events);
     }
     RunTasks();
-    next_timer = RunTimers(absl::Now());
+    // Timers due by `now` (read after any sleep): one that comes due during
+    // this turn runs on the next, a few microseconds later.
+    next_timer = RunTimers(now);
     if (PollAll()) spin_until = absl::Now() + options_.spin;
   }
   // Tasks queued before or during shutdown still run (they close channels

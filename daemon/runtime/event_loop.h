@@ -153,6 +153,8 @@ class EventLoop {
   absl::Mutex mu_;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // !tasks_.empty(), kept for a look without the lock on every turn.
+  std::atomic<bool> has_tasks_{false};
   // Set while the loop sleeps (or is about to) in epoll_wait: Post then
   // writes the eventfd; otherwise the loop will see the task anyway.
   std::atomic<bool> sleeping_{true};

@@ -1,12 +1,15 @@
-// rdmad's Prometheus metrics (daemon/metrics/daemon_metrics.h): the cluster
-// directory gauges, read from the directory's state at scrape time (a fake
-// directory here); failed transfers carry the peer, and the peers they may
-// name stay bounded.
+// DaemonMetrics: the transfer counters and histogram, counted per thread
+// and summed at scrape time; failed transfers carry the peer, and the peers
+// they may name stay bounded; the cluster directory gauges, read from the
+// directory's state at scrape time (a fake directory here).
 #include "daemon/metrics/daemon_metrics.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -50,6 +53,95 @@ std::map<std::string, double> Samples(const DaemonMetrics& metrics) {
     }
   }
   return out;
+}
+
+const prometheus::MetricFamily* Family(
+    const std::vector<prometheus::MetricFamily>& families,
+    const std::string& name) {
+  for (const auto& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+TEST(DaemonMetricsTest, TransfersOfManyThreadsAddUpAtScrape) {
+  DaemonMetrics metrics(MetricSources{});
+  const std::string p1 = "10.0.0.1:7471";
+  const std::string p2 = "10.0.0.2:7471";
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 1000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        core::TransferRecord r;
+        r.op = core::OpType::kWrite;
+        r.peer = i % 2 == 0 ? &p1 : &p2;
+        r.transport = core::TransportKind::kTcp;
+        r.bytes = 100;
+        // Half at 40 us (the 50 us bucket), half at 2 ms (2.5 ms).
+        r.latency = i % 4 < 2 ? absl::Microseconds(40) : absl::Milliseconds(2);
+        metrics.OnTransferDone(r);
+      }
+      core::TransferRecord failed;
+      failed.op = core::OpType::kRead;
+      failed.code = absl::StatusCode::kPermissionDenied;
+      metrics.OnTransferDone(failed);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  auto samples = Samples(metrics);
+  const int per_peer = kThreads * kPerThread / 2;
+  for (const std::string& peer : {p1, p2}) {
+    const std::string labels =
+        "{op=write}{peer=" + peer + "}{transport=tcp}";
+    EXPECT_EQ(samples["rdmad_transfer_operations_total" + labels], per_peer);
+    EXPECT_EQ(samples["rdmad_transfer_bytes_total" + labels], 100 * per_peer);
+  }
+  EXPECT_EQ(
+      samples["rdmad_transfer_errors_total{kind=permission_denied}{op=read}"],
+      kThreads);
+
+  // The histogram adds up the peers of one (op, transport).
+  const auto families = metrics.collectable()->Collect();
+  const prometheus::MetricFamily* latency =
+      Family(families, "rdmad_transfer_latency_seconds");
+  ASSERT_NE(latency, nullptr);
+  EXPECT_EQ(latency->type, prometheus::MetricType::Histogram);
+  ASSERT_EQ(latency->metric.size(), 1u);
+  const prometheus::ClientMetric::Histogram& h = latency->metric[0].histogram;
+  EXPECT_EQ(h.sample_count, uint64_t{kThreads} * kPerThread);
+  EXPECT_NEAR(h.sample_sum, kThreads * kPerThread / 2 * (40e-6 + 2e-3), 1e-6);
+  ASSERT_EQ(h.bucket.size(), 20u);
+  EXPECT_TRUE(std::isinf(h.bucket.back().upper_bound));
+  EXPECT_EQ(h.bucket.back().cumulative_count, h.sample_count);
+  for (const auto& bucket : h.bucket) {
+    const uint64_t expected = bucket.upper_bound < 40e-6  ? 0
+                              : bucket.upper_bound < 2e-3 ? h.sample_count / 2
+                                                          : h.sample_count;
+    EXPECT_EQ(bucket.cumulative_count, expected) << bucket.upper_bound;
+  }
+  EXPECT_EQ(latency->metric[0].label.size(), 2u);
+  for (const char* name :
+       {"rdmad_transfer_bytes_total", "rdmad_transfer_operations_total",
+        "rdmad_transfer_errors_total"}) {
+    const prometheus::MetricFamily* f = Family(families, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->type, prometheus::MetricType::Counter) << name;
+  }
+}
+
+TEST(DaemonMetricsTest, TransferFamiliesAreThereBeforeAnyTransfer) {
+  DaemonMetrics metrics(MetricSources{});
+  const auto families = metrics.collectable()->Collect();
+  for (const char* name :
+       {"rdmad_transfer_bytes_total", "rdmad_transfer_operations_total",
+        "rdmad_transfer_errors_total", "rdmad_transfer_latency_seconds"}) {
+    const prometheus::MetricFamily* f = Family(families, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_TRUE(f->metric.empty()) << name;
+  }
 }
 
 TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {

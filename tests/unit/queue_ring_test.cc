@@ -4,6 +4,9 @@
 // segment is caught at the end that reads it.
 #include "common/queue_ring.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstring>
 #include <vector>
 
@@ -128,6 +131,37 @@ TEST_F(QueueRingTest, FullRingsPushBack) {
   EXPECT_EQ(*completer.Space(), 2u);
 }
 
+TEST_F(QueueRingTest, HeadsAreReadAgainOnlyWhenTheRoomSeenIsShort) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  for (int i = 0; i < 8; ++i) producer.Push(Entry(i));
+  producer.Publish();
+  SubmissionEntry taken[8];
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken, 3)), 3u);
+  EXPECT_EQ(producer.Space(1), 3u) << "no room seen: the head is read";
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken, 2)), 2u);
+  EXPECT_EQ(producer.Space(2), 3u) << "enough room seen: not read again";
+  EXPECT_EQ(producer.Space(4), 5u) << "too little room seen: read again";
+  EXPECT_EQ(producer.Space(), 5u);
+
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  for (int i = 0; i < 6; ++i) completer.Push(CompletionEntry{}, "");
+  completer.Publish();
+  EXPECT_EQ(*completer.Space(2), 2u);
+  CompletionEntry done[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done, 4)), 4u);
+  EXPECT_EQ(*completer.Space(2), 2u) << "enough room seen: not read again";
+  EXPECT_EQ(*completer.Space(3), 6u);
+  // A lie is caught when the head is read, not before: the room seen last
+  // was checked and stays usable.
+  header()->cq_head.store(77);
+  EXPECT_EQ(*completer.Space(6), 6u);
+  EXPECT_EQ(completer.Space(7).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(completer.Space().status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(QueueRingTest, AnImpossibleTailIsCaughtAndNothingIsRead) {
   Make(8, 8);
   SubmissionConsumer consumer(base(), geometry_);
@@ -192,6 +226,49 @@ TEST_F(QueueRingTest, SleepAndWakeFlags) {
   completer.Push(CompletionEntry{}, "");
   EXPECT_FALSE(completer.Publish());
   EXPECT_TRUE(reaper.WaitUnlessReady()) << "completions there: do not wait";
+}
+
+// Keeps the calling thread on the CPU it runs on now (so that the CPU
+// hints compare equal), and lets it move again when it goes.
+class PinnedHere {
+ public:
+  PinnedHere() : cpu_(::sched_getcpu()) {
+    ::pthread_getaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu_, &one);
+    pinned_ = ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one) == 0;
+    cpu_ = ::sched_getcpu();
+  }
+  ~PinnedHere() {
+    ::pthread_setaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
+  }
+  bool pinned() const { return pinned_; }
+  int cpu() const { return cpu_; }
+
+ private:
+  int cpu_;
+  cpu_set_t saved_;
+  bool pinned_ = false;
+};
+
+TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
+  Make(8, 8);
+  PinnedHere here;
+  ASSERT_TRUE(here.pinned());
+  EXPECT_FALSE(EngineRunsHere(base())) << "not known yet: the client spins";
+  EXPECT_FALSE(ClientSleepsHere(base()));
+  SetEngineCpu(base(), here.cpu() + 1);
+  EXPECT_FALSE(EngineRunsHere(base()));
+  SetEngineCpu(base(), here.cpu());
+  EXPECT_TRUE(EngineRunsHere(base())) << "same CPU: the client must not spin";
+
+  CompletionConsumer reaper(base());
+  EXPECT_FALSE(reaper.WaitUnlessReady());  // goes to sleep, here
+  EXPECT_TRUE(ClientSleepsHere(base()));
+  header()->client_cpu.store(here.cpu() + 1);
+  EXPECT_FALSE(ClientSleepsHere(base()));
+  reaper.Done();
 }
 
 TEST_F(QueueRingTest, StopIsVisibleWithItsStatus) {

@@ -5,8 +5,11 @@
 // malformed entry gets its precise status.
 #include "daemon/ring/ring_queue.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
+#include <thread>
 #include <vector>
 
 #include "daemon/ring/ring_decoder.h"
@@ -97,16 +100,102 @@ TEST_F(RingQueueTest, ACorruptTailStopsTheQueueWithAPreciseStatus) {
 }
 
 TEST_F(RingQueueTest, ALyingCompletionHeadStopsTheQueue) {
+  // The daemon reads the client's head only when the head it saw last
+  // leaves too little room (a cache line the client's core wrote): it goes
+  // on within the slots it knows are free, never past them, and catches
+  // the lie at the next read.
   Submit(1);
   queue::SubmissionEntry out[8];
   ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
   header()->cq_head.store(500);
   queue_->Complete(1, absl::OkStatus(), 1, core::TransportKind::kLocal);
-  EXPECT_EQ(header()->cq_tail.load(), 0u) << "nothing written past the lie";
-  Submit(1);
-  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+  for (int i = 0; i < 16 && !queue_->stopped(); ++i) {
+    Submit(1);
+    for (size_t n = queue_->Take(absl::MakeSpan(out)); n > 0; --n) {
+      queue_->Complete(out[n - 1].tag, absl::OkStatus(), 1,
+                       core::TransportKind::kLocal);
+    }
+  }
   EXPECT_TRUE(queue_->stopped());
   EXPECT_EQ(queue::StopStatus(client_).code(), absl::StatusCode::kDataLoss);
+  EXPECT_LE(header()->cq_tail.load(), 8u)
+      << "nothing written past the slots the last honest head freed";
+}
+
+TEST_F(RingQueueTest, CompletionsOfARoundArePublishedAtItsEnd) {
+  Submit(3);
+  queue::SubmissionEntry out[8];
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 3u);
+  queue_->BeginRound();
+  queue_->Complete(out[0].tag, absl::OkStatus(), 8, core::TransportKind::kLocal);
+  queue_->Complete(out[1].tag, absl::NotFoundError("no such region"), 0,
+                   core::TransportKind::kNone);
+  EXPECT_EQ(header()->cq_tail.load(), 0u) << "kept until the round ends";
+  // Another thread's completion (a remote transfer's) is published at once.
+  std::thread([&] {
+    queue_->Complete(out[2].tag, absl::OkStatus(), 4, core::TransportKind::kTcp);
+  }).join();
+  EXPECT_EQ(header()->cq_tail.load(), 1u);
+  queue_->EndRound();
+  EXPECT_EQ(header()->cq_tail.load(), 3u);
+  EXPECT_EQ(queue_->in_flight(), 0u);
+  queue::CompletionConsumer reaper(client_);
+  queue::CompletionEntry done[8];
+  std::string messages[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), 3u);
+  EXPECT_EQ(done[0].tag, out[2].tag);
+  EXPECT_EQ(done[0].bytes, 4u);
+  EXPECT_EQ(done[1].tag, out[0].tag);
+  EXPECT_EQ(done[1].bytes, 8u);
+  EXPECT_EQ(done[2].tag, out[1].tag);
+  EXPECT_EQ(done[2].code, static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(messages[2], "no such region");
+  // After the round, completions of this thread go out at once again.
+  Submit(1);
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
+  queue_->Complete(out[0].tag, absl::OkStatus(), 1, core::TransportKind::kLocal);
+  EXPECT_EQ(header()->cq_tail.load(), 4u);
+}
+
+TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
+  // Keep this thread on one CPU so that the hints compare equal.
+  cpu_set_t saved, one;
+  ASSERT_EQ(::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved),
+            0);
+  CPU_ZERO(&one);
+  CPU_SET(::sched_getcpu(), &one);
+  ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one), 0);
+  const int cpu = ::sched_getcpu();
+
+  queue::CompletionConsumer reaper(client_);
+  queue::SubmissionEntry out[8];
+  auto complete_one = [&] {
+    Submit(1);
+    ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
+    queue_->Complete(out[0].tag, absl::OkStatus(), 1,
+                     core::TransportKind::kLocal);
+    queue::CompletionEntry done[8];
+    ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 1u);
+  };
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // The client is awake (spinning or busy): no wake-up, nothing to yield.
+  complete_one();
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // Asleep on another CPU: woken, but it runs elsewhere.
+  ASSERT_FALSE(reaper.WaitUnlessReady());
+  header()->client_cpu.store(cpu + 1);
+  complete_one();
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  // Asleep on this CPU: yield to it, once.
+  ASSERT_FALSE(reaper.WaitUnlessReady());
+  complete_one();
+  EXPECT_TRUE(RingQueue::TakeYieldHint());
+  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  reaper.Done();
+  queue_->SetEngineCpu(cpu);
+  EXPECT_TRUE(queue::EngineRunsHere(client_));
+  ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved),
+            0);
 }
 
 TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {

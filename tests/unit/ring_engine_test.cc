@@ -1,0 +1,202 @@
+// RingEngine (daemon/ring/ring_engine.h) on a real event loop with a fake
+// peer layer that keeps the transfers it is given: a round's operations
+// reach the peer layer as one batch, a malformed entry completes at once
+// with its status, and the queue lives until the last completion of a
+// round has run — also when the queue was detached meanwhile, and when the
+// peer layer drops a transfer without running it (nothing leaks).
+#include "daemon/ring/ring_engine.h"
+
+#include <sys/mman.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "common/queue_ring.h"
+#include "daemon/core/memory_registrar.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::ring {
+namespace {
+
+const core::Caller kAlice{7, 1000, 1000, 42, {}};
+constexpr absl::Duration kPatience = absl::Seconds(20);
+
+// Keeps every transfer until the test finishes or drops it. SubmitBatch
+// runs on the engine's loop; the test reads under the lock.
+class KeptRemote final : public core::RemoteTransfers {
+ public:
+  void SubmitBatch(absl::Span<core::Transfer> transfers) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.push_back(transfers.size());
+    for (core::Transfer& t : transfers) kept_.push_back(std::move(t));
+  }
+  std::vector<core::Transfer> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(kept_);
+  }
+  std::vector<size_t> batches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batches_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<core::Transfer> kept_;
+  std::vector<size_t> batches_;
+};
+
+class RingEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    core::AllocateOptions buffer;
+    buffer.size = 4096;
+    auto local = regions_.Allocate(kAlice, buffer);
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_id_ = (*local)->id();
+
+    auto handles = std::make_shared<RemoteHandles>();
+    RemoteHandle remote;
+    remote.target.peer = "192.0.2.1:7471";
+    remote.target.name = "kv";
+    remote.size = 4096;
+    remote.access = core::RemoteAccess::kReadWrite;
+    remote.transport = core::TransportKind::kTcp;
+    auto added = handles->Add(remote);
+    ASSERT_TRUE(added.ok()) << added.status();
+    handle_id_ = (*added)->id;
+
+    RingQueueOptions options;
+    options.submission_entries = 16;
+    options.completion_entries = 32;
+    auto queue = RingQueue::Create(1, kAlice, handles, options);
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    queue_ = *queue;
+    client_ = ::mmap(nullptr, queue_->segment_size(), PROT_READ | PROT_WRITE,
+                     MAP_SHARED, queue_->segment_fd(), 0);
+    ASSERT_NE(client_, MAP_FAILED);
+    segment_size_ = queue_->segment_size();
+    reaper_.emplace(client_);
+
+    auto loop = runtime::EventLoop::Create("ring-engine-test");
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = *std::move(loop);
+    loop_->Start();
+    engine_ = std::make_unique<RingEngine>(loop_.get(), &transfers_);
+    engine_->Attach(queue_);
+  }
+
+  void TearDown() override {
+    engine_->Shutdown();
+    loop_->Stop();
+    ::munmap(client_, segment_size_);
+  }
+
+  // Puts `n` WRITEs (tags 1..n) and one entry naming no handle (tag 99) on
+  // the ring.
+  void SubmitRound(int n) {
+    queue::SubmissionProducer producer(client_);
+    for (int i = 1; i <= n; ++i) {
+      queue::SubmissionEntry e{};
+      e.op = static_cast<uint8_t>(queue::OpCode::kWrite);
+      e.tag = static_cast<uint64_t>(i);
+      e.local_region = local_id_;
+      e.remote_handle = handle_id_;
+      e.length = 8;
+      producer.Push(e);
+    }
+    queue::SubmissionEntry bad{};
+    bad.op = static_cast<uint8_t>(queue::OpCode::kWrite);
+    bad.tag = 99;
+    bad.local_region = local_id_;
+    bad.remote_handle = 12345;
+    bad.length = 8;
+    producer.Push(bad);
+    producer.Publish();
+  }
+
+  // Waits for `n` completions (more than one Poll if need be).
+  std::vector<queue::CompletionEntry> Reap(size_t n) {
+    std::vector<queue::CompletionEntry> out;
+    const absl::Time until = absl::Now() + kPatience;
+    while (out.size() < n && absl::Now() < until) {
+      queue::CompletionEntry done[32];
+      const size_t got = reaper_->Poll(absl::MakeSpan(done));
+      out.insert(out.end(), done, done + got);
+      if (got == 0) absl::SleepFor(absl::Microseconds(100));
+    }
+    return out;
+  }
+
+  core::NullRegistrar registrar_;
+  core::RegionTable regions_{&registrar_, core::RegionLimits{}};
+  KeptRemote remote_;
+  core::TransferEngine transfers_{&regions_, &remote_};
+  uint64_t local_id_ = 0;
+  uint64_t handle_id_ = 0;
+  std::shared_ptr<RingQueue> queue_;
+  void* client_ = nullptr;
+  uint64_t segment_size_ = 0;
+  std::unique_ptr<runtime::EventLoop> loop_;
+  std::unique_ptr<RingEngine> engine_;
+  std::optional<queue::CompletionConsumer> reaper_;
+};
+
+TEST_F(RingEngineTest, TheQueueLivesUntilTheLastCompletionOfItsRounds) {
+  SubmitRound(3);
+  // The bad entry completes at the end of the round, after the batch went
+  // to the peer layer.
+  std::vector<queue::CompletionEntry> first = Reap(1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].tag, 99u);
+  EXPECT_EQ(first[0].code, static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(remote_.batches(), std::vector<size_t>{3}) << "one batch";
+
+  // Detached and forgotten by everyone but the transfers in flight.
+  engine_->Detach(queue_->id());
+  std::weak_ptr<RingQueue> weak = queue_;
+  queue_.reset();
+  std::vector<core::Transfer> held = remote_.Take();
+  ASSERT_EQ(held.size(), 3u);
+  // Detach is a task on the loop: once it ran, only the rounds hold it.
+  ASSERT_TRUE(runtime::RunOnLoop(loop_.get(), [] {
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_FALSE(weak.expired());
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_FALSE(weak.expired()) << "freed before completion " << i;
+    held[i].done(core::TransferResult{8, core::TransportKind::kTcp,
+                                      absl::Microseconds(3)});
+  }
+  EXPECT_TRUE(weak.expired()) << "the last completion let it go";
+  std::vector<queue::CompletionEntry> rest = Reap(3);
+  ASSERT_EQ(rest.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rest[i].tag, i + 1);
+    EXPECT_EQ(rest[i].code, 0);
+    EXPECT_EQ(rest[i].bytes, 8u);
+  }
+}
+
+TEST_F(RingEngineTest, TransfersDroppedWithoutCompletingReleaseTheQueue) {
+  SubmitRound(2);
+  ASSERT_EQ(Reap(1).size(), 1u);
+  engine_->Detach(queue_->id());
+  ASSERT_TRUE(runtime::RunOnLoop(loop_.get(), [] {
+                return absl::OkStatus();
+              }).ok());
+  std::weak_ptr<RingQueue> weak = queue_;
+  queue_.reset();
+  {
+    std::vector<core::Transfer> held = remote_.Take();
+    ASSERT_EQ(held.size(), 2u);
+    EXPECT_FALSE(weak.expired());
+  }  // dropped: their callbacks never run
+  EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace rdmad::ring
