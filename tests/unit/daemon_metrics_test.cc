@@ -100,7 +100,8 @@ TEST(DaemonMetricsTest, TransfersOfManyThreadsAddUpAtScrape) {
     EXPECT_EQ(samples["rdmad_transfer_bytes_total" + labels], 100 * per_peer);
   }
   EXPECT_EQ(
-      samples["rdmad_transfer_errors_total{kind=permission_denied}{op=read}"],
+      samples["rdmad_transfer_errors_total{kind=permission_denied}{op=read}"
+              "{peer=local}"],
       kThreads);
 
   // The histogram adds up the peers of one (op, transport).
