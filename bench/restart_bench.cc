@@ -179,10 +179,10 @@ class Bench {
     auto client = Connect();
     auto status = client->GetStatus();
     if (!status.ok()) Fail(status.status().ToString());
-    if (status->region_count() != static_cast<uint64_t>(args_.regions) ||
-        status->region_bytes() != args_.regions * args_.region_size) {
-      Fail(absl::StrCat("after the restart rdmad has ", status->region_count(),
-                        " regions (", status->region_bytes(), " bytes), not ",
+    if (status->region_count != static_cast<uint64_t>(args_.regions) ||
+        status->region_bytes != args_.regions * args_.region_size) {
+      Fail(absl::StrCat("after the restart rdmad has ", status->region_count,
+                        " regions (", status->region_bytes, " bytes), not ",
                         args_.regions));
     }
     for (int i = 0; i < args_.regions; ++i) {

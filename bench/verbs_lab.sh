@@ -64,7 +64,8 @@ bench() {  # OUT ARGS...
   local out=$1
   shift
   echo "# rdmactl bench $*" >&2
-  if ! timeout 900 "$RDMACTL" --socket "$TMP/a.sock" --json --timeout 120s \
+  # --timeout bounds the whole bench run, within the outer timeout.
+  if ! timeout 900 "$RDMACTL" --socket "$TMP/a.sock" --json --timeout 850s \
        bench --peer "$B_PEER" --region bench "$@" >"$out" 2>"$out.err"; then
     tr '\r' '\n' <"$out.err" | grep -v '^.\[K' | tail -5 >&2
     exit 1

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
 #include "client/queue_impl.h"
 #include "common/queue_layout.h"
 #include "rdmad/client.h"
@@ -39,10 +40,12 @@ Transport TransportOf(uint8_t code) {
 
 }  // namespace
 
-Queue::Impl::Impl(Client* c, uint64_t queue_id, void* mapping, size_t size,
-                  UniqueFd doorbell_fd, UniqueFd wakeup_fd)
+Queue::Impl::Impl(Client* c, uint64_t queue_id, uint64_t session_generation,
+                  void* mapping, size_t size, UniqueFd doorbell_fd,
+                  UniqueFd wakeup_fd)
     : client(c),
       id(queue_id),
+      generation(session_generation),
       base(mapping),
       mapped(size),
       doorbell(std::move(doorbell_fd)),
@@ -59,8 +62,10 @@ Queue::Impl::~Impl() {
 Queue::Queue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Queue::~Queue() {
+  // Only in its own session: a queue of a session before a daemon restart
+  // is gone with it, and its id may name another queue of the new one.
   if (impl_ != nullptr && impl_->client != nullptr) {
-    (void)impl_->client->CloseQueue(impl_->id);
+    (void)impl_->client->CloseQueue(impl_->id, impl_->generation);
   }
 }
 
@@ -69,7 +74,17 @@ uint32_t Queue::depth() const { return impl_->depth; }
 uint32_t Queue::in_flight() const { return impl_->in_flight; }
 int Queue::event_fd() const { return impl_->wakeup.get(); }
 
-absl::Status Queue::status() const { return queue::StopStatus(impl_->base); }
+absl::Status Queue::status() const {
+  // First: a queue of a session before a restart may also say it was
+  // stopped (the old daemon's last word), which tells less.
+  if (impl_->generation != impl_->client->impl_->link->generation()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "queue ", impl_->id, " belonged to this client's session before "
+        "rdmad restarted and is gone: open a new queue (and open remote "
+        "handles again)"));
+  }
+  return queue::StopStatus(impl_->base);
+}
 
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
   if (absl::Status s = status(); !s.ok()) return s;
@@ -84,6 +99,19 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
     if (op.remote == nullptr || op.remote->id == 0) {
       return absl::InvalidArgumentError(
           "an operation names no remote handle (Client::OpenRemote)");
+    }
+    // Ids of another session (before a daemon restart) would name other
+    // regions or handles in this one.
+    if (op.local->generation_ != impl_->generation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "buffer #", op.local->id_, " belongs to this client's session "
+          "before rdmad restarted: allocate a new buffer (or map the named "
+          "region again)"));
+    }
+    if (op.remote->session_generation != impl_->generation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "remote handle ", op.remote->id, " was opened in another session "
+          "of this client (rdmad restarted since): open it again"));
     }
     if (op.immediate.has_value() && op.kind != Op::Kind::kWrite) {
       return absl::InvalidArgumentError("only a WRITE can carry an immediate");
@@ -203,6 +231,12 @@ absl::Status Queue::Wait(absl::Time deadline) {
                                           sizeof(count));
     } else if (rc < 0 && errno != EINTR) {
       return absl::ErrnoToStatus(errno, "poll on the queue's wake-up eventfd");
+    } else if (rc == 0 && impl_->client->impl_->link->DaemonClosed()) {
+      // A daemon that died without stopping the queue never will: say so
+      // instead of waiting for the deadline.
+      return absl::UnavailableError(absl::StrCat(
+          "rdmad closed this client's session (it stopped or restarted): "
+          "queue ", impl_->id, " is gone; the next call opens a new session"));
     }
   }
   return absl::OkStatus();

@@ -16,12 +16,15 @@ namespace rdmad {
 struct Queue::Impl {
   // Takes the mapping of the segment (munmapped on destruction) and the
   // two eventfds. The segment was checked (queue::CheckSegment).
-  Impl(Client* client, uint64_t id, void* mapping, size_t size,
-       UniqueFd doorbell, UniqueFd wakeup);
+  Impl(Client* client, uint64_t id, uint64_t generation, void* mapping,
+       size_t size, UniqueFd doorbell, UniqueFd wakeup);
   ~Impl();
 
   Client* const client;  // Not owned; outlives the queue.
   const uint64_t id;
+  // The client session the queue was opened in; after a daemon restart the
+  // client's session changes and the queue is dead.
+  const uint64_t generation;
   void* const base;
   const size_t mapped;
   const UniqueFd doorbell;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
 
 namespace rdmad {
 namespace {
@@ -19,20 +20,11 @@ std::string KeyOf(const RemoteRegion& remote) {
                                    : remote.descriptor;
 }
 
-v1::TransportKind ToProto(Transport t) {
-  switch (t) {
-    case Transport::kVerbs:
-      return v1::TRANSPORT_VERBS;
-    case Transport::kTcp:
-      return v1::TRANSPORT_TCP;
-    default:
-      return v1::TRANSPORT_UNSPECIFIED;
-  }
-}
-
 }  // namespace
 
 absl::Status SharedQueue::EnsureQueue() {
+  // status() also fails once the client's session changed (the daemon
+  // restarted): the old queue is dead, open one in the new session.
   if (queue_ != nullptr && queue_->status().ok()) return absl::OkStatus();
   queue_.reset();
   auto queue = client_->OpenQueue(QueueOptions{.depth = 256});
@@ -47,7 +39,12 @@ absl::StatusOr<std::shared_ptr<const RemoteHandle>> SharedQueue::HandleFor(
   {
     absl::MutexLock lock(&handles_mu_);
     auto it = handles_.find(key);
-    if (it != handles_.end()) return it->second;
+    // A handle of the session before a daemon restart names nothing (or
+    // something else) now: open it again.
+    if (it != handles_.end() && it->second->session_generation ==
+                                    client_->impl_->link->generation()) {
+      return it->second;
+    }
   }
   RemoteRegion bare = remote;
   bare.offset = 0;
@@ -102,7 +99,7 @@ absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> SharedQueue::Run(
     const Outcome& o = (*outcomes)[k];
     if (o.status.ok()) {
       results[index[k]] =
-          TransferResult{o.bytes, ToProto(o.transport), o.daemon_time};
+          TransferResult{o.bytes, o.transport, o.daemon_time};
     } else {
       results[index[k]] = o.status;
     }

@@ -5,7 +5,9 @@
 // tag. It also remembers a remote handle per remote region named, so that
 // only the first transfer to a region pays for OpenRemote (the daemon
 // follows a region named by name itself when it is re-exported or its
-// daemon restarts). Not a public header.
+// daemon restarts). When the local daemon restarts, the client's session
+// changes (Client::Run opens the new one): the queue and the handles of
+// the old session are replaced on first use. Not a public header.
 #ifndef RDMAD_CLIENT_SHARED_QUEUE_H_
 #define RDMAD_CLIENT_SHARED_QUEUE_H_
 

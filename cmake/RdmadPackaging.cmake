@@ -11,9 +11,13 @@
 #              reload systemd, but neither enable nor start the service: an
 #              RDMA node needs its config looked at first
 #              (`systemctl enable --now rdmad`).
-#   rdmad-dev  the client library (static, with the generated protobuf
-#              headers its public header includes) and a pkg-config file:
-#              g++ app.cc $(pkg-config --cflags --libs rdmad-client)
+#   rdmad-dev  the client library (static; its headers rdmad/client.h and
+#              rdmad/info.h include no generated code) and a pkg-config
+#              file: g++ app.cc $(pkg-config --cflags --libs rdmad-client);
+#              the .proto files of the gRPC API under /usr/share/rdmad/proto
+#              for clients in other languages.
+# Both carry /usr/share/doc/<package>/copyright and changelog.gz, as Debian
+# policy (and lintian, run by tests/integration/package_test.sh) wants.
 
 include(GNUInstallDirs)
 
@@ -33,6 +37,11 @@ install(FILES ${PROJECT_SOURCE_DIR}/systemd/rdmad.conf
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/bash-completion/rdmactl
         DESTINATION share/bash-completion/completions)
 
+# Who answers for the packages (Maintainer:, the changelog, the copyright
+# file). Set it to a real address when publishing packages.
+set(RDMAD_MAINTAINER "rdmad maintainers <rdmad-maintainers@example.org>"
+    CACHE STRING "Maintainer of the Debian packages: NAME <EMAIL>")
+
 # Man pages, gzipped as Debian policy wants (-n: no timestamp, so the
 # package is reproducible).
 foreach(page rdmad.8 rdmactl.8)
@@ -48,15 +57,44 @@ endforeach()
 add_custom_target(rdmad_man_pages ALL DEPENDS ${RDMAD_MAN_PAGES})
 install(FILES ${RDMAD_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 
+# /usr/share/doc/<package>: copyright, a changelog (this is a native
+# package: its version has no Debian revision), and for rdmad the guides.
+# The changelog's date honours SOURCE_DATE_EPOCH, for reproducible builds.
+string(TIMESTAMP RDMAD_CHANGELOG_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+set(RDMAD_DOC_DIR ${CMAKE_BINARY_DIR}/deb-doc)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/changelog.in
+               ${RDMAD_DOC_DIR}/changelog @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/copyright
+               ${RDMAD_DOC_DIR}/copyright @ONLY)
+set(RDMAD_GZIPPED_DOCS)
+foreach(doc ${RDMAD_DOC_DIR}/changelog ${PROJECT_SOURCE_DIR}/README.md
+        ${PROJECT_SOURCE_DIR}/docs/SECURITY.md
+        ${PROJECT_SOURCE_DIR}/docs/PERFORMANCE.md)
+  get_filename_component(doc_name ${doc} NAME)
+  add_custom_command(
+    OUTPUT ${RDMAD_DOC_DIR}/${doc_name}.gz
+    COMMAND gzip -9n -c ${doc} > ${RDMAD_DOC_DIR}/${doc_name}.gz
+    DEPENDS ${doc}
+    VERBATIM)
+  list(APPEND RDMAD_GZIPPED_DOCS ${RDMAD_DOC_DIR}/${doc_name}.gz)
+endforeach()
+add_custom_target(rdmad_package_docs ALL DEPENDS ${RDMAD_GZIPPED_DOCS})
+install(FILES ${RDMAD_GZIPPED_DOCS} ${RDMAD_DOC_DIR}/copyright
+        DESTINATION share/doc/rdmad)
+install(FILES ${RDMAD_DOC_DIR}/changelog.gz ${RDMAD_DOC_DIR}/copyright
+        DESTINATION share/doc/rdmad-dev COMPONENT dev)
+
 # The client library for applications (component dev -> rdmad-dev).
 set(RDMAD_LIB_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
 install(FILES ${PROJECT_SOURCE_DIR}/include/rdmad/client.h
+              ${PROJECT_SOURCE_DIR}/include/rdmad/info.h
               ${PROJECT_SOURCE_DIR}/include/rdmad/queue.h
         DESTINATION include/rdmad COMPONENT dev)
-install(FILES ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.pb.h
-              ${CMAKE_BINARY_DIR}/proto/rdmad/v1/rdmad.grpc.pb.h
-              ${CMAKE_BINARY_DIR}/proto/rdmad/v1/config.pb.h
-        DESTINATION include/rdmad/v1 COMPONENT dev)
+# The API itself, for gRPC clients in other languages (grpcurl -import-path,
+# grpc_tools.protoc -I /usr/share/rdmad/proto ...).
+install(FILES ${PROJECT_SOURCE_DIR}/proto/rdmad/v1/rdmad.proto
+              ${PROJECT_SOURCE_DIR}/proto/rdmad/v1/config.proto
+        DESTINATION share/rdmad/proto/rdmad/v1 COMPONENT dev)
 install(TARGETS rdmad_client rdmad_common rdmad_proto
         ARCHIVE DESTINATION ${RDMAD_LIB_DIR} COMPONENT dev)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -78,10 +116,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libgrpc++-dev, libprotobuf-dev, libabsl-dev, pkg-config")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
-    "client library of rdmad, the per-node RDMA resource daemon\nStatic library, headers (rdmad/client.h and the rdmad.v1 protobuf\nheaders) and a pkg-config file (rdmad-client) for applications that use\nrdmad's registered buffers and one-sided transfers.")
+    "client library of rdmad, the per-node RDMA resource daemon\nStatic library, headers (rdmad/client.h, rdmad/info.h) and a pkg-config\nfile (rdmad-client) for applications that use rdmad's registered buffers\nand one-sided transfers, and the .proto files of rdmad's gRPC API for\nclients in other languages.")
 set(CPACK_PACKAGE_NAME rdmad)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "rdmad maintainers <rdmad@localhost>")
+set(CPACK_PACKAGE_CONTACT "${RDMAD_MAINTAINER}")
 # No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPackDeb would prepend it to every
 # component's description; each description's first line is its summary.
 set(CPACK_DEBIAN_UNSPECIFIED_DESCRIPTION
@@ -92,7 +130,9 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The verbs providers (mlx5, rxe...) are plugins libibverbs loads at run
 # time; dpkg-shlibdeps cannot see them.
-set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS "ibverbs-providers, rdma-core")
+# bash-completion loads rdmactl's completion file.
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS
+    "ibverbs-providers, rdma-core, bash-completion")
 # Maintainer scripts and the conffile belong to rdmad only.
 set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/cmake/deb/conffiles

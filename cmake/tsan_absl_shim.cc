@@ -32,7 +32,11 @@ void __real__ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(Mutex*,
                                                            const Condition&);
 bool __real__ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
     Mutex*, const Condition&, Duration);
+bool __real__ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
+    Mutex*, const Condition&, absl::Time);
 void __real__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(CondVar*, Mutex*);
+bool __real__ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(
+    CondVar*, Mutex*, absl::Time);
 bool __real__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(
     CondVar*, Mutex*, Duration);
 void __real__ZN4absl7debian312Notification6NotifyEv(Notification*);
@@ -103,6 +107,24 @@ bool __wrap__ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8Durat
           mu, condition, timeout);
   Reacquired(mu);
   return ok;
+}
+bool __wrap__ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
+    Mutex* mu, const Condition& condition, absl::Time deadline) {
+  Released(mu);
+  const bool ok =
+      __real__ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
+          mu, condition, deadline);
+  Reacquired(mu);
+  return ok;
+}
+bool __wrap__ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(
+    CondVar* cv, Mutex* mu, absl::Time deadline) {
+  Released(mu);
+  const bool timed_out =
+      __real__ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(
+          cv, mu, deadline);
+  Reacquired(mu);
+  return timed_out;
 }
 void __wrap__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(CondVar* cv,
                                                        Mutex* mu) {

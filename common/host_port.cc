@@ -1,6 +1,10 @@
 #include "common/host_port.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -31,10 +35,62 @@ std::string Shown(absl::string_view text) {
   return out;
 }
 
+// A DNS host name: dot-separated labels of letters, digits, '-' and '_'
+// (service names use it), 1..63 characters each, not starting or ending
+// with '-'; 253 characters at most in all.
+bool IsHostName(absl::string_view host) {
+  if (host.empty() || host.size() > kMaxHostLength) return false;
+  size_t label = 0;
+  for (size_t i = 0; i <= host.size(); ++i) {
+    if (i == host.size() || host[i] == '.') {
+      if (label == 0 || label > 63) return false;
+      if (host[i - 1] == '-' || host[i - label] == '-') return false;
+      label = 0;
+      continue;
+    }
+    const char c = host[i];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+        c != '_') {
+      return false;
+    }
+    ++label;
+  }
+  return true;
+}
+
+bool IsIpv4(absl::string_view host) {
+  in_addr v4{};
+  return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1;
+}
+
+// An IPv6 literal, optionally with a zone ("fe80::1%eth0").
+bool IsIpv6(absl::string_view host) {
+  absl::string_view zone;
+  if (const size_t percent = host.find('%');
+      percent != absl::string_view::npos) {
+    zone = host.substr(percent + 1);
+    host = host.substr(0, percent);
+    if (zone.empty() || zone.size() > 15 ||
+        !std::all_of(zone.begin(), zone.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                 c == '.' || c == '_' || c == '-';
+        })) {
+      return false;
+    }
+  }
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, std::string(host).c_str(), &v6) == 1;
+}
+
 }  // namespace
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
                                        AddressUse use) {
+  if (address.size() > kMaxPeerAddressLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", Shown(address), "' is ", address.size(),
+        " characters long; a HOST:PORT is at most ", kMaxPeerAddressLength));
+  }
   absl::string_view host;
   absl::string_view port;
   if (!address.empty() && address.front() == '[') {
@@ -77,10 +133,19 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
   for (char c : host) {
     if (!HostChar(c)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "address '", Shown(address), "': the host contains '",
-          Shown(absl::string_view(&c, 1)),
+          "address '", Shown(address), "': '", Shown(host),
+          "' is not a host: it contains '", Shown(absl::string_view(&c, 1)),
           "', which no host name or IP address has"));
     }
+  }
+  // Characters alone let "1.2.3", "a..b" or "::1::" through; each form
+  // is checked whole, before any resolver or inet_pton sees it.
+  const bool bracketed = address.front() == '[';
+  if (bracketed ? !IsIpv6(host) : !(IsIpv4(host) || IsHostName(host))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", Shown(address), "': '", Shown(host),
+        "' is not a host: use an IPv4 address, a bracketed IPv6 address or "
+        "a host name (letters, digits, '-', '.'; no spaces)"));
   }
   const bool listen = use == AddressUse::kListen;
   uint32_t number = 0;

@@ -21,8 +21,10 @@ struct HostPort {
   uint16_t port = 0;
 };
 
-// Longest host accepted (DNS names are at most 253 characters).
+// Longest host accepted (DNS names are at most 253 characters), and the
+// longest HOST:PORT: brackets, colon and five digits on top.
 inline constexpr size_t kMaxHostLength = 253;
+inline constexpr size_t kMaxPeerAddressLength = kMaxHostLength + 2 + 6;
 
 enum class AddressUse {
   kDial,    // a peer to connect to: port 1..65535

@@ -30,8 +30,12 @@ inline constexpr size_t kMaxRegionNameLength = 128;
 // what is wrong otherwise.
 absl::Status ValidateRegionName(absl::string_view name);
 
-// Validates "HOST:PORT" (HOST may be a bracketed IPv6 literal). Port 0
-// ("any free port") is accepted only for listen addresses.
+
+// Validates "HOST:PORT": HOST is an IPv4 address, a bracketed IPv6 address
+// (a zone may follow '%') or a DNS host name (labels of letters, digits,
+// '-' and '_'; no spaces, NULs or other bytes); PORT is decimal digits only.
+// Port 0 ("any free port") is accepted only for listen addresses.
+// INVALID_ARGUMENT says what is wrong, quoting the value escaped.
 absl::Status ValidatePeerAddress(absl::string_view peer,
                                  bool is_listen_address = false);
 

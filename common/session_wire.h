@@ -11,7 +11,9 @@
 // Protocol (one message per datagram, little-endian header, optional text):
 //   daemon -> client  kHello      a=session id, text=session token
 //   client -> daemon  kGetFd      a=region id
-//   daemon -> client  kFd         a=region id, b=mapped size, + SCM_RIGHTS fd
+//   daemon -> client  kFd         a=region id, b=mapped size, + SCM_RIGHTS fd,
+//                                 text="rw" (map it read-write) or "r" (the
+//                                 fd is read-only: map it PROT_READ)
 //   client -> daemon  kPassFd     + SCM_RIGHTS memfd
 //   daemon -> client  kPassFdAck  a=fd token for RegisterBuffer
 //   client -> daemon  kGetQueueFd a=queue id, b=which (0 segment, 1 doorbell,

@@ -1,5 +1,7 @@
 #include "common/size.h"
 
+#include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -80,6 +82,23 @@ std::string FormatSize(uint64_t bytes) {
     }
   }
   return absl::StrCat(bytes);
+}
+
+std::string HumanSize(uint64_t bytes) {
+  constexpr absl::string_view kUnits[] = {"KiB", "MiB", "GiB",
+                                          "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  size_t unit = 0;
+  uint64_t scale = 1024;
+  while (unit + 1 < std::size(kUnits) && bytes / 1024 >= scale) {
+    scale *= 1024;
+    ++unit;
+  }
+  if (bytes % scale == 0) return absl::StrCat(bytes / scale, " ", kUnits[unit]);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f",
+                static_cast<double>(bytes) / static_cast<double>(scale));
+  return absl::StrCat(text, " ", kUnits[unit]);
 }
 
 bool RangeInside(uint64_t size, uint64_t offset, uint64_t length) {

@@ -18,8 +18,13 @@ namespace rdmad {
 // signs, fractions, unknown suffixes and values that overflow 64 bits.
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
-// Formats bytes with a binary suffix when exact ("64Ki", "1Mi"), else bytes.
+// Formats bytes with a binary suffix when exact ("64Ki", "1Mi"), else bytes:
+// a size ParseSize reads back exactly (for command lines in messages).
 std::string FormatSize(uint64_t bytes);
+
+// Binary units with at most one decimal, for people: "0 B", "512 B",
+// "4 KiB", "1.5 MiB", "16 EiB". Exact multiples print without a decimal.
+std::string HumanSize(uint64_t bytes);
 
 // Checks that [offset, offset+length) lies inside a region of `size` bytes
 // without computing offset+length (which may overflow). Zero length is

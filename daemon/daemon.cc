@@ -11,7 +11,9 @@
 #include "common/secure_random.h"
 #include "common/session_wire.h"
 #include "common/status_macros.h"
+#include "daemon/core/pinned_cap.h"
 #include "daemon/daemon_impl.h"
+#include "daemon/memory_releaser.h"
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
 #include "daemon/state/kept_regions.h"
@@ -36,6 +38,21 @@ uint64_t RaiseMemlockLimit() {
   return limit.rlim_cur == RLIM_INFINITY ? 0 : limit.rlim_cur;
 }
 
+// Raises RLIMIT_NOFILE's soft limit to its hard limit: each session, Local
+// connection, region and peer connection holds a descriptor, and the usual
+// soft limit (1024) is far below what the hard limit allows. Returns the
+// soft limit in force afterwards.
+uint64_t RaiseFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? (1u << 20) : limit.rlim_cur;
+}
+
 uint64_t PhysicalMemory() {
   return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
          static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -56,12 +73,15 @@ std::string AdvertisedAddress(const v1::DaemonConfig& config, int port) {
 }
 
 core::RegionLimits RegionLimitsFor(const v1::DaemonConfig& config,
-                                   uint64_t memlock_limit,
+                                   uint64_t memlock_limit, bool pins_memory,
                                    const std::vector<core::DeviceInfo>& devices) {
   core::RegionLimits limits;
-  limits.max_pinned_bytes = config.max_pinned_bytes() != 0
-                                ? config.max_pinned_bytes()
-                                : memlock_limit;
+  // Pinned memory is counted against the locked-memory limit only where
+  // memory is pinned (verbs); see core/pinned_cap.h.
+  const core::PinnedCap cap = core::ChoosePinnedCap(
+      pins_memory, config.max_pinned_bytes(), memlock_limit);
+  limits.max_pinned_bytes = cap.bytes;
+  limits.max_pinned_bytes_source = cap.source;
   limits.max_region_size = PhysicalMemory();
   limits.max_pinned_bytes_per_uid = config.quota_pinned_bytes_per_uid();
   limits.max_regions_per_uid = config.quota_regions_per_uid();
@@ -117,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.local_socket = config.socket();
   id.started = absl::Now();
   id.memlock_limit = RaiseMemlockLimit();
+  const uint64_t file_limit = RaiseFileLimit();
 
   // 2. The event loops every data channel and connection lives on.
   RDMAD_ASSIGN_OR_RETURN(
@@ -138,7 +159,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(d.kept, state::KeptRegions::Open(config));
   d.regions = std::make_unique<core::RegionTable>(
       d.transports.registrar.get(),
-      RegionLimitsFor(config, id.memlock_limit, d.transports.devices),
+      RegionLimitsFor(config, id.memlock_limit,
+                      d.transports.fabric != nullptr, d.transports.devices),
       d.kept->keeper());
   d.kept->Adopt(*d.regions);
 
@@ -149,6 +171,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     options.incarnation = id.incarnation;
     options.offered = transport::OfferedTransports(id.transport);
     options.channel_credentials = PeerChannelCredentials(d.resolved.tls);
+    // Also for the calls that inspect peers (rdmactl regions --peer, stat).
+    d.state.peer_credentials = options.channel_credentials;
     d.connector = std::make_unique<peer::GrpcPeerConnector>(
         std::move(options), std::move(d.transports.connectors));
     peer::PeerTableOptions table;
@@ -173,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       d.data_server, StartDataServer(config, d.resolved, d.regions.get(),
                                      d.queues.get(), d.runtime.get()));
   id.data_listen = d.data_server->address();
+  ServeVerbsNotices(d.transports, d.regions.get(), d.queues.get());
   d.state.peers = d.peers.get();
   d.state.tcp_acceptor = d.data_server.get();
   d.state.verbs_acceptor = d.transports.verbs_acceptor.get();
@@ -188,7 +213,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   // clients wait for, and it must not appear before sessions can be opened.
   d.session_server = std::make_unique<service::SessionServer>(
       session_wire::SessionSocketPath(config.socket()), &d.sessions,
-      d.regions.get());
+      d.regions.get(), service::SessionLimits::ForFileLimit(file_limit));
   d.session_server->SetQueues(d.queues.get());
   RDMAD_RETURN_IF_ERROR(d.session_server->Start(d.resolved.socket_mode));
   RDMAD_RETURN_IF_ERROR(
@@ -201,7 +226,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer peer_server,
       StartPeerServer(config.peer_listen(), d.resolved.tls,
-                      d.peer_service.get()));
+                      d.peer_service.get(), d.peer_calls));
   d.peer_server = std::move(peer_server.server);
   d.peer_server->GetHealthCheckService()->SetServingStatus(
       v1::Peer::service_full_name(), true);
@@ -222,10 +247,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
 
   d.local_service = std::make_unique<service::LocalService>(&d.state);
+  service::LocalListenerOptions listener;
+  listener.max_connections_per_uid = std::max<uint64_t>(16, file_limit / 8);
+  d.local_listener =
+      std::make_unique<service::LocalListener>(config.socket(), listener);
+  d.state.local_listener = d.local_listener.get();
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer local_server,
-      StartLocalServer(config.socket(), d.local_service.get(),
-                       d.resolved.socket_mode, d.resolved.socket_gid));
+      StartLocalServer(*d.local_listener, d.local_service.get(),
+                       d.resolved.socket_mode, d.resolved.socket_gid,
+                       d.local_calls));
   d.local_server = std::move(local_server.server);
   d.local_server->GetHealthCheckService()->SetServingStatus(
       v1::Local::service_full_name(), true);
@@ -237,6 +268,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                               config.metrics_listen(), d.metrics->collectable()));
     spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
   }
+  d.memory_releaser = std::make_unique<MemoryReleaser>();
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
       "{} ({}), {} I/O threads",
@@ -247,11 +279,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 }
 
 void Daemon::Shutdown() {
-  if (impl_ == nullptr || impl_->shut_down) return;
-  Impl& d = *impl_;
+  if (impl_ != nullptr) impl_->TearDown();
+}
+
+void Daemon::Impl::TearDown() {
+  if (shut_down) return;
+  Impl& d = *this;
   d.shut_down = true;
   // Scrapes read the tables torn down below.
   d.metrics_server.reset();
+  d.memory_releaser.reset();
   // First out of the cluster directory: revoking the lease removes every
   // entry of this daemon at once, so no one is sent here any more.
   if (d.directory) {
@@ -259,15 +296,22 @@ void Daemon::Shutdown() {
     d.regions->SetObserver(nullptr);
   }
   const absl::Time grace_end = absl::Now() + kShutdownGrace;
-  const auto deadline = absl::ToChronoTime(grace_end);
   // A callback-API server's Shutdown waits for every call to finish, even
   // past its deadline; transfers still running at the end of the grace
   // period are failed by the peer table so that it returns.
   if (d.peers) d.peers->Drain(grace_end);
-  // Calls still running after the grace period are cancelled, so each
-  // client gets a status rather than a hang.
-  if (d.local_server) d.local_server->Shutdown(deadline);
-  if (d.peer_server) d.peer_server->Shutdown(deadline);
+  // No new Local connections.
+  if (d.local_listener) d.local_listener->Stop();
+  // Calls in flight get the grace period to finish; then both servers shut
+  // down at once. (Shutdown(deadline) would also wait, until the deadline,
+  // for clients' idle connections to go away: an idle daemon with a client
+  // connected took the whole grace period to exit.) Calls still running
+  // then are cancelled, so each client gets a status rather than a hang.
+  d.local_calls->WaitIdle(grace_end);
+  d.peer_calls->WaitIdle(grace_end);
+  const auto now = std::chrono::system_clock::now();
+  if (d.local_server) d.local_server->Shutdown(now);
+  if (d.peer_server) d.peer_server->Shutdown(now);
   if (d.session_server) d.session_server->Stop();
   // Clients' queues stop (they see it in their headers) and the engines
   // leave the loops.
@@ -281,7 +325,6 @@ void Daemon::Shutdown() {
   // Last the loops: they run what the closes above queued (failing the
   // operations still in flight) and stop.
   if (d.runtime) d.runtime->Stop();
-  if (d.local_server) ::unlink(d.config.socket().c_str());
   const core::RegionTotals left =
       d.regions ? d.regions->Totals() : core::RegionTotals{};
   d.local_server.reset();

@@ -19,7 +19,10 @@
 #include "daemon/ring/queue_registry.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/runtime/timers.h"
+#include "daemon/memory_releaser.h"
+#include "daemon/service/call_tracker.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/service/local_listener.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/session_server.h"
@@ -54,12 +57,28 @@ struct Daemon::Impl {
   std::unique_ptr<ring::QueueRegistry> queues;
   service::DaemonState state;
   std::unique_ptr<service::SessionServer> session_server;
+  std::unique_ptr<service::LocalListener> local_listener;
   std::unique_ptr<service::LocalService> local_service;
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;
   std::unique_ptr<grpc::Server> peer_server;
+  // Calls in flight on each server (service::CallTracker).
+  std::shared_ptr<service::CallTracker::Counter> local_calls =
+      std::make_shared<service::CallTracker::Counter>();
+  std::shared_ptr<service::CallTracker::Counter> peer_calls =
+      std::make_shared<service::CallTracker::Counter>();
   std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
+  // Returns memory freed after bursts of connections to the kernel.
+  std::unique_ptr<MemoryReleaser> memory_releaser;
   bool shut_down = false;
+
+  // Stops every part in order (daemon.cc); once. Daemon::Shutdown runs it,
+  // and so does the destructor after a Start that failed half way: parts
+  // already running (the event loops above all) must stop before the
+  // members they use are destroyed, which plain member destruction (in
+  // reverse order of declaration) would not ensure.
+  void TearDown();
+  ~Impl() { TearDown(); }
 };
 
 }  // namespace rdmad

@@ -8,18 +8,27 @@
 //         [--state_dir DIR]
 //
 // Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
+// Exit status: 0 after a clean stop; 1 a failure at run time; 2 a wrong
+// command line or configuration, or a taken port (systemd does not restart
+// after 2: RestartPreventExitStatus=2).
 #include <signal.h>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/config/config_file.h"
 #include "daemon/daemon.h"
+#include "daemon/startup/command_line.h"
+#include "daemon/startup/port_check.h"
+#include "daemon/startup/process_limits.h"
 #include "daemon/service/notify.h"
 #include "daemon/service/self_check.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -67,6 +76,97 @@ ABSL_FLAG(std::string, state_dir, "",
 
 namespace {
 
+constexpr int kExitRunFailure = 1;
+constexpr int kExitBadSetup = 2;  // command line, config, taken port
+
+constexpr char kUsage[] =
+    "rdmad: per-node daemon that owns RDMA resources for local clients.\n"
+    "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
+    "[--data_listen HOST:PORT]\n"
+    "             [--transport auto|verbs|tcp] [--config FILE] "
+    "[--log_level LEVEL]\n"
+    "             [--metrics_listen HOST:PORT] [--advertise_address "
+    "HOST:PORT]\n"
+    "             [--socket_mode MODE] [--directory etcd://HOST:PORT[,...]]\n"
+    "             [--directory_prefix PREFIX] [--directory_lease_ttl "
+    "SECONDS]\n"
+    "             [--state_dir DIR]\n"
+    "Flags given override the config file (rdmad(8); the config's fields "
+    "are\ndocumented in /etc/rdmad/rdmad.conf).";
+
+// rdmad's own flags: those defined in this file.
+bool IsOwnFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "daemon/main.cc");
+}
+
+std::string Help() {
+  std::vector<rdmad::startup::FlagHelp> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsOwnFlag(*flag)) {
+      flags.push_back({std::string(name), flag->Help()});
+    }
+  }
+  return rdmad::startup::HelpText(kUsage, std::move(flags));
+}
+
+// Answers --help and --version, and refuses a wrong command line with exit
+// status 2, before absl's parser (which exits 1) sees it. Returns the exit
+// status, or -1 to go on.
+int CheckArguments(int argc, char** argv) {
+  std::vector<std::string> known;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsOwnFlag(*flag)) known.emplace_back(name);
+  }
+  auto action = rdmad::startup::CheckCommandLine(
+      std::vector<std::string>(argv + 1, argv + argc),
+      [](absl::string_view name) {
+        return absl::FindCommandLineFlag(name) != nullptr;
+      },
+      known);
+  if (!action.ok()) {
+    std::fprintf(stderr, "rdmad: %s\n",
+                 std::string(action.status().message()).c_str());
+    return kExitBadSetup;
+  }
+  switch (*action) {
+    case rdmad::startup::CommandLineAction::kHelp:
+      std::fputs(Help().c_str(), stdout);
+      return 0;
+    case rdmad::startup::CommandLineAction::kVersion:
+      std::printf("rdmad %s\n", RDMAD_VERSION);
+      return 0;
+    case rdmad::startup::CommandLineAction::kRun:
+      break;
+  }
+  return -1;
+}
+
+// Configuration mistakes and taken ports: a restart does not fix them.
+bool IsSetupError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+         status.code() == absl::StatusCode::kAlreadyExists;
+}
+
+// Every TCP port the daemon will listen on must be free: a second daemon
+// must not start on a taken port (see daemon/startup/port_check.h).
+absl::Status CheckPorts(const rdmad::v1::DaemonConfig& config) {
+  if (absl::Status s = rdmad::startup::CheckPortFree(
+          "peers", "--peer_listen", config.peer_listen());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = rdmad::startup::CheckPortFree(
+          "the data transport", "--data_listen", config.data_listen());
+      !s.ok()) {
+    return s;
+  }
+  if (rdmad::config::MetricsEnabled(config)) {
+    return rdmad::startup::CheckPortFree("metrics", "--metrics_listen",
+                                         config.metrics_listen());
+  }
+  return absl::OkStatus();
+}
+
 // Flags default to empty, meaning "not given": then the config file's value
 // (or, failing that, rdmad::ApplyDefaults) is used.
 void Override(std::string value, std::string* field) {
@@ -112,13 +212,10 @@ absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "rdmad: per-node daemon that owns RDMA resources for local clients.\n"
-      "Usage: rdmad [--socket PATH] [--peer_listen HOST:PORT] "
-      "[--data_listen HOST:PORT] "
-      "[--transport auto|verbs|tcp] [--config FILE] [--log_level LEVEL] "
-      "[--metrics_listen HOST:PORT] [--directory etcd://HOST:PORT[,...]] "
-      "[--state_dir DIR]");
+  absl::SetProgramUsageMessage(kUsage);
+  if (const int status = CheckArguments(argc, argv); status >= 0) {
+    return status;
+  }
   absl::ParseCommandLine(argc, argv);
 #ifdef NDEBUG
   // Debian's abseil is built without NDEBUG, so each absl::Mutex lock also
@@ -135,10 +232,20 @@ int main(int argc, char** argv) {
   auto built = BuildConfig();
   if (!built.ok()) {
     spdlog::critical("{}", std::string(built.status().message()));
-    return 2;
+    return kExitBadSetup;
   }
   const rdmad::v1::DaemonConfig config = *std::move(built);
   spdlog::set_level(spdlog::level::from_str(config.log_level()));
+  if (absl::Status s = CheckPorts(config); !s.ok()) {
+    spdlog::critical("cannot start: {}", std::string(s.message()));
+    return kExitBadSetup;
+  }
+  const rdmad::startup::OpenFilesLimit files =
+      rdmad::startup::RaiseOpenFilesLimit();
+  if (files.now != files.before) {
+    spdlog::info("open files limit raised from {} to {}", files.before,
+                 files.now);
+  }
 
   // Block the signals we handle before any thread starts, so that every
   // thread inherits the mask and only sigwait below receives them.
@@ -149,6 +256,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file growing past RLIMIT_FSIZE (a region's memfd) would kill the
+  // daemon with SIGXFSZ; ignored, the call fails with EFBIG instead and
+  // that one request gets RESOURCE_EXHAUSTED (core/shm_segment.cc).
+  signal(SIGXFSZ, SIG_IGN);
 
   // Under systemd (Type=notify): READY=1 only now that both gRPC servers
   // listen; a no-op elsewhere.
@@ -157,7 +268,7 @@ int main(int argc, char** argv) {
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
     notifier.Status(absl::StrCat("cannot start: ", daemon.status().message()));
-    return 1;
+    return IsSetupError(daemon.status()) ? kExitBadSetup : kExitRunFailure;
   }
   const std::string serving = absl::StrCat(
       "serving local ", config.socket(), ", peer ", (*daemon)->peer_address());

@@ -4,23 +4,44 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "daemon/service/unix_listener.h"
+#include "daemon/service/health_reflection.h"
+#include "daemon/startup/port_check.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
 namespace rdmad {
+namespace {
+
+// Counts calls and turns unparsable bodies into INVALID_ARGUMENT.
+void TrackCalls(grpc::ServerBuilder& builder,
+                std::shared_ptr<service::CallTracker::Counter> counter) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      creators;
+  creators.push_back(
+      std::make_unique<service::CallTracker>(std::move(counter)));
+  builder.experimental().SetInterceptorCreators(std::move(creators));
+}
+
+}  // namespace
 
 void EnableServerPlugins() {
   grpc::EnableDefaultHealthCheckService(true);
+  // So that reflection describes the health service to generic clients.
+  service::RegisterHealthDescriptors();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
 absl::StatusOr<StartedServer> StartPeerServer(
     const std::string& listen, const std::optional<config::PeerTls>& tls,
-    grpc::Service* service) {
+    grpc::Service* service,
+    std::shared_ptr<service::CallTracker::Counter> calls) {
   std::shared_ptr<grpc::ServerCredentials> credentials =
       grpc::InsecureServerCredentials();
   if (tls.has_value()) {
@@ -34,35 +55,32 @@ absl::StatusOr<StartedServer> StartPeerServer(
   StartedServer out;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &out.port);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on this port would
+  // bind too and get part of the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(service);
+  TrackCalls(builder, std::move(calls));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", listen,
-                     " for peers: is the port in use? pick another "
-                     "--peer_listen"));
+    return startup::ListenFailure("peers", "--peer_listen", listen);
   }
   return out;
 }
 
-absl::StatusOr<StartedServer> StartLocalServer(const std::string& path,
-                                               grpc::Service* service,
-                                               uint32_t mode, int64_t gid) {
-  RDMAD_RETURN_IF_ERROR(service::ClaimSocketPath(path));
+absl::StatusOr<StartedServer> StartLocalServer(
+    service::LocalListener& listener, grpc::Service* service, uint32_t mode,
+    int64_t gid, std::shared_ptr<service::CallTracker::Counter> calls) {
   StartedServer out;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", path),
-                           grpc::InsecureServerCredentials(), &out.port);
   builder.RegisterService(service);
+  TrackCalls(builder, std::move(calls));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve gRPC on unix:", path));
+        absl::StrCat("cannot serve gRPC on unix:", listener.path()));
   }
-  if (::chmod(path.c_str(), mode) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
-  }
-  RDMAD_RETURN_IF_ERROR(ChownSocket(path, gid));
+  RDMAD_RETURN_IF_ERROR(listener.Start(out.server.get(), mode));
+  RDMAD_RETURN_IF_ERROR(ChownSocket(listener.path(), gid));
   return out;
 }
 

@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/config/resolved_config.h"
+#include "daemon/service/call_tracker.h"
+#include "daemon/service/local_listener.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rdmad {
@@ -24,16 +26,20 @@ struct StartedServer {
   int port = 0;  // TCP servers: the port bound
 };
 
-// The Peer service on `listen` ("HOST:PORT"; port 0 picks one).
+// The Peer service on `listen` ("HOST:PORT"; port 0 picks one). Its calls
+// are counted in `calls` (service/call_tracker.h).
 absl::StatusOr<StartedServer> StartPeerServer(
     const std::string& listen, const std::optional<config::PeerTls>& tls,
-    grpc::Service* service);
+    grpc::Service* service, std::shared_ptr<service::CallTracker::Counter> calls);
 
-// The Local service on the Unix socket `path`, with `mode` and group
-// `gid` (-1: unchanged).
-absl::StatusOr<StartedServer> StartLocalServer(const std::string& path,
-                                               grpc::Service* service,
-                                               uint32_t mode, int64_t gid);
+// The Local service: a gRPC server with no listening port of its own, fed
+// by `listener` (which accepts on the Unix socket itself, to learn each
+// connection's credentials) once LocalListener::Start(server, mode) runs;
+// the socket file then goes to group `gid` (-1: unchanged). Calls are
+// counted in `calls`.
+absl::StatusOr<StartedServer> StartLocalServer(
+    service::LocalListener& listener, grpc::Service* service, uint32_t mode,
+    int64_t gid, std::shared_ptr<service::CallTracker::Counter> calls);
 
 // Credentials for this daemon's calls to peers: mutual TLS with its own
 // certificate when configured, else insecure.

@@ -57,7 +57,7 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
     RDMAD_ASSIGN_OR_RETURN(
         t.fabric,
         verbs::VerbsFabric::Open(devices, opened, VerbsOptionsFrom(config)));
-    t.verbs_acceptor = std::make_unique<verbs::VerbsAcceptor>(t.fabric);
+    t.verbs_acceptor = std::make_unique<verbs::VerbsAcceptor>(t.fabric, runtime);
     t.registrar = std::make_unique<verbs::VerbsRegistrar>(std::move(opened));
     t.connectors.push_back(
         std::make_unique<verbs::VerbsConnector>(t.fabric, runtime));
@@ -75,6 +75,14 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
   t.connectors.push_back(
       std::make_unique<tcp::TcpConnector>(tcp::TcpChannelOptions{}, runtime));
   return t;
+}
+
+void ServeVerbsNotices(Transports& transports,
+                       const core::RegionTable* regions,
+                       core::NotificationSink* notifications) {
+  if (transports.verbs_acceptor != nullptr) {
+    transports.verbs_acceptor->ServeNotices(regions, notifications);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(

@@ -40,6 +40,14 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
                                           const config::ResolvedConfig& resolved,
                                           runtime::IoRuntime* runtime);
 
+// Tells the verbs acceptor (if any) where the notices of WRITEs with an
+// immediate that peers send over verbs go: checked against `regions`,
+// announced to `notifications` (both not owned; the daemon stops the
+// acceptor's pools, verbs_acceptor->Clear(), before it destroys them).
+void ServeVerbsNotices(Transports& transports,
+                       const core::RegionTable* regions,
+                       core::NotificationSink* notifications);
+
 // The TCP data listener: every daemon runs it, since a peer may lack RDMA
 // even where this node has it. It tells `notifications` of WRITEs with an
 // immediate. `regions`, `notifications` and `runtime` are not owned.

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   const bool same = std::memcmp(in->data(), out->data(), message.size()) == 0;
   std::printf("wrote %zu bytes to %s over %s and read back: \"%.*s\" (%s)\n",
               message.size(), argv[2],
-              rdmad::v1::TransportKind_Name(written->transport).c_str(),
+              std::string(rdmad::TransportName(written->transport)).c_str(),
               static_cast<int>(message.size()), in->data(),
               same ? "identical" : "MISMATCH");
   return same ? 0 : 1;

@@ -15,7 +15,8 @@ build="${1:-$here/build-pkg}"
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DRDMAD_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" --target rdmad rdmactl rdmad_man_pages rdmad_client
+cmake --build "$build" --target rdmad rdmactl rdmad_man_pages rdmad_package_docs \
+  rdmad_client
 (cd "$build" && cpack -G DEB >/dev/null)
 for name in rdmad rdmad-dev; do
   echo "package: $(ls -t "$build"/${name}_*.deb | head -n1)"

@@ -43,7 +43,7 @@ if [[ -z "${SKIP_SANITIZE:-}" ]]; then
 fi
 if [[ -z "${SKIP_HARDENING:-}" ]]; then
   # Fuzz targets for a bounded time, and a ThreadSanitizer build running the
-  # unit tests and an integration subset (under 10 minutes on 2 cores).
+  # unit and integration tests.
   "$here/scripts/hardening_ci.sh" "$build"
 fi
 echo "=== all tests passed ==="

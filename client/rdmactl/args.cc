@@ -39,6 +39,7 @@ constexpr OptionSpec kOptions[] = {
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
     {"group", 0, true, false},      {"fresh", 0, false, false},
     {"path", 0, true, false},       {"local", 0, false, false},
+    {"allow", 0, true, false},
 };
 
 struct CommandSpec {
@@ -53,30 +54,51 @@ struct CommandSpec {
 };
 
 constexpr CommandSpec kCommands[] = {
-    {"status", Command::kStatus, "", "daemon identity, transport and totals",
+    {"status",
+     Command::kStatus,
+     "",
+     "daemon identity, transport and totals",
      "Prints the daemon's version, incarnation, pid, uptime, data transport\n"
      "and why it was chosen, its sockets, and counts of devices, regions,\n"
      "sessions and peers.\n",
-     0, 0, {}},
-    {"devices", Command::kDevices, "",
+     0,
+     0,
+     {}},
+    {"devices",
+     Command::kDevices,
+     "",
      "RDMA devices: ports, GIDs and limits",
      "Prints each RDMA device with its node GUID, ports (state, link layer,\n"
      "MTU, GID table) and limits. On a node without RDMA devices, says so\n"
      "and names the fallback transport.\n",
      0, 0, {}},
-    {"regions", Command::kRegions, "",
-     "local regions: owner, size, export, keys",
+    {"regions", Command::kRegions, "[--peer HOST:PORT]",
+     "regions: local ones, or those a peer exports",
      "Prints every region of the daemon: session buffers and daemon-owned\n"
-     "named regions.\n",
-     0, 0, {}},
+     "named regions, with owner, size, mode, export and keys.\n"
+     "With --peer HOST:PORT, prints instead the regions the daemon at that\n"
+     "address exports to this node (name, size, export), asked from it\n"
+     "through this daemon.\n",
+     0, 0, {"peer"}},
     {"peers", Command::kPeers, "", "remote daemons and their transports",
      "Prints the remote daemons this daemon knows, with their state,\n"
      "transport and traffic counters.\n",
-     0, 0, {}},
-    {"qps", Command::kQps, "", "queue pairs (or TCP connections) per peer",
+     0,
+     0,
+     {}},
+    {"qps",
+     Command::kQps,
+     "",
+     "queue pairs (or TCP connections) per peer",
      "Prints the RC queue pairs (verbs) or data connections (TCP) to each\n"
      "peer with their state and counters.\n",
      0, 0, {}},
+    {"stat", Command::kStat, "ADDRESS",
+     "size and export of one region (local or remote)",
+     "Prints the size and export of the region at ADDRESS: a local region\n"
+     "(NAME), one a peer exports (HOST:PORT/NAME; asked from that daemon),\n"
+     "or the one a descriptor names (\"rdmad1:...\").\n",
+     1, 1, {}},
     {"alloc", Command::kAlloc,
      "NAME SIZE [--export r|w|rw] [--mode 0640] [--group GROUP]",
      "create a daemon-owned named region",
@@ -86,39 +108,79 @@ constexpr CommandSpec kCommands[] = {
      "--mode sets who on this node may use it, like a file mode (octal, read\n"
      "and write bits only; default 0600); --group its group (a name or gid\n"
      "you belong to; default your primary group).\n",
-     2, 2, {"export", "mode", "group"}},
-    {"free", Command::kFree, "NAME", "free a daemon-owned region",
-     "Deregisters and frees a named region.\n", 1, 1, {}},
-    {"export", Command::kExport, "NAME r|w|rw|none",
+     2,
+     2,
+     {"export", "mode", "group"}},
+    {"free",
+     Command::kFree,
+     "NAME",
+     "free a daemon-owned region",
+     "Deregisters and frees a named region.\n",
+     1,
+     1,
+     {}},
+    {"export",
+     Command::kExport,
+     "NAME r|w|rw|none [--allow [UID@]PEER,...]",
      "grant (or with none revoke) remote access",
      "Sets the remote access of a region: r lets peers READ it, w lets them\n"
-     "WRITE it, rw both; none makes it local-only again.\n",
+     "WRITE it, rw both; none makes it local-only again. When it returns, no\n"
+     "peer operation under the previous export touches the region any more.\n"
+     "--allow limits who: comma-separated PEERs, each '*', an address or\n"
+     "CIDR block peers connect from (10.0.0.2, 10.0.0.0/8), or cert:NAME (a\n"
+     "peer whose mutual-TLS certificate names NAME), optionally prefixed by\n"
+     "the uid that peer acts for (1000@10.0.0.2). Default: any peer, any "
+     "uid.\n",
+     2, 2, {"allow"}},
+    {"chmod", Command::kChmod, "NAME MODE",
+     "change who on this node may use a named region",
+     "Sets the local permissions of a daemon-owned region, like chmod(1) of\n"
+     "a file: MODE is octal read (4) and write (2) bits for owner, group\n"
+     "and others, e.g. 0640. Only its owner or root may. Mappings made\n"
+     "before keep the access they had.\n",
+     2, 2, {}},
+    {"chgrp", Command::kChgrp, "NAME GROUP",
+     "change the group of a named region",
+     "Sets the group of a daemon-owned region, like chgrp(1): a group name or\n"
+     "gid you belong to (root: any). Only its owner or root may.\n",
      2, 2, {}},
     {"descriptor", Command::kDescriptor, "NAME",
      "print an exported region's descriptor",
-     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, to\n"
-     "pass to another node, where it is accepted wherever a region address is.\n",
-     1, 1, {}},
-    {"put", Command::kPut, "FILE|- DEST",
+     "Prints the encoded descriptor (\"rdmad1:...\") of an exported region, "
+     "to\n"
+     "pass to another node, where it is accepted wherever a region address "
+     "is.\n",
+     1,
+     1,
+     {}},
+    {"put",
+     Command::kPut,
+     "FILE|- DEST",
      "write a file (or stdin) into a region",
      "Writes the contents of FILE (\"-\": stdin) into region DEST at its offset.\n"
-     "A local DEST is mapped and written directly, after checking that the\n"
-     "data fits; a remote DEST is written with one-sided WRITEs through a\n"
-     "staging buffer (at most 64 MiB at a time).\n",
+     "A local DEST is mapped and written directly; a remote DEST is written\n"
+     "with one-sided WRITEs through a staging buffer (at most 64 MiB at a\n"
+     "time). The region's size is checked first: data that does not fit is\n"
+     "refused before anything is written (from a pipe larger than 64 MiB,\n"
+     "the error says how much was written). On a terminal, progress and\n"
+     "rate are shown on stderr.\n",
      2, 2, {}},
     {"get", Command::kGet, "SRC [--length N] [-o FILE|-]",
      "read a region into a file (or stdout)",
      "Reads N bytes of region SRC from its offset into FILE (default and\n"
-     "\"-\": stdout). Without --length, reads to the end of a local region;\n"
-     "a remote SRC needs --length.\n",
+     "\"-\": stdout). Without --length, reads to the end of the region, local\n"
+     "or remote (a remote region's size is asked from its daemon). With\n"
+     "--json, give -o FILE: the report goes to stdout. On a terminal,\n"
+     "progress and rate are shown on stderr.\n",
      1, 1, {"length", "output"}},
     {"copy", Command::kCopy, "SRC DEST [--length N]",
      "copy between a local region and a region address",
      "Copies N bytes from SRC to DEST through the daemon. One side must be a\n"
-     "local region (NAME[@OFFSET]); the other may be local or remote. The\n"
-     "target must be exported for the access the copy needs (w to write\n"
-     "into it, r to read from it). Without --length, copies from SRC's offset\n"
-     "to its end (SRC must then be local).\n",
+     "local region (NAME[@OFFSET]); the other may be local or remote. Between\n"
+     "two local regions, you need read on SRC and write on DEST (see chmod);\n"
+     "a remote target must be exported for the access the copy needs (w to\n"
+     "write into it, r to read from it). Without --length, copies from SRC's\n"
+     "offset to its end.\n",
      2, 2, {"length"}},
     {"bench", Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
@@ -444,10 +506,38 @@ absl::Status FillCommand(const CommandSpec& spec,
       return absl::OkStatus();
     case Command::kStatus:
     case Command::kDevices:
-    case Command::kRegions:
     case Command::kPeers:
     case Command::kQps:
       return absl::OkStatus();
+    case Command::kRegions:
+      if (const std::string* peer = option("peer")) {
+        if (absl::Status s = ValidatePeerAddress(*peer); !s.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--peer: ", s.message()));
+        }
+        inv.peer = *peer;
+      }
+      return absl::OkStatus();
+    case Command::kStat: {
+      auto src = ParseOperand("ADDRESS", pos[0]);
+      if (!src.ok()) return src.status();
+      inv.src = *std::move(src);
+      return absl::OkStatus();
+    }
+    case Command::kChmod: {
+      if (absl::Status s = name_arg(pos[0]); !s.ok()) return s;
+      auto mode = ParseRegionMode(pos[1]);
+      if (!mode.ok()) return mode.status();
+      inv.mode = *mode;
+      return absl::OkStatus();
+    }
+    case Command::kChgrp: {
+      if (absl::Status s = name_arg(pos[0]); !s.ok()) return s;
+      auto group = ParseGroup(pos[1]);
+      if (!group.ok()) return group.status();
+      inv.group = *group;
+      return absl::OkStatus();
+    }
     case Command::kLs:
       if (!pos.empty()) {
         inv.prefix = pos[0];
@@ -478,28 +568,20 @@ absl::Status FillCommand(const CommandSpec& spec,
         inv.access = *parsed;
       }
       if (const std::string* mode = option("mode")) {
-        uint32_t bits = 0;
-        bool ok = !mode->empty() && mode->size() <= 4;
-        for (char c : *mode) {
-          if (c < '0' || c > '7') ok = false;
-          bits = bits * 8 + static_cast<uint32_t>(c - '0');
+        auto bits = ParseRegionMode(*mode);
+        if (!bits.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--mode: ", bits.status().message()));
         }
-        if (!ok) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "--mode '", *mode, "' must be octal, e.g. 0640"));
-        }
-        inv.region_options.mode = bits;
+        inv.region_options.mode = *bits;
       }
       if (const std::string* group = option("group")) {
-        uint32_t gid = 0;
-        if (absl::SimpleAtoi(*group, &gid)) {
-          inv.region_options.group = gid;
-        } else if (const ::group* entry = ::getgrnam(group->c_str())) {
-          inv.region_options.group = entry->gr_gid;
-        } else {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "--group '", *group, "' is not a group on this host"));
+        auto gid = ParseGroup(*group);
+        if (!gid.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--group: ", gid.status().message()));
         }
+        inv.region_options.group = *gid;
       }
       return absl::OkStatus();
     }
@@ -511,6 +593,20 @@ absl::Status FillCommand(const CommandSpec& spec,
       auto parsed = ParseAccess(pos[1]);
       if (!parsed.ok()) return parsed.status();
       inv.access = *parsed;
+      if (const std::string* allow = option("allow")) {
+        for (absl::string_view part : absl::StrSplit(*allow, ',')) {
+          auto grant = ExportGrant::Parse(part);
+          if (!grant.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--allow: ", grant.status().message()));
+          }
+          inv.allow.push_back(*std::move(grant));
+        }
+        if (inv.access == Access::kNone) {
+          return absl::InvalidArgumentError(
+              "--allow needs an access to grant (r, w or rw), not none");
+        }
+      }
       return absl::OkStatus();
     }
     case Command::kPut: {
@@ -529,15 +625,15 @@ absl::Status FillCommand(const CommandSpec& spec,
         if (!parsed.ok()) return parsed.status();
         inv.length = *parsed;
       }
-      if (!inv.src.is_local() && !inv.length.has_value()) {
-        return absl::InvalidArgumentError(
-            "reading a remote region needs --length: its size is not known "
-            "here");
-      }
       const std::string* output = option("output");
       inv.file = output != nullptr ? *output : "-";
       if (inv.file.empty()) {
         return absl::InvalidArgumentError("-o needs a file name (or -)");
+      }
+      if (inv.global.json && inv.file == "-") {
+        return absl::InvalidArgumentError(
+            "with --json the report goes to stdout: write the data to a file "
+            "with -o FILE");
       }
       return absl::OkStatus();
     }
@@ -558,10 +654,6 @@ absl::Status FillCommand(const CommandSpec& spec,
         if (!parsed.ok()) return parsed.status();
         inv.length = *parsed;
       }
-      if (!inv.src.is_local() && !inv.length.has_value()) {
-        return absl::InvalidArgumentError(
-            "copying from a remote region needs --length");
-      }
       return absl::OkStatus();
     }
     case Command::kBench:
@@ -575,6 +667,35 @@ std::string Plural(size_t n, absl::string_view word) {
 }
 
 }  // namespace
+
+absl::StatusOr<uint32_t> ParseRegionMode(absl::string_view text) {
+  uint32_t bits = 0;
+  bool ok = !text.empty() && text.size() <= 4;
+  for (char c : text) {
+    if (c < '0' || c > '7') ok = false;
+    bits = bits * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode '", text, "' must be octal, e.g. 0640"));
+  }
+  if ((bits & ~0666u) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode '", text,
+        "' has bits other than read (4) and write (2) per class: use e.g. "
+        "0600, 0640 or 0660"));
+  }
+  return bits;
+}
+
+absl::StatusOr<uint32_t> ParseGroup(absl::string_view text) {
+  uint32_t gid = 0;
+  if (absl::SimpleAtoi(text, &gid)) return gid;
+  const std::string name(text);
+  if (const ::group* entry = ::getgrnam(name.c_str())) return entry->gr_gid;
+  return absl::InvalidArgumentError(
+      absl::StrCat("group '", text, "' is not a group on this host"));
+}
 
 absl::StatusOr<Invocation> ParseCommandLine(
     const std::vector<std::string>& args, const char* env_socket) {
@@ -730,8 +851,9 @@ std::string Usage() {
       "suffixes),\n"
       "e.g. cache, cache@4K, 10.0.0.2:7471/kv@1M, [::1]:7471/kv; or a "
       "descriptor\n"
-      "printed by 'rdmactl descriptor' (\"rdmad1:...\"). No HOST:PORT: this "
-      "daemon.\n"
+      "printed by 'rdmactl descriptor' (\"rdmad1:...\", also with @OFFSET). "
+      "No\n"
+      "HOST:PORT: this daemon.\n"
       "\n"
       "Options (anywhere on the line):\n"
       "  --socket PATH       the daemon's socket (default: $RDMAD_SOCKET, "
@@ -739,15 +861,21 @@ std::string Usage() {
       "                      ",
       kDefaultSocket,
       ")\n"
-      "  --timeout DURATION  deadline of each call: 30s, 500ms, 2m (default "
+      "  --timeout DURATION  the whole command must finish within it: 30s, "
+      "500ms,\n"
+      "                      2m (default: no bound; each call to the daemon "
       "30s)\n"
-      "  --json              print the daemon's answer as JSON (status, "
-      "devices,\n"
-      "                      regions, peers, qps, alloc, export, bench)\n"
+      "  --json              print the answer as JSON, errors included (every "
+      "command)\n"
       "  -h, --help          print help; 'rdmactl COMMAND --help' for one "
       "command\n"
       "\n"
-      "Exit status: 0 done, 1 the operation failed, 2 usage error.\n");
+      "Exit status: 0 done; 1 other failure; 2 usage error; 3 unavailable\n"
+      "(daemon or peer unreachable); 4 not found; 5 permission denied; 6 "
+      "already\n"
+      "exists; 7 invalid argument or out of range; 8 resource exhausted; 9 "
+      "timed\n"
+      "out; 10 failed precondition (e.g. not exported, daemon restarted).\n");
   return text;
 }
 

@@ -29,10 +29,13 @@ namespace rdmad::rdmactl {
 
 inline constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
 
-// Process exit codes.
+// Process exit codes; failures of an operation have one per class of
+// error (ExitStatusFor in format.h).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // the operation failed
-inline constexpr int kExitUsage = 2;    // the command line is wrong
+inline constexpr int kExitUsage = 2;  // the command line is wrong
+
+// Deadline of each call to the daemon when --timeout is not given.
+inline constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
 
 enum class Command {
   kHelp,
@@ -41,9 +44,12 @@ enum class Command {
   kRegions,
   kPeers,
   kQps,
+  kStat,
   kAlloc,
   kFree,
   kExport,
+  kChmod,
+  kChgrp,
   kDescriptor,
   kPut,
   kGet,
@@ -55,7 +61,9 @@ enum class Command {
 
 struct GlobalOptions {
   std::string socket_path = kDefaultSocket;
-  absl::Duration timeout = absl::Seconds(30);
+  // --timeout: the whole command must be done within it. Unset: no bound on
+  // the whole command, kDefaultCallTimeout on each call to the daemon.
+  std::optional<absl::Duration> timeout;
   bool json = false;
 };
 
@@ -114,14 +122,19 @@ struct Invocation {
   Command command = Command::kHelp;
   // kHelp: the command whose usage to print; empty for the overview.
   std::string help_topic;
-  // alloc, free, export, descriptor.
+  // alloc, free, export, chmod, chgrp, descriptor.
   std::string name;
   uint64_t size = 0;              // alloc
   Access access = Access::kNone;  // alloc --export, export
   RegionOptions region_options;   // alloc --mode, --group
+  std::vector<ExportGrant> allow;  // export --allow
+  std::optional<uint32_t> mode;   // chmod
+  std::optional<uint32_t> group;  // chgrp
+  // regions --peer: list what that daemon exports instead.
+  std::string peer;
   // put: the input file; get: the output file. "-" is stdin / stdout.
   std::string file;
-  RegionOperand src;   // get, copy
+  RegionOperand src;   // get, copy, stat
   RegionOperand dest;  // put, copy
   std::optional<uint64_t> length;  // get, copy (--length)
   std::string prefix;              // ls: name prefix ("" = all)
@@ -138,6 +151,11 @@ struct Invocation {
 // 'rdmactl alloc --help')".
 absl::StatusOr<Invocation> ParseCommandLine(
     const std::vector<std::string>& args, const char* env_socket);
+
+// A region mode: octal read/write bits only, e.g. "0640" or "640".
+absl::StatusOr<uint32_t> ParseRegionMode(absl::string_view text);
+// A group: a number, or a group name of this host.
+absl::StatusOr<uint32_t> ParseGroup(absl::string_view text);
 
 // The overview printed by `rdmactl help`.
 std::string Usage();

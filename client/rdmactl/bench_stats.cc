@@ -7,47 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/rdmactl/format.h"
+#include "client/rdmactl/json.h"
 
 namespace rdmad::rdmactl {
 namespace {
 
 double Microseconds(int64_t ns) { return static_cast<double>(ns) / 1e3; }
-
-// A JSON string literal. Names and addresses are validated ASCII, but the
-// escaping does not rely on it.
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
-
-// A finite number with `decimals` decimals.
-std::string JsonNumber(double value, int decimals = 3) {
-  if (!std::isfinite(value)) return "0";
-  return absl::StrFormat("%.*f", decimals, value);
-}
 
 std::string Bound(const BenchReport& report) {
   if (report.iterations.has_value()) {
@@ -136,39 +101,35 @@ std::string RenderBenchTable(const BenchReport& report) {
 }
 
 std::string BenchReportJson(const BenchReport& report) {
-  std::string out = absl::StrCat(
-      "{\n  \"op\": ", JsonString(report.op),
-      ",\n  \"peer\": ", JsonString(report.peer),
-      ",\n  \"region\": ", JsonString(report.region),
-      ",\n  \"qd\": ", report.queue_depth, ",\n  \"batch\": ", report.batch,
-      ",\n  \"iterations\": ",
-      report.iterations.has_value() ? absl::StrCat(*report.iterations)
-                                    : std::string("null"),
-      ",\n  \"duration_s\": ",
-      report.iterations.has_value()
-          ? std::string("null")
-          : JsonNumber(absl::ToDoubleSeconds(report.duration)),
-      ",\n  \"results\": [");
-  for (size_t i = 0; i < report.results.size(); ++i) {
-    const BenchResult& r = report.results[i];
-    absl::StrAppend(
-        &out, i == 0 ? "\n" : ",\n", "    {\"size\": ", r.size,
-        ", \"ops\": ", r.ops, ", \"bytes\": ", r.bytes,
-        ", \"seconds\": ", JsonNumber(absl::ToDoubleSeconds(r.elapsed), 6),
-        ",\n     \"bytes_per_s\": ", JsonNumber(r.bytes_per_s),
-        ", \"mb_per_s\": ", JsonNumber(r.mb_per_s, 6),
-        ", \"gbit_per_s\": ", JsonNumber(r.gbit_per_s, 6),
-        ", \"ops_per_s\": ", JsonNumber(r.ops_per_s),
-        ",\n     \"p50_us\": ", JsonNumber(r.p50_us),
-        ", \"p99_us\": ", JsonNumber(r.p99_us),
-        ", \"p999_us\": ", JsonNumber(r.p999_us),
-        ", \"daemon_p50_us\": ",
-        r.daemon_p50_us.has_value() ? JsonNumber(*r.daemon_p50_us)
-                                    : std::string("null"),
-        ", \"transport\": ", JsonString(r.transport), "}");
+  Json results = Json::Array();
+  for (const BenchResult& r : report.results) {
+    results.Push(Json::Object()
+                     .Set("size", r.size)
+                     .Set("ops", r.ops)
+                     .Set("bytes", r.bytes)
+                     .Set("seconds", absl::ToDoubleSeconds(r.elapsed))
+                     .Set("bytes_per_s", r.bytes_per_s)
+                     .Set("mb_per_s", r.mb_per_s)
+                     .Set("gbit_per_s", r.gbit_per_s)
+                     .Set("ops_per_s", r.ops_per_s)
+                     .Set("p50_us", r.p50_us)
+                     .Set("p99_us", r.p99_us)
+                     .Set("p999_us", r.p999_us)
+                     .Set("daemon_p50_us", r.daemon_p50_us)
+                     .Set("transport", r.transport));
   }
-  absl::StrAppend(&out, report.results.empty() ? "]\n}\n" : "\n  ]\n}\n");
-  return out;
+  Json json = Json::Object();
+  json.Set("op", report.op)
+      .Set("peer", report.peer)
+      .Set("region", report.region)
+      .Set("qd", report.queue_depth)
+      .Set("batch", report.batch)
+      .Set("iterations", report.iterations)
+      .Set("duration_s", report.iterations.has_value()
+                             ? Json()
+                             : Json(absl::ToDoubleSeconds(report.duration)))
+      .Set("results", std::move(results));
+  return json.Dump();
 }
 
 }  // namespace rdmad::rdmactl

@@ -31,7 +31,7 @@
 #include "client/rdmactl/bench_stats.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
-#include "client/rdmactl/render.h"
+#include "client/rdmactl/progress.h"
 #include "common/size.h"
 
 namespace rdmad::rdmactl {
@@ -46,35 +46,6 @@ absl::string_view OpName(BenchOp op) {
 uint64_t Largest(const std::vector<uint64_t>& sizes) {
   return *std::max_element(sizes.begin(), sizes.end());
 }
-
-// A progress line on stderr, redrawn in place; only when stderr is a
-// terminal, so that scripts and logs see nothing there.
-class Progress {
- public:
-  Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
-  ~Progress() { Clear(); }
-
-  bool enabled() const { return enabled_; }
-
-  void Show(absl::string_view text) {
-    if (!enabled_) return;
-    std::fprintf(stderr, "\r\033[K%.*s", static_cast<int>(text.size()),
-                 text.data());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-
-  void Clear() {
-    if (!shown_) return;
-    std::fputs("\r\033[K", stderr);
-    std::fflush(stderr);
-    shown_ = false;
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-};
 
 // A region bench created on this daemon: freed when done, also when the
 // run fails (then quietly; Free() reports errors).
@@ -137,9 +108,9 @@ absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
   const uint64_t largest = Largest(options.sizes);
   auto regions = client.ListRegions();
   if (!regions.ok()) return Failed("list regions", regions.status());
-  const v1::RegionInfo* found = nullptr;
-  for (const v1::RegionInfo& region : regions->regions()) {
-    if (region.name() == options.region) found = &region;
+  const RegionInfo* found = nullptr;
+  for (const RegionInfo& region : *regions) {
+    if (region.name == options.region) found = &region;
   }
   const std::string what = absl::StrCat("bench region ", options.region);
   if (found == nullptr) {
@@ -161,11 +132,11 @@ absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
     }
     return std::make_unique<ScratchRegion>(client, options.region);
   }
-  if (found->size() < largest) {
+  if (found->size < largest) {
     return Failed(
         what,
         absl::OutOfRangeError(absl::StrCat(
-            "region '", options.region, "' has ", HumanSize(found->size()),
+            "region '", options.region, "' has ", HumanSize(found->size),
             ", less than the largest size (", HumanSize(largest),
             "): pass smaller --sizes, or free it ('rdmactl "
             "free ",
@@ -173,9 +144,13 @@ absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
             "') and let --create-region "
             "make one")));
   }
-  const v1::Access needed =
-      options.op == BenchOp::kWrite ? v1::ACCESS_WRITE : v1::ACCESS_READ;
-  if ((found->export_access() & needed) == 0) {
+  const bool exported =
+      options.op == BenchOp::kWrite
+          ? found->export_access == Access::kWrite ||
+                found->export_access == Access::kReadWrite
+          : found->export_access == Access::kRead ||
+                found->export_access == Access::kReadWrite;
+  if (!exported) {
     return Failed(what, absl::PermissionDeniedError(absl::StrCat(
                             "region '", options.region,
                             "' is not exported for ", OpName(options.op),
@@ -190,7 +165,7 @@ struct WorkerResult {
   std::vector<int64_t> latencies_ns;  // one per call (a batch is one call)
   std::vector<int64_t> daemon_latencies_ns;  // post to completion in rdmad
   Clock::time_point last_end;
-  std::set<v1::TransportKind> transports;
+  std::set<Transport> transports;
 };
 
 // State shared by the threads of one size.
@@ -275,11 +250,7 @@ absl::Status RingCall(SizeRun& run, Queue& queue, uint64_t count,
         out.daemon_latencies_ns.push_back(
             absl::ToInt64Nanoseconds(done[i].daemon_time));
       }
-      out.transports.insert(done[i].transport == Transport::kVerbs
-                                ? v1::TRANSPORT_VERBS
-                            : done[i].transport == Transport::kTcp
-                                ? v1::TRANSPORT_TCP
-                                : v1::TRANSPORT_UNSPECIFIED);
+      out.transports.insert(done[i].transport);
     }
     completed += got;
   }
@@ -377,7 +348,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
                                     std::optional<RemoteHandle>& handle,
                                     const BenchOptions& options, uint64_t size,
                                     absl::string_view label,
-                                    Progress& progress) {
+                                    ProgressLine& progress) {
   const std::string what =
       absl::StrCat("bench ", OpName(options.op), " ", HumanSize(size),
                    options.op == BenchOp::kWrite ? " to " : " from ",
@@ -437,7 +408,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   std::vector<int64_t> latencies, daemon_latencies;
   uint64_t ops = 0;
   Clock::time_point end = run.start;
-  std::set<v1::TransportKind> transports;
+  std::set<Transport> transports;
   for (WorkerResult& r : results) {
     latencies.insert(latencies.end(), r.latencies_ns.begin(),
                      r.latencies_ns.end());
@@ -449,10 +420,11 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
     transports.insert(r.transports.begin(), r.transports.end());
   }
   std::vector<std::string> names;
-  for (v1::TransportKind kind : transports)
-    names.push_back(TransportName(kind));
+  for (Transport kind : transports) {
+    names.push_back(std::string(TransportName(kind)));
+  }
   // Batch calls do not say which transport carried them: the warm-up does.
-  if (names.empty()) names.push_back(TransportName(warm->transport));
+  if (names.empty()) names.push_back(std::string(TransportName(warm->transport)));
   BenchResult result =
       Summarize(size, ops, std::move(latencies),
                 absl::FromChrono(end - run.start), absl::StrJoin(names, "+"));
@@ -478,12 +450,12 @@ absl::Status RunBench(CommandContext& context) {
   } else if (peer.empty()) {
     auto status = (*client)->GetStatus();
     if (!status.ok()) return Failed("get status", status.status());
-    if (status->peer_listen().empty()) {
+    if (status->peer_address.empty()) {
       return Failed("bench", absl::FailedPreconditionError(
                                  "this daemon reports no peer address to "
                                  "loop back to: pass --peer HOST:PORT"));
     }
-    peer = status->peer_listen();
+    peer = status->peer_address;
     auto prepared = PrepareLocalRegion(**client, options);
     if (!prepared.ok()) return prepared.status();
     scratch = *std::move(prepared);
@@ -512,7 +484,7 @@ absl::Status RunBench(CommandContext& context) {
   report.iterations = options.iterations;
   report.duration = options.duration;
   {
-    Progress progress;
+    ProgressLine progress(ProgressLine::StderrIsTerminal());
     for (size_t i = 0; i < options.sizes.size(); ++i) {
       const uint64_t size = options.sizes[i];
       const std::string label =

@@ -4,9 +4,16 @@
 // (Client::MapRegion) and read or written in place, after checking that the
 // range fits, so a failed check changes nothing. A remote region is reached
 // with one-sided transfers through a session staging buffer of at most
-// kStagingChunk bytes, so a large file never needs a buffer of its size.
-// So is a region named without a peer that this daemon does not have, when
-// it has a cluster directory: the daemon finds it.
+// kStagingChunk bytes, so a large file never needs a buffer of its size;
+// its size is asked first (Client::StatRegion), so that data that does not
+// fit is refused before anything is written, and `get` knows how much to
+// read without --length. So is a region named without a peer that this
+// daemon does not have, when it has a cluster directory: the daemon finds
+// it.
+//
+// With an explicit --timeout every call's deadline is the command's (see
+// CommandContext::client), so a failure at the deadline says how far the
+// command got.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -15,6 +22,7 @@
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/io.h"
+#include "client/rdmactl/progress.h"
 #include "common/size.h"
 
 namespace rdmad::rdmactl {
@@ -39,7 +47,30 @@ absl::Status RangeError(absl::string_view data, absl::string_view region,
   return absl::OutOfRangeError(absl::StrCat(
       data, " do not fit in region '", region, "' at offset ", offset,
       ": the region has ", Bytes(size), ", ", Bytes(size - offset),
-      " from that offset to its end"));
+      " from that offset to its end; nothing was written"));
+}
+
+// "kv" for a named region, "the region of the descriptor" otherwise.
+std::string RegionLabel(const RegionOperand& operand) {
+  return operand.region.name.empty() ? std::string("of the descriptor")
+                                     : operand.region.name;
+}
+
+// A failure part-way: says what was moved before it, and, at the deadline,
+// that --timeout ended it.
+absl::Status PartlyDone(const CommandContext& context, absl::string_view what,
+                        const absl::Status& status, absl::string_view verb,
+                        uint64_t done, std::optional<uint64_t> total) {
+  std::string progress = absl::StrCat(verb, " ", Bytes(done));
+  if (total.has_value()) absl::StrAppend(&progress, " of ", Bytes(*total));
+  std::string message(status.message());
+  if (absl::IsDeadlineExceeded(status) && context.global().timeout) {
+    message = absl::StrCat("--timeout ",
+                           absl::FormatDuration(*context.global().timeout),
+                           " passed: ", message);
+  }
+  return Failed(absl::StrCat(what, " (", progress, " before this)"),
+                absl::Status(status.code(), message));
 }
 
 absl::StatusOr<Buffer> Map(Client& client, const RegionOperand& operand) {
@@ -51,11 +82,42 @@ absl::StatusOr<Buffer> Map(Client& client, const RegionOperand& operand) {
   return mapped;
 }
 
+// Size and access of a remote (or descriptor-named) region.
+absl::StatusOr<RemoteRegionInfo> Stat(Client& client,
+                                      const RegionOperand& operand) {
+  auto info = client.StatRegion(operand.region);
+  if (!info.ok()) {
+    return Failed(absl::StrCat("find the size of ", operand.text),
+                  info.status());
+  }
+  return info;
+}
+
+// The JSON report of a data command.
+Json Report(absl::string_view command, const std::string& src,
+            const std::string& dest, uint64_t bytes, absl::Duration elapsed) {
+  Json json = Json::Object();
+  json.Set("command", command)
+      .Set("src", src)
+      .Set("dest", dest)
+      .Set("bytes", bytes)
+      .Set("seconds", absl::ToDoubleSeconds(elapsed));
+  return json;
+}
+
 absl::Status PutLocal(CommandContext& context, Client& client, File& in) {
+  const absl::Time start = absl::Now();
   const RegionOperand& dest = context.invocation().dest;
   const std::string what = absl::StrCat("put ", dest.text);
   auto mapped = Map(client, dest);
   if (!mapped.ok()) return mapped.status();
+  if (!mapped->writable()) {
+    return Failed(what, absl::PermissionDeniedError(absl::StrCat(
+                            "region '", dest.region.name,
+                            "' is read-only for you (see its mode in "
+                            "'rdmactl regions'): ask its owner for write "
+                            "access (rdmactl chmod/chgrp)")));
+  }
   const uint64_t size = mapped->size();
   const uint64_t offset = dest.region.offset;
   if (offset > size) {
@@ -86,25 +148,58 @@ absl::Status PutLocal(CommandContext& context, Client& client, File& in) {
     std::memcpy(target, data->data(), data->size());
     written = data->size();
   }
-  return context.Print(
+  return context.Answer(
+      Report("put", in.name(), dest.text, written, absl::Now() - start),
       absl::StrCat("wrote ", Bytes(written), " to ", dest.text, "\n"));
 }
 
 absl::Status PutRemote(CommandContext& context, Client& client, File& in) {
+  const absl::Time start = absl::Now();
   const RegionOperand& dest = context.invocation().dest;
   const std::string what = absl::StrCat("put ", dest.text);
-  // Size the staging buffer by the data: a file's size, or what a pipe
-  // gives before the first chunk is full.
-  std::optional<std::string> first;
-  uint64_t chunk = 0;
-  if (const std::optional<uint64_t> file_size = in.RegularSize()) {
-    chunk = std::min(*file_size, kStagingChunk);
-  } else {
-    auto data = ReadAtMost(in, kStagingChunk - 1);
-    if (!data.ok()) return Failed(what, data.status());
-    chunk = data->size();
-    first = *std::move(data);
+  auto info = Stat(client, dest);
+  if (!info.ok()) return info.status();
+  const uint64_t offset = dest.region.offset;
+  const std::string label = RegionLabel(dest);
+  if (offset > info->size) {
+    return Failed(what, RangeError("", label, info->size, offset));
   }
+  const uint64_t room = info->size - offset;
+  // What goes first into the staging buffer when the input is a pipe.
+  std::optional<std::string> first;
+  std::optional<uint64_t> total;  // known up front for files
+  if (const std::optional<uint64_t> file_size = in.RegularSize()) {
+    if (*file_size > room) {
+      return Failed(what, RangeError(absl::StrCat(in.name(), ": ",
+                                                  Bytes(*file_size)),
+                                     label, info->size, offset));
+    }
+    total = *file_size;
+  } else if (room < kStagingChunk) {
+    // A pipe into less than a chunk of room: read it whole (one byte more
+    // than fits tells it is too large) before writing anything.
+    auto data = ReadAtMost(in, room);
+    if (!data.ok()) return Failed(what, data.status());
+    if (data->size() > room) {
+      return Failed(what, RangeError(absl::StrCat(in.name(), ": more than ",
+                                                  Bytes(room)),
+                                     label, info->size, offset));
+    }
+    total = data->size();
+    first = *std::move(data);
+  } else {
+    // A pipe into a large region: its first chunk tells whether it is
+    // small; a longer one is checked chunk by chunk as it comes.
+    std::string data(kStagingChunk, '\0');
+    auto n = in.ReadFull(data.data(), data.size());
+    if (!n.ok()) return Failed(what, n.status());
+    data.resize(*n);
+    if (*n < kStagingChunk) total = *n;
+    first = std::move(data);
+  }
+  const uint64_t chunk =
+      total.has_value() ? std::min(*total, kStagingChunk) : kStagingChunk;
+  ProgressLine progress(ProgressLine::StderrIsTerminal());
   uint64_t done = 0;
   if (chunk > 0) {
     auto staging = client.Allocate(chunk);
@@ -120,24 +215,40 @@ absl::Status PutRemote(CommandContext& context, Client& client, File& in) {
         first.reset();
       } else {
         auto got = in.ReadFull(staging->data(), chunk);
-        if (!got.ok()) return Failed(what, got.status());
+        if (!got.ok()) return PartlyDone(context, what, got.status(), "wrote", done, total);
         n = *got;
       }
       if (n == 0) break;
+      if (n > room - done) {
+        // Only a pipe of more than one chunk gets here: its size showed
+        // only now.
+        return PartlyDone(
+            context, what,
+            absl::OutOfRangeError(absl::StrCat(
+                in.name(), " has more than the ", Bytes(room),
+                " that fit in region '", label, "' from offset ", offset,
+                "; the first ", Bytes(done), " were written")),
+            "wrote", done, total);
+      }
       auto result = client.Write(*staging, 0, dest.region, done, n);
       if (!result.ok()) {
-        return Failed(absl::StrCat(what, " (", Bytes(n), " at +", done, ")"),
-                      result.status());
+        return PartlyDone(context, what, result.status(), "wrote", done,
+                          total);
       }
       done += n;
+      progress.Show(TransferProgressText(what, done, total,
+                                         absl::Now() - start));
       if (n < chunk) break;
     }
   }
-  return context.Print(
+  progress.Clear();
+  return context.Answer(
+      Report("put", in.name(), dest.text, done, absl::Now() - start),
       absl::StrCat("wrote ", Bytes(done), " to ", dest.text, "\n"));
 }
 
 absl::Status GetLocal(CommandContext& context, Client& client) {
+  const absl::Time start = absl::Now();
   const Invocation& inv = context.invocation();
   const std::string what = absl::StrCat("get ", inv.src.text);
   auto mapped = Map(client, inv.src);
@@ -160,28 +271,45 @@ absl::Status GetLocal(CommandContext& context, Client& client) {
     return Failed(what, s);
   }
   if (absl::Status s = out->Close(); !s.ok()) return Failed(what, s);
+  const Json report =
+      Report("get", inv.src.text, inv.file, length, absl::Now() - start);
   if (inv.file == "-") return absl::OkStatus();
-  return context.Print(absl::StrCat("read ", Bytes(length), " from ",
-                                    inv.src.text, " to ", inv.file, "\n"));
+  return context.Answer(report,
+                        absl::StrCat("read ", Bytes(length), " from ",
+                                     inv.src.text, " to ", inv.file, "\n"));
 }
 
 absl::Status GetRemote(CommandContext& context, Client& client) {
+  const absl::Time start = absl::Now();
   const Invocation& inv = context.invocation();
   const std::string what = absl::StrCat("get ", inv.src.text);
-  const uint64_t length = *inv.length;  // the parser insists on it
+  uint64_t length = 0;
+  if (inv.length.has_value()) {
+    length = *inv.length;
+  } else {
+    // The rest of the region from the offset, as its daemon tells its size.
+    auto info = Stat(client, inv.src);
+    if (!info.ok()) return info.status();
+    const uint64_t offset = inv.src.region.offset;
+    if (offset >= info->size) {
+      return Failed(what, RangeError("", RegionLabel(inv.src), info->size,
+                                     offset));
+    }
+    length = info->size - offset;
+  }
   const uint64_t chunk = std::min(length, kStagingChunk);
   auto staging = client.Allocate(chunk);
   if (!staging.ok()) {
     return Failed(absl::StrCat("allocate a staging buffer of ", Bytes(chunk)),
                   staging.status());
   }
+  ProgressLine progress(ProgressLine::StderrIsTerminal() && inv.file != "-");
   std::optional<File> out;
   for (uint64_t done = 0; done < length;) {
     const uint64_t n = std::min(chunk, length - done);
     auto result = client.Read(*staging, 0, inv.src.region, done, n);
     if (!result.ok()) {
-      return Failed(absl::StrCat(what, " (", Bytes(n), " at +", done, ")"),
-                    result.status());
+      return PartlyDone(context, what, result.status(), "read", done, length);
     }
     // Opened after the first successful read, so that an unreachable or
     // too small region leaves an existing output file alone.
@@ -194,11 +322,17 @@ absl::Status GetRemote(CommandContext& context, Client& client) {
       return Failed(what, s);
     }
     done += n;
+    progress.Show(
+        TransferProgressText(what, done, length, absl::Now() - start));
   }
+  progress.Clear();
   if (absl::Status s = out->Close(); !s.ok()) return Failed(what, s);
+  const Json report =
+      Report("get", inv.src.text, inv.file, length, absl::Now() - start);
   if (inv.file == "-") return absl::OkStatus();
-  return context.Print(absl::StrCat("read ", Bytes(length), " from ",
-                                    inv.src.text, " to ", inv.file, "\n"));
+  return context.Answer(report,
+                        absl::StrCat("read ", Bytes(length), " from ",
+                                     inv.src.text, " to ", inv.file, "\n"));
 }
 
 // A region named without a peer is mapped in place when this daemon has
@@ -210,7 +344,7 @@ bool ElsewhereInCluster(Client& client, const RegionOperand& operand) {
     return false;
   }
   auto status = client.GetStatus();
-  return status.ok() && status->has_directory();
+  return status.ok() && status->directory.has_value();
 }
 
 }  // namespace
@@ -230,19 +364,16 @@ absl::Status RunGet(CommandContext& context) {
   auto client = context.client();
   if (!client.ok()) return client.status();
   const RegionOperand& src = context.invocation().src;
+  // A region elsewhere in the cluster is sized as a remote one: the
+  // daemon's StatRegion asks the directory.
   if (src.is_local() && !ElsewhereInCluster(**client, src)) {
     return GetLocal(context, **client);
-  }
-  if (!context.invocation().length.has_value()) {
-    return Failed(absl::StrCat("get ", src.text),
-                  absl::InvalidArgumentError(
-                      "the region is not on this daemon: give --length N "
-                      "(rdmactl ls shows its size)"));
   }
   return GetRemote(context, **client);
 }
 
 absl::Status RunCopy(CommandContext& context) {
+  const absl::Time start = absl::Now();
   const Invocation& inv = context.invocation();
   const std::string what =
       absl::StrCat("copy ", inv.src.text, " to ", inv.dest.text);
@@ -260,8 +391,21 @@ absl::Status RunCopy(CommandContext& context) {
   if (offset > size) {
     return Failed(what, RangeError("", local.region.name, size, offset));
   }
-  // Without --length: the rest of SRC (the parser made sure SRC is local).
-  const uint64_t length = inv.length.value_or(size - offset);
+  uint64_t length = 0;
+  if (inv.length.has_value()) {
+    length = *inv.length;
+  } else if (write) {
+    length = size - offset;  // the rest of SRC
+  } else {
+    // SRC is remote: the rest of it, as its daemon tells its size.
+    auto info = Stat(**client, inv.src);
+    if (!info.ok()) return info.status();
+    if (inv.src.region.offset >= info->size) {
+      return Failed(what, RangeError("", RegionLabel(inv.src), info->size,
+                                     inv.src.region.offset));
+    }
+    length = info->size - inv.src.region.offset;
+  }
   if (length == 0) {
     return Failed(what, absl::OutOfRangeError(absl::StrCat(
                             "nothing to copy: offset ", offset,
@@ -277,9 +421,15 @@ absl::Status RunCopy(CommandContext& context) {
                       : (*client)->Read(*mapped, offset, other.region, 0,
                                         length);
   if (!result.ok()) return Failed(what, result.status());
-  return context.Print(absl::StrCat("copied ", Bytes(result->bytes), " from ",
-                                    inv.src.text, " to ", inv.dest.text,
-                                    "\n"));
+  Json report = Report("copy", inv.src.text, inv.dest.text, result->bytes,
+                       absl::Now() - start);
+  report.Set("transport", result->transport == Transport::kNone
+                              ? absl::string_view("local")
+                              : TransportName(result->transport));
+  return context.Answer(report,
+                        absl::StrCat("copied ", Bytes(result->bytes), " from ",
+                                     inv.src.text, " to ", inv.dest.text,
+                                     "\n"));
 }
 
 }  // namespace rdmad::rdmactl

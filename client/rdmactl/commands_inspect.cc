@@ -1,37 +1,32 @@
-// rdmactl status, devices, regions, peers, qps; and CommandContext.
+// rdmactl status, devices, regions, peers, qps, stat; and CommandContext.
 #include <cerrno>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
 
 namespace rdmad::rdmactl {
-namespace {
 
-// Asks the daemon with `call` and prints the answer as text or JSON.
-template <typename Response>
-absl::Status Inspect(CommandContext& context, absl::string_view what,
-                     absl::StatusOr<Response> (Client::*call)(),
-                     std::string (*render)(const Response&)) {
-  auto client = context.client();
-  if (!client.ok()) return client.status();
-  absl::StatusOr<Response> response = ((*client)->*call)();
-  if (!response.ok()) return Failed(what, response.status());
-  if (context.global().json) return context.PrintJson(*response);
-  return context.Print(render(*response));
-}
-
-}  // namespace
+CommandContext::CommandContext(const Invocation& invocation, absl::Time start)
+    : invocation_(invocation),
+      deadline_(invocation.global.timeout.has_value()
+                    ? start + *invocation.global.timeout
+                    : absl::InfiniteFuture()) {}
 
 absl::StatusOr<Client*> CommandContext::client() {
   if (client_ == nullptr) {
-    const bool rpc = invocation_.command == Command::kBench &&
-                     invocation_.bench.path == BenchPath::kGrpc;
-    auto client = Client::Connect(
-        {.socket_path = global().socket_path,
-         .timeout = global().timeout,
-         .transfer_path = rpc ? TransferPath::kRpc : TransferPath::kQueue});
+    ClientOptions options;
+    options.socket_path = global().socket_path;
+    options.timeout = global().timeout.value_or(kDefaultCallTimeout);
+    options.deadline = deadline_;
+    // bench --path grpc measures the Local gRPC calls the queue replaced.
+    if (invocation_.command == Command::kBench &&
+        invocation_.bench.path == BenchPath::kGrpc) {
+      options.transfer_path = TransferPath::kRpc;
+    }
+    auto client = Client::Connect(options);
     if (!client.ok()) return Failed("connect", client.status());
     client_ = *std::move(client);
   }
@@ -47,56 +42,102 @@ absl::Status CommandContext::Print(absl::string_view text) {
   return absl::OkStatus();
 }
 
-absl::Status CommandContext::PrintJson(
-    const google::protobuf::Message& message) {
-  auto json = ToJson(message);
-  if (!json.ok()) return Failed("print JSON", json.status());
-  return Print(*json);
+absl::Status CommandContext::PrintJson(const Json& json) {
+  return Print(json.Dump());
+}
+
+absl::Status CommandContext::Answer(const Json& answer, absl::string_view text) {
+  return json() ? PrintJson(answer) : Print(text);
+}
+
+Json ErrorJson(const absl::Status& status) {
+  Json error = Json::Object();
+  error.Set("code", absl::StatusCodeToString(status.code()))
+      .Set("message", status.message())
+      .Set("exit_status", ExitStatusFor(status.code()));
+  Json out = Json::Object();
+  out.Set("error", std::move(error));
+  return out;
 }
 
 absl::Status RunStatus(CommandContext& context) {
-  return Inspect(context, "get status", &Client::GetStatus, &RenderStatus);
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto status = (*client)->GetStatus();
+  if (!status.ok()) return Failed("get status", status.status());
+  return context.Answer(StatusJson(*status), RenderStatus(*status));
 }
 
 absl::Status RunDevices(CommandContext& context) {
-  return Inspect(context, "list devices", &Client::ListDevices,
-                 &RenderDevices);
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto devices = (*client)->ListDevices();
+  if (!devices.ok()) return Failed("list devices", devices.status());
+  return context.Answer(DevicesJson(*devices), RenderDevices(*devices));
 }
 
 absl::Status RunRegions(CommandContext& context) {
-  return Inspect(context, "list regions", &Client::ListRegions,
-                 &RenderRegions);
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  const std::string& peer = context.invocation().peer;
+  if (!peer.empty()) {
+    auto regions = (*client)->ListRemoteRegions(peer);
+    if (!regions.ok()) {
+      return Failed(absl::StrCat("list the regions ", peer, " exports"),
+                    regions.status());
+    }
+    return context.Answer(RemoteRegionsJson(peer, *regions),
+                          RenderRemoteRegions(peer, *regions));
+  }
+  auto regions = (*client)->ListRegions();
+  if (!regions.ok()) return Failed("list regions", regions.status());
+  return context.Answer(RegionsJson(*regions), RenderRegions(*regions));
 }
 
 absl::Status RunPeers(CommandContext& context) {
-  return Inspect(context, "list peers", &Client::ListPeers, &RenderPeers);
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto peers = (*client)->ListPeers();
+  if (!peers.ok()) return Failed("list peers", peers.status());
+  return context.Answer(PeersJson(*peers), RenderPeers(*peers));
 }
 
 absl::Status RunQps(CommandContext& context) {
-  return Inspect(context, "list queue pairs", &Client::ListQps, &RenderQps);
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto qps = (*client)->ListQps();
+  if (!qps.ok()) return Failed("list queue pairs", qps.status());
+  return context.Answer(QpsJson(*qps), RenderQps(*qps));
+}
+
+absl::Status RunStat(CommandContext& context) {
+  const RegionOperand& target = context.invocation().src;
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto info = (*client)->StatRegion(target.region);
+  if (!info.ok()) return Failed(absl::StrCat("stat ", target.text), info.status());
+  return context.Answer(RemoteRegionJson(*info), RenderStat(*info));
 }
 
 absl::Status RunLs(CommandContext& context) {
   auto client = context.client();
   if (!client.ok()) return client.status();
-  auto response = (*client)->ListClusterRegions(context.invocation().prefix);
-  if (!response.ok()) {
-    return Failed("list the cluster's regions", response.status());
-  }
-  if (context.global().json) return context.PrintJson(*response);
-  return context.Print(RenderClusterRegions(*response, absl::Now()));
+  auto list = (*client)->ListClusterRegions(context.invocation().prefix);
+  if (!list.ok()) return Failed("list the cluster's regions", list.status());
+  const absl::Time now = absl::Now();
+  return context.Answer(ClusterRegionsJson(*list, now),
+                        RenderClusterRegions(*list, now));
 }
 
 absl::Status RunLookup(CommandContext& context) {
   auto client = context.client();
   if (!client.ok()) return client.status();
   const Invocation& inv = context.invocation();
-  auto response = (*client)->LookupRegion(inv.name, inv.fresh);
-  if (!response.ok()) {
-    return Failed(absl::StrCat("look up ", inv.name), response.status());
+  auto lookup = (*client)->LookupRegion(inv.name, inv.fresh);
+  if (!lookup.ok()) {
+    return Failed(absl::StrCat("look up ", inv.name), lookup.status());
   }
-  if (context.global().json) return context.PrintJson(*response);
-  return context.Print(RenderLookup(*response));
+  return context.Answer(LookupJson(*lookup), RenderLookup(*lookup));
 }
 
 }  // namespace rdmad::rdmactl

@@ -1,6 +1,8 @@
-// rdmactl alloc, free, export, descriptor: daemon-owned named regions.
+// rdmactl alloc, free, export, chmod, chgrp, descriptor: daemon-owned named
+// regions.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
@@ -16,13 +18,13 @@ absl::Status RunAlloc(CommandContext& context) {
   if (!region.ok()) {
     return Failed(absl::StrCat("alloc ", inv.name), region.status());
   }
-  if (context.global().json) return context.PrintJson(*region);
-  return context.Print(absl::StrCat(
-      "allocated region '", region->name(), "' (id ", region->id(), "): ",
-      HumanSize(region->size()), ", export ",
-      AccessText(region->export_access()), ", mode ",
-      absl::StrFormat("%04o", region->mode()), " group ", region->owner_gid(),
-      "\n"));
+  return context.Answer(
+      RegionJson(*region),
+      absl::StrCat("allocated region '", region->name, "' (id ", region->id,
+                   "): ", HumanSize(region->size), ", export ",
+                   AccessName(region->export_access), ", mode ",
+                   ModeText(region->mode), " group ", region->owner_gid,
+                   "\n"));
 }
 
 absl::Status RunFree(CommandContext& context) {
@@ -32,25 +34,64 @@ absl::Status RunFree(CommandContext& context) {
   if (absl::Status s = (*client)->FreeRegion(inv.name); !s.ok()) {
     return Failed(absl::StrCat("free ", inv.name), s);
   }
-  return context.Print(absl::StrCat("freed region '", inv.name, "'\n"));
+  Json json = Json::Object();
+  json.Set("freed", inv.name);
+  return context.Answer(json,
+                        absl::StrCat("freed region '", inv.name, "'\n"));
 }
 
 absl::Status RunExport(CommandContext& context) {
   const Invocation& inv = context.invocation();
   auto client = context.client();
   if (!client.ok()) return client.status();
-  auto region = (*client)->Export(inv.name, inv.access);
+  auto region = (*client)->Export(inv.name, inv.access, inv.allow);
   if (!region.ok()) {
     return Failed(absl::StrCat("export ", inv.name), region.status());
   }
-  if (context.global().json) return context.PrintJson(*region);
-  if (region->export_access() == v1::ACCESS_NONE) {
-    return context.Print(
-        absl::StrCat("region '", inv.name, "' is local-only now\n"));
+  std::string to = "any peer";
+  if (!region->export_allow.empty()) {
+    std::vector<std::string> grants;
+    for (const ExportGrant& g : region->export_allow) {
+      grants.push_back(g.uid.has_value() ? absl::StrCat(*g.uid, "@", g.peer)
+                                         : g.peer);
+    }
+    to = absl::StrJoin(grants, ", ");
   }
-  return context.Print(absl::StrCat("region '", inv.name, "' exported ",
-                                    AccessText(region->export_access()),
-                                    "\n"));
+  return context.Answer(
+      RegionJson(*region),
+      region->export_access == Access::kNone
+          ? absl::StrCat("region '", inv.name, "' is local-only now\n")
+          : absl::StrCat("region '", inv.name, "' exported ",
+                         AccessName(region->export_access), " to ", to,
+                         "\n"));
+}
+
+absl::Status RunChmod(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto region = (*client)->SetRegionPermissions(inv.name, inv.mode,
+                                                std::nullopt);
+  if (!region.ok()) {
+    return Failed(absl::StrCat("chmod ", inv.name), region.status());
+  }
+  return context.Answer(RegionJson(*region),
+                        absl::StrCat("region '", inv.name, "': mode ",
+                                     ModeText(region->mode), "\n"));
+}
+
+absl::Status RunChgrp(CommandContext& context) {
+  const Invocation& inv = context.invocation();
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto region = (*client)->SetRegionPermissions(inv.name, std::nullopt,
+                                                inv.group);
+  if (!region.ok()) {
+    return Failed(absl::StrCat("chgrp ", inv.name), region.status());
+  }
+  return context.Answer(RegionJson(*region),
+                        absl::StrCat("region '", inv.name, "': group ",
+                                     region->owner_gid, "\n"));
 }
 
 absl::Status RunDescriptor(CommandContext& context) {
@@ -61,7 +102,9 @@ absl::Status RunDescriptor(CommandContext& context) {
   if (!descriptor.ok()) {
     return Failed(absl::StrCat("descriptor ", inv.name), descriptor.status());
   }
-  return context.Print(absl::StrCat(*descriptor, "\n"));
+  Json json = Json::Object();
+  json.Set("name", inv.name).Set("descriptor", *descriptor);
+  return context.Answer(json, absl::StrCat(*descriptor, "\n"));
 }
 
 }  // namespace rdmad::rdmactl

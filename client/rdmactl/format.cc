@@ -68,23 +68,6 @@ std::string RenderFields(
   return out;
 }
 
-std::string HumanSize(uint64_t bytes) {
-  constexpr absl::string_view kUnits[] = {"KiB", "MiB", "GiB",
-                                          "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  size_t unit = 0;
-  uint64_t scale = 1024;
-  while (unit + 1 < std::size(kUnits) && bytes / 1024 >= scale) {
-    scale *= 1024;
-    ++unit;
-  }
-  if (bytes % scale == 0) return absl::StrCat(bytes / scale, " ", kUnits[unit]);
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f",
-                static_cast<double>(bytes) / static_cast<double>(scale));
-  return absl::StrCat(text, " ", kUnits[unit]);
-}
-
 std::string HumanDuration(absl::Duration duration) {
   if (duration <= absl::ZeroDuration()) return "0s";
   if (duration < absl::Seconds(1)) {
@@ -107,6 +90,34 @@ absl::Status Failed(absl::string_view what, const absl::Status& cause) {
                       absl::StrCat(what, ": ",
                                    absl::StatusCodeToString(cause.code()), ": ",
                                    cause.message()));
+}
+
+int ExitStatusFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kUnavailable:
+      return 3;
+    case absl::StatusCode::kNotFound:
+      return 4;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return 5;
+    case absl::StatusCode::kAlreadyExists:
+      return 6;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 7;
+    case absl::StatusCode::kResourceExhausted:
+      return 8;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 9;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted:
+      return 10;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace rdmad::rdmactl

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/size.h"
 
 namespace rdmad::rdmactl {
 
@@ -49,9 +50,8 @@ std::string RenderFields(
     const std::vector<std::pair<std::string, std::string>>& fields,
     absl::string_view indent = "");
 
-// Binary units with at most one decimal: "0 B", "512 B", "4 KiB",
-// "1.5 MiB", "16 EiB". Exact multiples print without a decimal.
-std::string HumanSize(uint64_t bytes);
+// HumanSize (common/size.h): "4 KiB", "1.5 MiB".
+using ::rdmad::HumanSize;
 
 // "450ms", "12s", "5m 3s", "2h 0m 7s", "3d 4h 5m"; negative as "0s".
 std::string HumanDuration(absl::Duration duration);
@@ -60,6 +60,17 @@ std::string HumanDuration(absl::Duration duration);
 // "<what>: <CODE>: <message>", e.g. "alloc r1: ALREADY_EXISTS: region 'r1'
 // exists". main() prints it as "rdmactl: " + message.
 absl::Status Failed(absl::string_view what, const absl::Status& cause);
+
+// rdmactl's exit status for a failure with `code`, one per class of error
+// so that scripts can tell them apart (docs/man/rdmactl.8, EXIT STATUS):
+//   0 OK; 1 other failure (internal, unknown...); 2 usage error;
+//   3 UNAVAILABLE (the daemon or a peer cannot be reached);
+//   4 NOT_FOUND; 5 PERMISSION_DENIED or UNAUTHENTICATED;
+//   6 ALREADY_EXISTS; 7 INVALID_ARGUMENT or OUT_OF_RANGE;
+//   8 RESOURCE_EXHAUSTED; 9 DEADLINE_EXCEEDED (--timeout passed);
+//   10 FAILED_PRECONDITION or ABORTED (the state forbids it now, e.g. not
+//   exported, or the daemon restarted).
+int ExitStatusFor(absl::StatusCode code);
 
 }  // namespace rdmad::rdmactl
 

@@ -1,8 +1,10 @@
 // rdmactl: the command line of rdmad. See `rdmactl help`.
 //
-// Exit status: 0 done; 1 the operation failed ("rdmactl: <what failed>:
-// <CODE>: <message>" on stderr); 2 the command line is wrong (one line on
-// stderr saying what and where to look).
+// Exit status: 0 done; 2 the command line is wrong (one line on stderr
+// saying what and where to look); otherwise the class of the failure
+// (ExitStatusFor in format.h: 3 unreachable, 4 not found, 5 permission...),
+// with "rdmactl: <what failed>: <CODE>: <message>" on stderr and, with
+// --json, the same as a JSON document on stdout.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "client/rdmactl/args.h"
 #include "client/rdmactl/commands.h"
+#include "client/rdmactl/format.h"
 
 namespace rdmad::rdmactl {
 namespace {
@@ -30,12 +33,18 @@ absl::Status Dispatch(CommandContext& context) {
       return RunPeers(context);
     case Command::kQps:
       return RunQps(context);
+    case Command::kStat:
+      return RunStat(context);
     case Command::kAlloc:
       return RunAlloc(context);
     case Command::kFree:
       return RunFree(context);
     case Command::kExport:
       return RunExport(context);
+    case Command::kChmod:
+      return RunChmod(context);
+    case Command::kChgrp:
+      return RunChgrp(context);
     case Command::kDescriptor:
       return RunDescriptor(context);
     case Command::kPut:
@@ -54,19 +63,42 @@ absl::Status Dispatch(CommandContext& context) {
   return absl::InternalError("unknown command");
 }
 
+// True if --json appears before a "--" (for usage errors, which stop the
+// parser before it could say).
+bool WantsJson(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    if (arg == "--json") return true;
+  }
+  return false;
+}
+
 int Main(int argc, char** argv) {
+  const absl::Time start = absl::Now();
   const std::vector<std::string> args(argv + 1, argv + argc);
   auto invocation = ParseCommandLine(args, std::getenv("RDMAD_SOCKET"));
   if (!invocation.ok()) {
     std::fprintf(stderr, "rdmactl: %s\n",
                  std::string(invocation.status().message()).c_str());
+    if (WantsJson(args)) {
+      Json error = Json::Object();
+      error.Set("code", "USAGE")
+          .Set("message", invocation.status().message())
+          .Set("exit_status", kExitUsage);
+      std::fputs(Json::Object().Set("error", std::move(error)).Dump().c_str(),
+                 stdout);
+    }
     return kExitUsage;
   }
-  CommandContext context(*invocation);
+  CommandContext context(*invocation, start);
   if (absl::Status status = Dispatch(context); !status.ok()) {
     std::fprintf(stderr, "rdmactl: %s\n",
                  std::string(status.message()).c_str());
-    return kExitFailure;
+    if (context.json()) {
+      std::fputs(ErrorJson(status).Dump().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    return ExitStatusFor(status.code());
   }
   return kExitOk;
 }

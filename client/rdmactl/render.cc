@@ -7,14 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/rdmactl/format.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace rdmad::rdmactl {
 namespace {
-
-std::string Hex(uint64_t value) {
-  return absl::StrCat("0x", absl::Hex(value, absl::kZeroPad16));
-}
 
 std::string Hex32(uint32_t value) {
   return absl::StrCat("0x", absl::Hex(value));
@@ -24,277 +19,419 @@ std::string OrDash(const std::string& text) {
   return text.empty() ? "-" : text;
 }
 
-std::string KeysText(const v1::RegionInfo& region) {
+std::string Str(absl::string_view text) { return std::string(text); }
+
+std::string KeysText(const RegionInfo& region) {
   std::vector<std::string> keys;
-  for (const v1::DeviceKey& key : region.keys()) {
-    std::string text =
-        absl::StrCat(key.device(), ":lkey=", Hex32(key.lkey()));
-    if (key.rkey() != 0) absl::StrAppend(&text, ",rkey=", Hex32(key.rkey()));
+  for (const DeviceKey& key : region.keys) {
+    std::string text = absl::StrCat(key.device, ":lkey=", Hex32(key.lkey));
+    if (key.rkey != 0) absl::StrAppend(&text, ",rkey=", Hex32(key.rkey));
     keys.push_back(std::move(text));
   }
   return keys.empty() ? "-" : absl::StrJoin(keys, " ");
 }
 
-std::string RenderPort(const v1::PortInfo& port) {
-  std::string out = absl::StrCat(
-      "  port ", port.port(), ": ", port.state(), ", ", port.link_layer(),
-      ", MTU ", port.active_mtu(), " (max ", port.max_mtu(), ")");
-  if (port.lid() != 0) absl::StrAppend(&out, ", LID ", port.lid());
-  absl::StrAppend(&out, ", max message ", HumanSize(port.max_msg_size()),
-                  "\n");
-  if (port.gids().empty()) {
+std::string RenderPort(const PortInfo& port) {
+  std::string out = absl::StrCat("  port ", port.port, ": ", port.state, ", ",
+                                 port.link_layer, ", MTU ", port.active_mtu,
+                                 " (max ", port.max_mtu, ")");
+  if (port.lid != 0) absl::StrAppend(&out, ", LID ", port.lid);
+  absl::StrAppend(&out, ", max message ", HumanSize(port.max_msg_size), "\n");
+  if (port.gids.empty()) {
     absl::StrAppend(&out, "    no GIDs\n");
     return out;
   }
   Table gids({"INDEX", "GID", "TYPE", "NETDEV"});
   gids.AlignRight(0);
-  for (const v1::GidEntry& gid : port.gids()) {
-    gids.AddRow({absl::StrCat(gid.index()), gid.gid(), OrDash(gid.type()),
-                 OrDash(gid.netdev())});
+  for (const GidInfo& gid : port.gids) {
+    gids.AddRow({absl::StrCat(gid.index), gid.gid, OrDash(gid.type),
+                 OrDash(gid.netdev)});
   }
   absl::StrAppend(&out, gids.Render("    "));
   return out;
 }
 
-std::string RenderLimits(const v1::DeviceLimits& limits) {
+std::string RenderLimits(const DeviceLimits& limits) {
   return RenderFields(
       {
-          {"max MR size", HumanSize(limits.max_mr_size())},
-          {"max QPs", absl::StrCat(limits.max_qp())},
-          {"max QP WRs", absl::StrCat(limits.max_qp_wr())},
-          {"max SGEs", absl::StrCat(limits.max_sge())},
-          {"max CQs", absl::StrCat(limits.max_cq())},
-          {"max CQEs", absl::StrCat(limits.max_cqe())},
-          {"max MRs", absl::StrCat(limits.max_mr())},
-          {"max PDs", absl::StrCat(limits.max_pd())},
-          {"max QP RD atomic", absl::StrCat(limits.max_qp_rd_atom(), " (init ",
-                                            limits.max_qp_init_rd_atom(), ")")},
+          {"max MR size", HumanSize(limits.max_mr_size)},
+          {"max QPs", absl::StrCat(limits.max_qp)},
+          {"max QP WRs", absl::StrCat(limits.max_qp_wr)},
+          {"max SGEs", absl::StrCat(limits.max_sge)},
+          {"max CQs", absl::StrCat(limits.max_cq)},
+          {"max CQEs", absl::StrCat(limits.max_cqe)},
+          {"max MRs", absl::StrCat(limits.max_mr)},
+          {"max PDs", absl::StrCat(limits.max_pd)},
+          {"max QP RD atomic", absl::StrCat(limits.max_qp_rd_atom, " (init ",
+                                            limits.max_qp_init_rd_atom, ")")},
       },
       "    ");
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;  // zeros and empty lists too
-  options.preserve_proto_field_names = true;
-  std::string json;
-  const auto status =
-      google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    return absl::InternalError(absl::StrCat(
-        "cannot print the answer as JSON: ", status.ToString()));
+std::string PinnedCapText(const DaemonStatus& s) {
+  std::string cap = s.max_pinned_bytes.has_value()
+                        ? HumanSize(*s.max_pinned_bytes)
+                        : std::string("none");
+  if (!s.max_pinned_bytes_source.empty()) {
+    absl::StrAppend(&cap, " (", s.max_pinned_bytes_source, ")");
   }
-  if (json.empty() || json.back() != '\n') json += '\n';
-  return json;
-}
-
-std::string TransportName(v1::TransportKind transport) {
-  switch (transport) {
-    case v1::TRANSPORT_VERBS:
-      return "verbs";
-    case v1::TRANSPORT_TCP:
-      return "tcp";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string AccessText(v1::Access access) {
-  switch (access) {
-    case v1::ACCESS_READ:
-      return "r";
-    case v1::ACCESS_WRITE:
-      return "w";
-    case v1::ACCESS_READ_WRITE:
-      return "rw";
-    default:
-      return "none";
-  }
-}
-
-std::string OwnerText(const v1::RegionInfo& region) {
-  switch (region.owner()) {
-    case v1::REGION_OWNER_SESSION:
-      return absl::StrCat("session ", region.session_id());
-    case v1::REGION_OWNER_DAEMON:
-      return "daemon";
-    default:
-      return "?";
-  }
-}
-
-namespace {
-
-// One line on the cluster directory for `rdmactl status`.
-std::string DirectoryText(const v1::GetStatusResponse& s) {
-  if (!s.has_directory()) return "none";
-  const v1::DirectoryStatus& d = s.directory();
-  std::string text = absl::StrCat(d.url(), " (prefix ", d.prefix(), "): ",
-                                   d.state());
-  if (d.state() == "connected") {
-    absl::StrAppend(&text, " via ", d.endpoint(), ", lease ",
-                    Hex(static_cast<uint64_t>(d.lease_id())), " TTL ",
-                    d.lease_ttl_seconds(), " s");
-  }
-  absl::StrAppend(&text, ", ", d.published_regions(), " published, ",
-                  d.cached_regions(), " cached",
-                  d.watch_live() ? "" : " (watch down)", ", ", d.reconnects(),
-                  " reconnects");
-  if (!d.last_error().empty()) absl::StrAppend(&text, "; ", d.last_error());
-  for (const std::string& conflict : d.conflicts()) {
-    absl::StrAppend(&text, "; NOT LISTED, name taken: ", conflict);
-  }
-  return text;
+  return cap;
 }
 
 }  // namespace
 
-std::string RenderClusterRegions(const v1::ListClusterRegionsResponse& list,
-                                 absl::Time now) {
-  std::string out;
-  if (list.regions().empty()) {
-    out = "no exported regions in the cluster\n";
-  } else {
-    Table table({"NAME", "NODE", "SIZE", "ACCESS", "AGE", "GENERATION"});
-    table.AlignRight(2);
-    table.AlignRight(4);
-    for (const v1::ClusterRegion& r : list.regions()) {
-      const absl::Duration age =
-          now - absl::FromUnixMillis(r.exported_unix_ms());
-      table.AddRow({r.name(), r.node(), HumanSize(r.size()),
-                    AccessText(r.access()),
-                    HumanDuration(std::max(age, absl::ZeroDuration())),
-                    absl::StrCat(Hex(r.incarnation()), "/", r.revision())});
-    }
-    out = table.Render();
+std::string OwnerText(const RegionInfo& region) {
+  if (region.owner == RegionOwner::kSession) {
+    return absl::StrCat("session ", region.session_id);
   }
-  if (list.truncated()) {
-    absl::StrAppend(&out, "(more regions match: give a longer PREFIX)\n");
-  }
-  if (list.unreadable() != 0) {
-    absl::StrAppend(&out, "(", list.unreadable(),
-                    " unreadable entries skipped: not written by rdmad)\n");
-  }
-  return out;
+  return Str(RegionOwnerName(region.owner));
 }
 
-std::string RenderLookup(const v1::LookupRegionResponse& lookup) {
-  const v1::ClusterRegion& r = lookup.region();
-  return RenderFields({
-      {"name", r.name()},
-      {"node", r.node()},
-      {"size", HumanSize(r.size())},
-      {"access", AccessText(r.access())},
-      {"region id", absl::StrCat(r.region_id())},
-      {"generation", absl::StrCat(Hex(r.incarnation()), "/", r.revision())},
-      {"from", lookup.from_cache() ? "cache" : "etcd"},
-      {"latency", absl::StrCat(lookup.latency_ns() / 1000, " us")},
-  });
+std::string ModeText(uint32_t mode) { return absl::StrFormat("%04o", mode); }
+
+std::string IncarnationText(uint64_t incarnation) {
+  return absl::StrCat("0x", absl::Hex(incarnation, absl::kZeroPad16));
 }
 
-std::string RenderStatus(const v1::GetStatusResponse& s) {
-  std::string transport = TransportName(s.transport());
-  if (!s.transport_reason().empty()) {
-    absl::StrAppend(&transport, " (", s.transport_reason(), ")");
+// ---------------------------------------------------------------------------
+// Text
+
+std::string RenderStatus(const DaemonStatus& s) {
+  std::string transport = Str(TransportName(s.transport));
+  if (!s.transport_reason.empty()) {
+    absl::StrAppend(&transport, " (", s.transport_reason, ")");
   }
   return RenderFields({
-      {"version", s.version()},
-      {"incarnation", Hex(s.incarnation())},
-      {"pid", absl::StrCat(s.pid())},
-      {"uptime", HumanDuration(absl::Milliseconds(s.uptime_ms()))},
+      {"version", s.version},
+      {"incarnation", IncarnationText(s.incarnation)},
+      {"pid", absl::StrCat(s.pid)},
+      {"uptime", HumanDuration(s.uptime)},
       {"transport", transport},
-      {"local socket", OrDash(s.local_socket())},
-      {"peer address", OrDash(s.peer_listen())},
-      {"devices", absl::StrCat(s.device_count())},
-      {"regions", absl::StrCat(s.region_count(), " (",
-                               HumanSize(s.region_bytes()), ")")},
-      {"sessions", absl::StrCat(s.session_count())},
-      {"peers", absl::StrCat(s.peer_count())},
-      {"memlock limit", s.memlock_limit() == 0
-                            ? std::string("unlimited")
-                            : HumanSize(s.memlock_limit())},
-      {"directory", DirectoryText(s)},
+      {"local socket", OrDash(s.local_socket)},
+      {"peer address", OrDash(s.peer_address)},
+      {"devices", absl::StrCat(s.device_count)},
+      {"regions",
+       absl::StrCat(s.region_count, " (", HumanSize(s.region_bytes), ")")},
+      {"sessions", absl::StrCat(s.session_count)},
+      {"peers", absl::StrCat(s.peer_count)},
+      {"memlock limit", s.memlock_limit.has_value()
+                            ? HumanSize(*s.memlock_limit)
+                            : std::string("unlimited")},
+      {"max pinned bytes", PinnedCapText(s)},
+      {"pinned bytes", HumanSize(s.pinned_bytes)},
+      {"directory", DirectoryText(s.directory)},
   });
 }
 
-std::string RenderDevices(const v1::ListDevicesResponse& devices) {
-  if (devices.devices().empty()) {
-    return absl::StrCat(devices.note().empty() ? "no RDMA devices"
-                                               : devices.note(),
+std::string RenderDevices(const DeviceList& devices) {
+  if (devices.devices.empty()) {
+    return absl::StrCat(devices.note.empty() ? "no RDMA devices" : devices.note,
                         "\n");
   }
   std::string out;
-  for (const v1::DeviceInfo& device : devices.devices()) {
+  for (const DeviceInfo& device : devices.devices) {
     if (!out.empty()) out += "\n";
-    absl::StrAppend(&out, device.name(), ": GUID ", OrDash(device.node_guid()),
-                    ", ", OrDash(device.transport()), "\n");
-    for (const v1::PortInfo& port : device.ports()) {
+    absl::StrAppend(&out, device.name, ": GUID ", OrDash(device.node_guid),
+                    ", ", OrDash(device.transport), "\n");
+    for (const PortInfo& port : device.ports) {
       absl::StrAppend(&out, RenderPort(port));
     }
-    if (device.has_limits()) {
-      absl::StrAppend(&out, "  limits:\n", RenderLimits(device.limits()));
+    if (device.limits.has_value()) {
+      absl::StrAppend(&out, "  limits:\n", RenderLimits(*device.limits));
     }
   }
   return out;
 }
 
-std::string RenderRegions(const v1::ListRegionsResponse& regions) {
-  if (regions.regions().empty()) return "no regions\n";
+std::string RenderRegions(const std::vector<RegionInfo>& regions) {
+  if (regions.empty()) return "no regions\n";
   Table table({"ID", "NAME", "SIZE", "OWNER", "UID", "GID", "MODE", "EXPORT",
                "BACKING", "KEYS"});
-  table.AlignRight(0);
-  table.AlignRight(2);
-  table.AlignRight(4);
-  table.AlignRight(5);
-  for (const v1::RegionInfo& r : regions.regions()) {
+  for (size_t column : {0, 2, 4, 5}) table.AlignRight(column);
+  for (const RegionInfo& r : regions) {
     // Session buffers are private to their session whatever the mode says.
-    const std::string mode =
-        r.owner() == v1::REGION_OWNER_DAEMON
-            ? absl::StrFormat("%04o", r.mode())
-            : std::string("session");
-    table.AddRow({absl::StrCat(r.id()), OrDash(r.name()), HumanSize(r.size()),
-                  OwnerText(r), absl::StrCat(r.owner_uid()),
-                  absl::StrCat(r.owner_gid()), mode,
-                  AccessText(r.export_access()), OrDash(r.backing()),
-                  KeysText(r)});
+    const std::string mode = r.owner == RegionOwner::kDaemon
+                                 ? ModeText(r.mode)
+                                 : std::string("session");
+    table.AddRow({absl::StrCat(r.id), OrDash(r.name), HumanSize(r.size),
+                  OwnerText(r), absl::StrCat(r.owner_uid),
+                  absl::StrCat(r.owner_gid), mode, Str(AccessName(r.export_access)),
+                  OrDash(r.backing), KeysText(r)});
   }
   return table.Render();
 }
 
-std::string RenderPeers(const v1::ListPeersResponse& peers) {
-  if (peers.peers().empty()) return "no peers\n";
+std::string RenderRemoteRegions(const std::string& peer,
+                                const std::vector<RemoteRegionInfo>& regions) {
+  if (regions.empty()) {
+    return absl::StrCat("the daemon at ", peer,
+                        " exports no regions to this node\n");
+  }
+  Table table({"NAME", "SIZE", "EXPORT"});
+  table.AlignRight(1);
+  for (const RemoteRegionInfo& r : regions) {
+    table.AddRow({r.name, HumanSize(r.size), Str(AccessName(r.access))});
+  }
+  return table.Render();
+}
+
+std::string RenderStat(const RemoteRegionInfo& r) {
+  return RenderFields({
+      {"peer", r.peer.empty() ? std::string("this daemon") : r.peer},
+      {"name", OrDash(r.name)},
+      {"size", absl::StrCat(r.size, " bytes (", HumanSize(r.size), ")")},
+      {"export", Str(AccessName(r.access))},
+  });
+}
+
+std::string RenderPeers(const std::vector<PeerInfo>& peers) {
+  if (peers.empty()) return "no peers\n";
   Table table({"ADDRESS", "STATE", "TRANSPORT", "INCARNATION", "WRITTEN",
                "READ", "OPS", "FAILED", "REASON", "LAST ERROR"});
   for (size_t column : {4, 5, 6, 7}) table.AlignRight(column);
-  for (const v1::PeerInfo& p : peers.peers()) {
-    table.AddRow({p.address(), OrDash(p.state()), TransportName(p.transport()),
-                  Hex(p.incarnation()), HumanSize(p.bytes_written()),
-                  HumanSize(p.bytes_read()), absl::StrCat(p.ops_completed()),
-                  absl::StrCat(p.ops_failed()), OrDash(p.transport_reason()),
-                  OrDash(p.last_error())});
+  for (const PeerInfo& p : peers) {
+    table.AddRow({p.address, OrDash(p.state), Str(TransportName(p.transport)),
+                  IncarnationText(p.incarnation), HumanSize(p.bytes_written),
+                  HumanSize(p.bytes_read), absl::StrCat(p.ops_completed),
+                  absl::StrCat(p.ops_failed), OrDash(p.transport_reason),
+                  OrDash(p.last_error)});
   }
   return table.Render();
 }
 
-std::string RenderQps(const v1::ListQpsResponse& qps) {
-  if (qps.qps().empty()) return "no queue pairs\n";
-  Table table({"PEER", "DEVICE", "LOCAL QPN", "REMOTE QPN", "STATE", "MTU",
-               "POSTED", "POST CALLS", "COMPLETED", "ERRORS", "OUTSTANDING",
-               "GENERATION"});
-  for (size_t column : {2, 3, 5, 6, 7, 8, 9, 10, 11}) table.AlignRight(column);
-  for (const v1::QpInfo& q : qps.qps()) {
-    table.AddRow({q.peer(), OrDash(q.device()), absl::StrCat(q.local_qpn()),
-                  absl::StrCat(q.remote_qpn()), OrDash(q.state()),
-                  absl::StrCat(q.path_mtu()), absl::StrCat(q.posted()),
-                  q.device().empty() ? std::string("-")
-                                     : absl::StrCat(q.post_calls()),
-                  absl::StrCat(q.completed()), absl::StrCat(q.errors()),
-                  absl::StrCat(q.outstanding()), absl::StrCat(q.generation())});
+std::string RenderQps(const std::vector<QpInfo>& qps) {
+  if (qps.empty()) return "no queue pairs or data connections\n";
+  // ROLE: initiator (opened here to reach PEER) or responder (created here
+  // to serve PEER's operations; the NIC serves them, its counters stay 0).
+  Table verbs({"PEER", "ROLE", "TRANSPORT", "DEVICE", "LOCAL QPN",
+               "REMOTE QPN", "STATE", "MTU", "POSTED", "POST CALLS",
+               "COMPLETED", "ERRORS", "OUTSTANDING", "GENERATION"});
+  for (size_t column : {4, 5, 7, 8, 9, 10, 11, 12, 13}) {
+    verbs.AlignRight(column);
   }
-  return table.Render();
+  Table tcp({"PEER", "ROLE", "TRANSPORT", "CONN", "LOCAL", "REMOTE", "STATE",
+             "SENT", "SENDMSG CALLS", "COMPLETED", "ERRORS", "OUTSTANDING",
+             "CONNECTS"});
+  for (size_t column : {3, 7, 8, 9, 10, 11, 12}) tcp.AlignRight(column);
+  for (const QpInfo& q : qps) {
+    const std::string transport = Str(TransportName(q.transport));
+    if (q.transport == Transport::kVerbs) {
+      verbs.AddRow({q.peer, OrDash(q.role), transport, OrDash(q.device),
+                    absl::StrCat(q.local_qpn), absl::StrCat(q.remote_qpn),
+                    OrDash(q.state), absl::StrCat(q.path_mtu),
+                    absl::StrCat(q.posted), absl::StrCat(q.post_calls),
+                    absl::StrCat(q.completed), absl::StrCat(q.errors),
+                    absl::StrCat(q.outstanding), absl::StrCat(q.generation)});
+    } else {
+      tcp.AddRow({q.peer, OrDash(q.role), transport,
+                  absl::StrCat(q.connection), OrDash(q.local_address),
+                  OrDash(q.remote_address), OrDash(q.state),
+                  absl::StrCat(q.posted), absl::StrCat(q.post_calls),
+                  absl::StrCat(q.completed), absl::StrCat(q.errors),
+                  absl::StrCat(q.outstanding), absl::StrCat(q.generation)});
+    }
+  }
+  std::string out;
+  if (!verbs.empty()) absl::StrAppend(&out, "verbs queue pairs:\n", verbs.Render());
+  if (!tcp.empty()) {
+    if (!out.empty()) out += "\n";
+    absl::StrAppend(&out, "TCP data connections:\n", tcp.Render());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+Json StatusJson(const DaemonStatus& s) {
+  Json out = Json::Object();
+  out.Set("version", s.version)
+      .Set("incarnation", IncarnationText(s.incarnation))
+      .Set("pid", s.pid)
+      .Set("uptime_ms", absl::ToInt64Milliseconds(s.uptime))
+      .Set("transport", TransportName(s.transport))
+      .Set("transport_reason", s.transport_reason)
+      .Set("local_socket", s.local_socket)
+      .Set("peer_address", s.peer_address)
+      .Set("devices", s.device_count)
+      .Set("regions", s.region_count)
+      .Set("region_bytes", s.region_bytes)
+      .Set("sessions", s.session_count)
+      .Set("peers", s.peer_count)
+      .Set("memlock_limit", s.memlock_limit)
+      .Set("max_pinned_bytes", s.max_pinned_bytes)
+      .Set("max_pinned_bytes_source", s.max_pinned_bytes_source)
+      .Set("pinned_bytes", s.pinned_bytes)
+      .Set("directory", DirectoryJson(s.directory));
+  return out;
+}
+
+Json DevicesJson(const DeviceList& devices) {
+  Json list = Json::Array();
+  for (const DeviceInfo& d : devices.devices) {
+    Json ports = Json::Array();
+    for (const PortInfo& p : d.ports) {
+      Json gids = Json::Array();
+      for (const GidInfo& g : p.gids) {
+        gids.Push(Json::Object()
+                      .Set("index", g.index)
+                      .Set("gid", g.gid)
+                      .Set("type", g.type)
+                      .Set("netdev", g.netdev));
+      }
+      ports.Push(Json::Object()
+                     .Set("port", p.port)
+                     .Set("state", p.state)
+                     .Set("link_layer", p.link_layer)
+                     .Set("mtu", p.active_mtu)
+                     .Set("max_mtu", p.max_mtu)
+                     .Set("lid", p.lid)
+                     .Set("max_msg_size", p.max_msg_size)
+                     .Set("gids", std::move(gids)));
+    }
+    Json limits;
+    if (d.limits.has_value()) {
+      const DeviceLimits& l = *d.limits;
+      limits = Json::Object()
+                   .Set("max_mr_size", l.max_mr_size)
+                   .Set("max_qp", l.max_qp)
+                   .Set("max_qp_wr", l.max_qp_wr)
+                   .Set("max_sge", l.max_sge)
+                   .Set("max_cq", l.max_cq)
+                   .Set("max_cqe", l.max_cqe)
+                   .Set("max_mr", l.max_mr)
+                   .Set("max_pd", l.max_pd)
+                   .Set("max_qp_rd_atom", l.max_qp_rd_atom)
+                   .Set("max_qp_init_rd_atom", l.max_qp_init_rd_atom);
+    }
+    list.Push(Json::Object()
+                  .Set("name", d.name)
+                  .Set("node_guid", d.node_guid)
+                  .Set("transport", d.transport)
+                  .Set("ports", std::move(ports))
+                  .Set("limits", std::move(limits)));
+  }
+  Json out = Json::Object();
+  out.Set("devices", std::move(list)).Set("note", devices.note);
+  return out;
+}
+
+Json RegionJson(const RegionInfo& r) {
+  Json keys = Json::Array();
+  for (const DeviceKey& key : r.keys) {
+    keys.Push(Json::Object()
+                  .Set("device", key.device)
+                  .Set("lkey", key.lkey)
+                  .Set("rkey", key.rkey));
+  }
+  Json allow = Json::Array();
+  for (const ExportGrant& g : r.export_allow) {
+    allow.Push(g.uid.has_value() ? absl::StrCat(*g.uid, "@", g.peer) : g.peer);
+  }
+  Json out = Json::Object();
+  out.Set("id", r.id)
+      .Set("name", r.name)
+      .Set("size", r.size)
+      .Set("mapped_size", r.mapped_size)
+      .Set("owner", RegionOwnerName(r.owner))
+      .Set("session", r.owner == RegionOwner::kSession ? Json(r.session_id)
+                                                       : Json())
+      .Set("uid", r.owner_uid)
+      .Set("gid", r.owner_gid)
+      .Set("mode", ModeText(r.mode))
+      .Set("export", AccessName(r.export_access))
+      .Set("export_allow", std::move(allow))
+      .Set("backing", r.backing)
+      .Set("keys", std::move(keys))
+      .Set("created", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", r.created,
+                                       absl::UTCTimeZone()));
+  return out;
+}
+
+Json RegionsJson(const std::vector<RegionInfo>& regions) {
+  Json list = Json::Array();
+  for (const RegionInfo& region : regions) list.Push(RegionJson(region));
+  Json out = Json::Object();
+  out.Set("regions", std::move(list));
+  return out;
+}
+
+Json RemoteRegionJson(const RemoteRegionInfo& r) {
+  Json out = Json::Object();
+  out.Set("peer", r.peer)
+      .Set("name", r.name)
+      .Set("size", r.size)
+      .Set("export", AccessName(r.access));
+  return out;
+}
+
+Json RemoteRegionsJson(const std::string& peer,
+                       const std::vector<RemoteRegionInfo>& regions) {
+  Json list = Json::Array();
+  for (const RemoteRegionInfo& region : regions) {
+    list.Push(RemoteRegionJson(region));
+  }
+  Json out = Json::Object();
+  out.Set("peer", peer).Set("regions", std::move(list));
+  return out;
+}
+
+Json PeersJson(const std::vector<PeerInfo>& peers) {
+  Json list = Json::Array();
+  for (const PeerInfo& p : peers) {
+    list.Push(Json::Object()
+                  .Set("address", p.address)
+                  .Set("state", p.state)
+                  .Set("transport", TransportName(p.transport))
+                  .Set("incarnation", IncarnationText(p.incarnation))
+                  .Set("written", p.bytes_written)
+                  .Set("read", p.bytes_read)
+                  .Set("ops", p.ops_completed)
+                  .Set("failed", p.ops_failed)
+                  .Set("reason", p.transport_reason)
+                  .Set("last_error", p.last_error));
+  }
+  Json out = Json::Object();
+  out.Set("peers", std::move(list));
+  return out;
+}
+
+Json QpsJson(const std::vector<QpInfo>& qps) {
+  Json list = Json::Array();
+  for (const QpInfo& q : qps) {
+    Json qp = Json::Object();
+    qp.Set("peer", q.peer)
+        .Set("role", q.role)
+        .Set("transport", TransportName(q.transport));
+    if (q.transport == Transport::kVerbs) {
+      qp.Set("device", q.device)
+          .Set("local_qpn", q.local_qpn)
+          .Set("remote_qpn", q.remote_qpn)
+          .Set("state", q.state)
+          .Set("mtu", q.path_mtu)
+          .Set("posted", q.posted)
+          .Set("post_calls", q.post_calls)
+          .Set("completed", q.completed)
+          .Set("errors", q.errors)
+          .Set("outstanding", q.outstanding)
+          .Set("generation", q.generation);
+    } else {
+      qp.Set("conn", q.connection)
+          .Set("local", q.local_address)
+          .Set("remote", q.remote_address)
+          .Set("state", q.state)
+          .Set("sent", q.posted)
+          .Set("sendmsg_calls", q.post_calls)
+          .Set("completed", q.completed)
+          .Set("errors", q.errors)
+          .Set("outstanding", q.outstanding)
+          .Set("connects", q.generation);
+    }
+    list.Push(std::move(qp));
+  }
+  Json out = Json::Object();
+  out.Set("qps", std::move(list));
+  return out;
 }
 
 }  // namespace rdmad::rdmactl

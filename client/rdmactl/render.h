@@ -1,41 +1,59 @@
 // How rdmactl shows the daemon's answers: as text for people, or as JSON
-// for scripts.
+// for scripts, from the client library's types (rdmad/info.h).
 //
-// Text: RenderStatus/Devices/Regions/Peers/Qps turn one response into the
-// lines `rdmactl status` ... print. JSON: ToJson prints any response with
-// protobuf's JSON printer, keeping the .proto field names and printing
-// default-valued fields, so that a script sees `"region_count": "0"` rather
-// than a missing key. (proto3 JSON prints 64-bit integers as strings.)
+// Text: Render* turn one answer into the lines `rdmactl status` ... print.
+// JSON: *Json build the same answer in rdmactl's one JSON dialect
+// (json.h): the keys are the table's column names in lower case with '_'
+// for spaces ("last_error", "local_socket"), numbers are numbers, enums use
+// the tables' short names. docs/man/rdmactl.8 lists every key.
 //
 // All functions are pure and thread-compatible.
 #ifndef RDMAD_CLIENT_RDMACTL_RENDER_H_
 #define RDMAD_CLIENT_RDMACTL_RENDER_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "google/protobuf/message.h"
-#include "rdmad/v1/rdmad.pb.h"
+#include "client/rdmactl/json.h"
+#include "rdmad/info.h"
 
 namespace rdmad::rdmactl {
 
-// One JSON document ending in a newline.
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+std::string OwnerText(const RegionInfo& region);  // "session 3", "daemon"
+std::string ModeText(uint32_t mode);              // "0640"
+std::string IncarnationText(uint64_t incarnation);  // "0x00c0ffee..."
 
-std::string TransportName(v1::TransportKind transport);  // "tcp", "verbs"
-std::string AccessText(v1::Access access);               // "none", "r", ...
-std::string OwnerText(const v1::RegionInfo& region);     // "session 3"
+std::string RenderStatus(const DaemonStatus& status);
+std::string RenderDevices(const DeviceList& devices);
+std::string RenderRegions(const std::vector<RegionInfo>& regions);
+// The exports of the daemon at `peer`.
+std::string RenderRemoteRegions(const std::string& peer,
+                                const std::vector<RemoteRegionInfo>& regions);
+std::string RenderStat(const RemoteRegionInfo& region);
+std::string RenderPeers(const std::vector<PeerInfo>& peers);
+// Verbs QPs and TCP connections, each in a table of their own columns.
+std::string RenderQps(const std::vector<QpInfo>& qps);
+// The cluster directory (render_cluster.cc): one line on it for `status`,
+// `rdmactl ls` (ages against `now`) and `lookup`.
+std::string DirectoryText(const std::optional<DirectoryStatus>& directory);
+std::string RenderClusterRegions(const ClusterRegionList& list, absl::Time now);
+std::string RenderLookup(const ClusterLookup& lookup);
 
-std::string RenderStatus(const v1::GetStatusResponse& status);
-std::string RenderDevices(const v1::ListDevicesResponse& devices);
-std::string RenderRegions(const v1::ListRegionsResponse& regions);
-std::string RenderPeers(const v1::ListPeersResponse& peers);
-std::string RenderQps(const v1::ListQpsResponse& qps);
-// The cluster directory: `rdmactl ls` (ages against `now`) and `lookup`.
-std::string RenderClusterRegions(const v1::ListClusterRegionsResponse& list,
-                                 absl::Time now);
-std::string RenderLookup(const v1::LookupRegionResponse& lookup);
+Json StatusJson(const DaemonStatus& status);
+Json DevicesJson(const DeviceList& devices);
+Json RegionJson(const RegionInfo& region);
+Json RegionsJson(const std::vector<RegionInfo>& regions);
+Json RemoteRegionJson(const RemoteRegionInfo& region);
+Json RemoteRegionsJson(const std::string& peer,
+                       const std::vector<RemoteRegionInfo>& regions);
+Json PeersJson(const std::vector<PeerInfo>& peers);
+Json QpsJson(const std::vector<QpInfo>& qps);
+// null without a directory.
+Json DirectoryJson(const std::optional<DirectoryStatus>& directory);
+Json ClusterRegionsJson(const ClusterRegionList& list, absl::Time now);
+Json LookupJson(const ClusterLookup& lookup);
 
 }  // namespace rdmad::rdmactl
 

@@ -1,5 +1,14 @@
 #include "daemon/config/config_file.h"
 
+#include "daemon/config/resolved_config.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -7,11 +16,15 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/directory_url.h"
 #include "common/region_address.h"
+#include "daemon/config/resolved_config.h"
+#include "daemon/core/peer_allow_list.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -137,6 +150,51 @@ void CheckDirectory(const v1::DaemonConfig& config,
   }
 }
 
+// A group name or number that exists on this host (what socket_group
+// needs at start).
+void CheckGroup(const std::string& group, std::vector<FieldError>& errors) {
+  if (absl::StatusOr<int64_t> gid = ResolveSocketGroup(group); !gid.ok()) {
+    errors.push_back({"socket_group", std::string(gid.status().message())});
+  }
+}
+
+// A PEM file the daemon must read at start: readable, regular, and holding
+// a block of `kind` ("CERTIFICATE", "PRIVATE KEY").
+void CheckPemFile(const char* field, const std::string& path,
+                  absl::string_view kind, std::vector<FieldError>& errors) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    errors.push_back({field, absl::StrCat("cannot read '", path,
+                                          "': ", std::strerror(errno))});
+    return;
+  }
+  if (!S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    errors.push_back({field, absl::StrCat("'", path, "' is not a PEM file (",
+                                          S_ISDIR(st.st_mode) ? "a directory"
+                                                              : "not a regular "
+                                                                "file of a "
+                                                                "sane size",
+                                          ")")});
+    return;
+  }
+  std::ifstream in(path);
+  if (!in) {
+    errors.push_back({field, absl::StrCat("cannot read '", path,
+                                          "': ", std::strerror(errno))});
+    return;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string pem = text.str();
+  const size_t begin = pem.find("-----BEGIN ");
+  if (begin == std::string::npos ||
+      pem.find(std::string(kind), begin) == std::string::npos) {
+    errors.push_back(
+        {field, absl::StrCat("'", path, "' holds no PEM ", kind, " block")});
+  }
+}
+
 }  // namespace
 
 std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
@@ -159,16 +217,75 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   if (const std::string& mode = config.socket_mode(); !mode.empty()) {
     const bool octal =
         mode.size() <= 4 &&
-        mode.find_first_not_of("01234567") == std::string::npos;
+        mode.find_first_not_of("01234567") == std::string::npos &&
+        (mode.size() < 4 || mode.front() == '0');
     if (!octal) {
-      errors.push_back({"socket_mode", absl::StrCat("'", mode,
-                                                    "' must be octal, e.g. "
-                                                    "0660")});
+      errors.push_back({"socket_mode", absl::StrCat("'", absl::CHexEscape(mode),
+                                                    "' must be octal "
+                                                    "permission bits "
+                                                    "0..0777, e.g. 0660")});
     }
   }
-  if (!config.socket().empty() && config.socket().front() != '/') {
-    errors.push_back({"socket", absl::StrCat("'", config.socket(),
-                                             "' must be an absolute path")});
+  if (const std::string& socket = config.socket(); !socket.empty()) {
+    // The session socket is this path + ".session"; both must fit in a
+    // sockaddr_un.
+    const size_t most =
+        sizeof(sockaddr_un{}.sun_path) - 1 - std::strlen(".session");
+    if (socket.front() != '/') {
+      errors.push_back({"socket", absl::StrCat("'", absl::CHexEscape(socket),
+                                               "' must be an absolute path")});
+    } else if (socket.size() > most || socket.find('\0') != std::string::npos) {
+      errors.push_back({"socket", absl::StrCat("the path is ", socket.size(),
+                                               " bytes long; at most ", most,
+                                               " fit in a Unix socket "
+                                               "address (with \".session\")")});
+    }
+  }
+  CheckGroup(config.socket_group(), errors);
+  for (int i = 0; i < config.peer_allow_size(); ++i) {
+    if (auto parsed = core::PeerAllowList::Parse({config.peer_allow(i)});
+        !parsed.ok()) {
+      errors.push_back(
+          {"peer_allow", std::string(parsed.status().message()), i});
+    }
+  }
+  const int tls_given = !config.tls_ca_file().empty() +
+                        !config.tls_cert_file().empty() +
+                        !config.tls_key_file().empty();
+  if (tls_given != 0 && tls_given != 3) {
+    for (const char* field : {"tls_ca_file", "tls_cert_file", "tls_key_file"}) {
+      const auto* descriptor =
+          v1::DaemonConfig::descriptor()->FindFieldByName(field);
+      const auto* reflection = v1::DaemonConfig::GetReflection();
+      if (reflection->GetString(config, descriptor).empty()) continue;
+      errors.push_back({field,
+                        "mutual TLS needs all of tls_ca_file, "
+                        "tls_cert_file and tls_key_file (or none)"});
+    }
+  } else if (tls_given == 3) {
+    CheckPemFile("tls_ca_file", config.tls_ca_file(), "CERTIFICATE", errors);
+    CheckPemFile("tls_cert_file", config.tls_cert_file(), "CERTIFICATE",
+                 errors);
+    CheckPemFile("tls_key_file", config.tls_key_file(), "PRIVATE KEY", errors);
+  }
+  if (const std::string& device = config.device(); !device.empty()) {
+    const bool printable =
+        std::all_of(device.begin(), device.end(), [](char c) {
+          return absl::ascii_isgraph(static_cast<unsigned char>(c));
+        });
+    if (device.size() > 63 || !printable) {
+      errors.push_back({"device", absl::StrCat("'", absl::CHexEscape(device),
+                                               "' is not an RDMA device name "
+                                               "(e.g. mlx5_0, rxe0)")});
+    }
+  }
+  if (config.verbs_chunk_bytes() != 0 &&
+      (config.verbs_chunk_bytes() < 4096 ||
+       config.verbs_chunk_bytes() > (1ull << 31))) {
+    errors.push_back(
+        {"verbs_chunk_bytes", absl::StrCat(config.verbs_chunk_bytes(),
+                                           " must be 4096..2147483648 (0: the "
+                                           "default, 1 MiB)")});
   }
   CheckAddress("peer_listen", config.peer_listen(), errors);
   CheckAddress("data_listen", config.data_listen(), errors);
@@ -238,7 +355,7 @@ absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& text,
     const auto* field =
         v1::DaemonConfig::descriptor()->FindFieldByName(e.field);
     const auto where = field != nullptr
-                           ? locations.GetLocation(field, -1)
+                           ? locations.GetLocation(field, e.index)
                            : google::protobuf::TextFormat::ParseLocation();
     lines.push_back(where.line >= 0
                         ? absl::StrCat(source, ":", where.line + 1, ":",
@@ -254,14 +371,51 @@ absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& text,
 }
 
 absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  // Opened once and checked through the descriptor, so that what is
+  // checked is what is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     return absl::NotFoundError(absl::StrCat("cannot read config file ", path,
                                             ": ", std::strerror(errno)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseConfigText(text.str(), path);
+  std::string text;
+  absl::Status status = absl::OkStatus();
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    status = absl::NotFoundError(absl::StrCat("cannot read config file ", path,
+                                              ": ", std::strerror(errno)));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        path, ": the config file is ",
+        S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
+        ": give the path of a text-format rdmad.v1.DaemonConfig file"));
+  } else if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(path, ": the config file is ", st.st_size,
+                     " bytes; at most ", kMaxConfigBytes, " are read"));
+  } else {
+    char buffer[8192];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = absl::NotFoundError(absl::StrCat(
+            "cannot read config file ", path, ": ", std::strerror(errno)));
+        break;
+      }
+      if (n == 0) break;
+      text.append(buffer, static_cast<size_t>(n));
+      if (text.size() > kMaxConfigBytes) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(path, ": the config file grew past ", kMaxConfigBytes,
+                         " bytes while being read"));
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return ParseConfigText(text, path);
 }
 
 void ApplyDefaults(v1::DaemonConfig& config) {

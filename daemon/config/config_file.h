@@ -22,16 +22,22 @@
 
 namespace rdmad::config {
 
+// Largest config file read: real ones are a few KiB.
+inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
 // One semantic mistake in a config: the field (as named in the file) and
 // what is wrong with its value.
 struct FieldError {
   std::string field;
   std::string message;
+  int index = -1;  // which element, for a repeated field (peer_allow)
 };
 
-// Checks the values the daemon relies on (log level, socket mode,
-// transport, addresses, verbs QP settings). Fields left at their zero value
-// mean "default" and pass. Pure; no I/O.
+// Checks the values the daemon relies on (log level, socket path and mode,
+// socket group, transport, addresses, peer allow-list, TLS files, verbs
+// settings). Fields left at their zero value mean "default" and pass.
+// Reads the TLS files and the group database (what the daemon will do at
+// start), nothing else.
 std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config);
 
 // CheckConfig as a status: INVALID_ARGUMENT naming `source` (e.g. "the
@@ -46,7 +52,8 @@ absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& text,
                                                  const std::string& source);
 
 // Reads and parses the file at `path` (ParseConfigText). NOT_FOUND if it
-// cannot be read.
+// cannot be read; INVALID_ARGUMENT if it is not a regular file (a
+// directory, a device) or is larger than kMaxConfigBytes.
 absl::StatusOr<v1::DaemonConfig> LoadConfigFile(const std::string& path);
 
 // Fills unset fields of `config` with rdmad's defaults.

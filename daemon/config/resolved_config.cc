@@ -2,25 +2,33 @@
 
 #include <grp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/config/config_file.h"
 
 namespace rdmad::config {
-namespace {
 
-// The gid for config socket_group: a group name or a number. -1: unset.
 absl::StatusOr<int64_t> ResolveSocketGroup(const std::string& group) {
   if (group.empty()) return -1;
   uint32_t gid = 0;
-  if (absl::SimpleAtoi(group, &gid)) return gid;
+  // Digits only: SimpleAtoi alone would take " 5" or "+5".
+  if (std::all_of(group.begin(), group.end(),
+                  [](char c) {
+                    return absl::ascii_isdigit(static_cast<unsigned char>(c));
+                  }) &&
+      absl::SimpleAtoi(group, &gid)) {
+    return gid;
+  }
   std::vector<char> buffer(16384);
   for (;;) {
     ::group entry{};
@@ -33,12 +41,15 @@ absl::StatusOr<int64_t> ResolveSocketGroup(const std::string& group) {
     }
     if (found == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "socket_group '", group, "' is not a group on this host: create it "
-          "(groupadd ", group, ") or give a numeric gid"));
+          "'", absl::CHexEscape(group),
+          "' is not a group on this host: create it (groupadd) or give a "
+          "numeric gid"));
     }
     return static_cast<int64_t>(found->gr_gid);
   }
 }
+
+namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& what,
                                     const std::string& path) {

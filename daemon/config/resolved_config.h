@@ -40,6 +40,11 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const v1::DaemonConfig& config);
 // "0660" -> 0660. INVALID_ARGUMENT unless 1..4 octal digits.
 absl::StatusOr<uint32_t> ParseMode(const std::string& text);
 
+// The gid of config socket_group: a decimal gid, or the name of a group
+// that exists on this host. -1 when `group` is empty; INVALID_ARGUMENT
+// naming it otherwise.
+absl::StatusOr<int64_t> ResolveSocketGroup(const std::string& group);
+
 }  // namespace rdmad::config
 
 #endif  // RDMAD_DAEMON_CONFIG_RESOLVED_CONFIG_H_

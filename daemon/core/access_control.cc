@@ -48,7 +48,7 @@ absl::Status CheckOwner(const Caller& caller, const RegionAcl& acl,
   if (caller.uid == 0 || caller.uid == acl.uid) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       label, " belongs to uid ", acl.uid,
-      "; only that user or root may free or export it"));
+      "; only that user or root may free, export, chmod or chgrp it"));
 }
 
 absl::StatusOr<RegionAcl> MakeAcl(const Caller& caller, uint32_t mode,

@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/kept_region.h"
+#include "daemon/core/export_access_list.h"
 #include "daemon/core/memory_registrar.h"
+#include "daemon/core/peer_allow_list.h"
 #include "daemon/core/shm_segment.h"
 
 namespace rdmad::core {
@@ -47,6 +51,45 @@ struct ExportState {
   RemoteAccess access = RemoteAccess::kNone;
   uint64_t tcp_key = 0;                   // key peers present on TCP
   std::vector<DeviceRegistration> keys;   // rkeys of the export registration
+  // Remote principals admitted; never null (an empty list admits all).
+  std::shared_ptr<const ExportAccessList> allow;
+};
+
+// How long a revocation (unexport, re-export, free) waits for accesses that
+// began under the old export to finish. Each access is one bounded step (a
+// non-blocking socket call, or a 1 MiB copy), so this is reached only if a
+// thread is stuck; see Region::SetExport.
+inline constexpr absl::Duration kRevokeDrainTimeout = absl::Seconds(10);
+
+class Region;
+
+// One access to a region's memory under one export: a TCP data server's
+// readv into the region or sendmsg from it, one chunk of a local copy. While
+// it lives, a revocation of that export waits for it (Region::SetExport);
+// once the export has changed, no new use of the old one can begin. That is
+// what makes unexport and free a barrier, as ibv_dereg_mr is on a NIC.
+// Move-only; ends when destroyed. Keep it for one bounded step, never across
+// a wait for a peer.
+class ExportUse {
+ public:
+  ExportUse(ExportUse&& other) noexcept;
+  ExportUse& operator=(ExportUse&& other) noexcept;
+  ExportUse(const ExportUse&) = delete;
+  ExportUse& operator=(const ExportUse&) = delete;
+  ~ExportUse();
+
+  // The TCP key of the export this use is under.
+  uint64_t key() const { return key_; }
+
+ private:
+  friend class Region;
+  ExportUse(Region* region, uint64_t generation, uint64_t key)
+      : region_(region), generation_(generation), key_(key) {}
+  void End();
+
+  Region* region_ = nullptr;  // Not owned; its holder keeps it alive.
+  uint64_t generation_ = 0;
+  uint64_t key_ = 0;
 };
 
 // A copy of a region's fields, safe to read without locks.
@@ -70,7 +113,10 @@ struct RegionSnapshot {
 // Shared by the region table and in-flight transfers: a transfer holds a
 // shared_ptr, so freeing a region while a transfer uses it only drops the
 // table's reference, and the memory stays mapped (and registered) until the
-// transfer completes. Thread-safe.
+// transfer completes. What an export lets peers do is a different matter:
+// every access under an export is an ExportUse, and changing or revoking
+// the export waits for those (SetExport), so that revocation is a barrier.
+// Thread-safe.
 class Region {
  public:
   // `acl` defaults to the creator's uid and gid with kDefaultRegionMode.
@@ -88,8 +134,12 @@ class Region {
   uint64_t mapped_size() const { return segment_.mapped_size(); }
   RegionOwnerKind owner() const { return owner_; }
   const Caller& creator() const { return creator_; }
-  // Owner, group and mode for local access; fixed for the region's life.
-  const RegionAcl& acl() const { return acl_; }
+  // Owner, group and mode for local access (a copy: chmod/chgrp may change
+  // them at any time).
+  RegionAcl acl() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces group and mode (the owner never changes). Checks are the
+  // caller's (RegionTable::SetPermissions).
+  void SetAcl(const RegionAcl& acl) ABSL_LOCKS_EXCLUDED(mu_);
   char* data() const { return static_cast<char*>(segment_.data()); }
   int fd() const { return segment_.fd(); }
   // See ShmSegment::can_shrink().
@@ -101,10 +151,45 @@ class Region {
   // Current export state.
   ExportState exported() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Replaces the export state: the old export registration (if any) is
-  // deregistered, which revokes the rkeys and the TCP key peers were given.
-  void SetExport(RemoteAccess access, uint64_t tcp_key,
-                 std::unique_ptr<Registration> registration)
+  // Replaces the export state, as a barrier: when it returns, no access
+  // under the old export (TCP key, rkeys) touches the memory any more.
+  //   1. the new state is installed, so no new use of the old one begins;
+  //   2. it waits, at most `drain_timeout`, for uses of the old export that
+  //      are still running (ExportUse);
+  //   3. the old export registration is deregistered (ibv_dereg_mr, the
+  //      NIC's barrier for rkeys).
+  // DEADLINE_EXCEEDED if step 2 timed out: the new state is in force for
+  // every new access, but an access that began before may still be
+  // running (the message says how many).
+  absl::Status SetExport(
+      RemoteAccess access, uint64_t tcp_key,
+      std::unique_ptr<Registration> registration,
+      std::shared_ptr<const ExportAccessList> allow = nullptr,
+      absl::Duration drain_timeout = kRevokeDrainTimeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Begins one access under the current export, for `access` (kRead: the
+  // bytes leave the region; kWrite: they land in it). With `key`, the
+  // current export must be the one that key belongs to. NOT_FOUND when the
+  // region is not exported (revoked); PERMISSION_DENIED for a key of an
+  // earlier export or an access the export does not grant.
+  absl::StatusOr<ExportUse> BeginExportUse(std::optional<uint64_t> key,
+                                           RemoteAccess access)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Uses of any export still running (for tests and diagnostics).
+  uint64_t ExportUsesInFlight() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records that `address` (an IP) was admitted by the access list when it
+  // resolved the current export through a certificate entry, so that its
+  // data connections (which carry no certificate) are admitted too.
+  // Cleared by every SetExport. Bounded; the oldest is forgotten first.
+  void AdmitDataPeer(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether a TCP data connection from `address` may use the current
+  // export: its access list admits the address, or a Resolve from it was
+  // admitted (AdmitDataPeer).
+  bool AdmitsDataPeer(const sockaddr_storage& address) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   RegionSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -119,7 +204,6 @@ class Region {
   const std::string name_;
   const RegionOwnerKind owner_;
   const Caller creator_;
-  const RegionAcl acl_;
   const absl::Time created_;
   // Declared before the registrations so that they are deregistered before
   // the memory they cover is unmapped.
@@ -127,10 +211,25 @@ class Region {
   const std::unique_ptr<Registration> local_registration_;
   const std::unique_ptr<KeptRegion> kept_;
 
+  friend class ExportUse;
+  void EndExportUse(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string Label() const;
+
   mutable absl::Mutex mu_;
+  RegionAcl acl_ ABSL_GUARDED_BY(mu_);
   RemoteAccess export_access_ ABSL_GUARDED_BY(mu_) = RemoteAccess::kNone;
   uint64_t tcp_key_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Registration> export_registration_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const ExportAccessList> allow_ ABSL_GUARDED_BY(mu_);
+  // Addresses admitted through certificate entries (AdmitDataPeer).
+  std::vector<std::string> admitted_ ABSL_GUARDED_BY(mu_);
+  PeerAllowList admitted_list_ ABSL_GUARDED_BY(mu_);
+  // Every SetExport starts a new generation. Uses of the current one are
+  // counted in current_uses_; those of earlier ones, which a SetExport is
+  // waiting for, in retired_uses_.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t current_uses_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retired_uses_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rdmad::core

@@ -37,6 +37,8 @@ struct KeptRegionInfo {
   uint64_t size = 0;  // bytes asked for (the memory may be rounded up)
   RegionAcl acl;      // owner uid, group and mode
   RemoteAccess export_access = RemoteAccess::kNone;
+  // The export's access list ("[UID@]PEER" entries); empty: any peer.
+  std::vector<ExportGrant> export_allow;
 };
 
 // Memory for a new kept region, and the handle of its kept state.

@@ -73,11 +73,14 @@ absl::Status RegionTable::CheckNew(const Caller& caller,
     if (options.size > limits_.max_pinned_bytes ||
         in_use > limits_.max_pinned_bytes - options.size) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "allocating ", options.size, " bytes would pin ",
-          in_use + options.size, " bytes, over the daemon's locked-memory "
-          "limit of ", limits_.max_pinned_bytes,
-          " bytes: free regions, or raise the limit (LimitMEMLOCK= in the "
-          "unit, or ulimit -l) and restart rdmad"));
+          "allocating ", HumanSize(options.size), " would bring all regions "
+          "to ", HumanSize(in_use + options.size), ", over max_pinned_bytes "
+          "of ", HumanSize(limits_.max_pinned_bytes),
+          limits_.max_pinned_bytes_source.empty()
+              ? std::string()
+              : absl::StrCat(" (", limits_.max_pinned_bytes_source, ")"),
+          ", with ", HumanSize(in_use), " in use: free regions, or raise it "
+          "and restart rdmad"));
     }
   }
   return CheckQuota(caller, options.size);
@@ -99,10 +102,11 @@ absl::Status RegionTable::CheckQuota(const Caller& caller,
       (size > limits_.max_pinned_bytes_per_uid ||
        used.pinned_bytes > limits_.max_pinned_bytes_per_uid - size)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "allocating ", size, " bytes would make uid ", caller.uid, " pin ",
-        used.pinned_bytes + size, " bytes, over its quota "
-        "(quota_pinned_bytes_per_uid) of ", limits_.max_pinned_bytes_per_uid,
-        " bytes: free regions, or raise quota_pinned_bytes_per_uid in the "
+        "allocating ", HumanSize(size), " would make uid ", caller.uid,
+        " hold ", HumanSize(used.pinned_bytes + size), ", over its quota "
+        "(quota_pinned_bytes_per_uid) of ",
+        HumanSize(limits_.max_pinned_bytes_per_uid),
+        ": free regions, or raise quota_pinned_bytes_per_uid in the "
         "rdmad config and restart rdmad"));
   }
   return absl::OkStatus();
@@ -209,6 +213,17 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
   options.name = info.name;
   options.daemon_owned = true;
   options.export_access = info.export_access;
+  // The export comes back with the access list it had, never wider.
+  std::shared_ptr<const ExportAccessList> allow;
+  if (!info.export_allow.empty()) {
+    auto parsed = ExportAccessList::Parse(info.export_allow);
+    if (!parsed.ok()) {
+      return refuse(absl::DataLossError(absl::StrCat(
+          "its export access list does not parse: ",
+          parsed.status().message())));
+    }
+    allow = std::make_shared<const ExportAccessList>(*std::move(parsed));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (limits_.max_region_size != 0 && info.size > limits_.max_region_size) {
@@ -236,13 +251,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
     used.pinned_bytes += info.size;
   }
   return Insert(owner, options, std::move(segment), std::move(kept),
-                info.acl, /*restoring=*/true);
+                info.acl, /*restoring=*/true, std::move(allow));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     const Caller& caller, const AllocateOptions& options, ShmSegment segment,
     std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
-    bool restoring) {
+    bool restoring, std::shared_ptr<const ExportAccessList> allow) {
   // Registration pins and maps pages; it runs outside the table lock.
   auto local = registrar_->Register(segment.data(), segment.size(),
                                     RemoteAccess::kNone);
@@ -298,8 +313,12 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
                                : RegionOwnerKind::kSession,
           caller, std::move(segment), *std::move(local), acl, std::move(kept));
       if (options.export_access != RemoteAccess::kNone) {
-        region->SetExport(options.export_access, SecureRandom64(),
-                          std::move(exported));
+        // A new region: nothing can be using it yet, so nothing to wait
+        // for.
+        region
+            ->SetExport(options.export_access, SecureRandom64(),
+                        std::move(exported), std::move(allow))
+            .IgnoreError();
       }
       by_id_[id] = region;
       if (!options.name.empty()) by_name_[options.name] = id;
@@ -359,52 +378,23 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     pinned_bytes_ -= region->mapped_size();
     Uncharge(region->creator().uid, 1, region->mapped_size());
   }
-  // Revoke remote access now, even if a transfer still holds the memory.
+  // Revoke remote access now, even if a transfer still holds the memory,
+  // and wait for peer accesses in progress: after this, none touches it.
+  absl::Status revoked;
   {
     absl::MutexLock export_lock(&export_mu_);
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    revoked = region->SetExport(RemoteAccess::kNone, 0, nullptr, nullptr,
+                                limits_.revoke_drain_timeout);
     // Freed for good: the next daemon must not bring it back.
     if (KeptRegion* kept = region->kept()) kept->Forget();
   }
   Notify(region->name());
+  if (!revoked.ok()) {
+    return absl::Status(
+        revoked.code(),
+        absl::StrCat(DescribeKey(key), " was freed, but ", revoked.message()));
+  }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
-    const Caller& caller, const RegionKey& key, RemoteAccess access) {
-  std::shared_ptr<Region> region;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(region, FindLocked(key));
-    RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
-  }
-  if (access == RemoteAccess::kNone) {
-    absl::MutexLock export_lock(&export_mu_);
-    if (KeptRegion* kept = region->kept()) {
-      RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
-    }
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
-    Notify(region->name());
-    return region;
-  }
-  if (region->name().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DescribeKey(key), " has no name: only named regions can be exported, "
-        "so peers can resolve them"));
-  }
-  RDMAD_ASSIGN_OR_RETURN(auto registration,
-                         registrar_->Register(region->data(), region->size(),
-                                              access));
-  absl::MutexLock export_lock(&export_mu_);
-  // The record first: if it cannot be written, the export does not change
-  // (the new registration is dropped), so a restart brings back what peers
-  // see now.
-  if (KeptRegion* kept = region->kept()) {
-    RDMAD_RETURN_IF_ERROR(kept->SetExportAccess(access));
-  }
-  region->SetExport(access, SecureRandom64(), std::move(registration));
-  Notify(region->name());
-  return region;
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
@@ -428,9 +418,13 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
     auto region = by_id_.at(it->second);
     if (region->exported().access != RemoteAccess::kNone) return region;
   }
+  // The same answer whether the name is unknown or only not exported: peers
+  // learn nothing of local regions.
   return absl::NotFoundError(absl::StrCat(
-      "no exported region named '", name,
-      "' on this daemon: create it and export it (rdmactl export NAME r|w|rw)"));
+      "no exported region named '", name, "' on this daemon: on its node, "
+      "'rdmactl regions' lists the regions, 'rdmactl export NAME r|w|rw' "
+      "exports one, 'rdmactl alloc NAME SIZE --export rw' creates one "
+      "exported"));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
@@ -442,8 +436,11 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
     return it->second;
   }
   return absl::NotFoundError(absl::StrCat(
-      "region #", id, " is not exported by this daemon (freed, never "
-      "exported, or the daemon restarted): resolve it again"));
+      "region #", id, " is not exported by this daemon any more (freed, "
+      "unexported, or the daemon restarted): if you named it by a "
+      "descriptor, get a new one on that node with 'rdmactl descriptor "
+      "NAME'; a region named HOST:PORT/NAME is looked up again on the next "
+      "transfer"));
 }
 
 size_t RegionTable::FreeSession(uint64_t session_id) {
@@ -464,43 +461,16 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
       }
     }
   }
+  // The session is gone either way; a revocation that timed out (a stuck
+  // thread) cannot be reported to anyone here.
   for (auto& region : freed) {
-    region->SetExport(RemoteAccess::kNone, 0, nullptr);
+    region
+        ->SetExport(RemoteAccess::kNone, 0, nullptr, nullptr,
+                    limits_.revoke_drain_timeout)
+        .IgnoreError();
     Notify(region->name());
   }
   return freed.size();
-}
-
-std::vector<RegionSnapshot> RegionTable::List() const {
-  std::vector<std::shared_ptr<Region>> regions;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    regions.reserve(by_id_.size());
-    for (const auto& [id, region] : by_id_) regions.push_back(region);
-  }
-  std::vector<RegionSnapshot> out;
-  out.reserve(regions.size());
-  for (const auto& region : regions) out.push_back(region->Snapshot());
-  std::sort(out.begin(), out.end(),
-            [](const RegionSnapshot& a, const RegionSnapshot& b) {
-              return a.id < b.id;
-            });
-  return out;
-}
-
-RegionTotals RegionTable::Totals() const {
-  absl::ReaderMutexLock lock(&mu_);
-  RegionTotals totals;
-  totals.count = by_id_.size();
-  for (const auto& [id, region] : by_id_) {
-    totals.bytes += region->size();
-    if (region->kept() != nullptr) {
-      ++totals.kept_count;
-      totals.kept_bytes += region->size();
-    }
-  }
-  totals.pinned_bytes = pinned_bytes_;
-  return totals;
 }
 
 }  // namespace rdmad::core

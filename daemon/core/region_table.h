@@ -31,7 +31,9 @@ struct RegionKey {
 };
 
 struct RegionLimits {
-  // Most bytes all regions together may pin (RLIMIT_MEMLOCK); 0 = unlimited.
+  // Most bytes all regions together may hold; 0 = unlimited. See
+  // pinned_cap.h for how it is chosen, and `max_pinned_bytes_source` (for
+  // messages) for why.
   uint64_t max_pinned_bytes = 0;
   // Largest single region: above this a size is a mistake (physical memory,
   // or the smallest max_mr_size of the devices).
@@ -41,6 +43,11 @@ struct RegionLimits {
   // a runaway root client can pin memory as well as any other.
   uint64_t max_pinned_bytes_per_uid = 0;  // config quota_pinned_bytes_per_uid
   uint64_t max_regions_per_uid = 0;       // config quota_regions_per_uid
+  // Where max_pinned_bytes comes from, in words (for status and errors).
+  std::string max_pinned_bytes_source;
+  // How long Export and Free wait for accesses under the old export to
+  // finish (see Region::SetExport).
+  absl::Duration revoke_drain_timeout = kRevokeDrainTimeout;
 };
 
 struct AllocateOptions {
@@ -58,6 +65,12 @@ struct AllocateOptions {
 struct UidUsage {
   uint64_t regions = 0;
   uint64_t pinned_bytes = 0;
+};
+
+// One page of a listing, in the listing's order.
+struct RegionPage {
+  std::vector<RegionSnapshot> regions;
+  bool more = false;  // there are regions after the last one
 };
 
 struct RegionTotals {
@@ -104,14 +117,27 @@ class RegionTable {
       std::unique_ptr<KeptRegion> kept);
 
   // Frees a region the caller may manage (see CheckManage). A kept region
-  // is forgotten by its keeper too.
+  // is forgotten by its keeper too. A barrier for its export: when Free
+  // returns, no peer access touches the memory any more (Region::SetExport;
+  // DEADLINE_EXCEEDED in the pathological case where that wait timed out,
+  // the region being freed all the same).
   absl::Status Free(const Caller& caller, const RegionKey& key);
 
+  // Changes the mode and/or group of a daemon-owned region, as chmod/chgrp
+  // do for a file: its owner or root only; the group must be one of the
+  // caller's (root: any); mode bits other than read/write are refused.
+  // Existing mappings keep the access they were given.
+  absl::StatusOr<std::shared_ptr<Region>> SetPermissions(
+      const Caller& caller, const RegionKey& key, std::optional<uint32_t> mode,
+      std::optional<uint32_t> group);
+
   // Grants or revokes remote access. A new grant gets a new TCP key and a
-  // new export registration (rkeys), so earlier ones stop working.
-  absl::StatusOr<std::shared_ptr<Region>> Export(const Caller& caller,
-                                                 const RegionKey& key,
-                                                 RemoteAccess access);
+  // new export registration (rkeys), so earlier ones stop working; the
+  // change is a barrier as for Free. `allow` limits the remote principals
+  // (null or empty: any); it needs an access to grant.
+  absl::StatusOr<std::shared_ptr<Region>> Export(
+      const Caller& caller, const RegionKey& key, RemoteAccess access,
+      std::shared_ptr<const ExportAccessList> allow = nullptr);
 
   // A region the caller may use locally with `need` (kLocalRead and/or
   // kLocalWrite of access_control.h): its session's buffers, and named
@@ -141,7 +167,16 @@ class RegionTable {
   }
 
   std::vector<RegionSnapshot> List() const;
+  // Up to `limit` regions with ids above `after_id`, in id order. O(n) in
+  // the number of regions, without copying more than `limit` snapshots.
+  RegionPage ListPage(uint64_t after_id, size_t limit) const;
+  // The region named `name`, if there is one (for a listing by name).
+  std::optional<RegionSnapshot> SnapshotByName(const std::string& name) const;
+  // Up to `limit` exported regions with names after `after_name`, in name
+  // order (what peers may see: Peer.ListExports).
+  RegionPage ListExported(const std::string& after_name, size_t limit) const;
   RegionTotals Totals() const;
+  const RegionLimits& limits() const { return limits_; }
   // What `uid` holds now (reservations of allocations in progress included).
   UidUsage UsageOf(uint32_t uid) const;
 
@@ -149,7 +184,8 @@ class RegionTable {
   absl::StatusOr<std::shared_ptr<Region>> Insert(
       const Caller& caller, const AllocateOptions& options, ShmSegment segment,
       std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
-      bool restoring);
+      bool restoring,
+      std::shared_ptr<const ExportAccessList> allow = nullptr);
   // The memory of a new region: from the keeper for a kept region, else a
   // memfd.
   absl::StatusOr<KeptMemory> NewMemory(const Caller& caller,
@@ -173,8 +209,8 @@ class RegionTable {
   std::atomic<RegionObserver*> observer_{nullptr};  // Not owned.
   RegionKeeper* const keeper_;  // Not owned; may be null.
 
-  // Serializes export changes of kept regions, so that the record a keeper
-  // writes and the export state in memory change in the same order.
+  // Serializes export and permission changes, so that the record a keeper
+  // writes and the state in memory change in the same order.
   absl::Mutex export_mu_;
 
   mutable absl::Mutex mu_;

@@ -1,6 +1,8 @@
 #include "daemon/core/session_table.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/secure_random.h"
+#include "common/status_macros.h"
 
 namespace rdmad::core {
 
@@ -37,6 +39,22 @@ absl::StatusOr<Caller> SessionTable::Authenticate(absl::string_view token) const
   }
   const SessionInfo& info = by_id_.at(it->second);
   return Caller{info.id, info.uid, info.gid, info.pid, info.groups};
+}
+
+absl::StatusOr<Caller> SessionTable::AuthenticateFrom(absl::string_view token,
+                                                      int32_t pid,
+                                                      uint32_t uid) const {
+  RDMAD_ASSIGN_OR_RETURN(Caller caller, Authenticate(token));
+  if (caller.pid != pid || caller.uid != uid) {
+    // Says nothing about the session's owner: the caller is not it.
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this session token was not issued to this process (pid ", pid,
+        ", uid ", uid,
+        "): a token is valid only in the process that opened "
+        "the session on the session socket; open your own session (the "
+        "client library does)"));
+  }
+  return caller;
 }
 
 size_t SessionTable::size() const {

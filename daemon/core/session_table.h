@@ -3,7 +3,8 @@
 // A session is created when a client connects to the session socket; its
 // identity (uid/gid/pid) is what the kernel reported for that connection.
 // gRPC calls name their session with the token the daemon sent on that
-// socket, so a process cannot act as another without stealing its token.
+// socket, and are bound to the process that received it: a stolen token is
+// useless in any other process (AuthenticateFrom).
 #ifndef RDMAD_DAEMON_CORE_SESSION_TABLE_H_
 #define RDMAD_DAEMON_CORE_SESSION_TABLE_H_
 
@@ -47,6 +48,14 @@ class SessionTable {
 
   // The caller behind `token`. UNAUTHENTICATED for unknown or closed ones.
   absl::StatusOr<Caller> Authenticate(absl::string_view token) const;
+
+  // Authenticate, for a call that arrived on a connection whose other end
+  // the kernel reports as process `pid` of `uid`: a token is good only in
+  // the process it was issued to (the one that opened the session), so
+  // PERMISSION_DENIED if `pid` or `uid` differ, whoever else holds it, even
+  // a process of the same uid.
+  absl::StatusOr<Caller> AuthenticateFrom(absl::string_view token, int32_t pid,
+                                          uint32_t uid) const;
 
   size_t size() const;
   std::vector<SessionInfo> List() const;

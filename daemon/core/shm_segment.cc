@@ -26,6 +26,22 @@ uint64_t RoundUp(uint64_t value, uint64_t unit) {
 
 uint64_t PageSize() { return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
+// Sizes a memfd. A size past the daemon's RLIMIT_FSIZE fails with EFBIG
+// (the daemon ignores SIGXFSZ, see main.cc): that is a limit of this
+// daemon, not a bad request, hence RESOURCE_EXHAUSTED.
+absl::Status SizeMemfd(int fd, uint64_t size) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) == 0) return absl::OkStatus();
+  if (errno == EFBIG) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a ", size,
+        "-byte region is larger than rdmad may make a file "
+        "(its RLIMIT_FSIZE; EFBIG): ask for less, or raise the limit "
+        "(LimitFSIZE= in the unit, ulimit -f) and restart rdmad"));
+  }
+  return absl::ErrnoToStatus(
+      errno, absl::StrCat("ftruncate of a ", size, "-byte memfd"));
+}
+
 // Huge pages help the NIC's translation cache, but only reserved ones can
 // back a hugetlb memfd; with none reserved we fall back to normal pages.
 bool HugePagesReserved() {
@@ -49,7 +65,7 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(absl::string_view debug_name,
     if (fd >= 0) {
       UniqueFd owned(fd);
       const uint64_t mapped = RoundUp(size, kHugePageSize);
-      if (::ftruncate(fd, static_cast<off_t>(mapped)) == 0) {
+      if (SizeMemfd(fd, mapped).ok()) {
         void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                             MAP_SHARED, fd, 0);
         if (data != MAP_FAILED) {
@@ -66,10 +82,7 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(absl::string_view debug_name,
     if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
     segment.fd_.reset(fd);
     const uint64_t mapped = RoundUp(size, PageSize());
-    if (::ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat("ftruncate of a ", mapped, "-byte memfd"));
-    }
+    if (absl::Status s = SizeMemfd(fd, mapped); !s.ok()) return s;
     void* data =
         ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (data == MAP_FAILED) {

@@ -69,6 +69,12 @@ struct TransferTarget {
   // `name`, else the transfer fails NOT_FOUND.
   uint64_t expect_incarnation = 0;
   uint64_t expect_region_id = 0;
+  // A region of this daemon by id, and the TCP key of the export it was
+  // reached through: a descriptor this daemon issued, routed here instead
+  // of looping back through the peer layer (service/self_route.h). Then
+  // `peer`, `name` and `descriptor` are empty.
+  uint64_t self_region_id = 0;
+  uint64_t self_key = 0;
 
   bool is_local() const { return peer.empty() && descriptor == nullptr; }
 };

@@ -1,16 +1,23 @@
 #include "daemon/core/transfer_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
+#include "daemon/core/access_control.h"
 #include "daemon/core/directory_route.h"
 #include "daemon/core/region_copy.h"
 
 namespace rdmad::core {
 namespace {
+
+// A copy to a descriptor-routed region moves this much per ExportUse, so
+// that a revocation of its export waits for at most one chunk, not for a
+// whole large copy.
+constexpr uint64_t kCopyChunk = 1ull << 20;
 
 absl::Status CheckRange(const char* what, const std::string& region_name,
                         uint64_t size, uint64_t offset, uint64_t length) {
@@ -79,13 +86,17 @@ void TransferEngine::SubmitBatch(const Caller& caller,
   for (TransferRequest& request : requests) {
     std::optional<Transfer> transfer = Check(caller, request);
     if (!transfer.has_value()) continue;
+    // A name with no region here is looked for in the cluster.
     const bool by_directory =
         transfer->remote.is_local() && directory != nullptr &&
+        transfer->remote.self_region_id == 0 &&
         !transfer->remote.name.empty() &&
-        !regions_->FindExported(transfer->remote.name).ok();
+        absl::IsNotFound(
+            regions_->FindForUse(caller, RegionKey{0, transfer->remote.name})
+                .status());
     if (transfer->remote.is_local() && !by_directory) {
       Finish(transfer->op, transfer->remote.peer, caller.uid, true,
-             CopyLocal(*transfer), transfer->done);
+             CopyLocal(caller, *transfer), transfer->done);
       continue;
     }
     // Accounting happens when the peer layer finishes it.
@@ -143,37 +154,75 @@ std::optional<Transfer> TransferEngine::Check(const Caller& caller,
 }
 
 absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const Transfer& transfer) {
+    const Caller& caller, const Transfer& transfer) {
   const TransferTarget& remote = transfer.remote;
-  if (remote.name.empty()) {
-    return absl::InvalidArgumentError("no target region named");
-  }
-  auto target = regions_->FindExported(remote.name);
-  if (!target.ok()) return target.status();
-  const ExportState exported = (*target)->exported();
   const bool write = transfer.op == OpType::kWrite;
-  if (!Allows(exported.access,
-              write ? RemoteAccess::kWrite : RemoteAccess::kRead)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "region '", remote.name, "' is not exported for ",
-        write ? "write" : "read", ": export it with ",
-        write ? "w or rw" : "r or rw"));
+  // The target is read by a READ and written by a WRITE.
+  const uint32_t need = write ? kLocalWrite : kLocalRead;
+  if (remote.self_region_id == 0) {
+    if (remote.name.empty()) {
+      return absl::InvalidArgumentError("no target region named");
+    }
+    auto target = regions_->FindForUse(caller, RegionKey{0, remote.name}, need);
+    if (!target.ok()) return target.status();
+    if (absl::Status s = CheckRange("remote", remote.name, (*target)->size(),
+                                    remote.offset, transfer.length);
+        !s.ok()) {
+      return s;
+    }
+    // The two ranges may be the same region; memory a client could
+    // truncate is copied without risking SIGBUS (region_copy.h).
+    const absl::Status copied =
+        write ? CopyRegionBytes(**target, remote.offset, *transfer.local,
+                                transfer.local_offset, transfer.length)
+              : CopyRegionBytes(*transfer.local, transfer.local_offset,
+                                **target, remote.offset, transfer.length);
+    if (!copied.ok()) return copied;
+    if (write && transfer.immediate.has_value() && notifications_ != nullptr) {
+      notifications_->Notify(**target, remote.offset, transfer.length,
+                             *transfer.immediate);
+    }
+    return TransferResult{transfer.length, TransportKind::kLocal,
+                          absl::Now() - transfer.start};
   }
-  if (absl::Status s = CheckRange("remote", remote.name, (*target)->size(),
+
+  // A descriptor this daemon issued: its export, and the permissions too.
+  auto target = regions_->FindExportedById(remote.self_region_id);
+  if (!target.ok()) return target.status();
+  Region& region = **target;
+  const std::string label =
+      region.name().empty() ? absl::StrCat("region #", region.id())
+                            : absl::StrCat("region '", region.name(), "'");
+  if (absl::Status s = CheckLocalAccess(caller, region.acl(), need, label);
+      !s.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(s.message(),
+                     " (a transfer to a region of this same daemon needs the "
+                     "region's own permissions as well as its export)"));
+  }
+  if (absl::Status s = CheckRange("remote", region.name(), region.size(),
                                   remote.offset, transfer.length);
       !s.ok()) {
     return s;
   }
-  // The two ranges may be the same region; memory a client could truncate
-  // is copied without risking SIGBUS (region_copy.h).
-  const absl::Status copied =
-      write ? CopyRegionBytes(**target, remote.offset, *transfer.local,
-                              transfer.local_offset, transfer.length)
-            : CopyRegionBytes(*transfer.local, transfer.local_offset, **target,
-                              remote.offset, transfer.length);
-  if (!copied.ok()) return copied;
+  const RemoteAccess needed = write ? RemoteAccess::kWrite : RemoteAccess::kRead;
+  for (uint64_t done = 0; done < transfer.length;) {
+    // Each chunk under a use of the descriptor's export: an unexport,
+    // re-export or free waits for the chunk being copied, and the next
+    // chunk then fails.
+    auto use = region.BeginExportUse(remote.self_key, needed);
+    if (!use.ok()) return use.status();
+    const uint64_t n = std::min(kCopyChunk, transfer.length - done);
+    const absl::Status copied =
+        write ? CopyRegionBytes(region, remote.offset + done, *transfer.local,
+                                transfer.local_offset + done, n)
+              : CopyRegionBytes(*transfer.local, transfer.local_offset + done,
+                                region, remote.offset + done, n);
+    if (!copied.ok()) return copied;
+    done += n;
+  }
   if (write && transfer.immediate.has_value() && notifications_ != nullptr) {
-    notifications_->Notify(**target, remote.offset, transfer.length,
+    notifications_->Notify(region, remote.offset, transfer.length,
                            *transfer.immediate);
   }
   return TransferResult{transfer.length, TransportKind::kLocal,

@@ -4,12 +4,22 @@
 // The engine is the one place that checks a request against the tables:
 // the caller may use the local region with the access the operation needs,
 // the local range lies inside it, and the caller's uid has room in its
-// in-flight quota. A target on this same daemon (empty peer) is served as
-// a memory copy, with the checks a remote daemon would make (exported with
-// the access needed, range inside). Everything else goes to the peer layer
-// (RemoteTransfers) in one batch per call, which trusts what the engine
-// checked. A name that is not exported here goes through the cluster
-// directory, when there is one (directory_route.h).
+// in-flight quota. Everything else goes to the peer layer (RemoteTransfers)
+// in one batch per call, which trusts what the engine checked. A name that
+// is not a region here goes through the cluster directory, when there is
+// one (directory_route.h).
+//
+// A target on this same daemon is served as a memory copy, and the caller
+// is a local user there: no route to this daemon gives it more than the
+// region's own permissions (owner, group, mode) do.
+//   - By name (empty peer): the region's permissions decide, as they would
+//     for mapping it; an export is not needed (it grants peers, not local
+//     users).
+//   - By a descriptor this daemon issued (TransferTarget::self_region_id,
+//     service/self_route.h): the descriptor's export must still be the
+//     current one, with the access needed, and the permissions must grant
+//     it too. The copy runs chunk by chunk under ExportUses, so that an
+//     unexport or free waits for at most one chunk (Region::SetExport).
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_ENGINE_H_
 
@@ -17,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -99,7 +110,8 @@ class TransferEngine {
  private:
   // Checks `request` and returns the Transfer, or fails its `done`.
   std::optional<Transfer> Check(const Caller& caller, TransferRequest& request);
-  absl::StatusOr<TransferResult> CopyLocal(const Transfer& transfer);
+  absl::StatusOr<TransferResult> CopyLocal(const Caller& caller,
+                                           const Transfer& transfer);
   void Finish(OpType op, const std::string& peer, uint32_t uid, bool charged,
               absl::StatusOr<TransferResult> result, TransferDone& done);
   // Takes one in-flight slot of `uid`'s quota (RESOURCE_EXHAUSTED if none

@@ -111,6 +111,10 @@ class EtcdDirectory final : public ClusterDirectory {
   const std::string& url() const { return etcd_.url(); }
 
  private:
+  // Retries after etcd failed: from the first, doubling up to the most.
+  static constexpr absl::Duration kBackoffFirst = absl::Milliseconds(100);
+  static constexpr absl::Duration kBackoffMost = absl::Seconds(2);
+
   struct Work {
     std::string name;
     absl::Time deadline;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "daemon/metrics/transfer_stats.h"
 #include "prometheus/collectable.h"
@@ -101,10 +102,11 @@ void AddTransfers(const TransferStats::Totals& totals,
   }
   for (const auto& [key, n] : totals.errors) {
     // "NOT_FOUND" -> "not_found": label values in the usual metric style.
+    const auto& [peer, op, code] = key;
     AddCount(errors,
-             {{"kind", absl::AsciiStrToLower(
-                           absl::StatusCodeToString(key.second))},
-              {"op", std::string(core::OpName(key.first))}},
+             {{"kind", absl::AsciiStrToLower(absl::StatusCodeToString(code))},
+              {"op", std::string(core::OpName(op))},
+              {"peer", peer}},
              static_cast<double>(n));
   }
   families.push_back(std::move(bytes));

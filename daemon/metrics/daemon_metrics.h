@@ -9,7 +9,7 @@
 //
 //   rdmad_transfer_bytes_total{peer,op,transport}       bytes moved
 //   rdmad_transfer_operations_total{peer,op,transport}  transfers completed
-//   rdmad_transfer_errors_total{op,kind}                failed, by status code
+//   rdmad_transfer_errors_total{peer,op,kind}           failed, by status code
 //   rdmad_transfer_latency_seconds{op,transport}        histogram
 //   rdmad_qps{transport,state}                          QPs / TCP connections
 //   rdmad_peers{state}                                  remote daemons
@@ -21,8 +21,10 @@
 //   rdmad_directory_lookups_total{source}               cache, etcd, failed
 //
 // `peer` is the remote daemon's HOST:PORT (also when the region was named
-// by a descriptor), or "local" for a transfer within this daemon. Its cardinality is the number of peers, which is bounded by
-// the cluster size.
+// by a descriptor), or "local" for a transfer within this daemon. On
+// completed transfers its cardinality is the number of peers, bounded by
+// the cluster size; failed transfers may name any address a client typed,
+// so their distinct peers are capped (256, then "other").
 //
 // Thread-safe.
 #ifndef RDMAD_DAEMON_METRICS_DAEMON_METRICS_H_

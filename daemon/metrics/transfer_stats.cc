@@ -62,13 +62,24 @@ TransferStats::TransferStats() : shards_(new Shard[kShards]) {}
 
 TransferStats::~TransferStats() = default;
 
+std::string TransferStats::ErrorPeerLabel(absl::string_view peer) {
+  absl::MutexLock lock(&error_peers_mu_);
+  if (error_peers_.contains(peer)) return std::string(peer);
+  if (error_peers_.size() >= kMaxErrorPeers) return "other";
+  error_peers_.insert(std::string(peer));
+  return std::string(peer);
+}
+
 void TransferStats::Record(const core::TransferRecord& record) {
-  Shard& shard = shards_[ShardOfThisThread()];
-  absl::MutexLock lock(&shard.mu);
   if (record.code != absl::StatusCode::kOk) {
-    ++shard.errors[ErrorKey{record.op, record.code}];
+    ErrorKey key{ErrorPeerLabel(PeerOf(record)), record.op, record.code};
+    Shard& shard = shards_[ShardOfThisThread()];
+    absl::MutexLock lock(&shard.mu);
+    ++shard.errors[key];
     return;
   }
+  Shard& shard = shards_[ShardOfThisThread()];
+  absl::MutexLock lock(&shard.mu);
   const absl::string_view peer = PeerOf(record);
   auto* entry = shard.last;
   if (entry == nullptr || entry->first.op != record.op ||

@@ -28,7 +28,11 @@
 #include <string>
 #include <tuple>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transfer_observer.h"
 
@@ -64,8 +68,11 @@ class TransferStats {
     // the last one those above every bound.
     std::array<uint64_t, kLatencyBuckets.size() + 1> buckets{};
   };
-  // Failed transfers of one (op, status code).
-  using ErrorKey = std::pair<core::OpType, absl::StatusCode>;
+  // Failed transfers of one (peer, op, status code). Any address a client
+  // types ends up as a peer here, reachable or not, so the distinct peers
+  // are capped: past kMaxErrorPeers, new ones count as "other".
+  using ErrorKey = std::tuple<std::string, core::OpType, absl::StatusCode>;
+  static constexpr size_t kMaxErrorPeers = 256;
 
   // Everything counted so far, summed over the shards.
   struct Totals {
@@ -87,7 +94,13 @@ class TransferStats {
 
  private:
   struct Shard;
+  // The peer label of a failed transfer (see ErrorKey). Failures only.
+  std::string ErrorPeerLabel(absl::string_view peer)
+      ABSL_LOCKS_EXCLUDED(error_peers_mu_);
+
   std::unique_ptr<Shard[]> shards_;
+  absl::Mutex error_peers_mu_;
+  absl::flat_hash_set<std::string> error_peers_ ABSL_GUARDED_BY(error_peers_mu_);
 };
 
 }  // namespace rdmad::metrics

@@ -236,11 +236,13 @@ void GrpcPeerConnector::Connect(
 void GrpcPeerConnector::Resolve(const std::string& address,
                                 const std::string& name, uint32_t uid,
                                 Callback<core::RemoteRegionInfo> done) {
-  (void)uid;  // asserted to the exporter once Peer.Resolve carries it
   using ResolveCall = Call<v1::ResolveRequest, v1::ResolveResponse>;
   auto call = std::make_shared<ResolveCall>();
   call->request.set_name(name);
   call->request.set_incarnation(options_.incarnation);
+  // The exporter's access list may name uids: assert ours, as the kernel
+  // told us (it can only restrict what the peer grants this daemon).
+  call->request.set_uid(uid);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);

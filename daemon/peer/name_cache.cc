@@ -11,10 +11,10 @@ NameCache::NameCache(std::string address, PeerConnector* connector,
                      runtime::Timers* timers)
     : address_(std::move(address)), connector_(connector), timers_(timers) {}
 
-ResolvedRegion NameCache::Find(const std::string& name,
+ResolvedRegion NameCache::Find(const std::string& name, uint32_t uid,
                                uint64_t incarnation) const {
   absl::MutexLock lock(&mu_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(Key{uid, name});
   if (it == entries_.end() || it->second.region->incarnation != incarnation) {
     return nullptr;
   }
@@ -26,18 +26,19 @@ size_t NameCache::size() const {
   return entries_.size();
 }
 
-void NameCache::Lookup(const std::string& name, uint64_t incarnation,
-                       uint32_t uid, absl::Time deadline,
+void NameCache::Lookup(const std::string& name, uint32_t uid,
+                       uint64_t incarnation, absl::Time deadline,
                        Callback<ResolvedRegion> done) {
   ResolvedRegion cached;
   bool first = false;
+  const Key key{uid, name};
   {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(name);
+    auto it = entries_.find(key);
     if (it != entries_.end() && it->second.region->incarnation == incarnation) {
       cached = it->second.region;
     } else {
-      Pending& pending = resolving_[name];
+      Pending& pending = resolving_[key];
       // A Resolve out for an older incarnation does not answer this one:
       // start another (the older one's answer is then dropped).
       first = pending.waiters.empty() || pending.incarnation != incarnation;
@@ -46,8 +47,8 @@ void NameCache::Lookup(const std::string& name, uint64_t incarnation,
       w.id = next_waiter_++;
       w.done = std::move(done);
       std::weak_ptr<NameCache> weak = weak_from_this();
-      w.timer = timers_->RunAt(deadline, [weak, name, id = w.id] {
-        if (auto self = weak.lock()) self->Expire(name, id);
+      w.timer = timers_->RunAt(deadline, [weak, key, id = w.id] {
+        if (auto self = weak.lock()) self->Expire(key, id);
       });
     }
   }
@@ -55,14 +56,15 @@ void NameCache::Lookup(const std::string& name, uint64_t incarnation,
   if (!first) return;
   connector_->Resolve(
       address_, name, uid,
-      [self = shared_from_this(), name,
+      [self = shared_from_this(), key,
        incarnation](absl::StatusOr<core::RemoteRegionInfo> result) {
-        self->OnResolved(name, incarnation, std::move(result));
+        self->OnResolved(key, incarnation, std::move(result));
       });
 }
 
-void NameCache::OnResolved(const std::string& name, uint64_t incarnation,
+void NameCache::OnResolved(const Key& key, uint64_t incarnation,
                            absl::StatusOr<core::RemoteRegionInfo> result) {
+  const std::string& name = key.second;
   absl::StatusOr<ResolvedRegion> answer =
       !result.ok() ? absl::StatusOr<ResolvedRegion>(result.status())
       : result->incarnation != incarnation
@@ -75,20 +77,20 @@ void NameCache::OnResolved(const std::string& name, uint64_t incarnation,
   std::list<Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
-    auto it = resolving_.find(name);
+    auto it = resolving_.find(key);
     if (it == resolving_.end() || it->second.incarnation != incarnation) {
       return;  // superseded by a look-up for a newer incarnation
     }
     waiters.swap(it->second.waiters);
     resolving_.erase(it);
     if (answer.ok()) {
-      auto existing = entries_.find(name);
+      auto existing = entries_.find(key);
       if (existing != entries_.end()) {
         order_.erase(existing->second.age);
         entries_.erase(existing);
       }
-      order_.push_back(name);
-      entries_[name] = Entry{*answer, std::prev(order_.end())};
+      order_.push_back(key);
+      entries_[key] = Entry{*answer, std::prev(order_.end())};
       while (entries_.size() > kMaxEntries) {
         entries_.erase(order_.front());
         order_.pop_front();
@@ -99,11 +101,12 @@ void NameCache::OnResolved(const std::string& name, uint64_t incarnation,
   for (Waiter& w : waiters) w.done(answer);
 }
 
-void NameCache::Expire(const std::string& name, uint64_t waiter_id) {
+void NameCache::Expire(const Key& key, uint64_t waiter_id) {
+  const std::string& name = key.second;
   Callback<ResolvedRegion> done;
   {
     absl::MutexLock lock(&mu_);
-    auto it = resolving_.find(name);
+    auto it = resolving_.find(key);
     if (it == resolving_.end()) return;
     for (auto w = it->second.waiters.begin(); w != it->second.waiters.end();
          ++w) {
@@ -125,10 +128,15 @@ void NameCache::Expire(const std::string& name, uint64_t waiter_id) {
 
 void NameCache::Invalidate(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return;
-  order_.erase(it->second.age);
-  entries_.erase(it);
+  // Every uid's entry: a failure path, and entries are bounded.
+  for (auto age = order_.begin(); age != order_.end();) {
+    if (age->second != name) {
+      ++age;
+      continue;
+    }
+    entries_.erase(*age);
+    age = order_.erase(age);
+  }
 }
 
 }  // namespace rdmad::peer

@@ -1,5 +1,8 @@
 // NameCache: the exported regions of one peer this daemon has resolved, by
-// name, so that only the first transfer to a name pays for Peer.Resolve.
+// local uid and name, so that only the first transfer to a name pays for
+// Peer.Resolve. By uid too: the peer resolves a name for the uid this
+// daemon asserts, and its export access list may admit one uid and not
+// another, so what one local user resolved never serves another.
 //
 // Coalescing: while a Resolve for a name is out, later look-ups of that
 // name wait for its answer instead of sending their own. Invalidation: an
@@ -15,6 +18,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -38,17 +42,19 @@ class NameCache : public std::enable_shared_from_this<NameCache> {
   NameCache(std::string address, PeerConnector* connector,
             runtime::Timers* timers);
 
-  // The entry for `name` resolved under `incarnation`, or null.
-  ResolvedRegion Find(const std::string& name, uint64_t incarnation) const;
+  // The entry for `name`, resolved for `uid` under `incarnation`, or null.
+  ResolvedRegion Find(const std::string& name, uint32_t uid,
+                      uint64_t incarnation) const;
 
-  // `done` gets the region named `name` as resolved under `incarnation`:
-  // from the cache, or from one Peer.Resolve shared with every look-up of
-  // the name meanwhile. An answer from another incarnation (the peer
-  // restarted since Hello) is UNAVAILABLE. DEADLINE_EXCEEDED at `deadline`.
-  void Lookup(const std::string& name, uint64_t incarnation, uint32_t uid,
+  // `done` gets the region named `name` as resolved for `uid` under
+  // `incarnation`: from the cache, or from one Peer.Resolve shared with
+  // every look-up of the same (uid, name) meanwhile. An answer from another
+  // incarnation (the peer restarted since Hello) is UNAVAILABLE.
+  // DEADLINE_EXCEEDED at `deadline`.
+  void Lookup(const std::string& name, uint32_t uid, uint64_t incarnation,
               absl::Time deadline, Callback<ResolvedRegion> done);
 
-  // Drops `name` (its key turned out stale).
+  // Drops `name`, for every uid (its key turned out stale).
   void Invalidate(const std::string& name);
 
   size_t size() const;
@@ -64,9 +70,11 @@ class NameCache : public std::enable_shared_from_this<NameCache> {
     std::list<Waiter> waiters;
   };
 
-  void OnResolved(const std::string& name, uint64_t incarnation,
+  using Key = std::pair<uint32_t, std::string>;  // uid, name
+
+  void OnResolved(const Key& key, uint64_t incarnation,
                   absl::StatusOr<core::RemoteRegionInfo> result);
-  void Expire(const std::string& name, uint64_t waiter_id);
+  void Expire(const Key& key, uint64_t waiter_id);
 
   const std::string address_;
   PeerConnector* const connector_;  // Not owned.
@@ -75,11 +83,11 @@ class NameCache : public std::enable_shared_from_this<NameCache> {
   mutable absl::Mutex mu_;
   struct Entry {
     ResolvedRegion region;
-    std::list<std::string>::iterator age;  // in order_
+    std::list<Key>::iterator age;  // in order_
   };
-  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  std::list<std::string> order_ ABSL_GUARDED_BY(mu_);  // oldest first
-  absl::flat_hash_map<std::string, Pending> resolving_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::list<Key> order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  absl::flat_hash_map<Key, Pending> resolving_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

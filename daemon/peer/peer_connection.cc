@@ -166,9 +166,9 @@ void PeerConnection::Finish(uint64_t attempt, absl::StatusOr<Link> result) {
     absl::MutexLock lock(&mu_);
     if (attempt != attempt_ || state_ == PeerState::kRetired) return;
     if (result.ok()) {
+      // last_error_ stays: it is the last failure, even after a recovery.
       state_ = PeerState::kReady;
       stale_ = false;
-      last_error_.clear();
     } else {
       state_ = PeerState::kFailed;
       last_error_ = std::string(result.status().message());
@@ -215,6 +215,12 @@ void PeerConnection::MarkStale(const absl::Status& why) {
   if (state_ == PeerState::kRetired) return;
   stale_ = true;
   last_error_ = std::string(why.message());
+}
+
+void PeerConnection::RecordError(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  last_error_ = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                             status.message());
 }
 
 void PeerConnection::Retire(const absl::Status& why) {

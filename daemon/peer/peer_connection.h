@@ -96,6 +96,10 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   // named another incarnation): the next Acquire says Hello first.
   void MarkStale(const absl::Status& why);
 
+  // A transfer to this peer failed with `status`: what inspection shows as
+  // the last error ("CODE: message"), whichever step it came from.
+  void RecordError(const absl::Status& status);
+
   // Final: closes the channel and fails every waiter with `why`.
   void Retire(const absl::Status& why);
 

@@ -60,7 +60,8 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
           target = r->t.remote.descriptor;
         }
       } else {
-        target = r->peer->names->Find(r->t.remote.name, link->incarnation);
+        target = r->peer->names->Find(r->t.remote.name, r->t.uid,
+                                      link->incarnation);
         r->from_cache = target != nullptr;
       }
     }
@@ -145,7 +146,7 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
                       link->incarnation)));
   }
   if (ResolvedRegion cached =
-          r->peer->names->Find(remote.name, link->incarnation)) {
+          r->peer->names->Find(remote.name, r->t.uid, link->incarnation)) {
     r->from_cache = true;
     return Send(std::move(r), *link, cached);
   }
@@ -154,7 +155,7 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
   const std::string name = remote.name;
   const uint32_t uid = r->t.uid;
   const absl::Time deadline = r->t.deadline;
-  names->Lookup(name, link->incarnation, uid, deadline,
+  names->Lookup(name, uid, link->incarnation, deadline,
                 [this, r = std::move(r), link = *std::move(link)](
                     absl::StatusOr<ResolvedRegion> target) mutable {
                   if (!target.ok()) {
@@ -271,7 +272,12 @@ void TransferFlow::Fail(RunningPtr r, absl::Status status) {
 
 void TransferFlow::Finish(RunningPtr r, absl::Status status) {
   if (r->resolve_only != nullptr) {
-    if (r->peer != nullptr) r->peer->in_flight--;
+    if (r->peer != nullptr) {
+      r->peer->in_flight--;
+      // Not a transfer, so not counted; but it is what went wrong with
+      // this peer last (a queue's handle names a region it lacks...).
+      if (!status.ok()) r->peer->connection->RecordError(status);
+    }
     auto done = std::move(r->resolve_only);
     return (*done)(status.ok() ? absl::InternalError("resolved nothing")
                                : std::move(status));
@@ -280,7 +286,10 @@ void TransferFlow::Finish(RunningPtr r, absl::Status status) {
   RemotePeer* peer = r->peer.get();
   if (peer != nullptr) peer->in_flight--;
   if (!status.ok()) {
-    if (peer != nullptr) peer->ops_failed++;
+    if (peer != nullptr) {
+      peer->ops_failed++;
+      peer->connection->RecordError(status);
+    }
     done(std::move(status));
     return;
   }

@@ -4,6 +4,7 @@
 #define RDMAD_DAEMON_SERVICE_DAEMON_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,13 @@
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.pb.h"
 
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
+
 namespace rdmad::service {
 
+class LocalListener;
 class SessionServer;
 
 // Identity and configuration fixed for the daemon's life.
@@ -47,6 +53,10 @@ struct DaemonState {
   // Client queues and remote handles of the shared-memory data path.
   ring::QueueRegistry* queues = nullptr;
   SessionServer* session_server = nullptr;
+  // Accepts the Local socket's connections: who is at the other end of
+  // each. Null only in tests that run the service without it, which then
+  // bind calls to nothing but their token.
+  const LocalListener* local_listener = nullptr;
   // Remote daemons and the data channels to them (ListPeers/ListQps).
   peer::PeerTable* peers = nullptr;
   // Answer Peer.Connect for each transport kind; null if not available.
@@ -56,6 +66,9 @@ struct DaemonState {
   core::PeerAllowList peer_allow;
   // The cluster directory; null without one (config directory).
   directory::ClusterDirectory* directory = nullptr;
+  // Credentials of channels to other daemons' Peer services (mutual TLS);
+  // null: insecure.
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
 };
 
 }  // namespace rdmad::service

@@ -7,14 +7,18 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/region_address.h"
 #include "common/session_wire.h"
+#include "common/status_macros.h"
 #include "daemon/core/access_control.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/transfer_decoder.h"
 #include "daemon/service/directory_calls.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
+#include "daemon/service/local_listener.h"
 #include "daemon/service/proto_convert.h"
+#include "daemon/service/self_route.h"
 #include "daemon/service/session_server.h"
 
 namespace rdmad::service {
@@ -29,14 +33,26 @@ absl::StatusOr<core::Caller> LocalService::RequireSession(
         "client library and rdmactl do this) and send its token as "
         "'rdmad-session' metadata");
   }
-  return state_->sessions->Authenticate(
-      absl::string_view(it->second.data(), it->second.size()));
+  const absl::string_view token(it->second.data(), it->second.size());
+  if (state_->local_listener == nullptr) {
+    return state_->sessions->Authenticate(token);
+  }
+  // The token must come from the process it was issued to: the one at the
+  // other end of the connection this call arrived on, as the kernel says.
+  RDMAD_ASSIGN_OR_RETURN(
+      const ConnectionCredentials connection,
+      state_->local_listener->CredentialsOf(context->peer()));
+  return state_->sessions->AuthenticateFrom(token, connection.pid,
+                                            connection.uid);
 }
 
-core::Caller LocalService::OptionalSession(
+absl::StatusOr<core::Caller> LocalService::OptionalSession(
     grpc::CallbackServerContext* context) const {
-  auto caller = RequireSession(context);
-  if (caller.ok()) return *caller;
+  if (context->client_metadata().count(session_wire::kSessionMetadataKey) !=
+      0) {
+    // A token that is not this process's is refused, not ignored.
+    return RequireSession(context);
+  }
   // Anonymous: no session and a uid no region has, so it may manage nothing.
   return core::Caller{0, ~0u, ~0u, 0};
 }
@@ -68,6 +84,10 @@ grpc::ServerUnaryReactor* LocalService::ExportClaimed(
 grpc::ServerUnaryReactor* LocalService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
     v1::GetStatusResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   const DaemonIdentity& id = state_->identity;
   response->set_version(id.version);
   response->set_incarnation(id.incarnation);
@@ -84,6 +104,10 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
+  response->set_max_pinned_bytes(state_->regions->limits().max_pinned_bytes);
+  response->set_max_pinned_bytes_source(
+      state_->regions->limits().max_pinned_bytes_source);
+  response->set_pinned_bytes(totals.pinned_bytes);
   if (state_->directory != nullptr) {
     ToProto(state_->directory->state(), response->mutable_directory());
   }
@@ -93,6 +117,10 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
 grpc::ServerUnaryReactor* LocalService::ListDevices(
     grpc::CallbackServerContext* context, const v1::ListDevicesRequest*,
     v1::ListDevicesResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   for (const auto& device : state_->devices) {
     ToProto(device, response->add_devices());
   }
@@ -104,27 +132,13 @@ grpc::ServerUnaryReactor* LocalService::ListDevices(
   return Done(context, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* LocalService::ListRegions(
-    grpc::CallbackServerContext* context, const v1::ListRegionsRequest*,
-    v1::ListRegionsResponse* response) {
-  const core::Caller caller = OptionalSession(context);
-  for (const auto& region : state_->regions->List()) {
-    // Keys are shown to whoever may use the region.
-    const bool mine =
-        caller.uid == 0 ||
-        (region.owner == core::RegionOwnerKind::kSession
-             ? region.session_id == caller.session_id && caller.session_id != 0
-             : core::PermittedBits(caller, core::RegionAcl{region.owner_uid,
-                                                           region.owner_gid,
-                                                           region.mode}) != 0);
-    ToProto(region, mine, response->add_regions());
-  }
-  return Done(context, absl::OkStatus());
-}
-
 grpc::ServerUnaryReactor* LocalService::ListPeers(
     grpc::CallbackServerContext* context, const v1::ListPeersRequest*,
     v1::ListPeersResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   if (state_->peers == nullptr) return Done(context, absl::OkStatus());
   for (const peer::PeerSnapshot& p : state_->peers->ListPeers()) {
     v1::PeerInfo* out = response->add_peers();
@@ -166,6 +180,8 @@ void FillQpInfo(const std::string& peer, core::TransportKind kind,
   out->set_outstanding(c.outstanding);
   out->set_post_calls(c.post_calls);
   out->set_generation(c.generation);
+  out->set_local_address(c.local_address);
+  out->set_remote_address(c.remote_address);
 }
 
 }  // namespace
@@ -173,6 +189,10 @@ void FillQpInfo(const std::string& peer, core::TransportKind kind,
 grpc::ServerUnaryReactor* LocalService::ListQps(
     grpc::CallbackServerContext* context, const v1::ListQpsRequest*,
     v1::ListQpsResponse* response) {
+  // No session needed; but a token sent must be this process's.
+  if (auto session = OptionalSession(context); !session.ok()) {
+    return Done(context, session.status());
+  }
   if (state_->peers != nullptr) {
     for (const peer::ConnectionSnapshot& c :
          state_->peers->ListConnections()) {
@@ -197,11 +217,13 @@ grpc::ServerUnaryReactor* LocalService::AllocateBuffer(
     v1::AllocateBufferResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
+  auto access = AccessFromProto(request->export_access(), "export_access");
+  if (!access.ok()) return Done(context, access.status());
   core::AllocateOptions options;
   options.size = request->size();
   options.name = request->name();
   options.daemon_owned = request->daemon_owned();
-  options.export_access = FromProto(request->export_access());
+  options.export_access = *access;
   options.mode = request->mode();
   if (request->has_group()) options.group = request->group();
   auto region = state_->regions->Allocate(*caller, options);
@@ -216,13 +238,31 @@ grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
     v1::RegisterBufferResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
+  // Everything that can be checked is checked before the passed descriptor
+  // is taken, so that a bad request does not cost the client its memfd.
+  if (request->fd_token() == 0) {
+    return Done(context, absl::InvalidArgumentError(
+                             "fd_token is 0: pass the memfd on the session "
+                             "socket first and use the token it answers"));
+  }
+  if (request->size() == 0) {
+    return Done(context, absl::InvalidArgumentError(
+                             "size is 0: register at least one byte"));
+  }
+  if (!request->name().empty()) {
+    if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
+      return Done(context, s);
+    }
+  }
+  auto access = AccessFromProto(request->export_access(), "export_access");
+  if (!access.ok()) return Done(context, access.status());
   auto fd = state_->session_server->TakePassedFd(caller->session_id,
                                                  request->fd_token());
   if (!fd.ok()) return Done(context, fd.status());
   core::AllocateOptions options;
   options.size = request->size();
   options.name = request->name();
-  options.export_access = FromProto(request->export_access());
+  options.export_access = *access;
   auto region = state_->regions->Adopt(*caller, *std::move(fd), options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
@@ -253,8 +293,10 @@ grpc::ServerUnaryReactor* LocalService::ExportRegion(
                              ": use ACCESS_NONE, ACCESS_READ, ACCESS_WRITE "
                              "or ACCESS_READ_WRITE")));
   }
-  auto region =
-      state_->regions->Export(*caller, *key, FromProto(request->access()));
+  auto allow = FromProto(request->allow());
+  if (!allow.ok()) return Done(context, allow.status());
+  auto region = state_->regions->Export(
+      *caller, *key, FromProto(request->access()), *std::move(allow));
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
   return ExportClaimed(context, *caller, **region, /*undo_frees=*/false);
@@ -268,8 +310,9 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
   if (!caller.ok()) return Done(context, caller.status());
   auto key = FromProto(request->region());
   if (!key.ok()) return Done(context, key.status());
-  // A descriptor lets peers reach the region; hand it only to those who
-  // may read it locally.
+  // A descriptor lets whoever holds it do what the export grants, from any
+  // peer: hand it only to those who may do all of that locally, or a reader
+  // could write through it from another daemon.
   auto region = state_->regions->FindForUse(*caller, *key, core::kLocalRead);
   if (!region.ok()) return Done(context, region.status());
   const core::RegionSnapshot snapshot = (*region)->Snapshot();
@@ -278,6 +321,16 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
                              core::DescribeKey(*key),
                              " is not exported: export it first (rdmactl "
                              "export NAME r|w|rw)")));
+  }
+  if (core::Allows(snapshot.exported.access, core::RemoteAccess::kWrite)) {
+    auto writable =
+        state_->regions->FindForUse(*caller, *key, core::kLocalReadWrite);
+    if (!writable.ok()) {
+      return Done(context, absl::PermissionDeniedError(absl::StrCat(
+                               writable.status().message(),
+                               "; its descriptor grants remote write, so "
+                               "only those who may write it locally get it")));
+    }
   }
   ToDescriptor(state_->identity, snapshot, response->mutable_region());
   response->set_encoded(peer::EncodeDescriptor(response->region()));
@@ -291,6 +344,7 @@ grpc::ServerUnaryReactor* LocalService::Transfer(
   if (!caller.ok()) return Done(context, caller.status());
   auto spec = DecodeTransfer(request->op(), type, DeadlineOf(context));
   if (!spec.ok()) return Done(context, spec.status());
+  RouteToSelf(state_->identity, &spec->remote);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Completes from whichever thread finishes the transfer; no gRPC thread
   // waits for it.
@@ -379,6 +433,7 @@ grpc::ServerUnaryReactor* LocalService::Batch(
       complete(spec.status());
       continue;
     }
+    RouteToSelf(state_->identity, &spec->remote);
     batch.push_back({*std::move(spec), std::move(complete)});
   }
   state_->transfers->SubmitBatch(*caller, absl::MakeSpan(batch));

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/core/region.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/service/peer_inspector.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
 namespace rdmad::service {
@@ -16,7 +17,8 @@ namespace rdmad::service {
 class LocalService final : public v1::Local::CallbackService {
  public:
   // `state` is not owned and must outlive the service.
-  explicit LocalService(const DaemonState* state) : state_(state) {}
+  explicit LocalService(const DaemonState* state)
+      : state_(state), inspector_(state->peer_credentials) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
@@ -87,12 +89,28 @@ class LocalService final : public v1::Local::CallbackService {
       const v1::LookupRegionRequest* request,
       v1::LookupRegionResponse* response) override;
 
+  // In local_service_regions.cc.
+  grpc::ServerUnaryReactor* SetRegionPermissions(
+      grpc::CallbackServerContext* context,
+      const v1::SetRegionPermissionsRequest* request,
+      v1::SetRegionPermissionsResponse* response) override;
+  grpc::ServerUnaryReactor* ListRemoteRegions(
+      grpc::CallbackServerContext* context,
+      const v1::ListRemoteRegionsRequest* request,
+      v1::ListRemoteRegionsResponse* response) override;
+  grpc::ServerUnaryReactor* StatRegion(
+      grpc::CallbackServerContext* context,
+      const v1::StatRegionRequest* request,
+      v1::StatRegionResponse* response) override;
+
  private:
   // The caller of a call that must have a session (kernel-verified creds).
   absl::StatusOr<core::Caller> RequireSession(
       grpc::CallbackServerContext* context) const;
-  // The session caller if the call carries a token, else an anonymous one.
-  core::Caller OptionalSession(grpc::CallbackServerContext* context) const;
+  // The session caller if the call carries a token (which must then be
+  // valid for this process), else an anonymous one.
+  absl::StatusOr<core::Caller> OptionalSession(
+      grpc::CallbackServerContext* context) const;
   grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
                                      const v1::TransferRequest* request,
                                      v1::TransferResponse* response,
@@ -107,6 +125,7 @@ class LocalService final : public v1::Local::CallbackService {
                                           bool undo_frees);
 
   const DaemonState* const state_;  // Not owned.
+  PeerInspector inspector_;  // asks other daemons for ListRemoteRegions...
 };
 
 }  // namespace rdmad::service

@@ -1,8 +1,13 @@
 #include "daemon/service/peer_service.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/grpc_status.h"
+#include "daemon/service/peer_identity.h"
+#include "daemon/service/paging.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/transport/transport_choice.h"
 
@@ -14,6 +19,38 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// The caller's own Peer address in Hello/Connect: optional, but when given
+// it must be one.
+absl::Status CheckCallerAddress(const std::string& address) {
+  if (address.empty()) return absl::OkStatus();
+  if (absl::Status s = ValidatePeerAddress(address); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address (the caller's Peer address): ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+// The access a route from this daemon to itself may have on `region` for a
+// local user `uid`: what the export grants and the region's own mode
+// allows that uid. The uid is all the call carries, so group permissions
+// do not apply on this route (the empty-peer route has them).
+core::RemoteAccess SelfRouteAccess(const core::Region& region,
+                                   core::RemoteAccess exported, uint32_t uid) {
+  // No gid and no groups: gid (uint32_t)-1 is nobody's group.
+  const core::Caller caller{0, uid, ~0u, 0, {}};
+  const uint32_t local = core::PermittedBits(caller, region.acl());
+  uint32_t granted = 0;
+  if ((local & core::kLocalRead) != 0 &&
+      core::Allows(exported, core::RemoteAccess::kRead)) {
+    granted |= static_cast<uint32_t>(core::RemoteAccess::kRead);
+  }
+  if ((local & core::kLocalWrite) != 0 &&
+      core::Allows(exported, core::RemoteAccess::kWrite)) {
+    granted |= static_cast<uint32_t>(core::RemoteAccess::kWrite);
+  }
+  return static_cast<core::RemoteAccess>(granted);
 }
 
 }  // namespace
@@ -29,9 +66,27 @@ absl::Status PeerService::CheckPeer(grpc::CallbackServerContext* context) const 
 }
 
 grpc::ServerUnaryReactor* PeerService::Hello(
-    grpc::CallbackServerContext* context, const v1::HelloRequest*,
+    grpc::CallbackServerContext* context, const v1::HelloRequest* request,
     v1::HelloResponse* response) {
   if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
+  if (absl::Status s = CheckCallerAddress(request->address()); !s.ok()) {
+    return Done(context, s);
+  }
+  for (int kind : request->transports()) {
+    if (!v1::TransportKind_IsValid(kind) || kind == v1::TRANSPORT_UNSPECIFIED) {
+      return Done(context, absl::InvalidArgumentError(absl::StrCat(
+                               "transports: ", kind,
+                               " is not a transport (TRANSPORT_VERBS or "
+                               "TRANSPORT_TCP)")));
+    }
+  }
+  for (const v1::FabricEndpoint& e : request->endpoints()) {
+    if (!e.gid().empty() && e.gid().size() != 16) {
+      return Done(context,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "endpoints: a GID is 16 bytes, got ", e.gid().size())));
+    }
+  }
   response->set_version(state_->identity.version);
   response->set_incarnation(state_->identity.incarnation);
   for (core::TransportKind kind :
@@ -60,6 +115,16 @@ grpc::ServerUnaryReactor* PeerService::Connect(
     grpc::CallbackServerContext* context, const v1::ConnectRequest* request,
     v1::ConnectResponse* response) {
   if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
+  if (!v1::TransportKind_IsValid(request->transport()) ||
+      request->transport() == v1::TRANSPORT_UNSPECIFIED) {
+    return Done(context, absl::InvalidArgumentError(absl::StrCat(
+                             "transport ", request->transport(),
+                             " is not a transport: use TRANSPORT_VERBS or "
+                             "TRANSPORT_TCP")));
+  }
+  if (absl::Status s = CheckCallerAddress(request->address()); !s.ok()) {
+    return Done(context, s);
+  }
   if (request->target_incarnation() != 0 &&
       request->target_incarnation() != state_->identity.incarnation) {
     // The caller's Hello was answered by an earlier run of this daemon.
@@ -98,8 +163,76 @@ grpc::ServerUnaryReactor* PeerService::Resolve(
   }
   auto region = state_->regions->FindExported(request->name());
   if (!region.ok()) return Done(context, region.status());
-  const core::RegionSnapshot snapshot = (*region)->Snapshot();
+  core::RegionSnapshot snapshot = (*region)->Snapshot();
+  const std::string label = absl::StrCat("region '", snapshot.name, "'");
+  const std::optional<uint32_t> uid =
+      request->has_uid() ? std::optional<uint32_t>(request->uid())
+                         : std::nullopt;
+  // The exporter decides: its access list against who is calling (as gRPC
+  // verified it) and the uid that caller vouches for.
+  const core::ExportAccessList& allow = *snapshot.exported.allow;
+  const core::PeerIdentity who = PeerIdentityOf(*context);
+  if (!allow.Admits(who, uid)) {
+    return Done(context, absl::PermissionDeniedError(absl::StrCat(
+                             "the export of ", label, " does not admit peer ",
+                             DescribePeer(who), " acting for ",
+                             uid.has_value() ? absl::StrCat("uid ", *uid)
+                                             : std::string("no uid"),
+                             " (its access list: ", allow.ToString(),
+                             "): ask its owner to add it (rdmactl export ",
+                             snapshot.name, " ACCESS --allow [UID@]PEER)")));
+  }
+  if (request->incarnation() == state_->identity.incarnation) {
+    // A route from this daemon back to itself: the caller is a local user,
+    // and the region's own permissions apply to it (see SelfRouteAccess).
+    // Anyone can claim to be this daemon; the claim only ever narrows.
+    if (!uid.has_value()) {
+      return Done(context, absl::PermissionDeniedError(
+                               "a Resolve from this daemon to itself must "
+                               "carry the local caller's uid"));
+    }
+    const core::RemoteAccess access =
+        SelfRouteAccess(**region, snapshot.exported.access, *uid);
+    if (access == core::RemoteAccess::kNone) {
+      return Done(context, absl::PermissionDeniedError(absl::StrCat(
+                               "uid ", *uid, " may neither read nor write ",
+                               label, " (owner uid ", snapshot.owner_uid,
+                               ", mode ", core::FormatMode(snapshot.mode),
+                               "): a route through this daemon's own peer "
+                               "address gives no more than the region's "
+                               "permissions")));
+    }
+    snapshot.exported.access = access;
+  }
+  if (!allow.empty() && !who.address.empty()) {
+    // Its data connections carry no certificate: admit its address there.
+    (*region)->AdmitDataPeer(who.address);
+  }
   ToDescriptor(state_->identity, snapshot, response->mutable_region());
+  return Done(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PeerService::ListExports(
+    grpc::CallbackServerContext* context,
+    const v1::ListExportsRequest* request, v1::ListExportsResponse* response) {
+  if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
+  auto after = ParseNameToken(request->page_token());
+  if (!after.ok()) return Done(context, after.status());
+  // Names, sizes and access only: keys go out one region at a time, to
+  // peers that Resolve it.
+  const core::RegionPage page =
+      state_->regions->ListExported(*after, PageSize(request->page_size()));
+  for (const core::RegionSnapshot& region : page.regions) {
+    // Unexported since it was listed.
+    if (region.exported.access == core::RemoteAccess::kNone) continue;
+    v1::ExportedRegion* out = response->add_regions();
+    out->set_name(region.name);
+    out->set_length(region.size);
+    out->set_access(ToProto(region.exported.access));
+  }
+  if (page.more && !page.regions.empty()) {
+    response->set_next_page_token(page.regions.back().name);
+  }
   return Done(context, absl::OkStatus());
 }
 

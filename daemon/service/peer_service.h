@@ -21,6 +21,10 @@ class PeerService final : public v1::Peer::CallbackService {
   grpc::ServerUnaryReactor* Resolve(grpc::CallbackServerContext* context,
                                     const v1::ResolveRequest* request,
                                     v1::ResolveResponse* response) override;
+  grpc::ServerUnaryReactor* ListExports(
+      grpc::CallbackServerContext* context,
+      const v1::ListExportsRequest* request,
+      v1::ListExportsResponse* response) override;
 
  private:
   // PERMISSION_DENIED unless the caller's address is in peer_allow.

@@ -32,6 +32,34 @@ v1::Access ToProto(core::RemoteAccess access) {
   return v1::ACCESS_NONE;
 }
 
+absl::StatusOr<core::RemoteAccess> AccessFromProto(int access,
+                                                   absl::string_view field) {
+  if (!v1::Access_IsValid(access)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": unknown access value ", access,
+        ": use ACCESS_NONE, ACCESS_READ, ACCESS_WRITE or ACCESS_READ_WRITE"));
+  }
+  return FromProto(static_cast<v1::Access>(access));
+}
+
+absl::StatusOr<std::shared_ptr<const core::ExportAccessList>> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::ExportGrant>& grants) {
+  if (grants.empty()) return nullptr;
+  std::vector<core::ExportGrant> entries;
+  for (const v1::ExportGrant& grant : grants) {
+    core::ExportGrant entry;
+    entry.peer = grant.peer();
+    if (grant.has_uid()) entry.uid = grant.uid();
+    entries.push_back(std::move(entry));
+  }
+  auto list = core::ExportAccessList::Parse(entries);
+  if (!list.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allow: ", list.status().message()));
+  }
+  return std::make_shared<const core::ExportAccessList>(*std::move(list));
+}
+
 absl::StatusOr<core::RegionKey> FromProto(const v1::RegionRef& ref) {
   switch (ref.ref_case()) {
     case v1::RegionRef::kId:
@@ -61,6 +89,13 @@ void ToProto(const core::RegionSnapshot& region, bool show_keys,
   out->set_owner_gid(region.owner_gid);
   out->set_mode(region.mode);
   out->set_export_access(ToProto(region.exported.access));
+  if (region.exported.allow != nullptr) {
+    for (const core::ExportGrant& grant : region.exported.allow->grants()) {
+      v1::ExportGrant* g = out->add_export_allow();
+      g->set_peer(grant.peer);
+      if (grant.uid.has_value()) g->set_uid(*grant.uid);
+    }
+  }
   out->set_backing(region.backing);
   out->set_create_time_unix_ms(absl::ToUnixMillis(region.created));
   for (const auto& local : region.local_keys) {

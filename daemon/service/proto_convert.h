@@ -2,8 +2,12 @@
 #ifndef RDMAD_DAEMON_SERVICE_PROTO_CONVERT_H_
 #define RDMAD_DAEMON_SERVICE_PROTO_CONVERT_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "daemon/core/device_info.h"
+#include "daemon/core/export_access_list.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transport_kind.h"
@@ -14,6 +18,16 @@ namespace rdmad::service {
 
 core::RemoteAccess FromProto(v1::Access access);
 v1::Access ToProto(core::RemoteAccess access);
+
+// An Access field as received: INVALID_ARGUMENT naming `field` for a value
+// outside the enum (proto3 keeps unknown numbers).
+absl::StatusOr<core::RemoteAccess> AccessFromProto(int access,
+                                                   absl::string_view field);
+
+// ExportRegionRequest.allow -> an access list (INVALID_ARGUMENT naming the
+// bad entry); null for an empty one.
+absl::StatusOr<std::shared_ptr<const core::ExportAccessList>> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::ExportGrant>& grants);
 
 // A RegionRef must name a region by id or by name.
 absl::StatusOr<core::RegionKey> FromProto(const v1::RegionRef& ref);

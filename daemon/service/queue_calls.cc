@@ -1,17 +1,36 @@
 // LocalService: the calls of the shared-memory data path — queues and
 // remote handles (see common/queue_layout.h and daemon/ring/).
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/access_control.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/proto_convert.h"
+#include "daemon/service/self_route.h"
 #include "daemon/service/transfer_decoder.h"
 
 namespace rdmad::service {
 namespace {
 
+// What a local caller may do to a region of this daemon: its own
+// permissions decide (TransferEngine::CopyLocal), nothing wider.
+core::RemoteAccess LocalAccessOf(const core::Caller& caller,
+                                 const core::Region& region) {
+  const bool read =
+      core::CheckLocalAccess(caller, region.acl(), core::kLocalRead, "").ok();
+  const bool write =
+      core::CheckLocalAccess(caller, region.acl(), core::kLocalWrite, "").ok();
+  if (read && write) return core::RemoteAccess::kReadWrite;
+  if (read) return core::RemoteAccess::kRead;
+  if (write) return core::RemoteAccess::kWrite;
+  return core::RemoteAccess::kNone;
+}
+
 constexpr uint32_t kDefaultSubmissionEntries = 256;
+
 constexpr absl::Duration kDefaultOpTimeout = absl::Seconds(30);
 constexpr absl::Duration kMaxOpTimeout = absl::Hours(1);
 
@@ -86,6 +105,7 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
   if (!spec.ok()) return Done(context, spec.status());
   core::TransferTarget target = std::move(spec->remote);
   target.offset = 0;
+  RouteToSelf(state_->identity, &target);
   std::shared_ptr<ring::RemoteHandles> handles =
       state_->queues->HandlesOf(caller->session_id);
   auto add = [handles, response](core::TransferTarget target, uint64_t size,
@@ -109,9 +129,39 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
                            : h.target.name);
     return absl::OkStatus();
   };
+  if (target.self_region_id != 0) {
+    // A descriptor this daemon issued: its export, narrowed to what the
+    // caller's own permissions allow (each operation checks both again).
+    auto region = state_->regions->FindExportedById(target.self_region_id);
+    if (!region.ok()) return Done(context, region.status());
+    auto use = (*region)->BeginExportUse(target.self_key,
+                                         (*region)->exported().access);
+    if (!use.ok()) return Done(context, use.status());
+    const core::RemoteAccess local = LocalAccessOf(*caller, **region);
+    const core::RemoteAccess exported = (*region)->exported().access;
+    const bool read = core::Allows(local, core::RemoteAccess::kRead) &&
+                      core::Allows(exported, core::RemoteAccess::kRead);
+    const bool write = core::Allows(local, core::RemoteAccess::kWrite) &&
+                       core::Allows(exported, core::RemoteAccess::kWrite);
+    if (!read && !write) {
+      return Done(context,
+                  core::CheckLocalAccess(*caller, (*region)->acl(),
+                                         core::kLocalRead,
+                                         absl::StrCat("region #",
+                                                      (*region)->id())));
+    }
+    const core::RemoteAccess access =
+        read && write ? core::RemoteAccess::kReadWrite
+        : read        ? core::RemoteAccess::kRead
+                      : core::RemoteAccess::kWrite;
+    const uint64_t size = (*region)->size();
+    return Done(context, add(std::move(target), size, access,
+                             core::TransportKind::kLocal));
+  }
   if (target.is_local()) {
-    // A region this daemon exports: what a peer would be told.
-    auto region = state_->regions->FindExported(target.name);
+    // A region of this daemon, reached as its local user may reach it.
+    auto region = state_->regions->FindForUse(
+        *caller, core::RegionKey{0, target.name}, 0);
     if (absl::IsNotFound(region.status()) && state_->directory != nullptr) {
       // Not here: the cluster directory knows who holds it. Operations on
       // the handle go there through the directory, one look-up each (from
@@ -132,8 +182,13 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
       return reactor;
     }
     if (!region.ok()) return Done(context, region.status());
+    const core::RemoteAccess access = LocalAccessOf(*caller, **region);
+    if (access == core::RemoteAccess::kNone) {
+      return Done(context, core::CheckLocalAccess(
+                               *caller, (*region)->acl(), core::kLocalRead,
+                               absl::StrCat("region '", target.name, "'")));
+    }
     const uint64_t size = (*region)->size();
-    const core::RemoteAccess access = (*region)->exported().access;
     return Done(context, add(std::move(target), size, access,
                              core::TransportKind::kLocal));
   }

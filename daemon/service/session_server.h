@@ -14,23 +14,45 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/session_wire.h"
 #include "common/unique_fd.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/ring/queue_registry.h"
+#include "daemon/service/accept_backoff.h"
 
 namespace rdmad::service {
 
+// Bounds on what sessions may make the daemon hold in descriptors. Each
+// session is a socket in the daemon; each memfd a client passed and has not
+// registered yet is one more; and each region descriptor the daemon sent
+// (SCM_RIGHTS) that the client has not received yet is "in flight": the
+// kernel charges it to the daemon's user, and once those exceed the
+// daemon's RLIMIT_NOFILE every sendmsg with a descriptor fails
+// (ETOOMANYREFS), for every session. SessionLimits::ForFileLimit derives
+// the defaults from that limit.
+struct SessionLimits {
+  size_t max_sessions_per_uid = 128;
+  // Descriptors in flight: a session that goes over its own bound, or over
+  // its uid's, is ended (its buffers freed, its token revoked) and told so.
+  size_t max_fds_in_flight_per_session = 16;
+  size_t max_fds_in_flight_per_uid = 64;
+  // All sessions together: over it, a request for a descriptor is refused
+  // with RESOURCE_EXHAUSTED (no session is ended: whose fault is unclear).
+  size_t max_fds_in_flight_total = 512;
+  // Passed, not yet registered memfds.
+  size_t max_pending_fds_per_session = 16;
+  size_t max_pending_fds_per_uid = 64;
+
+  static SessionLimits ForFileLimit(uint64_t nofile);
+};
+
 class SessionServer {
  public:
-  // Most memfds a session may have passed but not yet registered: each one
-  // holds a descriptor in the daemon.
-  static constexpr size_t kMaxPendingFds = 16;
-
   // `sessions` and `regions` are not owned and must outlive the server.
   SessionServer(std::string path, core::SessionTable* sessions,
-                core::RegionTable* regions);
+                core::RegionTable* regions, SessionLimits limits = {});
   ~SessionServer();
 
   // Binds the socket (replacing a stale file, refusing a live one), sets its
@@ -51,29 +73,62 @@ class SessionServer {
   const std::string& path() const { return path_; }
 
  private:
+  // A descriptor of a region's memory to hand a client: the region's own
+  // (read-write), or a read-only one opened for this reply (`owned`).
+  struct MappableFd {
+    int fd = -1;
+    UniqueFd owned;
+    bool writable = false;
+  };
+  static absl::StatusOr<MappableFd> RegionDescriptorFor(
+      const core::Caller& caller, const core::Region& region);
+
   struct Connection {
     uint64_t session_id = 0;
     core::Caller caller;
     UniqueFd socket;
+    // Region descriptors sent that the client may not have received yet
+    // (an upper bound: reset once the socket's send queue is empty).
+    size_t fds_in_flight = 0;
+    // Ended for abuse: the session is gone, but the socket stays open (and
+    // counted) until the client has taken or dropped what is in flight,
+    // because the kernel keeps charging those to the daemon until then.
+    bool ended = false;
   };
 
   void Loop();
   void Accept();
   // Returns false when the connection must be closed.
   bool Serve(Connection& connection);
+  // A kGetFd request; false when the connection must be closed.
+  bool SendRegionFd(Connection& connection, uint64_t region_id);
+  // Sends `reply` with descriptor `attached`, within the limits on
+  // descriptors in flight (a session over them is ended).
+  bool SendFd(Connection& connection, const session_wire::Message& reply,
+              int attached);
+  // Ends the session of an abusive connection, telling it why, and keeps
+  // the socket until what it has in flight is gone (see Connection).
+  void EndForAbuse(Connection& connection, const absl::Status& why);
+  // Ended connections whose send queue drained: close them.
+  void ReapEnded();
   void Close(int fd);
+  // Sum of fds_in_flight over all connections, and over those of `uid`.
+  size_t FdsInFlight() const;
+  size_t FdsInFlight(uint32_t uid) const;
 
   const std::string path_;
   core::SessionTable* const sessions_;  // Not owned.
   core::RegionTable* const regions_;    // Not owned.
   ring::QueueRegistry* queues_ = nullptr;  // Not owned; may be null.
+  const SessionLimits limits_;
 
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // eventfd that tells the loop to stop
   std::thread thread_;
 
-  // Only the loop thread touches connections_.
+  // Only the loop thread touches connections_ and backoff_.
   absl::flat_hash_map<int, Connection> connections_;
+  AcceptBackoff backoff_;
 
   absl::Mutex mu_;
   uint64_t next_fd_token_ ABSL_GUARDED_BY(mu_) = 1;

@@ -16,6 +16,19 @@ absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
   core::TransferSpec spec;
   spec.op = type;
   spec.deadline = deadline;
+  const v1::OpType expected =
+      type == core::OpType::kWrite ? v1::OP_WRITE : v1::OP_READ;
+  if (!v1::OpType_IsValid(op.op())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op: unknown operation ", op.op(), ": use OP_WRITE or OP_READ"));
+  }
+  if (op.op() != v1::OP_UNSPECIFIED && op.op() != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op is ", v1::OpType_Name(op.op()), " in a ",
+                     type == core::OpType::kWrite ? "Write" : "Read",
+                     " call: leave it unset, or call ",
+                     type == core::OpType::kWrite ? "Read" : "Write"));
+  }
   auto local = FromProto(op.local());
   if (!local.ok()) {
     return absl::InvalidArgumentError(
@@ -47,6 +60,10 @@ absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
       target.name = remote.name();
       break;
     case v1::RemoteRegion::kEncodedDescriptor: {
+      if (remote.encoded_descriptor().empty()) {
+        return absl::InvalidArgumentError(
+            "remote region: the encoded descriptor is empty");
+      }
       auto decoded = peer::DecodeDescriptor(remote.encoded_descriptor());
       if (!decoded.ok()) return decoded.status();
       if (!target.peer.empty() && target.peer != decoded->peer()) {

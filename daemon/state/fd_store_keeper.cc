@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/state/region_record.h"
@@ -84,32 +85,30 @@ class FdStoreRegion final : public core::KeptRegion {
         record_(std::move(record)),
         generation_(generation) {}
 
-  absl::Status SetExportAccess(core::RemoteAccess access) override {
+  absl::Status SetExportAccess(
+      core::RemoteAccess access,
+      const std::vector<core::ExportGrant>& allow) override {
     absl::MutexLock lock(&mu_);
-    if (gone_ || record_.info.export_access == access) {
+    if (gone_ || (record_.info.export_access == access &&
+                  record_.info.export_allow == allow)) {
       return absl::OkStatus();
     }
     RegionRecord next = record_;
     next.info.export_access = access;
-    RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
-    // The new record is in the store before the old one goes.
-    if (absl::Status s = store_->Store(
-            RecordFdName(record_.slot, generation_ + 1), fd.get());
-        !s.ok()) {
-      return absl::Status(
-          s.code(),
-          absl::StrCat("recording the export of region '", record_.info.name,
-                       "' in the fd store: ", s.message()));
+    next.info.export_allow = allow;
+    return RewriteLocked(std::move(next), "export");
+  }
+
+  absl::Status SetAcl(const core::RegionAcl& acl) override {
+    absl::MutexLock lock(&mu_);
+    const core::RegionAcl& now = record_.info.acl;
+    if (gone_ || (now.uid == acl.uid && now.gid == acl.gid &&
+                  now.mode == acl.mode)) {
+      return absl::OkStatus();
     }
-    if (absl::Status s =
-            store_->Remove(RecordFdName(record_.slot, generation_));
-        !s.ok()) {
-      spdlog::warn("fd store: {} (the next start removes the old record)",
-                   s.ToString());
-    }
-    ++generation_;
-    record_ = std::move(next);
-    return absl::OkStatus();
+    RegionRecord next = record_;
+    next.info.acl = acl;
+    return RewriteLocked(std::move(next), "permissions");
   }
 
   void Forget() override {
@@ -129,6 +128,31 @@ class FdStoreRegion final : public core::KeptRegion {
   void Discard(const std::string&) override { Forget(); }
 
  private:
+  // Stores `next` as the record's next generation, then drops the current
+  // one. `what` names the change for the error.
+  absl::Status RewriteLocked(RegionRecord next, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
+    // The new record is in the store before the old one goes.
+    if (absl::Status s = store_->Store(
+            RecordFdName(record_.slot, generation_ + 1), fd.get());
+        !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("recording the ", what, " of region '",
+                                 record_.info.name, "' in the fd store: ",
+                                 s.message()));
+    }
+    if (absl::Status s =
+            store_->Remove(RecordFdName(record_.slot, generation_));
+        !s.ok()) {
+      spdlog::warn("fd store: {} (the next start removes the old record)",
+                   s.ToString());
+    }
+    ++generation_;
+    record_ = std::move(next);
+    return absl::OkStatus();
+  }
+
   const std::shared_ptr<FdStore> store_;
   absl::Mutex mu_;
   RegionRecord record_ ABSL_GUARDED_BY(mu_);

@@ -84,11 +84,20 @@ std::string ExportAccessName(core::RemoteAccess access) {
 
 std::string EncodeRegionRecord(const RegionRecord& record) {
   const core::KeptRegionInfo& info = record.info;
+  // Format 1 unless the export has an access list: a daemon that knows no
+  // lists then refuses the record (another format) instead of bringing the
+  // export back open to everyone.
+  const int format = info.export_allow.empty() ? 1 : kRecordFormat;
   std::string text = absl::StrFormat(
       "%s %d\nslot %s\nname %s\nsize %d\nuid %d\ngid %d\nmode %04o\n"
       "export %s\n",
-      kMagic, kRecordFormat, record.slot, info.name, info.size, info.acl.uid,
+      kMagic, format, record.slot, info.name, info.size, info.acl.uid,
       info.acl.gid, info.acl.mode, ExportAccessName(info.export_access));
+  for (const core::ExportGrant& grant : info.export_allow) {
+    absl::StrAppend(&text, "allow ",
+                    absl::CEscape(core::ExportAccessList::FormatGrant(grant)),
+                    "\n");
+  }
   absl::StrAppendFormat(&text, "crc32c %08x\n", Crc32c(text));
   return text;
 }
@@ -115,21 +124,27 @@ absl::StatusOr<RegionRecord> ParseRegionRecord(absl::string_view text) {
   if (!ParseCanonical(head, &format)) {
     return Damaged("its format number is not a number");
   }
-  if (format != kRecordFormat) {
+  if (format != 1 && format != kRecordFormat) {
     return absl::FailedPreconditionError(
         absl::StrCat("the record has format ", format,
                      " (written by another version of "
-                     "rdmad); this rdmad reads format ",
+                     "rdmad); this rdmad reads formats 1 and ",
                      kRecordFormat));
   }
+  // Format 1: nine lines; format 2: one "allow" line per access-list
+  // entry (at least one) before the checksum.
   constexpr size_t kLines = 9;
-  if (lines.size() != kLines) {
-    return Damaged(absl::StrCat(lines.size(), " lines instead of ", kLines));
+  const size_t max_lines = kLines + core::ExportAccessList::kMaxEntries;
+  if (format == 1 ? lines.size() != kLines
+                  : lines.size() <= kLines || lines.size() > max_lines) {
+    return Damaged(absl::StrCat(lines.size(), " lines for a format ", format,
+                                " record"));
   }
   // The checksum covers every byte before its own line.
-  auto crc_text = Field(lines[8], "crc32c");
+  const absl::string_view crc_line = lines.back();
+  auto crc_text = Field(crc_line, "crc32c");
   if (!crc_text.ok()) return crc_text.status();
-  const size_t covered = text.size() - lines[8].size() - 1;
+  const size_t covered = text.size() - crc_line.size() - 1;
   const std::string expected =
       absl::StrFormat("%08x", Crc32c(text.substr(0, covered)));
   if (*crc_text != expected) {
@@ -188,6 +203,24 @@ absl::StatusOr<RegionRecord> ParseRegionRecord(absl::string_view text) {
   } else {
     return Damaged(absl::StrCat("export '", absl::CEscape(*access),
                                 "' is not none, r, w or rw"));
+  }
+  for (size_t i = 8; i + 1 < lines.size(); ++i) {
+    auto entry = Field(lines[i], "allow");
+    if (!entry.ok()) return entry.status();
+    std::string grant_text;
+    if (!absl::CUnescape(*entry, &grant_text)) {
+      return Damaged(absl::StrCat("allow '", absl::CEscape(*entry),
+                                  "' is not a C-escaped entry"));
+    }
+    auto grant = core::ExportAccessList::ParseGrantText(grant_text);
+    if (!grant.ok()) {
+      return Damaged(absl::StrCat("allow entry: ", grant.status().message()));
+    }
+    info.export_allow.push_back(*std::move(grant));
+  }
+  if (!info.export_allow.empty() &&
+      !core::ExportAccessList::Parse(info.export_allow).ok()) {
+    return Damaged("its access list is not valid");
   }
   // Canonical: what was read is exactly what would be written.
   if (EncodeRegionRecord(record) != text) {

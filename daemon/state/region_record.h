@@ -12,6 +12,10 @@
 //   export rw
 //   crc32c 8e1f7c21
 //
+// An export with an access list makes it format 2, with one line per entry
+// after "export" ("allow 1000@10.0.0.2", C-escaped): a daemon that knows
+// only format 1 refuses such a record rather than open the export to all.
+//
 // The slot names the region's memory and record (file names in a state
 // directory, FDNAMEs in the fd store), so a region can be freed and its name
 // reused at once. The parser is strict: exactly these lines in this order,
@@ -30,10 +34,11 @@
 
 namespace rdmad::state {
 
-// The record format this daemon writes and reads.
-inline constexpr int kRecordFormat = 1;
-// Records are a few hundred bytes; anything longer is damage.
-inline constexpr size_t kMaxRecordBytes = 4096;
+// The newest record format this daemon writes and reads (it reads 1 too).
+inline constexpr int kRecordFormat = 2;
+// Records are a few hundred bytes, or a few KiB with a long access list;
+// anything longer is damage.
+inline constexpr size_t kMaxRecordBytes = 65536;
 
 struct RegionRecord {
   std::string slot;  // 16 lowercase hex digits

@@ -179,13 +179,31 @@ class StateDirRegion final : public core::KeptRegion {
   StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record)
       : dir_(std::move(dir)), record_(std::move(record)) {}
 
-  absl::Status SetExportAccess(core::RemoteAccess access) override {
+  absl::Status SetExportAccess(
+      core::RemoteAccess access,
+      const std::vector<core::ExportGrant>& allow) override {
     absl::MutexLock lock(&mu_);
-    if (gone_ || record_.info.export_access == access) {
+    if (gone_ || (record_.info.export_access == access &&
+                  record_.info.export_allow == allow)) {
       return absl::OkStatus();
     }
     RegionRecord next = record_;
     next.info.export_access = access;
+    next.info.export_allow = allow;
+    RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
+    record_ = std::move(next);
+    return absl::OkStatus();
+  }
+
+  absl::Status SetAcl(const core::RegionAcl& acl) override {
+    absl::MutexLock lock(&mu_);
+    const core::RegionAcl& now = record_.info.acl;
+    if (gone_ || (now.uid == acl.uid && now.gid == acl.gid &&
+                  now.mode == acl.mode)) {
+      return absl::OkStatus();
+    }
+    RegionRecord next = record_;
+    next.info.acl = acl;
     RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
     record_ = std::move(next);
     return absl::OkStatus();

@@ -7,16 +7,27 @@
 // session owns when the process exits), gets registered shared-memory
 // buffers that are mapped into this process, and moves data between them and
 // regions that other daemons export, with one-sided RDMA WRITE/READ (or the
-// TCP transport where there is no RDMA device).
+// TCP transport where there is no RDMA device). What the daemon reports
+// comes back as the plain types of "rdmad/info.h".
 //
 // Example:
 //
-//   auto client = rdmad::Client::Connect();           // /run/rdmad/rdmad.sock
-//   if (!client.ok()) return client.status();
+//   auto client = rdmad::Client::Connect();           // $RDMAD_SOCKET, else
+//   if (!client.ok()) return client.status();         // /run/rdmad/rdmad.sock
 //   auto buf = (*client)->Allocate(1 << 20);           // 1 MiB, registered
+//   if (!buf.ok()) return buf.status();
 //   std::memcpy(buf->data(), payload, n);              // zero-copy to the NIC
 //   auto dst = rdmad::RemoteRegion::Parse("10.0.0.2:7471/kv@4096");
-//   auto done = (*client)->Write(*buf, 0, *dst, 0, n); // one-sided WRITE
+//   if (!dst.ok()) return dst.status();
+//   auto done = (*client)->Write(*buf, 0, *dst, 0, n);  // one-sided WRITE
+//   if (!done.ok()) return done.status();
+//
+// Daemon restarts: the next call after rdmad restarted opens a new session
+// by itself. Buffers of the old session are gone from the daemon: using one
+// fails FAILED_PRECONDITION (allocate a new one); a Buffer from MapRegion is
+// mapped again onto the region of the same name, if it exists again. Write,
+// Read and Batch open a new queue by themselves; a Queue or RemoteHandle of
+// the application's own fails FAILED_PRECONDITION (open a new one).
 //
 // Write, Read and Batch travel on a shared-memory queue (rdmad/queue.h);
 // for many operations in flight at once, use a Queue of your own.
@@ -38,17 +49,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "rdmad/info.h"
 #include "rdmad/queue.h"
-#include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad {
 
-// Remote access granted on an exported region.
-enum class Access { kNone, kRead, kWrite, kReadWrite };
-
-// Parses "r", "w", "rw" (also "none", "read", "write", "read-write").
-absl::StatusOr<Access> ParseAccess(absl::string_view text);
-absl::string_view AccessName(Access access);  // "none", "r", "w", "rw"
+// The daemon's Local socket when none is given: $RDMAD_SOCKET if set and
+// not empty, else /run/rdmad/rdmad.sock.
+std::string DefaultSocketPath();
 
 // How Client::Write, Read and Batch reach the daemon.
 enum class TransferPath {
@@ -58,10 +66,13 @@ enum class TransferPath {
 
 struct ClientOptions {
   // The daemon's Local socket; the session socket is this path + ".session".
-  std::string socket_path = "/run/rdmad/rdmad.sock";
+  std::string socket_path = DefaultSocketPath();
   // Deadline of each call to the daemon, transfers included.
   absl::Duration timeout = absl::Seconds(30);
   TransferPath transfer_path = TransferPath::kQueue;
+  // No call runs past this time, whatever `timeout` says: a bound on
+  // everything done with this Client (a command line's --timeout).
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 // A region on another daemon (or on the local one when `peer` is empty),
@@ -72,18 +83,21 @@ struct RemoteRegion {
   std::string descriptor;  // "rdmad1:..." from Client::GetDescriptor
   uint64_t offset = 0;     // added to every transfer's remote offset
 
-  // Parses "[PEER/]NAME[@OFFSET]" (see rdmactl) or an "rdmad1:" descriptor.
+  // Parses "[PEER/]NAME[@OFFSET]" (see rdmactl), or an "rdmad1:"
+  // descriptor with an optional "@OFFSET".
   static absl::StatusOr<RemoteRegion> Parse(absl::string_view text);
 };
 
 class Client;
+class SharedQueue;
 
 // A region mapped into this process. Move-only.
 //
 // A Buffer from Allocate/Register belongs to the session: destroying it
 // frees the region in the daemon (and unmaps it here). A Buffer from
 // MapRegion is a view of a daemon-owned named region: destroying it only
-// unmaps it. The Client must outlive its Buffers.
+// unmaps it; it is mapped read-only when the region's mode grants this
+// process read but not write. The Client must outlive its Buffers.
 class Buffer {
  public:
   Buffer(Buffer&& other) noexcept;
@@ -99,6 +113,8 @@ class Buffer {
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
   bool owned() const { return owned_; }
+  // False for a read-only view: writing to data() would fault.
+  bool writable() const { return writable_; }
 
   // Frees (owned) or unmaps (view) now, reporting errors that the
   // destructor would have to ignore.
@@ -108,16 +124,23 @@ class Buffer {
   friend class Client;
   friend class Queue;
   Buffer(Client* client, uint64_t id, std::string name, char* data,
-         size_t size, size_t mapped_size, bool owned);
+         size_t size, size_t mapped_size, bool owned, bool writable,
+         uint64_t generation);
   void Unmap();
 
   Client* client_ = nullptr;  // Not owned.
-  uint64_t id_ = 0;
+  // A view re-mapped after a daemon restart gets the new region's id and
+  // the new session's generation (Client::Usable); they change only in the
+  // thread that uses the Buffer.
+  mutable uint64_t id_ = 0;
   std::string name_;
   char* data_ = nullptr;
   size_t size_ = 0;
   size_t mapped_size_ = 0;
   bool owned_ = false;
+  mutable bool writable_ = true;
+  // The session it was created in (a count of the Client's sessions).
+  mutable uint64_t generation_ = 0;
 };
 
 struct AllocateOptions {
@@ -134,11 +157,6 @@ struct RegionOptions {
   std::optional<uint32_t> group;  // one of the caller's groups; unset = its gid
 };
 
-struct TransferResult {
-  uint64_t bytes = 0;
-  v1::TransportKind transport = v1::TRANSPORT_UNSPECIFIED;
-  absl::Duration daemon_latency;  // post-to-completion inside the daemon
-};
 
 // One operation of a Batch call.
 struct TransferOp {
@@ -172,19 +190,28 @@ class Client {
                                   AllocateOptions options = {});
 
   // Daemon-owned named regions: they outlive this session (rdmactl alloc).
-  absl::StatusOr<v1::RegionInfo> CreateRegion(absl::string_view name,
-                                              uint64_t size,
-                                              Access export_access);
-  absl::StatusOr<v1::RegionInfo> CreateRegion(absl::string_view name,
-                                              uint64_t size,
-                                              Access export_access,
-                                              const RegionOptions& options);
+  absl::StatusOr<RegionInfo> CreateRegion(absl::string_view name,
+                                          uint64_t size, Access export_access);
+  absl::StatusOr<RegionInfo> CreateRegion(absl::string_view name,
+                                          uint64_t size, Access export_access,
+                                          const RegionOptions& options);
   absl::Status FreeRegion(absl::string_view name);
-  // Maps a region this process may use (its uid's named regions; root: all).
+  // Maps a named region this process may use (see RegionOptions): read-write
+  // where its mode grants read and write, read-only where only read.
   absl::StatusOr<Buffer> MapRegion(absl::string_view name);
+  // Changes a named region's mode and/or group, like chmod/chgrp (its owner
+  // or root). Mappings made before keep the access they had.
+  absl::StatusOr<RegionInfo> SetRegionPermissions(
+      absl::string_view name, std::optional<uint32_t> mode,
+      std::optional<uint32_t> group);
 
-  // Grants (or with kNone revokes) remote access to a named region.
-  absl::StatusOr<v1::RegionInfo> Export(absl::string_view name, Access access);
+  // Grants (or with kNone revokes) remote access to a named region. With
+  // `allow`, only those principals may reach it (empty: every peer that
+  // may reach this daemon). When it returns, no peer operation under the
+  // previous export touches the region any more.
+  absl::StatusOr<RegionInfo> Export(absl::string_view name, Access access);
+  absl::StatusOr<RegionInfo> Export(absl::string_view name, Access access,
+                                    const std::vector<ExportGrant>& allow);
   // An exported region's descriptor, to hand to another node out of band.
   absl::StatusOr<std::string> GetDescriptor(absl::string_view name);
 
@@ -212,19 +239,26 @@ class Client {
   absl::Status CloseRemote(const RemoteHandle& handle);
 
   // Inspection.
-  absl::StatusOr<v1::GetStatusResponse> GetStatus();
-  absl::StatusOr<v1::ListDevicesResponse> ListDevices();
-  absl::StatusOr<v1::ListRegionsResponse> ListRegions();
-  absl::StatusOr<v1::ListPeersResponse> ListPeers();
-  absl::StatusOr<v1::ListQpsResponse> ListQps();
+  absl::StatusOr<DaemonStatus> GetStatus();
+  absl::StatusOr<DeviceList> ListDevices();
+  // Every region, in id order (fetched a page at a time).
+  absl::StatusOr<std::vector<RegionInfo>> ListRegions();
+  absl::StatusOr<std::vector<PeerInfo>> ListPeers();
+  absl::StatusOr<std::vector<QpInfo>> ListQps();
+  // The regions the daemon at `peer` ("HOST:PORT") exports to this node.
+  absl::StatusOr<std::vector<RemoteRegionInfo>> ListRemoteRegions(
+      absl::string_view peer);
+  // Size and access of one region: a local one (no peer), a peer's exported
+  // one, or the one a descriptor names. NOT_FOUND if there is none.
+  absl::StatusOr<RemoteRegionInfo> StatRegion(const RemoteRegion& region);
   // The cluster directory (daemons configured with `directory`): regions
   // exported anywhere in the cluster whose name starts with `prefix`, and
   // which daemon holds one by name (`fresh`: ask etcd, not the cache).
   // FAILED_PRECONDITION if the daemon has no directory.
-  absl::StatusOr<v1::ListClusterRegionsResponse> ListClusterRegions(
+  absl::StatusOr<ClusterRegionList> ListClusterRegions(
       absl::string_view prefix = "");
-  absl::StatusOr<v1::LookupRegionResponse> LookupRegion(absl::string_view name,
-                                                        bool fresh = false);
+  absl::StatusOr<ClusterLookup> LookupRegion(absl::string_view name,
+                                             bool fresh = false);
 
   uint64_t session_id() const;
   const ClientOptions& options() const;
@@ -232,11 +266,31 @@ class Client {
  private:
   friend class Buffer;
   friend class Queue;
-  absl::Status CloseQueue(uint64_t id);
+  friend class SharedQueue;
+  // Closes queue `id` of session `generation`; nothing if that session is
+  // over (its queues went with it).
+  absl::Status CloseQueue(uint64_t id, uint64_t generation);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
-  absl::StatusOr<Buffer> MapById(const v1::RegionInfo& region, bool owned);
-  absl::Status FreeById(uint64_t id);
+  // Maps region `id` of session `generation` (the one that made or found
+  // it).
+  absl::StatusOr<Buffer> MapById(uint64_t id, const std::string& name,
+                                 uint64_t size, bool owned,
+                                 uint64_t generation);
+  // Frees region `id` of session `generation`; nothing (OK) if that
+  // session is over: its buffers went with it, and the id may name another
+  // region now.
+  absl::Status FreeById(uint64_t id, uint64_t generation);
+  // OK if `buffer` may be named in a transfer now: it belongs to this
+  // client and to the current session. A view of a named region from before
+  // a daemon restart is mapped again in place first; an owned buffer from
+  // then fails FAILED_PRECONDITION.
+  absl::Status Usable(const Buffer& buffer);
+  // Write, Read and Batch: opens a new session first if the daemon
+  // restarted, checks the buffers (Usable), then runs `ops` on the shared
+  // queue or, with TransferPath::kRpc, as Local calls (RunRpc).
+  absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Run(
+      const std::vector<TransferOp>& ops);
   absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> RunRpc(
       const std::vector<TransferOp>& ops);
   absl::StatusOr<TransferResult> Transfer(bool write, const Buffer& local,

@@ -15,22 +15,28 @@
 // Example:
 //
 //   auto client = rdmad::Client::Connect();
+//   if (!client.ok()) return client.status();
 //   auto queue = (*client)->OpenQueue();
+//   if (!queue.ok()) return queue.status();
 //   auto kv = (*client)->OpenRemote(
 //       *rdmad::RemoteRegion::Parse("10.0.0.2:7471/kv"));
+//   if (!kv.ok()) return kv.status();
 //   auto buf = (*client)->Allocate(1 << 20);
+//   if (!buf.ok()) return buf.status();
 //   rdmad::Op ops[16];
-//   for (int i = 0; i < 16; ++i) {
+//   for (uint64_t i = 0; i < 16; ++i) {
 //     ops[i] = {.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-//               .local_offset = i * 4096u, .remote = &*kv,
-//               .remote_offset = i * 4096u, .length = 4096, .tag = i};
+//               .local_offset = i * 4096, .remote = &*kv,
+//               .remote_offset = i * 4096, .length = 4096, .tag = i};
 //   }
-//   auto queued = (*queue)->Submit(ops);          // 16, or fewer if full
+//   auto queued = (*queue)->Submit(ops);  // 16, or fewer if it is full
+//   if (!queued.ok()) return queued.status();
 //   rdmad::Completion done[16];
 //   size_t n = 0;
-//   while (n < 16) {
-//     if (auto s = (*queue)->Wait(absl::Now() + absl::Seconds(5)); !s.ok()) ...
-//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n));
+//   while (n < *queued) {
+//     absl::Status waited = (*queue)->Wait(absl::Now() + absl::Seconds(5));
+//     if (!waited.ok()) return waited;
+//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n, *queued - n));
 //   }
 #ifndef RDMAD_QUEUE_H_
 #define RDMAD_QUEUE_H_
@@ -45,24 +51,27 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "rdmad/info.h"
 
 namespace rdmad {
 
 class Buffer;
 class Client;
 
-// What carried an operation.
-enum class Transport { kNone, kVerbs, kTcp, kLocal };
-
 // A region on another daemon (or this one) opened for queue operations.
+// It belongs to the client session that opened it: after the daemon
+// restarted, open it again.
 struct RemoteHandle {
   uint64_t id = 0;
-  uint64_t size = 0;     // bytes of the region when it was opened
-  bool readable = false;  // its export grants READ
-  bool writable = false;  // its export grants WRITE
-  Transport transport = Transport::kNone;
+  uint64_t size = 0;               // bytes of the region when it was opened
+  // What its export grants; for a region of this daemon, what this
+  // process may do with it (its mode, or the export).
+  Access access = Access::kNone;
+  Transport transport = Transport::kNone;  // kLocal: a region of this daemon
   std::string peer;  // "HOST:PORT" of its daemon; "" for this one
   std::string name;  // its name, if it has one
+  // The client session it was opened in (set by Client::OpenRemote).
+  uint64_t session_generation = 0;
 };
 
 struct QueueOptions {
@@ -141,6 +150,9 @@ class Queue {
   int event_fd() const;
 
   // OK while the daemon serves the queue; else why it stopped.
+  // FAILED_PRECONDITION once this Client's session was opened again after
+  // a restart of the local daemon: the queue belonged to the session
+  // before (open a new one, and open remote handles again).
   absl::Status status() const;
   uint64_t id() const;
   // Operations submitted and not polled yet.

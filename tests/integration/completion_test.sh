@@ -63,4 +63,16 @@ expect "--mode"                 rdmactl alloc x 1M --mo
 expect "kv-cache kv-index"      rdmactl --socket "$sock" free kv
 expect "kv-cache"               rdmactl --socket "$sock" export kv-c
 expect "r w rw none"            rdmactl --socket "$sock" export kv-cache ""
+expect "--allow"                rdmactl export kv-cache rw --al
+expect "status stat"            rdmactl sta
+expect "chmod chgrp"            rdmactl ch
+expect "--peer"                 rdmactl regions --pe
+expect "kv-cache kv-index"      rdmactl --socket "$sock" chmod kv
+expect "kv-cache kv-index"      rdmactl --socket "$sock" stat kv
+expect "kv-cache kv-index"      rdmactl --socket "$sock" put in.bin kv
+expect "root"                   rdmactl --socket "$sock" chgrp kv-cache roo
+expect "--path"                 rdmactl bench --pa
+expect "ring grpc"              rdmactl bench --path ""
+expect "--fresh"                rdmactl lookup --fr
+expect "ls lookup"              rdmactl l
 exit $fail

@@ -69,7 +69,7 @@ class ConfigReloadTest : public ::testing::Test {
     while (absl::Now() < deadline) {
       auto status = GetStatus();
       if (status.ok()) {
-        peer_at_start_ = status->peer_listen();
+        peer_at_start_ = status->peer_address;
         return;
       }
       absl::SleepFor(absl::Milliseconds(20));
@@ -77,13 +77,13 @@ class ConfigReloadTest : public ::testing::Test {
     FAIL() << "rdmad did not start:\n" << ReadFile(log_);
   }
 
-  absl::StatusOr<v1::GetStatusResponse> GetStatus() {
+  absl::StatusOr<DaemonStatus> GetStatus() {
     auto client = Client::Connect({.socket_path = socket_,
                                    .timeout = absl::Seconds(5)});
     if (!client.ok()) return client.status();
     auto status = (*client)->GetStatus();
     if (status.ok() &&
-        status->pid() != static_cast<uint32_t>(daemon_->pid())) {
+        status->pid != static_cast<uint32_t>(daemon_->pid())) {
       return absl::UnavailableError("another daemon answered");
     }
     return status;
@@ -128,7 +128,7 @@ TEST_F(ConfigReloadTest, AppliesLogLevelAndReportsRestartOnlyFields) {
   // Still running, still on the port it started with.
   auto status = GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->peer_listen(), peer_at_start_);
+  EXPECT_EQ(status->peer_address, peer_at_start_);
 }
 
 TEST_F(ConfigReloadTest, SocketModeChangesOnBothSockets) {

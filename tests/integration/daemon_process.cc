@@ -194,11 +194,13 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
 }
 
 absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
-  std::vector<std::string> argv = {RdmadBinary(),
-                                   "--socket", socket_,
-                                   "--peer_listen", peer_listen,
-                                   "--transport", options_.transport,
-                                   "--log_level", "debug"};
+  std::vector<std::string> argv = options_.command_prefix;
+  for (const std::string& arg :
+       {RdmadBinary(), std::string("--socket"), socket_,
+        std::string("--peer_listen"), peer_listen, std::string("--transport"),
+        options_.transport, std::string("--log_level"), options_.log_level}) {
+    argv.push_back(arg);
+  }
   argv.insert(argv.end(), options_.extra_args.begin(),
               options_.extra_args.end());
   auto child = ChildProcess::Spawn(argv, log_path_);
@@ -219,13 +221,13 @@ absl::Status DaemonProcess::Launch(const std::string& peer_listen) {
       auto status_reply = (*client)->GetStatus();
       // Another daemon may own the socket already: only ours counts.
       if (status_reply.ok() &&
-          status_reply->pid() == static_cast<uint32_t>(child_->pid())) {
-        peer_address_ = status_reply->peer_listen();
+          status_reply->pid == static_cast<uint32_t>(child_->pid())) {
+        peer_address_ = status_reply->peer_address;
         return absl::OkStatus();
       }
       last = status_reply.ok() ? absl::UnavailableError(absl::StrCat(
                                      "socket answered by pid ",
-                                     status_reply->pid()))
+                                     status_reply->pid))
                                : status_reply.status();
     } else {
       last = client.status();

@@ -87,6 +87,12 @@ struct DaemonOptions {
   std::string transport = TestTransport();
   std::string peer_listen = "127.0.0.1:0";
   std::vector<std::string> extra_args;
+  // Runs the daemon through this command, which must exec it in the same
+  // process: e.g. {"/usr/bin/prlimit", "--nofile=1024:4096", "--"}, or a
+  // launcher that sets resource limits or another uid first.
+  std::vector<std::string> command_prefix;
+  // --log_level for the daemon.
+  std::string log_level = "debug";
 };
 
 // An rdmad child with its own socket under `dir`. Start() returns once the

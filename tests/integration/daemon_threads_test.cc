@@ -76,8 +76,8 @@ TEST(DaemonThreadsTest, ThirtyTwoPeersRunOnTheThreadsOfOne) {
   for (int k = 2; k <= 32; ++k) write_via(k);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->peers_size(), 32);
-  for (const auto& p : peers->peers()) EXPECT_EQ(p.state(), "READY") << p.address();
+  ASSERT_EQ(peers->size(), 32u);
+  for (const auto& p : *peers) EXPECT_EQ(p.state, "READY") << p.address;
   const int many_peers = SettledThreads((*a)->pid());
   EXPECT_EQ(many_peers, one_peer)
       << "1 peer: " << one_peer << " threads; 32 peers: " << many_peers;

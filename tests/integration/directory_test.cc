@@ -68,7 +68,8 @@ class DirectoryTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + timeout;
     while (absl::Now() < deadline) {
       auto status = client->GetStatus();
-      if (status.ok() && status->directory().state() == "connected") {
+      if (status.ok() && status->directory.has_value() &&
+          status->directory->state == "connected") {
         return true;
       }
       absl::SleepFor(absl::Milliseconds(50));
@@ -77,15 +78,15 @@ class DirectoryTest : public ::testing::Test {
   }
 
   // The cluster's entry for `name` as `daemon` lists it; nullopt if none.
-  std::optional<v1::ClusterRegion> Listed(const DaemonProcess& daemon,
+  std::optional<ClusterRegion> Listed(const DaemonProcess& daemon,
                                           const std::string& name) {
     auto client = Connect(daemon);
     if (client == nullptr) return std::nullopt;
     auto list = client->ListClusterRegions(name);
     EXPECT_TRUE(list.ok()) << list.status();
     if (!list.ok()) return std::nullopt;
-    for (const v1::ClusterRegion& r : list->regions()) {
-      if (r.name() == name) return r;
+    for (const ClusterRegion& r : list->regions) {
+      if (r.name == name) return r;
     }
     return std::nullopt;
   }
@@ -125,11 +126,11 @@ TEST_F(DirectoryTest, ExportOnOneTransferByNameFromAnother) {
   // Listed everywhere, with its holder and generation.
   auto listed = Listed(c(), "kv/shard-7");
   ASSERT_TRUE(listed.has_value());
-  EXPECT_EQ(listed->node(), a().peer_address());
-  EXPECT_EQ(listed->size(), 4096u);
-  EXPECT_EQ(listed->access(), v1::ACCESS_READ_WRITE);
-  EXPECT_NE(listed->incarnation(), 0u);
-  EXPECT_GT(listed->revision(), 0);
+  EXPECT_EQ(listed->node, a().peer_address());
+  EXPECT_EQ(listed->size, 4096u);
+  EXPECT_EQ(listed->access, Access::kReadWrite);
+  EXPECT_NE(listed->incarnation, 0u);
+  EXPECT_GT(listed->revision, 0);
 
   // b writes by name, c reads by name: both land on a.
   ASSERT_TRUE(WriteByName(b(), "kv/shard-7", "hello").ok());
@@ -173,9 +174,9 @@ TEST_F(DirectoryTest, TransfersFollowARegionThatMoves) {
   EXPECT_EQ(ReadLocal(b(), "moving", 3), "two");
   const auto after = Listed(c(), "moving");
   ASSERT_TRUE(after.has_value());
-  EXPECT_EQ(after->node(), b().peer_address());
-  EXPECT_NE(after->incarnation(), before->incarnation());
-  EXPECT_GT(after->revision(), before->revision());
+  EXPECT_EQ(after->node, b().peer_address());
+  EXPECT_NE(after->incarnation, before->incarnation);
+  EXPECT_GT(after->revision, before->revision);
 
   // Recreated on the same daemon: a new region behind the same name is a
   // new generation, and transfers reach the new one.
@@ -235,18 +236,18 @@ TEST_F(DirectoryTest, EtcdStoppedAndRestartedMidRun) {
   EXPECT_EQ(made.status().code(), absl::StatusCode::kUnavailable);
   auto regions = ca->ListRegions();
   ASSERT_TRUE(regions.ok());
-  for (const auto& r : regions->regions()) EXPECT_NE(r.name(), "while-down");
+  for (const auto& r : *regions) EXPECT_NE(r.name, "while-down");
 
   ASSERT_TRUE(etcd_->Restart().ok());
   for (auto& d : daemons_) ASSERT_TRUE(WaitConnected(*d)) << d->LogTail();
   // Re-published under a new lease: listed again, still on a.
   auto listed = Listed(c(), "kept");
   ASSERT_TRUE(listed.has_value());
-  EXPECT_EQ(listed->node(), a().peer_address());
+  EXPECT_EQ(listed->node, a().peer_address());
   auto status = ca->GetStatus();
   ASSERT_TRUE(status.ok());
-  EXPECT_GE(status->directory().reconnects(), 1u);
-  EXPECT_EQ(status->directory().published_regions(), 1u);
+  EXPECT_GE(status->directory->reconnects, 1u);
+  EXPECT_EQ(status->directory->published_regions, 1u);
   ASSERT_TRUE(WriteByName(b(), "kept", "again").ok());
   EXPECT_EQ(ReadLocal(a(), "kept", 5), "again");
 }
@@ -275,10 +276,10 @@ TEST_F(DirectoryTest, NameRaceHasExactlyOneWinner) {
     ASSERT_NE(client, nullptr);
     auto regions = client->ListRegions();
     ASSERT_TRUE(regions.ok());
-    for (const auto& r : regions->regions()) EXPECT_NE(r.name(), name);
+    for (const auto& r : *regions) EXPECT_NE(r.name, name);
     auto listed = Listed(c(), name);
     ASSERT_TRUE(listed.has_value());
-    EXPECT_EQ(listed->node(), (loser == 0 ? b() : a()).peer_address());
+    EXPECT_EQ(listed->node, (loser == 0 ? b() : a()).peer_address());
   }
 }
 

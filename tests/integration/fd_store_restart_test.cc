@@ -94,8 +94,8 @@ class FdStoreRestartTest : public ::testing::Test {
     ASSERT_TRUE(client);
     auto status = client->GetStatus();
     ASSERT_TRUE(status.ok());
-    ASSERT_EQ(status->pid(), static_cast<uint32_t>(daemon_->pid()));
-    peer_ = status->peer_listen();
+    ASSERT_EQ(status->pid, static_cast<uint32_t>(daemon_->pid()));
+    peer_ = status->peer_address;
   }
   void Stop(int sig) {
     daemon_->Signal(sig);
@@ -182,11 +182,11 @@ TEST_F(FdStoreRestartTest, RegionsSurviveRestartsThroughTheStore) {
     ASSERT_TRUE(ca);
     auto listed = ca->ListRegions();
     ASSERT_TRUE(listed.ok());
-    ASSERT_EQ(listed->regions_size(), 2) << Log();
-    for (const auto& r : listed->regions()) {
-      EXPECT_EQ(r.export_access(),
-                r.name() == "cache" ? v1::ACCESS_READ_WRITE : v1::ACCESS_READ);
-      EXPECT_THAT(r.backing(), StartsWith("memfd"));
+    ASSERT_EQ(listed->size(), 2u) << Log();
+    for (const auto& r : *listed) {
+      EXPECT_EQ(r.export_access,
+                r.name == "cache" ? Access::kReadWrite : Access::kRead);
+      EXPECT_THAT(r.backing, StartsWith("memfd"));
     }
     auto cache = ca->MapRegion("cache");
     auto notes = ca->MapRegion("notes");
@@ -263,8 +263,8 @@ TEST_F(FdStoreRestartTest, DamagedRecordIsSkippedAndDropped) {
   auto ca = Connect(socket_);
   auto listed = ca->ListRegions();
   ASSERT_TRUE(listed.ok());
-  ASSERT_EQ(listed->regions_size(), 1);
-  EXPECT_EQ(listed->regions(0).name(), "good");
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "good");
   const std::string slot = bad_record.substr(10, 16);
   EXPECT_THAT(Log(), HasSubstr(absl::StrCat("kept slot ", slot)));
   EXPECT_THAT(Log(), HasSubstr("damaged record: checksum"));
@@ -290,7 +290,7 @@ TEST_F(FdStoreRestartTest, KeepRegionsOnRestartFalseEmptiesTheStore) {
   auto ca = Connect(socket_);
   auto listed = ca->ListRegions();
   ASSERT_TRUE(listed.ok());
-  EXPECT_EQ(listed->regions_size(), 0);
+  EXPECT_EQ(listed->size(), 0u);
   ASSERT_TRUE(ca->CreateRegion("b", 64 * kKiB, Access::kNone).ok());
   EXPECT_THAT(manager_->StoredNames(), SizeIs(0)) << "stored although told "
                                                      "not to keep regions";
@@ -319,7 +319,7 @@ TEST_F(FdStoreRestartTest, RestartsDoNotGrowTheStoreOrTheDaemon) {
   auto ca = Connect(socket_);
   auto listed = ca->ListRegions();
   ASSERT_TRUE(listed.ok());
-  EXPECT_EQ(listed->regions_size(), 3);
+  EXPECT_EQ(listed->size(), 3u);
 }
 
 }  // namespace

@@ -6,7 +6,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/dynamic_message.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -79,6 +85,102 @@ bool DescribesSymbol(const std::string& target, const std::string& symbol) {
   return found;
 }
 
+// What a generic client (grpcurl, grpc_cli) gets from reflection for
+// `symbol`: the serialized FileDescriptorProtos, or none.
+std::vector<std::string> FilesContaining(const std::string& target,
+                                         const std::string& symbol) {
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
+      Channel(target));
+  grpc::ClientContext context;
+  WithDeadline(context);
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_file_containing_symbol(symbol);
+  stream->Write(request);
+  stream->WritesDone();
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  std::vector<std::string> files;
+  while (stream->Read(&response)) {
+    for (const std::string& file :
+         response.file_descriptor_response().file_descriptor_proto()) {
+      files.push_back(file);
+    }
+  }
+  (void)stream->Finish();
+  return files;
+}
+
+// Calls `method` ("grpc.health.v1.Health.Check") the way a generic client
+// does: knowing nothing but what reflection describes. Returns the answer's
+// field `field` as text (an enum by name), or an error.
+absl::StatusOr<std::string> CallThroughReflection(
+    const std::string& target, const std::string& service,
+    const std::string& method, const std::string& request_text_field,
+    const std::string& request_value, const std::string& field) {
+  google::protobuf::DescriptorPool pool;
+  for (const std::string& bytes : FilesContaining(target, service)) {
+    google::protobuf::FileDescriptorProto file;
+    if (!file.ParseFromString(bytes)) {
+      return absl::DataLossError("reflection sent a malformed descriptor");
+    }
+    pool.BuildFile(file);
+  }
+  const google::protobuf::ServiceDescriptor* described =
+      pool.FindServiceByName(service);
+  if (described == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("reflection does not describe ", service));
+  }
+  const google::protobuf::MethodDescriptor* rpc =
+      described->FindMethodByName(method);
+  if (rpc == nullptr) return absl::NotFoundError("no such method");
+  google::protobuf::DynamicMessageFactory factory(&pool);
+  std::unique_ptr<google::protobuf::Message> request(
+      factory.GetPrototype(rpc->input_type())->New());
+  request->GetReflection()->SetString(
+      request.get(), rpc->input_type()->FindFieldByName(request_text_field),
+      request_value);
+  std::string serialized;
+  request->SerializeToString(&serialized);
+  grpc::Slice slice(serialized);
+  grpc::ByteBuffer send(&slice, 1);
+  grpc::ByteBuffer received;
+  grpc::GenericStub stub(Channel(target));
+  grpc::ClientContext context;
+  WithDeadline(context);
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, absl::StrCat("/", service, "/", method),
+                 grpc::StubOptions(), &send, &received,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  std::vector<grpc::Slice> slices;
+  (void)received.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  std::unique_ptr<google::protobuf::Message> response(
+      factory.GetPrototype(rpc->output_type())->New());
+  if (!response->ParseFromString(bytes)) {
+    return absl::DataLossError("cannot parse the answer");
+  }
+  const google::protobuf::FieldDescriptor* out =
+      rpc->output_type()->FindFieldByName(field);
+  if (out == nullptr) return absl::NotFoundError("no such field");
+  const auto* reflection = response->GetReflection();
+  return out->type() == google::protobuf::FieldDescriptor::TYPE_ENUM
+             ? reflection->GetEnum(*response, out)->name()
+             : reflection->GetString(*response, out);
+}
+
 class GrpcServicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -108,6 +210,20 @@ TEST_F(GrpcServicesTest, ReflectionListsAndDescribesServices) {
   EXPECT_THAT(ListServices(peer_), Contains("rdmad.v1.Peer"));
   EXPECT_TRUE(DescribesSymbol(local_, "rdmad.v1.Local"));
   EXPECT_TRUE(DescribesSymbol(peer_, "rdmad.v1.Peer.Resolve"));
+  EXPECT_TRUE(DescribesSymbol(local_, "grpc.health.v1.Health"));
+  EXPECT_TRUE(DescribesSymbol(peer_, "grpc.health.v1.Health.Check"));
+}
+
+// grpcurl -plaintext HOST:PORT grpc.health.v1.Health/Check works: a client
+// that knows only what reflection tells it can call the health service.
+TEST_F(GrpcServicesTest, GenericClientCallsHealthThroughReflection) {
+  for (const auto& [target, service] :
+       {std::pair{local_, "rdmad.v1.Local"}, std::pair{peer_, "rdmad.v1.Peer"}}) {
+    auto status = CallThroughReflection(target, "grpc.health.v1.Health",
+                                        "Check", "service", service, "status");
+    ASSERT_TRUE(status.ok()) << target << ": " << status.status();
+    EXPECT_EQ(*status, "SERVING") << target;
+  }
 }
 
 }  // namespace

@@ -181,9 +181,12 @@ TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
   EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", writes), 3 * 4096);
   EXPECT_EQ(Value(scrape, "rdmad_transfer_operations_total", reads), 3);
   EXPECT_EQ(Value(scrape, "rdmad_transfer_bytes_total", reads), 3000);
+  // Errors carry the peer too (a failing peer is what an operator looks
+  // for).
   EXPECT_EQ(Value(scrape, "rdmad_transfer_errors_total",
-                  {{"op", "write"}, {"kind", "out_of_range"}}),
-            1);
+                  {{"peer", dst.peer}, {"op", "write"}, {"kind", "out_of_range"}}),
+            1)
+      << scrape;
   EXPECT_EQ(Value(scrape, "rdmad_transfer_latency_seconds_count",
                   {{"op", "write"}, {"transport", transport}}),
             3);

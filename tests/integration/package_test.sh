@@ -3,6 +3,9 @@
 #   * dpkg-deb --info: name, version, dependencies found by dpkg-shlibdeps,
 #     maintainer scripts and the conffile;
 #   * dpkg-deb --contents: every file the package promises;
+#   * lintian: no errors (warnings and notes are shown, not fatal);
+#   * rdmad-dev: examples/hello_transfer.cc and the Example: block of
+#     rdmad/client.h build against the unpacked package via pkg-config;
 #   * as root with CI set (what .ci/run does): installs it for real with
 #     dpkg -i, runs the installed rdmad --help and rdmactl --help, checks
 #     that the user, group and unit are there, and purges it again.
@@ -32,6 +35,10 @@ for dep in libgrpc++ libprotobuf libibverbs libsystemd libspdlog libprometheus-c
   depends="$(grep '^ Depends:' <<<"$info")"
   [[ "$depends" == *"$dep"* ]] || fail "Depends lacks $dep: $depends"
 done
+grep -q '^ Recommends:.*bash-completion' <<<"$info" ||
+  fail "rdmad does not recommend bash-completion"
+grep -q '^ Maintainer: .*<[^@ ]*@[^@ ]*\.[a-z]*>$' <<<"$info" ||
+  fail "Maintainer is not NAME <EMAIL>: $(grep '^ Maintainer:' <<<"$info")"
 for script in postinst prerm postrm conffiles; do
   grep -qw "$script" <<<"$info" || fail "no $script in the control archive"
 done
@@ -44,10 +51,20 @@ for path in ./usr/sbin/rdmad ./usr/bin/rdmactl \
     ./usr/lib/systemd/system/rdmad.service ./usr/lib/sysusers.d/rdmad.conf \
     ./usr/lib/tmpfiles.d/rdmad.conf ./etc/rdmad/rdmad.conf \
     ./usr/share/man/man8/rdmad.8.gz ./usr/share/man/man8/rdmactl.8.gz \
-    ./usr/share/bash-completion/completions/rdmactl; do
+    ./usr/share/bash-completion/completions/rdmactl \
+    ./usr/share/doc/rdmad/copyright ./usr/share/doc/rdmad/changelog.gz \
+    ./usr/share/doc/rdmad/README.md.gz ./usr/share/doc/rdmad/SECURITY.md.gz; do
   grep -q " $path\$" <<<"$contents" || fail "$path missing from the package"
 done
 echo "rdmad: info and contents OK"
+
+# Debian policy as lintian checks it: zero errors.
+command -v lintian >/dev/null ||
+  fail "lintian is not installed (scripts/setup.sh installs it)"
+lint="$(lintian --allow-root --fail-on error "$out"/*.deb 2>&1)" || {
+  echo "$lint"; fail "lintian reports errors"; }
+[[ -z "$lint" ]] || echo "$lint"
+echo "lintian: no errors"
 
 # rdmad-dev: the client library, usable by an application through
 # pkg-config. Unpacked (not installed) and an example compiled against it.
@@ -55,11 +72,19 @@ dev="$(ls "$out"/rdmad-dev_*.deb)"
 dev_info="$(dpkg-deb --info "$dev")"
 grep -q '^ Package: rdmad-dev$' <<<"$dev_info" || fail "rdmad-dev name"
 dev_contents="$(dpkg-deb --contents "$dev")"
-for path in ./usr/include/rdmad/client.h ./usr/include/rdmad/v1/rdmad.pb.h \
+for path in ./usr/include/rdmad/client.h ./usr/include/rdmad/info.h \
+    ./usr/include/rdmad/queue.h \
     "./usr/lib/$(gcc -print-multiarch)/librdmad_client.a" \
-    "./usr/lib/$(gcc -print-multiarch)/pkgconfig/rdmad-client.pc"; do
+    "./usr/lib/$(gcc -print-multiarch)/pkgconfig/rdmad-client.pc" \
+    ./usr/share/rdmad/proto/rdmad/v1/rdmad.proto \
+    ./usr/share/rdmad/proto/rdmad/v1/config.proto \
+    ./usr/share/doc/rdmad-dev/copyright ./usr/share/doc/rdmad-dev/changelog.gz; do
   grep -q " $path\$" <<<"$dev_contents" || fail "$path missing from rdmad-dev"
 done
+# The public headers stand alone: no generated protobuf code in them.
+if grep -q '\.pb\.h' <<<"$dev_contents"; then
+  fail "rdmad-dev ships generated protobuf headers"
+fi
 root="$out/dev-root"
 dpkg-deb -x "$dev" "$root"
 flags="$(PKG_CONFIG_PATH="$root/usr/lib/$(gcc -print-multiarch)/pkgconfig" \
@@ -70,6 +95,27 @@ src="$(cd "$(dirname "$0")/../.." && pwd)/examples/hello_transfer.cc"
 g++ -std=c++20 $extra_flags -o "$out/hello_transfer" "$src" $flags >"$out/cc.log" 2>&1 || {
   cat "$out/cc.log"; fail "examples/hello_transfer.cc does not build against rdmad-dev"; }
 echo "rdmad-dev: builds examples/hello_transfer.cc via pkg-config OK"
+# The example a user copies from the installed header, wrapped in a
+# function that gives it what it names (payload, n).
+{
+  echo '#include <cstring>'
+  echo '#include "rdmad/client.h"'
+  echo 'absl::Status Example(const char* payload, size_t n) {'
+  awk '/^\/\/ Example/ {on = 1; next}
+       on && /^\/\/   / {sub(/^\/\/   /, ""); print; seen = 1; next}
+       on && seen {exit}' "$root/usr/include/rdmad/client.h"
+  echo '  return absl::OkStatus();'
+  echo '}'
+  echo 'int main() { return 0; }'
+} >"$out/header_example.cc"
+grep -q 'Write(' "$out/header_example.cc" ||
+  fail "no Example: block found in rdmad/client.h"
+# shellcheck disable=SC2086 # flag lists, split on purpose
+g++ -std=c++20 $extra_flags -o "$out/header_example" "$out/header_example.cc" \
+    $flags >"$out/cc.log" 2>&1 || {
+  cat "$out/header_example.cc" "$out/cc.log"
+  fail "the Example: of rdmad/client.h does not build against rdmad-dev"; }
+echo "rdmad-dev: the Example: of rdmad/client.h builds OK"
 
 if [[ "$(id -u)" -ne 0 || -z "${CI:-}" ]]; then
   echo "not installing: that is done as root in CI only (CI=${CI:-unset}, uid $(id -u))"
@@ -81,13 +127,12 @@ if [[ "$(dpkg-query -W -f='${Status}' rdmad 2>/dev/null || true)" == "install ok
 fi
 trap 'dpkg --purge rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 dpkg -i "$deb"
-# absl's --help exits 1; what matters is that the installed binary runs and
-# finds its libraries.
 # A sanitizer build (scripts/test.sh's second pass) packages instrumented
 # binaries: leak reports at exit are not what this checks.
 export ASAN_OPTIONS=detect_leaks=0
-help="$(/usr/sbin/rdmad --help 2>&1 || true)"
+help="$(/usr/sbin/rdmad --help 2>&1)" || fail "installed rdmad --help: $help"
 [[ "$help" == *"Usage: rdmad"* ]] || fail "installed rdmad --help: $help"
+[[ -f /usr/share/doc/rdmad/copyright ]] || fail "no copyright file installed"
 help="$(/usr/bin/rdmactl --help 2>&1)" || fail "installed rdmactl --help: $help"
 [[ "$help" == *rdmactl* ]] || fail "installed rdmactl --help: $help"
 getent group rdma >/dev/null || fail "group rdma not created"

@@ -39,8 +39,8 @@ TEST(PythonExampleTest, TalksToTheLocalService) {
   ASSERT_TRUE(client.ok()) << client.status();
   auto regions = (*client)->ListRegions();
   ASSERT_TRUE(regions.ok()) << regions.status();
-  for (const auto& region : regions->regions()) {
-    EXPECT_NE(region.name(), "py-test");
+  for (const auto& region : *regions) {
+    EXPECT_NE(region.name, "py-test");
   }
 }
 

@@ -44,9 +44,13 @@ absl::StatusOr<std::unique_ptr<RawSession>> RawSession::Open(
   return session;
 }
 
-absl::Status RawSession::GetFd(uint64_t id) { return TakeFd(id).status(); }
-
 absl::StatusOr<UniqueFd> RawSession::TakeFd(uint64_t id) {
+  auto got = GetFd(id);
+  if (!got.ok()) return got.status();
+  return std::move(got->fd);
+}
+
+absl::StatusOr<RawSession::MappableFd> RawSession::GetFd(uint64_t id) {
   session_wire::Message request;
   request.type = session_wire::MessageType::kGetFd;
   request.a = id;
@@ -59,10 +63,12 @@ absl::StatusOr<UniqueFd> RawSession::TakeQueueFd(uint64_t queue_id,
   request.type = session_wire::MessageType::kGetQueueFd;
   request.a = queue_id;
   request.b = which;
-  return Ask(request);
+  auto got = Ask(request);
+  if (!got.ok()) return got.status();
+  return std::move(got->fd);
 }
 
-absl::StatusOr<UniqueFd> RawSession::Ask(
+absl::StatusOr<RawSession::MappableFd> RawSession::Ask(
     const session_wire::Message& request) {
   if (absl::Status s = session_wire::Send(session_.get(), request); !s.ok()) {
     return s;
@@ -75,7 +81,14 @@ absl::StatusOr<UniqueFd> RawSession::Ask(
   if (reply->type != session_wire::MessageType::kFd || !reply->fd.valid()) {
     return absl::InternalError("no descriptor in the reply");
   }
-  return std::move(reply->fd);
+  return MappableFd{std::move(reply->fd), reply->text};
+}
+
+absl::Status RawSession::AskFd(uint64_t id) {
+  session_wire::Message request;
+  request.type = session_wire::MessageType::kGetFd;
+  request.a = id;
+  return session_wire::Send(session_.get(), request);
 }
 
 void RawSession::Authorize(grpc::ClientContext* context) const {

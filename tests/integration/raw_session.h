@@ -30,23 +30,34 @@ class RawSession {
 
   // Adds this session's token to `context` (with a 30 s deadline).
   void Authorize(grpc::ClientContext* context) const;
+  // Sends `token` instead of this session's own from now on (a token
+  // stolen from another process, for tests of token binding).
+  void UseToken(std::string token) { token_ = std::move(token); }
   const std::string& token() const { return token_; }
   uint64_t id() const { return id_; }
   v1::Local::Stub& stub() { return *stub_; }
   // Asks for region `id`'s memfd on the session socket (what mapping a
-  // region does); OK if one arrived.
-  absl::Status GetFd(uint64_t id);
-  // The same, keeping the descriptor: what a client could do with it.
+  // region does); the descriptor and the access the daemon says it grants
+  // ("rw" or "r") if one arrived.
+  struct MappableFd {
+    UniqueFd fd;
+    std::string access;
+  };
+  absl::StatusOr<MappableFd> GetFd(uint64_t id);
+  // The same, keeping only the descriptor: what a client could do with it.
   absl::StatusOr<UniqueFd> TakeFd(uint64_t id);
   // Descriptor `which` (0 segment, 1 doorbell, 2 wake-up) of a queue.
   absl::StatusOr<UniqueFd> TakeQueueFd(uint64_t queue_id, uint64_t which);
+  // Only sends the request for region `id`'s memfd, never reading the
+  // answer (a client that hoards descriptors in flight).
+  absl::Status AskFd(uint64_t id);
   // Closes the session socket: the daemon ends the session.
   void Close() { session_.reset(); }
 
  private:
   RawSession() = default;
   // Sends `request` on the session socket; the descriptor of the reply.
-  absl::StatusOr<UniqueFd> Ask(const session_wire::Message& request);
+  absl::StatusOr<MappableFd> Ask(const session_wire::Message& request);
   UniqueFd session_;
   uint64_t id_ = 0;
   std::string token_;

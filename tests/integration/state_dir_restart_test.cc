@@ -155,18 +155,18 @@ TEST_F(StateDirRestartTest, SigkillAndSigtermKeepBytesAndPeersCarryOn) {
     // The named regions, as they were; no session buffer.
     auto listed = ca->ListRegions();
     ASSERT_TRUE(listed.ok());
-    ASSERT_EQ(listed->regions_size(), 2) << listed->DebugString();
-    for (const v1::RegionInfo& r : listed->regions()) {
-      if (r.name() == "cache") {
-        EXPECT_EQ(r.size(), kCache);
-        EXPECT_EQ(r.mode(), 0640u);
-        EXPECT_EQ(r.export_access(), v1::ACCESS_READ_WRITE);
+    ASSERT_EQ(listed->size(), 2u);
+    for (const RegionInfo& r : *listed) {
+      if (r.name == "cache") {
+        EXPECT_EQ(r.size, kCache);
+        EXPECT_EQ(r.mode, 0640u);
+        EXPECT_EQ(r.export_access, Access::kReadWrite);
       } else {
-        EXPECT_EQ(r.name(), "private");
-        EXPECT_EQ(r.size(), kPrivate);
-        EXPECT_EQ(r.export_access(), v1::ACCESS_NONE);
+        EXPECT_EQ(r.name, "private");
+        EXPECT_EQ(r.size, kPrivate);
+        EXPECT_EQ(r.export_access, Access::kNone);
       }
-      EXPECT_EQ(r.owner_uid(), ::getuid());
+      EXPECT_EQ(r.owner_uid, ::getuid());
     }
     auto cache = ca->MapRegion("cache");
     auto priv = ca->MapRegion("private");
@@ -315,8 +315,8 @@ TEST_F(StateDirRestartTest, DamagedRecordAndTruncatedMemoryAreSkipped) {
   ASSERT_TRUE(ca);
   auto listed = ca->ListRegions();
   ASSERT_TRUE(listed.ok());
-  ASSERT_EQ(listed->regions_size(), 1);
-  EXPECT_EQ(listed->regions(0).name(), "good");
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "good");
   auto good = ca->MapRegion("good");
   ASSERT_TRUE(good.ok());
   EXPECT_EQ(PatternMismatch(good->data(), kMiB, 'g'), -1);
@@ -350,7 +350,7 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   // file cannot be sealed, so it can shrink it under the daemon.
   auto raw = testing::RawSession::Open(a->socket());
   ASSERT_TRUE(raw.ok()) << raw.status();
-  auto fd = (*raw)->TakeFd(made->id());
+  auto fd = (*raw)->TakeFd(made->id);
   ASSERT_TRUE(fd.ok()) << fd.status();
   ASSERT_EQ(::ftruncate(fd->get(), 4096), 0);
 
@@ -372,7 +372,7 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   // Still the same daemon, still serving.
   auto status = ca->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status() << "\n" << a->LogTail();
-  EXPECT_EQ(status->pid(), static_cast<uint32_t>(a->pid()));
+  EXPECT_EQ(status->pid, static_cast<uint32_t>(a->pid()));
   EXPECT_TRUE(cb->Write(*buf, 0, Remote(*a, "victim"), 0, 4096).ok());
 
   // The next start finds the file truncated and does not adopt it.
@@ -384,7 +384,7 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   auto again = Connect(*a);
   auto listed = again->ListRegions();
   ASSERT_TRUE(listed.ok());
-  EXPECT_EQ(listed->regions_size(), 0);
+  EXPECT_EQ(listed->size(), 0u);
 }
 
 TEST_F(StateDirRestartTest, FreeAndKeepRegionsOnRestartFalseEndRegions) {
@@ -404,8 +404,8 @@ TEST_F(StateDirRestartTest, FreeAndKeepRegionsOnRestartFalseEndRegions) {
     auto ca = Connect(*a);
     auto listed = ca->ListRegions();
     ASSERT_TRUE(listed.ok());
-    ASSERT_EQ(listed->regions_size(), 1);
-    EXPECT_EQ(listed->regions(0).name(), "stays");
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ((*listed)[0].name, "stays");
   }
 
   // Today's behaviour: nothing kept, and what was kept is let go.
@@ -419,11 +419,11 @@ TEST_F(StateDirRestartTest, FreeAndKeepRegionsOnRestartFalseEndRegions) {
     auto ca = Connect(*a);
     auto listed = ca->ListRegions();
     ASSERT_TRUE(listed.ok());
-    EXPECT_EQ(listed->regions_size(), 0);
+    EXPECT_EQ(listed->size(), 0u);
     ASSERT_TRUE(ca->CreateRegion("fleeting", 64 * kKiB, Access::kNone).ok());
     auto info = ca->ListRegions();
     ASSERT_TRUE(info.ok());
-    EXPECT_EQ(info->regions(0).backing(), "memfd");
+    EXPECT_EQ((*info)[0].backing, "memfd");
   }
   EXPECT_EQ(testing::UsageOf(state_.state_dir()).files, 0);
   (void)a->Stop();

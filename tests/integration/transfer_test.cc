@@ -49,8 +49,8 @@ using ::testing::HasSubstr;
 constexpr uint64_t kMiB = 1 << 20;
 
 bool Verbs() { return ::rdmad::testing::TestTransport() == "verbs"; }
-v1::TransportKind ExpectedTransport() {
-  return Verbs() ? v1::TRANSPORT_VERBS : v1::TRANSPORT_TCP;
+Transport ExpectedTransport() {
+  return Verbs() ? Transport::kVerbs : Transport::kTcp;
 }
 
 void Fill(char* p, uint64_t n, uint64_t seed) {
@@ -144,17 +144,17 @@ TEST_F(TransferTest, PatternsRoundTripAtUnalignedOffsets) {
 
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok());
-  ASSERT_EQ(peers->peers_size(), 1);
-  EXPECT_EQ(peers->peers(0).address(), b->peer_address());
-  EXPECT_EQ(peers->peers(0).transport(), ExpectedTransport());
-  EXPECT_EQ(peers->peers(0).state(), "READY");
-  EXPECT_GE(peers->peers(0).ops_completed(), 11u);
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_EQ((*peers)[0].address, b->peer_address());
+  EXPECT_EQ((*peers)[0].transport, ExpectedTransport());
+  EXPECT_EQ((*peers)[0].state, "READY");
+  EXPECT_GE((*peers)[0].ops_completed, 11u);
   auto qps = ca->ListQps();
   ASSERT_TRUE(qps.ok());
-  EXPECT_EQ(qps->qps_size(), 4);
+  EXPECT_EQ(qps->size(), 4u);
   auto status = ca->GetStatus();
   ASSERT_TRUE(status.ok());
-  EXPECT_EQ(status->peer_count(), 1u);
+  EXPECT_EQ(status->peer_count, 1u);
 }
 
 // A Batch of many small WRITEs lands byte-identical, each at its own
@@ -187,7 +187,7 @@ TEST_F(TransferTest, BatchOfSmallWritesLandsAndIsChained) {
     auto qps = ca->ListQps();
     EXPECT_TRUE(qps.ok()) << qps.status();
     uint64_t calls = 0;
-    for (const auto& q : qps->qps()) calls += q.post_calls();
+    for (const auto& q : *qps) calls += q.post_calls;
     return calls;
   };
   const uint64_t calls_before = PostCalls();
@@ -410,10 +410,10 @@ TEST_F(TransferTest, OneDaemonWritesToTwo) {
             -1);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok());
-  EXPECT_EQ(peers->peers_size(), 2);
-  for (const auto& p : peers->peers()) {
-    EXPECT_EQ(p.state(), "READY") << p.address();
-    EXPECT_EQ(p.bytes_written(), 16 * kMiB) << p.address();
+  EXPECT_EQ(peers->size(), 2u);
+  for (const auto& p : *peers) {
+    EXPECT_EQ(p.state, "READY") << p.address;
+    EXPECT_EQ(p.bytes_written, 16 * kMiB) << p.address;
   }
 }
 
@@ -569,8 +569,8 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
   EXPECT_EQ(FirstDifference(buf->data(), view->data(), kSize), -1);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok());
-  ASSERT_EQ(peers->peers_size(), 1);
-  EXPECT_EQ(peers->peers(0).state(), "READY");
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_EQ((*peers)[0].state, "READY");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/config/config_reload.h"
@@ -231,6 +232,115 @@ TEST(ConfigFileTest, DeployExamplesAreValid) {
   auto config = ParseConfigText(text, "rdmad-daemonset.yaml ConfigMap");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_NE(config->max_pinned_bytes(), 0u);
+}
+
+// Every kind of malformed config is refused with FILE:LINE:COLUMN and the
+// field's name: syntax, unknown and repeated fields, values out of range,
+// and the values the daemon would only have choked on at start (peer
+// allow-list, socket group, TLS files, addresses).
+TEST(ConfigFileTest, EveryMalformedValueNamesItsPlace) {
+  const std::string dir = ::testing::TempDir();
+  const std::string not_pem = dir + "/not.pem";
+  std::ofstream(not_pem) << "hello\n";
+  struct Case {
+    std::string text;      // the offending line, the config's 2nd line
+    std::string fragment;  // in the message after "FILE:2:COL: "
+  };
+  const std::vector<Case> cases = {
+      {"peer_listen \"127.0.0.1:7000\"", "peer_listen"},
+      {"peer_lisen: \"127.0.0.1:7000\"", "peer_lisen"},
+      {"transport: \"tcp\"", "transport"},  // given twice
+      {"qp_timeout: 40", "must be 0..31"},
+      {"qp_timeout: -1", "qp_timeout"},
+      {"qps_per_peer: 65", "qps_per_peer"},
+      {"log_level: \"loud\"", "log_level"},
+      {"socket_mode: \"0999\"", "socket_mode"},
+      {"socket_mode: \"7777\"", "socket_mode"},
+      {"socket: \"relative.sock\"", "absolute path"},
+      {"socket: \"/" + std::string(120, 'a') + "\"", "Unix socket address"},
+      {"peer_listen: \"no-port\"", "peer_listen"},
+      {"peer_listen: \" 127.0.0.1:7000\"", "is not a host"},
+      {"data_listen: \"127.0.0.1:99999\"", "data_listen"},
+      {"advertise_address: \"host\\000x:7471\"", "advertise_address"},
+      {"metrics_listen: \"nowhere\"", "metrics_listen"},
+      {"peer_allow: \"banana\"", "peer_allow"},
+      {"peer_allow: \"10.0.0.0/33\"", "prefix length"},
+      {"socket_group: \"no-such-group-rdmad\"", "not a group"},
+      {"tls_ca_file: \"" + not_pem + "\"", "needs all of"},
+      {"verbs_chunk_bytes: 1", "verbs_chunk_bytes"},
+      {"device: \"bad name\"", "device"},
+      {"max_pinned_bytes: \"lots\"", "max_pinned_bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto config =
+        ParseConfigText("transport: \"tcp\"\n" + c.text + "\n", "x.conf");
+    ASSERT_FALSE(config.ok()) << "accepted";
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(config.status().message());
+    EXPECT_THAT(message, ::testing::ContainsRegex("^x\\.conf:2:[0-9]+: "));
+    EXPECT_THAT(message, HasSubstr(c.fragment));
+  }
+}
+
+TEST(ConfigFileTest, TlsFilesMustBePemOfTheRightKind) {
+  const std::string dir = ::testing::TempDir();
+  const std::string cert = dir + "/cert.pem";
+  const std::string key = dir + "/key.pem";
+  std::ofstream(cert) << "-----BEGIN CERTIFICATE-----\nMIIB\n"
+                         "-----END CERTIFICATE-----\n";
+  std::ofstream(key) << "-----BEGIN PRIVATE KEY-----\nMIIE\n"
+                        "-----END PRIVATE KEY-----\n";
+  const auto tls = [&](const std::string& ca, const std::string& c,
+                       const std::string& k) {
+    return absl::StrCat("tls_ca_file: \"", ca, "\"\ntls_cert_file: \"", c,
+                        "\"\ntls_key_file: \"", k, "\"\n");
+  };
+  EXPECT_TRUE(ParseConfigText(tls(cert, cert, key), "t.conf").ok());
+  auto config = ParseConfigText(tls(cert, key, key), "t.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("t.conf:2:1: field 'tls_cert_file'"));
+  config = ParseConfigText(tls(cert, cert, dir + "/missing.pem"), "t.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("t.conf:3:1: field 'tls_key_file': cannot read"));
+  config = ParseConfigText(tls(dir, cert, key), "t.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("a directory"));
+}
+
+TEST(ConfigFileTest, PeerAllowErrorPointsAtTheBadEntry) {
+  auto config = ParseConfigText(
+      "peer_allow: \"10.0.0.0/8\"\n"
+      "peer_allow: \"::1\"\n"
+      "peer_allow: \"not-an-address\"\n",
+      "allow.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("allow.conf:3:1: field 'peer_allow'"));
+  EXPECT_THAT(config.status().message(), HasSubstr("not-an-address"));
+}
+
+TEST(ConfigFileTest, OnlyRegularFilesAreRead) {
+  // A directory opens and reads as nothing on Linux: it must not pass for
+  // an empty (all defaults) config.
+  auto config = LoadConfigFile(::testing::TempDir());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr("is a directory"));
+  config = LoadConfigFile("/dev/zero");  // would never end
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("not a regular file"));
+  const std::string big = ::testing::TempDir() + "/big.conf";
+  std::ofstream(big) << std::string(kMaxConfigBytes + 1, '#');
+  config = LoadConfigFile(big);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("bytes; at most"));
+  // An empty file is a valid config: all defaults.
+  const std::string empty = ::testing::TempDir() + "/empty.conf";
+  std::ofstream(empty).flush();
+  EXPECT_TRUE(LoadConfigFile(empty).ok());
 }
 
 TEST(ConfigReloadTest, SplitsReloadableFromRestartOnly) {

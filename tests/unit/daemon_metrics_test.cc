@@ -1,14 +1,17 @@
 // DaemonMetrics: the transfer counters and histogram, counted per thread
-// and summed at scrape time; the cluster directory gauges, read from the
+// and summed at scrape time; failed transfers carry the peer, and the peers
+// they may name stay bounded; the cluster directory gauges, read from the
 // directory's state at scrape time (a fake directory here).
 #include "daemon/metrics/daemon_metrics.h"
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -97,7 +100,8 @@ TEST(DaemonMetricsTest, TransfersOfManyThreadsAddUpAtScrape) {
     EXPECT_EQ(samples["rdmad_transfer_bytes_total" + labels], 100 * per_peer);
   }
   EXPECT_EQ(
-      samples["rdmad_transfer_errors_total{kind=permission_denied}{op=read}"],
+      samples["rdmad_transfer_errors_total{kind=permission_denied}{op=read}"
+              "{peer=local}"],
       kThreads);
 
   // The histogram adds up the peers of one (op, transport).
@@ -167,6 +171,48 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
 
   directory.state_.state = "disconnected";
   EXPECT_EQ(Samples(metrics)["rdmad_directory_connected"], 0);
+}
+
+// The `peer` label values of the samples of `family`.
+std::set<std::string> Peers(DaemonMetrics& metrics, const std::string& family) {
+  std::set<std::string> peers;
+  for (const auto& f : metrics.collectable()->Collect()) {
+    if (f.name != family) continue;
+    for (const auto& metric : f.metric) {
+      for (const auto& label : metric.label) {
+        if (label.name == "peer") peers.insert(label.value);
+      }
+    }
+  }
+  return peers;
+}
+
+void Fail(DaemonMetrics& metrics, const std::string& peer) {
+  core::TransferRecord record;
+  record.peer = &peer;
+  record.code = absl::StatusCode::kNotFound;
+  metrics.OnTransferDone(record);
+}
+
+TEST(DaemonMetricsTest, ErrorsNameThePeer) {
+  DaemonMetrics metrics({});
+  Fail(metrics, "10.0.0.2:7471");
+  Fail(metrics, "");  // a transfer within this daemon
+  EXPECT_EQ(Peers(metrics, "rdmad_transfer_errors_total"),
+            (std::set<std::string>{"10.0.0.2:7471", "local"}));
+}
+
+TEST(DaemonMetricsTest, MistypedPeersCannotGrowTheSeriesWithoutBound) {
+  DaemonMetrics metrics({});
+  for (int i = 0; i < 1000; ++i) Fail(metrics, absl::StrCat("10.9.", i / 250, ".", i % 250, ":1"));
+  const std::set<std::string> peers =
+      Peers(metrics, "rdmad_transfer_errors_total");
+  EXPECT_LE(peers.size(), 257u);
+  EXPECT_EQ(peers.count("other"), 1u);
+  // Peers seen before the cap keep their own series.
+  Fail(metrics, "10.9.0.0:1");
+  EXPECT_EQ(Peers(metrics, "rdmad_transfer_errors_total").count("10.9.0.0:1"),
+            1u);
 }
 
 }  // namespace

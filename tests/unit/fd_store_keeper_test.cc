@@ -153,19 +153,36 @@ TEST_F(FdStoreKeeperTest, ExportChangeStoresTheNextRecordThenRemovesTheOld) {
   auto memory = keeper->Create(Info("x", 4096));
   ASSERT_TRUE(memory.ok());
   const std::string slot = OnlySlot();
-  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
-  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
   // A store that refuses: the export change fails, the old record stands.
   store_.FailStores(1);
-  EXPECT_FALSE(memory->kept->SetExportAccess(core::RemoteAccess::kNone).ok());
+  EXPECT_FALSE(memory->kept->SetExportAccess(core::RemoteAccess::kNone, {}).ok());
   EXPECT_THAT(store_.Names(),
               ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
   memory->kept->Forget();
   EXPECT_THAT(store_.Names(), IsEmpty());
+}
+
+TEST_F(FdStoreKeeperTest, PermissionChangeStoresTheNextRecord) {
+  {
+    auto keeper = Start();
+    auto memory = keeper->Create(Info("p", 4096));
+    ASSERT_TRUE(memory.ok());
+    ASSERT_TRUE(memory->kept->SetAcl({1000, 1002, 0644}).ok());
+  }
+  const std::string slot = OnlySlot();
+  EXPECT_THAT(store_.Names(),
+              ElementsAre(MemoryFdName(slot), RecordFdName(slot, 2)));
+  auto keeper = Start();
+  Recovery found = keeper->Recover();
+  ASSERT_THAT(found.regions, SizeIs(1));
+  EXPECT_EQ(found.regions[0].info.acl.gid, 1002u);
+  EXPECT_EQ(found.regions[0].info.acl.mode, 0644u);
 }
 
 TEST_F(FdStoreKeeperTest, NewestRecordWinsAfterACrashMidChange) {

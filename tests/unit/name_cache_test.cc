@@ -32,7 +32,7 @@ class NameCacheTest : public ::testing::Test {
   absl::StatusOr<ResolvedRegion> LookupNow(const std::string& name,
                                            uint64_t incarnation = 1) {
     std::optional<absl::StatusOr<ResolvedRegion>> out;
-    cache_->Lookup(name, incarnation, 1000, timers_.Now() + absl::Seconds(5),
+    cache_->Lookup(name, 1000, incarnation, timers_.Now() + absl::Seconds(5),
                    [&](absl::StatusOr<ResolvedRegion> r) { out = std::move(r); });
     EXPECT_TRUE(out.has_value());
     return out.has_value()
@@ -47,7 +47,7 @@ class NameCacheTest : public ::testing::Test {
 };
 
 TEST_F(NameCacheTest, ResolvesOnceThenAnswersFromTheCache) {
-  EXPECT_EQ(cache_->Find("kv", 1), nullptr);
+  EXPECT_EQ(cache_->Find("kv", 1000, 1), nullptr);
   auto first = LookupNow("kv");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ((*first)->region_id, 7u);
@@ -56,7 +56,7 @@ TEST_F(NameCacheTest, ResolvesOnceThenAnswersFromTheCache) {
   auto second = LookupNow("kv");
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, *first);
-  EXPECT_EQ(cache_->Find("kv", 1), *first);
+  EXPECT_EQ(cache_->Find("kv", 1000, 1), *first);
   EXPECT_EQ(connector_.resolves(kPeer), 1);
 }
 
@@ -64,7 +64,7 @@ TEST_F(NameCacheTest, LookupsOfOneNameShareOneResolve) {
   connector_.set_hold_resolve(true);
   std::vector<absl::StatusOr<ResolvedRegion>> out;
   for (int i = 0; i < 5; ++i) {
-    cache_->Lookup("kv", 1, 1000, timers_.Now() + absl::Seconds(5),
+    cache_->Lookup("kv", 1000, 1, timers_.Now() + absl::Seconds(5),
                    [&](absl::StatusOr<ResolvedRegion> r) {
                      out.push_back(std::move(r));
                    });
@@ -84,7 +84,7 @@ TEST_F(NameCacheTest, EntriesAnswerOnlyForTheirIncarnation) {
   ASSERT_TRUE(LookupNow("kv").ok());
   // The peer restarted: what it said before means nothing now.
   connector_.remote(kPeer).incarnation = 2;
-  EXPECT_EQ(cache_->Find("kv", 2), nullptr);
+  EXPECT_EQ(cache_->Find("kv", 1000, 2), nullptr);
   auto fresh = LookupNow("kv", 2);
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->incarnation, 2u);
@@ -106,10 +106,28 @@ TEST_F(NameCacheTest, ErrorsAreNotCached) {
   EXPECT_EQ(connector_.resolves(kPeer), 2);
 }
 
+TEST_F(NameCacheTest, EachUidResolvesForItself) {
+  // The exporter's access list may admit one uid and not another: an entry
+  // resolved for uid 1000 never answers for uid 2000.
+  ASSERT_TRUE(LookupNow("kv").ok());
+  EXPECT_EQ(cache_->Find("kv", 2000, 1), nullptr);
+  std::optional<absl::StatusOr<ResolvedRegion>> other;
+  cache_->Lookup("kv", 2000, 1, timers_.Now() + absl::Seconds(5),
+                 [&](absl::StatusOr<ResolvedRegion> r) { other = std::move(r); });
+  ASSERT_TRUE(other.has_value());
+  ASSERT_TRUE(other->ok()) << other->status();
+  EXPECT_EQ(connector_.resolves(kPeer), 2);
+  EXPECT_EQ(connector_.last_uid(), 2000u);
+  // A stale key is stale for everyone.
+  cache_->Invalidate("kv");
+  EXPECT_EQ(cache_->Find("kv", 1000, 1), nullptr);
+  EXPECT_EQ(cache_->Find("kv", 2000, 1), nullptr);
+}
+
 TEST_F(NameCacheTest, InvalidateDropsTheName) {
   ASSERT_TRUE(LookupNow("kv").ok());
   cache_->Invalidate("kv");
-  EXPECT_EQ(cache_->Find("kv", 1), nullptr);
+  EXPECT_EQ(cache_->Find("kv", 1000, 1), nullptr);
   ASSERT_TRUE(LookupNow("kv").ok());
   EXPECT_EQ(connector_.resolves(kPeer), 2);
 }
@@ -117,14 +135,14 @@ TEST_F(NameCacheTest, InvalidateDropsTheName) {
 TEST_F(NameCacheTest, WaitersFailAtTheirDeadlineAndTheAnswerStillFillsTheCache) {
   connector_.set_hold_resolve(true);
   std::optional<absl::StatusOr<ResolvedRegion>> out;
-  cache_->Lookup("kv", 1, 1000, timers_.Now() + absl::Seconds(1),
+  cache_->Lookup("kv", 1000, 1, timers_.Now() + absl::Seconds(1),
                  [&](absl::StatusOr<ResolvedRegion> r) { out = std::move(r); });
   timers_.Advance(absl::Seconds(2));
   ASSERT_TRUE(out.has_value());
   EXPECT_EQ(out->status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(out->status().message(), HasSubstr("'kv'"));
   connector_.ReleaseResolves();
-  EXPECT_NE(cache_->Find("kv", 1), nullptr);
+  EXPECT_NE(cache_->Find("kv", 1000, 1), nullptr);
 }
 
 TEST_F(NameCacheTest, EntriesAreBounded) {
@@ -139,8 +157,8 @@ TEST_F(NameCacheTest, EntriesAreBounded) {
     ASSERT_TRUE(LookupNow(absl::StrCat("r", i)).ok());
   }
   EXPECT_EQ(cache_->size(), NameCache::kMaxEntries);
-  EXPECT_EQ(cache_->Find("r0", 1), nullptr) << "the oldest went first";
-  EXPECT_NE(cache_->Find(absl::StrCat("r", n - 1), 1), nullptr);
+  EXPECT_EQ(cache_->Find("r0", 1000, 1), nullptr) << "the oldest went first";
+  EXPECT_NE(cache_->Find(absl::StrCat("r", n - 1), 1000, 1), nullptr);
 }
 
 }  // namespace

@@ -96,7 +96,17 @@ TEST_F(PeerConnectionTest, StaleSaysHelloAgainAndKeepsTheChannelOfTheSameRun) {
   EXPECT_EQ(second->channel, first->channel);  // TCP reconnects by itself
   EXPECT_EQ(connector_.hellos(kPeer), 2);
   EXPECT_EQ(connector_.connects(kPeer), 1);
-  EXPECT_TRUE(c->Snapshot().last_error.empty());
+  // The last failure stays on show after the recovery.
+  EXPECT_EQ(c->Snapshot().last_error, "connection lost");
+  EXPECT_EQ(c->Snapshot().state, PeerState::kReady);
+}
+
+TEST_F(PeerConnectionTest, FailedTransfersAreTheLastErrorWithTheirCode) {
+  auto c = Make();
+  ASSERT_TRUE(AcquireNow(*c).ok());
+  c->RecordError(absl::NotFoundError("no exported region named 'kv'"));
+  EXPECT_EQ(c->Snapshot().last_error,
+            "NOT_FOUND: no exported region named 'kv'");
 }
 
 TEST_F(PeerConnectionTest, NewIncarnationRetiresTheOldChannel) {

@@ -1,6 +1,7 @@
 #include "common/region_address.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -80,6 +81,49 @@ TEST(RegionNameTest, Limits) {
   EXPECT_FALSE(ValidateRegionName("a:b").ok());
   EXPECT_FALSE(ValidateRegionName("a@b").ok());
   EXPECT_FALSE(ValidateRegionName(std::string("a\0b", 3)).ok());
+}
+
+// Hosts are IPv4 addresses, bracketed IPv6 addresses or DNS names, and
+// nothing else: no spaces, NULs, oversized names or signed ports.
+TEST(PeerAddressTest, HostsAndPortsAreValidated) {
+  std::string long_name(253, 'a');
+  for (size_t dot : {63, 127, 191}) long_name[dot] = '.';
+  const std::vector<std::string> good = {
+      "10.0.0.2:7471", "node-7.example:1",    "a_b.svc:65535",
+      "[::1]:7471",    "[fe80::1%eth0]:7471", std::string(63, 'a') + ".b:1",
+      long_name + ":1"};
+  for (const std::string& address : good) {
+    EXPECT_TRUE(ValidatePeerAddress(address).ok()) << address;
+  }
+  const std::vector<std::string> bad = {std::string("127.0.0.1\0:7471", 15),
+                                        std::string("127.0.0.1:74\0"
+                                                    "71",
+                                                    15),
+                                        " 127.0.0.1:7471",
+                                        "127.0.0.1 :7471",
+                                        "a b:7471",
+                                        "127.0.0.1:+80",
+                                        "127.0.0.1: 80",
+                                        "127.0.0.1:080000",
+                                        std::string(64, 'a') + ".b:1",
+                                        std::string(10000, 'a') + ":7471",
+                                        long_name + "a:1",
+                                        "a..b:1",
+                                        ".a:1",
+                                        "-a:1",
+                                        "a-:1",
+                                        "[::g]:1",
+                                        "[1.2.3.4]:1",
+                                        "[::1%]:1",
+                                        "host\n:1",
+                                        "h\xc3\xa9:1"};
+  for (const std::string& address : bad) {
+    auto status = ValidatePeerAddress(address);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << address;
+    // What is quoted back is escaped and short.
+    EXPECT_EQ(status.message().find('\0'), absl::string_view::npos);
+    EXPECT_LT(status.message().size(), 400u);
+  }
 }
 
 TEST(PeerAddressTest, ListenAddressMayUsePortZero) {

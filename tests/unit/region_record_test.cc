@@ -146,10 +146,54 @@ TEST(RegionRecordTest, OutOfRangeValuesAreRefusedEvenWithAGoodChecksum) {
 
 TEST(RegionRecordTest, NewerFormatSaysWhichIsRead) {
   const std::string body = absl::StrReplaceAll(
-      Body(Sample()), {{"rdmad-region-record 1", "rdmad-region-record 2"}});
+      Body(Sample()), {{"rdmad-region-record 1", "rdmad-region-record 3"}});
   auto parsed = ParseRegionRecord(WithChecksum(body));
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(parsed.status().message(), HasSubstr("reads format 1"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("reads formats 1 and 2"));
+}
+
+// An export with an access list is kept with it (format 2), so that a
+// restart never brings the export back open to every peer.
+TEST(RegionRecordTest, AccessListRoundTripsAsFormat2) {
+  RegionRecord record = Sample();
+  record.info.export_access = core::RemoteAccess::kRead;
+  record.info.export_allow = {{"10.0.0.0/8", 1000u},
+                              {"cert:node-b.example", std::nullopt},
+                              {"*", 0u}};
+  const std::string text = EncodeRegionRecord(record);
+  EXPECT_THAT(text, HasSubstr("rdmad-region-record 2\n"));
+  EXPECT_THAT(text, HasSubstr("allow 1000@10.0.0.0/8\n"));
+  auto parsed = ParseRegionRecord(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->info.export_allow, record.info.export_allow);
+  EXPECT_EQ(parsed->info.export_access, core::RemoteAccess::kRead);
+  // Without a list it stays format 1, readable by older daemons.
+  EXPECT_THAT(EncodeRegionRecord(Sample()),
+              HasSubstr("rdmad-region-record 1\n"));
+}
+
+TEST(RegionRecordTest, DamagedAccessListsAreRefused) {
+  RegionRecord record = Sample();
+  record.info.export_access = core::RemoteAccess::kRead;
+  record.info.export_allow = {{"10.0.0.2", std::nullopt}};
+  const std::string good = Body(record);
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"allow 10.0.0.2", "allow 10.0.0.999"},
+           {"allow 10.0.0.2", "allow x@10.0.0.2"},
+           {"allow 10.0.0.2", "allow "},
+           {"allow 10.0.0.2", "allowed 10.0.0.2"},
+           {"rdmad-region-record 2", "rdmad-region-record 1"}}) {
+    const std::string body = absl::StrReplaceAll(good, {{from, to}});
+    auto parsed = ParseRegionRecord(WithChecksum(body));
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << to;
+  }
+  // Format 2 with no list line at all is damage too.
+  const std::string bare = absl::StrReplaceAll(
+      Body(Sample()),
+      {{"rdmad-region-record 1", "rdmad-region-record 2"}});
+  EXPECT_EQ(ParseRegionRecord(WithChecksum(bare)).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(RegionRecordTest, NotARecordAtAll) {

@@ -88,7 +88,9 @@ class RegionTableTest : public ::testing::Test {
   }
 
   FakeRegistrar registrar_;
-  RegionTable table_{&registrar_, RegionLimits{64 << 20, 1ull << 30}};
+  RegionTable table_{&registrar_,
+                     RegionLimits{64 << 20, 1ull << 30, 0, 0,
+                                  "the daemon's locked-memory limit"}};
 };
 
 TEST_F(RegionTableTest, AllocateMapsZeroedSharedMemoryAndRegisters) {
@@ -139,7 +141,12 @@ TEST_F(RegionTableTest, PinnedLimitIsResourceExhausted) {
   ASSERT_TRUE(table_.Allocate(kAlice, Named("a", 40 << 20)).ok());
   auto over = table_.Allocate(kAlice, Named("b", 30 << 20));
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(over.status().message(), HasSubstr("LimitMEMLOCK"));
+  // Names the cap by its config field, why it is what it is, and the sizes
+  // in units people read.
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("allocating 30 MiB would bring all regions to 70 MiB, "
+                        "over max_pinned_bytes of 64 MiB (the daemon's "
+                        "locked-memory limit), with 40 MiB in use"));
   // Freeing makes room again.
   ASSERT_TRUE(table_.Free(kAlice, {0, "a"}).ok());
   EXPECT_TRUE(table_.Allocate(kAlice, Named("b", 30 << 20)).ok());
@@ -285,11 +292,23 @@ class FakeKeeper final : public RegionKeeper {
    public:
     Handle(FakeKeeper* keeper, std::string name)
         : keeper_(keeper), name_(std::move(name)) {}
-    absl::Status SetExportAccess(RemoteAccess access) override {
+    absl::Status SetExportAccess(
+        RemoteAccess access, const std::vector<ExportGrant>& allow) override {
       absl::MutexLock lock(&keeper_->mu_);
       if (keeper_->fail_records_) return absl::UnavailableError("disk full");
       keeper_->log_.push_back(absl::StrCat("export ", name_, " ",
                                            static_cast<int>(access)));
+      for (const ExportGrant& grant : allow) {
+        keeper_->log_.push_back(absl::StrCat(
+            "allow ", name_, " ", ExportAccessList::FormatGrant(grant)));
+      }
+      return absl::OkStatus();
+    }
+    absl::Status SetAcl(const RegionAcl& acl) override {
+      absl::MutexLock lock(&keeper_->mu_);
+      if (keeper_->fail_records_) return absl::UnavailableError("disk full");
+      keeper_->log_.push_back(absl::StrCat("acl ", name_, " ", acl.uid, ":",
+                                           acl.gid, " ", FormatMode(acl.mode)));
       return absl::OkStatus();
     }
     void Forget() override {
@@ -395,6 +414,24 @@ TEST_F(KeptRegionTableTest, ExportIsRecordedFirstAndFreeForgets) {
   EXPECT_THAT(keeper_.TakeLog(), ElementsAre("forget e"));
 }
 
+// chmod/chgrp of a kept region: the record first, so that the next daemon
+// gives the region the permissions in force; nothing changes if it cannot
+// be written.
+TEST_F(KeptRegionTableTest, PermissionChangesAreRecordedFirst) {
+  ASSERT_TRUE(kept_table_.Allocate(kAlice, Named("p", 4096)).ok());
+  keeper_.TakeLog();
+  auto changed = kept_table_.SetPermissions(kAlice, {0, "p"}, 0644, std::nullopt);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_THAT(keeper_.TakeLog(), ElementsAre("acl p 1000:1000 0644"));
+  keeper_.FailRecords(true);
+  auto failed = kept_table_.SetPermissions(kAlice, {0, "p"}, 0600, std::nullopt);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  keeper_.FailRecords(false);
+  auto region = kept_table_.FindForUse(kAlice, {0, "p"});
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ((*region)->acl().mode, 0644u);
+}
+
 TEST_F(KeptRegionTableTest, FailedAllocationForgetsWhatTheKeeperMade) {
   registrar_.FailNext();
   EXPECT_FALSE(kept_table_.Allocate(kAlice, Named("f", 4096)).ok());
@@ -447,6 +484,110 @@ TEST_F(KeptRegionTableTest, RestoreRefusalsDiscardNeverHalfUse) {
                           HasSubstr("discard mismatch: the record says 8192")));
   EXPECT_EQ(kept_table_.Totals().count, 1u);
   EXPECT_EQ(kept_table_.UsageOf(1001).regions, 1u);
+}
+
+}  // namespace
+}  // namespace rdmad::core
+
+namespace rdmad::core {
+namespace {
+
+// chmod/chgrp of named regions: the owner or root, real groups, and the
+// change applies to the next use.
+TEST_F(RegionTableTest, SetPermissionsIsForOwnersOfNamedRegions) {
+  ASSERT_TRUE(table_.Allocate(kAlice, Named("kv", 4096)).ok());
+  // Bob may not use it (0600), nor change that.
+  EXPECT_EQ(table_.FindForUse(kBob, {0, "kv"}, kLocalRead).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto by_bob = table_.SetPermissions(kBob, {0, "kv"}, 0666, std::nullopt);
+  EXPECT_EQ(by_bob.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(by_bob.status().message(), HasSubstr("only that user or root"));
+  // The owner grants read to others: Bob reads, but does not write.
+  auto opened = table_.SetPermissions(kAlice, {0, "kv"}, 0604, std::nullopt);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->acl().mode, 0604u);
+  EXPECT_TRUE(table_.FindForUse(kBob, {0, "kv"}, kLocalRead).ok());
+  EXPECT_FALSE(table_.FindForUse(kBob, {0, "kv"}, kLocalWrite).ok());
+  // Mode 0 means 0 (unlike at creation), and the owner can undo it.
+  ASSERT_TRUE(table_.SetPermissions(kAlice, {0, "kv"}, 0, std::nullopt).ok());
+  EXPECT_FALSE(table_.FindForUse(kAlice, {0, "kv"}, kLocalRead).ok());
+  ASSERT_TRUE(table_.SetPermissions(kAlice, {0, "kv"}, 0600, std::nullopt).ok());
+  // Bad bits, nothing to change.
+  EXPECT_EQ(table_.SetPermissions(kAlice, {0, "kv"}, 0700, std::nullopt)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table_.SetPermissions(kAlice, {0, "kv"}, std::nullopt,
+                                  std::nullopt)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Groups: one of the caller's; root may pick any.
+  auto foreign = table_.SetPermissions(kAlice, {0, "kv"}, std::nullopt, 4242);
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(foreign.status().message(), HasSubstr("not in group 4242"));
+  Caller in_group = kAlice;
+  in_group.groups = {4242};
+  ASSERT_TRUE(table_.SetPermissions(in_group, {0, "kv"}, 0640, 4242).ok());
+  auto by_root = table_.SetPermissions(kRoot, {0, "kv"}, std::nullopt, 77);
+  ASSERT_TRUE(by_root.ok()) << by_root.status();
+  EXPECT_EQ((*by_root)->acl().gid, 77u);
+  EXPECT_EQ((*by_root)->acl().uid, kAlice.uid);  // the owner stays
+  EXPECT_EQ((*by_root)->Snapshot().mode, 0640u);
+  // Session buffers have no mode to change.
+  auto buffer = table_.Allocate(kAlice, Named("buf", 4096, false));
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ(table_.SetPermissions(kAlice, {0, "buf"}, 0644, std::nullopt)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(table_.SetPermissions(kAlice, {0, "nope"}, 0644, std::nullopt)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(RegionTableTest, ListPagesInIdOrder) {
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_TRUE(table_.Allocate(kAlice, Named(absl::StrCat("r", i), 64)).ok());
+  }
+  std::vector<uint64_t> ids;
+  uint64_t after = 0;
+  int pages = 0;
+  for (;;) {
+    RegionPage page = table_.ListPage(after, 10);
+    ++pages;
+    for (const RegionSnapshot& r : page.regions) ids.push_back(r.id);
+    if (!page.more) break;
+    ASSERT_EQ(page.regions.size(), 10u);
+    after = page.regions.back().id;
+  }
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(ids.size(), 25u);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_LT(ids[i - 1], ids[i]);
+  // Exactly a page: no "more".
+  EXPECT_FALSE(table_.ListPage(0, 25).more);
+  EXPECT_TRUE(table_.ListPage(ids.back(), 10).regions.empty());
+  ASSERT_TRUE(table_.SnapshotByName("r7").has_value());
+  EXPECT_EQ(table_.SnapshotByName("r7")->name, "r7");
+  EXPECT_FALSE(table_.SnapshotByName("r99").has_value());
+}
+
+TEST_F(RegionTableTest, ListExportedShowsOnlyExportedInNameOrder) {
+  for (const char* name : {"c", "a", "d", "b"}) {
+    AllocateOptions o = Named(name, 64);
+    if (std::string(name) != "d") o.export_access = RemoteAccess::kRead;
+    ASSERT_TRUE(table_.Allocate(kAlice, o).ok());
+  }
+  RegionPage first = table_.ListExported("", 2);
+  ASSERT_EQ(first.regions.size(), 2u);
+  EXPECT_EQ(first.regions[0].name, "a");
+  EXPECT_EQ(first.regions[1].name, "b");
+  EXPECT_TRUE(first.more);
+  RegionPage second = table_.ListExported("b", 2);
+  ASSERT_EQ(second.regions.size(), 1u);
+  EXPECT_EQ(second.regions[0].name, "c");  // not "d": local only
+  EXPECT_FALSE(second.more);
 }
 
 }  // namespace

@@ -40,6 +40,31 @@ TEST(SessionTableTest, ForeignAndEmptyTokensAreRejected) {
   }
 }
 
+// A token is good only in the process it was issued to: the pid and uid of
+// the connection a call arrives on must be the session's.
+TEST(SessionTableTest, TokenIsBoundToItsProcess) {
+  SessionTable table;
+  const auto a = table.Open(1000, 100, 42);
+  auto caller = table.AuthenticateFrom(a.token, 42, 1000);
+  ASSERT_TRUE(caller.ok()) << caller.status();
+  EXPECT_EQ(caller->session_id, a.id);
+  // Another uid holding it.
+  auto other_uid = table.AuthenticateFrom(a.token, 77, 1001);
+  EXPECT_EQ(other_uid.status().code(), absl::StatusCode::kPermissionDenied);
+  // Another process of the same uid.
+  auto other_pid = table.AuthenticateFrom(a.token, 43, 1000);
+  EXPECT_EQ(other_pid.status().code(), absl::StatusCode::kPermissionDenied);
+  // Root is no exception.
+  EXPECT_EQ(table.AuthenticateFrom(a.token, 1, 0).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Unknown tokens stay UNAUTHENTICATED, whoever sends them.
+  EXPECT_EQ(table.AuthenticateFrom("nope", 42, 1000).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  table.Close(a.id);
+  EXPECT_EQ(table.AuthenticateFrom(a.token, 42, 1000).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
 TEST(SessionTableTest, IdsAreNeverReused) {
   SessionTable table;
   const auto a = table.Open(1, 1, 1);

@@ -137,7 +137,7 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
     auto memory = keeper->Create(Info("x", 4096));
     ASSERT_TRUE(memory.ok());
     ASSERT_TRUE(
-        memory->kept->SetExportAccess(core::RemoteAccess::kReadWrite).ok());
+        memory->kept->SetExportAccess(core::RemoteAccess::kReadWrite, {}).ok());
   }
   auto keeper = Open();
   Recovery found = keeper->Recover();
@@ -145,11 +145,26 @@ TEST_F(StateDirKeeperTest, ExportChangesAreRecorded) {
   EXPECT_EQ(found.regions[0].info.export_access,
             core::RemoteAccess::kReadWrite);
   ASSERT_TRUE(
-      found.regions[0].kept->SetExportAccess(core::RemoteAccess::kNone).ok());
+      found.regions[0].kept->SetExportAccess(core::RemoteAccess::kNone, {}).ok());
   // Temporary files of the atomic write do not stay.
   for (const std::string& name : ListNames(dir_)) {
     EXPECT_FALSE(absl::EndsWith(name, ".tmp")) << name;
   }
+}
+
+TEST_F(StateDirKeeperTest, PermissionChangesAreRecorded) {
+  {
+    auto keeper = Open();
+    auto memory = keeper->Create(Info("p", 4096));
+    ASSERT_TRUE(memory.ok());
+    ASSERT_TRUE(memory->kept->SetAcl({1000, 1002, 0644}).ok());
+  }
+  auto keeper = Open();
+  Recovery found = keeper->Recover();
+  ASSERT_THAT(found.regions, SizeIs(1));
+  EXPECT_EQ(found.regions[0].info.acl.uid, 1000u);
+  EXPECT_EQ(found.regions[0].info.acl.gid, 1002u);
+  EXPECT_EQ(found.regions[0].info.acl.mode, 0644u);
 }
 
 TEST_F(StateDirKeeperTest, ForgetRemovesRecordAndMemory) {
@@ -159,7 +174,7 @@ TEST_F(StateDirKeeperTest, ForgetRemovesRecordAndMemory) {
   memory->kept->Forget();
   EXPECT_THAT(ListNames(dir_), IsEmpty());
   memory->kept->Forget();  // idempotent
-  EXPECT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead).ok());
+  EXPECT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
   EXPECT_THAT(ListNames(dir_), IsEmpty()) << "a forgotten region came back";
 }
 

@@ -257,9 +257,10 @@ TEST_F(TcpDataServerTest, ReplyFrameFromClientClosesTheConnection) {
   EXPECT_TRUE(conn_->ClosedByPeer());
 }
 
-TEST_F(TcpDataServerTest, FreeDuringWriteKeepsMemoryMapped) {
+TEST_F(TcpDataServerTest, FreeDuringWriteIsABarrier) {
   // Send the header and half of the payload, free the region, then the
-  // rest: the server holds the region until the WRITE is done.
+  // rest: once Free returned, no byte of it lands, the WRITE is answered
+  // NOT_FOUND, and the memory stays mapped until the server lets go.
   auto doomed = regions_.Make("doomed", kSize, core::RemoteAccess::kReadWrite);
   ASSERT_NE(doomed, nullptr);
   std::weak_ptr<core::Region> weak = doomed;
@@ -267,18 +268,119 @@ TEST_F(TcpDataServerTest, FreeDuringWriteKeepsMemoryMapped) {
   const std::string frame = EncodeRequestFrame(
       FrameType::kWrite, 5, doomed->id(), Key(doomed), 0, data.size(), data);
   ASSERT_TRUE(conn_->Send(frame.substr(0, frame.size() / 2)).ok());
+  // Likely mid-WRITE by now; the assertions hold either way.
   absl::SleepFor(absl::Milliseconds(50));
   ASSERT_TRUE(regions_.table.Free(regions_.root, {doomed->id(), ""}).ok());
-  doomed.reset();
+  const std::string after_free(doomed->data(), kSize);
   ASSERT_TRUE(conn_->Send(frame.substr(frame.size() / 2)).ok());
   auto reply = conn_->ReadReply();
   ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kNotFound)
+      << reply->status();
+  EXPECT_EQ(std::string(doomed->data(), kSize), after_free)
+      << "bytes landed after Free returned";
+  EXPECT_NE(after_free, data);  // the WRITE was cut, not completed
+  // The connection is still usable.
+  auto other = regions_.Make("other", kSize, core::RemoteAccess::kReadWrite);
+  ASSERT_TRUE(conn_
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 6, other->id(),
+                                            Key(other), 0, 4, "abcd"))
+                  .ok());
+  reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_TRUE(reply->status().ok()) << reply->status();
-  // Released once the WRITE completed.
+  // Released once the WRITE was done with it.
+  doomed.reset();
   for (int i = 0; i < 100 && !weak.expired(); ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(weak.expired());
+}
+
+// A READ reply is sent from the region only while its export stands: the
+// replies still queued when the export is revoked go out as errors (or, for
+// one already partly sent, the connection is closed), so no byte the owner
+// writes after the revocation ever leaves.
+TEST_F(TcpDataServerTest, UnexportStopsQueuedReadReplies) {
+  constexpr uint64_t kBig = 8 << 20;
+  auto big = regions_.Make("big", kBig, core::RemoteAccess::kRead);
+  ASSERT_NE(big, nullptr);
+  std::memset(big->data(), 'o', kBig);  // "old": before the revocation
+  // Far more READ payload than the socket buffers hold, unread.
+  constexpr int kReads = 24;
+  for (int i = 0; i < kReads; ++i) {
+    ASSERT_TRUE(conn_
+                    ->Send(EncodeRequestFrame(FrameType::kRead, 1000 + i,
+                                              big->id(), Key(big), 0, kBig))
+                    .ok());
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(
+      regions_.table
+          .Export(regions_.root, {big->id(), ""}, core::RemoteAccess::kNone)
+          .ok());
+  std::memset(big->data(), 'N', kBig);  // "new": must never be sent
+  int ok = 0;
+  int refused = 0;
+  for (int i = 0; i < kReads; ++i) {
+    auto reply = conn_->ReadReply();
+    if (!reply.ok()) break;  // closed after a partly sent reply
+    if (reply->status().ok()) {
+      ++ok;
+      EXPECT_EQ(reply->payload.find('N'), std::string::npos)
+          << "bytes written after the unexport were sent";
+    } else {
+      ++refused;
+      EXPECT_EQ(reply->status().code(), absl::StatusCode::kNotFound);
+    }
+  }
+  // The socket buffers cannot hold 24 x 8 MiB: the revocation cut the
+  // sequence somewhere.
+  EXPECT_LT(ok, kReads);
+  ::testing::Test::RecordProperty("replies_refused", refused);
+}
+
+// With an access list, a data connection must come from an admitted
+// address (the key alone is not enough).
+TEST_F(TcpDataServerTest, AccessListRefusesOtherAddresses) {
+  auto list = core::ExportAccessList::Parse({{"127.0.0.1", std::nullopt}});
+  ASSERT_TRUE(list.ok());
+  auto guarded =
+      regions_.Make("guarded", kSize, core::RemoteAccess::kReadWrite);
+  ASSERT_TRUE(regions_.table
+                  .Export(regions_.root, {guarded->id(), ""},
+                          core::RemoteAccess::kReadWrite,
+                          std::make_shared<core::ExportAccessList>(*list))
+                  .ok());
+  FillPattern(guarded->data(), kSize, 5);
+  auto other = RawConnection::Connect(server_->port(), "127.0.0.2");
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(other
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 1, guarded->id(),
+                                            Key(guarded), 0, 4, "evil"))
+                  .ok());
+  auto reply = other->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(reply->message, HasSubstr("does not admit data connections"));
+  ASSERT_TRUE(other
+                  ->Send(EncodeRequestFrame(FrameType::kRead, 2, guarded->id(),
+                                            Key(guarded), 0, 16))
+                  .ok());
+  reply = other->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kPermissionDenied);
+  std::string expect(kSize, '\0');
+  FillPattern(expect.data(), kSize, 5);
+  EXPECT_EQ(std::memcmp(expect.data(), guarded->data(), kSize), 0);
+  // From the admitted address it works.
+  ASSERT_TRUE(conn_
+                  ->Send(EncodeRequestFrame(FrameType::kWrite, 3, guarded->id(),
+                                            Key(guarded), 0, 4, "good"))
+                  .ok());
+  reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->status().ok()) << reply->status();
 }
 
 TEST_F(TcpDataServerTest, AcceptAdvertisesEndpoint) {

@@ -65,9 +65,21 @@ inline void FillPattern(char* p, uint64_t n, uint64_t seed) {
 // A blocking client connection that sends and receives raw frames.
 class RawConnection {
  public:
-  static absl::StatusOr<RawConnection> Connect(uint16_t port) {
+  // Connects to 127.0.0.1:port, from `source` (a loopback address such as
+  // 127.0.0.2) when given.
+  static absl::StatusOr<RawConnection> Connect(uint16_t port,
+                                               const char* source = nullptr) {
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) return absl::ErrnoToStatus(errno, "socket");
+    if (source != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &local.sin_addr);
+      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local),
+                 sizeof(local)) != 0) {
+        return absl::ErrnoToStatus(errno, "bind");
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace rdmad::metrics {
@@ -77,8 +78,32 @@ TEST(TransferStatsTest, CountsOfManyThreadsAddUpAtSnapshot) {
                 1e-6);
   }
   ASSERT_EQ(totals.errors.size(), 1u);
-  EXPECT_EQ((totals.errors.at({OpType::kRead, absl::StatusCode::kNotFound})),
+  EXPECT_EQ((totals.errors.at(
+                {"local", OpType::kRead, absl::StatusCode::kNotFound})),
             uint64_t{kThreads} * kPerThread / 100);
+}
+
+// Failures carry their peer, and however many peers clients name, the
+// distinct labels stay bounded: past the cap they are "other".
+TEST(TransferStatsTest, ErrorPeersAreCapped) {
+  TransferStats stats;
+  std::vector<std::string> peers;
+  for (size_t i = 0; i < TransferStats::kMaxErrorPeers + 50; ++i) {
+    peers.push_back(absl::StrCat("10.0.", i / 256, ".", i % 256, ":7471"));
+  }
+  for (const std::string& peer : peers) {
+    TransferRecord r = Failed(OpType::kWrite, absl::StatusCode::kUnavailable);
+    r.peer = &peer;
+    stats.Record(r);
+  }
+  const TransferStats::Totals totals = stats.Snapshot();
+  EXPECT_EQ(totals.errors.size(), TransferStats::kMaxErrorPeers + 1);
+  EXPECT_EQ(totals.errors.at(
+                {"other", OpType::kWrite, absl::StatusCode::kUnavailable}),
+            50u);
+  EXPECT_EQ(totals.errors.at(
+                {peers[0], OpType::kWrite, absl::StatusCode::kUnavailable}),
+            1u);
 }
 
 TEST(TransferStatsTest, SnapshotsDuringUpdatesNeverGoBackwards) {

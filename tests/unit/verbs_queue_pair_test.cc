@@ -35,7 +35,9 @@ TEST(QpConfigTest, DefaultsAreTheDocumentedOnes) {
   const QpConfig config;
   EXPECT_EQ(config.timeout, 18);
   EXPECT_EQ(config.retry_cnt, 6);  // rxe takes 7 as "forever"
-  EXPECT_EQ(config.rnr_retry, 7);
+  // Bounded: a notice SEND to a peer without receives fails, never hangs.
+  EXPECT_EQ(config.rnr_retry, 3);
+  EXPECT_GE(config.max_recv_wr, 16u);  // kNoticeCredits receives per QP
   EXPECT_GT(config.hop_limit, 1);
   EXPECT_EQ(config.path_mtu, 0u);
 }

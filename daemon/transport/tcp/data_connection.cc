@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
@@ -53,8 +55,10 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
   if (!KeysEqual(exported.tcp_key, request.key)) {
     return absl::PermissionDeniedError(absl::StrCat(
         "the key does not match the current export of ", RegionLabel(*region),
-        ": it was re-exported or revoked since it was resolved; resolve it "
-        "again"));
+        ": it was exported again or revoked since this key was given out. "
+        "Named by a descriptor: get a new one on that node ('rdmactl "
+        "descriptor NAME'); named HOST:PORT/NAME: the next transfer looks "
+        "it up again"));
   }
   if (!RangeInside(region->size(), request.offset, request.length)) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -81,6 +85,11 @@ DataConnection::DataConnection(
       closed_callback_(std::move(closed)),
       fd_(std::move(fd)),
       remote_(RemoteAddressOf(fd_.get())) {
+  socklen_t length = sizeof(peer_);
+  if (::getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&peer_),
+                    &length) != 0) {
+    peer_.ss_family = AF_UNSPEC;  // admitted only by "*" entries
+  }
   ctx_->counters->connections_open++;
 }
 
@@ -129,6 +138,22 @@ bool DataConnection::OnReadable() {
     iovec iov[2];
     int count = 1;
     size_t first = 0;  // bytes asked for in iov[0]
+    // Payload lands in the region only under a use of the export the WRITE
+    // was checked against: a revocation waits for this readv, and once it
+    // is done no later one lands (the rest is drained instead).
+    std::optional<core::ExportUse> use;
+    if (in_ == In::kPayload) {
+      auto begun = region_->BeginExportUse(key_, core::RemoteAccess::kWrite);
+      if (begun.ok()) {
+        use.emplace(*std::move(begun));
+      } else {
+        ctx_->counters->rejected++;
+        in_ = In::kDrain;
+        drain_status_ = begun.status();
+        region_.reset();
+        dest_ = nullptr;
+      }
+    }
     switch (in_) {
       case In::kHeader:
         iov[0] = {header_.data() + header_have_,
@@ -153,6 +178,7 @@ bool DataConnection::OnReadable() {
     }
     const size_t asked = first + (count == 2 ? kRequestHeaderSize : 0);
     const ssize_t n = ::readv(fd_.get(), iov, count);
+    use.reset();
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -240,6 +266,13 @@ bool DataConnection::OnHeader() {
   const FrameHeader& h = **decoded;
   ctx_->counters->requests++;
   auto region = CheckRequest(*ctx_->regions, h);
+  if (region.ok() && !(*region)->AdmitsDataPeer(peer_)) {
+    region = absl::PermissionDeniedError(absl::StrCat(
+        "the export of ", RegionLabel(**region),
+        " does not admit data connections from ", remote_,
+        ": ask its owner to add this daemon to its access list (rdmactl "
+        "export --allow)"));
+  }
   const bool write = IsWrite(h.type);
   if (!region.ok()) {
     ctx_->counters->rejected++;
@@ -262,6 +295,7 @@ bool DataConnection::OnHeader() {
     in_ = In::kPayload;
     request_id_ = h.request_id;
     region_ = *std::move(region);
+    key_ = h.key;
     dest_ = region_->data() + h.offset;
     left_ = h.length;
     write_len_ = h.length;
@@ -274,6 +308,8 @@ bool DataConnection::OnHeader() {
   EncodeReply(FrameType::kReadReply, h.request_id, 0, 0, h.length,
               reply.header.data());
   reply.region = *std::move(region);
+  reply.request_id = h.request_id;
+  reply.key = h.key;
   reply.payload = reply.region->data() + h.offset;
   reply.payload_length = h.length;
   queued_payload_ += h.length;
@@ -295,13 +331,49 @@ void DataConnection::QueueReply(FrameType type, uint64_t request_id,
               reply.header.data());
 }
 
+bool DataConnection::RevokedReply(Reply& reply, const absl::Status& why) {
+  ctx_->counters->rejected++;
+  ctx_->counters->bytes_read -= reply.payload_length;
+  if (reply.sent > 0) {
+    Close(absl::StrCat("a READ reply was cut off: ", why.message()));
+    return false;
+  }
+  queued_payload_ -= reply.payload_length;
+  reply.region.reset();
+  reply.payload = nullptr;
+  reply.payload_length = 0;
+  reply.message = std::string(ClipMessage(why.message()));
+  EncodeReply(FrameType::kReadReply, reply.request_id,
+              static_cast<uint32_t>(why.code()),
+              static_cast<uint32_t>(reply.message.size()), 0,
+              reply.header.data());
+  return true;
+}
+
 void DataConnection::Flush() {
+  // READ payload leaves the region only under a use of the export it was
+  // checked against (see OnReadable); held across one sendmsg, which
+  // copies the bytes into the socket.
+  std::vector<core::ExportUse> uses;
   while (!out_.empty()) {
     iovec iov[kMaxIov];
     int count = 0;
     uint64_t asked = 0;
+    uses.clear();
+    bool revoked_front = false;
     for (auto it = out_.begin(); it != out_.end() && count + 3 <= kMaxIov;
          ++it) {
+      if (it->payload_length > 0) {
+        auto use = it->region->BeginExportUse(it->key, core::RemoteAccess::kRead);
+        if (!use.ok()) {
+          if (it == out_.begin()) {
+            if (!RevokedReply(*it, use.status())) return;
+            revoked_front = true;
+          }
+          break;  // send what comes before it first
+        }
+        uses.push_back(*std::move(use));
+      }
       uint64_t skip = it->sent;
       auto add = [&](const void* base, uint64_t len) {
         if (skip >= len) {
@@ -318,10 +390,14 @@ void DataConnection::Flush() {
       if (!it->message.empty()) add(it->message.data(), it->message.size());
       if (it->payload_length > 0) add(it->payload, it->payload_length);
     }
+    if (revoked_front) continue;  // now an error reply: build again
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;
     const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // The bytes are in the socket (or not sent at all): the region is no
+    // longer being read. Before the replies (and their regions) go.
+    uses.clear();
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

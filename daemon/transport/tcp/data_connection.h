@@ -7,8 +7,15 @@
 // into the socket, and answers every request with one reply. A rejected
 // WRITE's payload is read and dropped so the connection stays usable;
 // anything that is not a valid frame closes it.
+//
+// Bytes move only under a use of the export the request was checked
+// against (core::ExportUse), one readv or sendmsg at a time: an unexport,
+// re-export or free waits for the one in progress, and after it no more
+// bytes of that request land in or leave the region.
 #ifndef RDMAD_DAEMON_TRANSPORT_TCP_DATA_CONNECTION_H_
 #define RDMAD_DAEMON_TRANSPORT_TCP_DATA_CONNECTION_H_
+
+#include <sys/socket.h>
 
 #include <array>
 #include <atomic>
@@ -88,6 +95,8 @@ class DataConnection {
     std::array<uint8_t, kReplyHeaderSize> header{};
     std::string message;
     std::shared_ptr<core::Region> region;  // holds the memory while sending
+    uint64_t request_id = 0;
+    uint64_t key = 0;  // READ: the export the payload is read under
     const char* payload = nullptr;
     uint64_t payload_length = 0;
     uint64_t sent = 0;  // bytes of the whole reply already sent
@@ -106,6 +115,10 @@ class DataConnection {
   bool OnHeader();
   void QueueReply(FrameType type, uint64_t request_id,
                   const absl::Status& status);
+  // Turns a READ reply whose export was revoked before its payload went
+  // out into an error reply. False if the connection had to be closed
+  // instead (part of the reply, whose header says OK, is on the wire).
+  bool RevokedReply(Reply& reply, const absl::Status& why);
   void Flush();
   void UpdateInterest();
 
@@ -116,12 +129,14 @@ class DataConnection {
   uint64_t watch_ = 0;
   bool closed_ = false;
   std::string remote_;
+  sockaddr_storage peer_{};  // for exports' access lists
   // Receiving.
   In in_ = In::kHeader;
   std::array<uint8_t, kRequestHeaderSize> header_{};
   size_t header_have_ = 0;
   uint64_t request_id_ = 0;
   std::shared_ptr<core::Region> region_;  // WRITE in progress
+  uint64_t key_ = 0;                      // the export it writes under
   char* dest_ = nullptr;
   uint64_t left_ = 0;        // payload bytes still to receive (or drain)
   uint64_t write_len_ = 0;   // the WRITE's length, for the counters

@@ -311,17 +311,18 @@ absl::Status QueuePair::Post(absl::Span<const RdmaOp> ops, size_t* posted) {
   if (ops.empty()) return absl::OkStatus();
   for (size_t i = 0; i < ops.size(); ++i) {
     const RdmaOp& op = ops[i];
-    const bool is_write = op.opcode == RdmaOp::Opcode::kWrite;
+    const bool can_inline = op.opcode != RdmaOp::Opcode::kRead;
     if (op.length > max_message_size_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "work request ", i, " (wr_id ", op.wr_id, ") is ", op.length,
           " bytes, more than the port's max message size ", max_message_size_,
           ": split the transfer"));
     }
-    if (op.inline_data && !is_write) {
+    if (op.inline_data && !can_inline) {
       return absl::InvalidArgumentError(absl::StrCat(
           "work request ", i, " (wr_id ", op.wr_id,
-          ") asks for inline data on an RDMA READ: only WRITEs can be inline"));
+          ") asks for inline data on an RDMA READ: only WRITEs and SENDs can "
+          "be inline"));
     }
     if (op.inline_data && op.length > granted_.max_inline_data) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -344,14 +345,25 @@ absl::Status QueuePair::Post(absl::Span<const RdmaOp> ops, size_t* posted) {
     // A zero-length operation carries no data and needs no gather entry.
     wr.sg_list = op.length > 0 ? &sges[i] : nullptr;
     wr.num_sge = op.length > 0 ? 1 : 0;
-    wr.opcode = op.opcode == RdmaOp::Opcode::kWrite ? IBV_WR_RDMA_WRITE
-                                                    : IBV_WR_RDMA_READ;
+    switch (op.opcode) {
+      case RdmaOp::Opcode::kWrite:
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        break;
+      case RdmaOp::Opcode::kRead:
+        wr.opcode = IBV_WR_RDMA_READ;
+        break;
+      case RdmaOp::Opcode::kSend:
+        wr.opcode = IBV_WR_SEND;
+        break;
+    }
     unsigned int flags = 0;
     if (op.signaled) flags |= IBV_SEND_SIGNALED;
     if (op.inline_data) flags |= IBV_SEND_INLINE;
     wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = op.remote_addr;
-    wr.wr.rdma.rkey = op.rkey;
+    if (op.opcode != RdmaOp::Opcode::kSend) {
+      wr.wr.rdma.remote_addr = op.remote_addr;
+      wr.wr.rdma.rkey = op.rkey;
+    }
   }
 
   ibv_send_wr* bad = nullptr;
@@ -376,6 +388,26 @@ absl::Status QueuePair::Post(absl::Span<const RdmaOp> ops, size_t* posted) {
                 ops[std::min(index, ops.size() - 1)].wr_id, index, hint));
   }
   if (posted != nullptr) *posted = ops.size();
+  return absl::OkStatus();
+}
+
+absl::Status QueuePair::PostRecv(uint64_t wr_id, void* addr, uint32_t length,
+                                 uint32_t lkey) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(addr);
+  sge.length = length;
+  sge.lkey = lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) {
+    return absl::ErrnoToStatus(
+        rc, absl::StrFormat(
+                "ibv_post_recv(QP 0x%06x, %u bytes)%s", qpn(), length,
+                rc == ENOMEM ? ": the receive queue is full" : ""));
+  }
   return absl::OkStatus();
 }
 

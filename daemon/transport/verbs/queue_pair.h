@@ -70,9 +70,11 @@ struct QpConfig {
   uint32_t max_send_wr = 128;
   uint32_t max_send_sge = 1;
   uint32_t max_inline_data = 64;
-  // rdmad posts no receives (one-sided only); 1 because some providers
-  // reject an empty receive queue.
-  uint32_t max_recv_wr = 1;
+  // Receive queue: the data path is one-sided, but a WRITE with an
+  // immediate is announced with a SEND (a notice, verbs_notice.h) that the
+  // peer answers with a SEND (its ack), and each side keeps kNoticeCredits
+  // (16) receives posted per QP for them.
+  uint32_t max_recv_wr = 16;
   uint32_t max_recv_sge = 1;
 
   // Local ACK timeout, encoded as 4.096 us * 2^timeout: 18 is ~1.07 s.
@@ -88,11 +90,16 @@ struct QpConfig {
   // then a dead peer is never detected (seen in the lab: a WRITE to a
   // SIGKILLed daemon hung until its deadline).
   uint8_t retry_cnt = 6;
-  // Retries after a receiver-not-ready NAK; 7 means "forever". One-sided
-  // operations never cause RNR, but the attribute is required for RTS.
-  uint8_t rnr_retry = 7;
+  // Retries after a receiver-not-ready NAK before the SEND fails with
+  // IBV_WC_RNR_RETRY_EXC_ERR; 7 would mean "forever". Only notices and
+  // their acks are SENDs, and a sender never has more of them in flight
+  // than the receiver keeps receives posted (credits), so an rdmad peer
+  // never answers RNR: it happens only with a peer that posts no receives
+  // (an rdmad without notices over verbs), and then the WRITE with an
+  // immediate fails within a few milliseconds instead of hanging.
+  uint8_t rnr_retry = 3;
   // The RNR NAK delay this QP asks senders to wait, encoded (12 = 0.64 ms);
-  // required for RTR, unused by one-sided traffic.
+  // required for RTR.
   uint8_t min_rnr_timer = 12;
   // GRH hop limit (the IP TTL of RoCEv2 packets): above 1 so RoCEv2 can
   // cross routers. Traffic class is DSCP << 2 | ECN for RoCEv2.
@@ -146,9 +153,10 @@ absl::StatusOr<PathParams> ResolvePath(const QpConfig& config,
                                        const LocalLimits& local,
                                        const QpEndpoint& remote);
 
-// One one-sided operation for PostWrite/PostRead/Post.
+// One operation for PostWrite/PostRead/Post: a one-sided WRITE or READ, or
+// a SEND (two-sided: it consumes a receive the peer posted).
 struct RdmaOp {
-  enum class Opcode { kWrite, kRead };
+  enum class Opcode { kWrite, kRead, kSend };
 
   Opcode opcode = Opcode::kWrite;
   // Returned in the completion's wr_id.
@@ -158,14 +166,16 @@ struct RdmaOp {
   void* local_addr = nullptr;
   uint32_t length = 0;
   uint32_t lkey = 0;
-  // Remote buffer: an address inside a peer's region and its rkey.
+  // Remote buffer: an address inside a peer's region and its rkey (WRITE
+  // and READ; a SEND lands in the peer's next posted receive).
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   // IBV_SEND_SIGNALED: produce a completion. Leave it off for all but the
   // last WR of a batch (selective signaling), but signal at least once per
   // max_send_wr WRs or the send queue fills up. Failed WRs complete anyway.
   bool signaled = true;
-  // IBV_SEND_INLINE: WRITE only, length <= QueuePair::max_inline_data().
+  // IBV_SEND_INLINE: WRITE and SEND only, length <=
+  // QueuePair::max_inline_data().
   bool inline_data = false;
 };
 
@@ -194,6 +204,7 @@ class QueuePair {
   ibv_qp* qp() const { return qp_.get(); }
   // Capacities the device granted (at least what the config asked for).
   uint32_t max_send_wr() const { return granted_.max_send_wr; }
+  uint32_t max_recv_wr() const { return granted_.max_recv_wr; }
   uint32_t max_inline_data() const { return granted_.max_inline_data; }
   // Largest message the port accepts (longer transfers must be split).
   uint32_t max_message_size() const { return max_message_size_; }
@@ -241,6 +252,13 @@ class QueuePair {
   // the ones before it were posted and will complete; the error says which,
   // and `posted` (if not null) receives how many were posted.
   absl::Status Post(absl::Span<const RdmaOp> ops, size_t* posted = nullptr);
+
+  // Posts one receive of up to `length` bytes into `addr` (inside the MR of
+  // `lkey`); its completion carries `wr_id`. Allowed from INIT on. The
+  // buffer must stay untouched until the receive completes or the QP is
+  // destroyed.
+  absl::Status PostRecv(uint64_t wr_id, void* addr, uint32_t length,
+                        uint32_t lkey);
 
  private:
   QueuePair(std::shared_ptr<CompletionQueue> cq, QpHandle qp,

@@ -56,6 +56,7 @@ absl::Status VerbsChannel::Impl::Start(
     q.qp = std::move(qps[i]);
     qps_.push_back(std::move(q));
   }
+  RDMAD_RETURN_IF_ERROR(StartNotices());
   std::shared_ptr<Impl> self = shared_from_this();
   return runtime::RunOnLoop(loop_, [self]() -> absl::Status {
     RDMAD_ASSIGN_OR_RETURN(
@@ -121,10 +122,10 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
     return absl::InvalidArgumentError(
         "a verbs operation needs a local region, an address and a length");
   }
-  if (op.immediate.has_value()) {
-    return absl::UnimplementedError(
-        "a WRITE with an immediate is not supported over verbs yet: send "
-        "the data, then tell the owner another way, or use --transport=tcp");
+  if (op.immediate.has_value() &&
+      (op.op != core::OpType::kWrite || op.remote == nullptr)) {
+    return absl::InvalidArgumentError(
+        "only a WRITE to a resolved remote region can carry an immediate");
   }
   if (LkeyOf(op) == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -157,11 +158,15 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
     state->posted_at = now;
     const uint64_t length = op.length;
     state->op = std::move(op);
-    for (uint64_t off = 0; off < length; off += chunk_bytes_) {
-      pending_.push_back(Chunk{
-          state, off,
-          static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, length - off))});
-      ++state->chunks_left;
+    if (state->op.immediate.has_value()) {
+      QueueWithNotice(state);
+    } else {
+      for (uint64_t off = 0; off < length; off += chunk_bytes_) {
+        pending_.push_back(Chunk{state, off,
+                                 static_cast<uint32_t>(std::min<uint64_t>(
+                                     chunk_bytes_, length - off))});
+        ++state->chunks_left;
+      }
     }
     ops_.push_back(state);
     state->position = std::prev(ops_.end());
@@ -181,6 +186,14 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
 
 void VerbsChannel::Impl::Pump() {
   DropPending();
+  // WRITEs with an immediate first: their WRs may only go on their QP.
+  for (size_t i = 0; i < qps_.size() && !broken_.load(); ++i) {
+    const QpState& q = qps_[i];
+    if (q.error || !q.qp || q.pinned.empty()) continue;
+    if (const size_t n = PinnedReady(i); n > 0) {
+      PostChain(i, qps_[i].pinned, n);
+    }
+  }
   while (!pending_.empty() && !broken_.load()) {
     size_t healthy = 0;
     size_t best = qps_.size();
@@ -203,11 +216,12 @@ void VerbsChannel::Impl::Pump() {
     const size_t share = (pending_.size() + healthy - 1) / healthy;
     const size_t n =
         std::min({best_free, share, size_t{options_.max_chain}});
-    PostChain(best, n);
+    PostChain(best, pending_, n);
   }
 }
 
-void VerbsChannel::Impl::PostChain(size_t qp_index, size_t n) {
+void VerbsChannel::Impl::PostChain(size_t qp_index, std::deque<Chunk>& from,
+                                   size_t n) {
   QpState& q = qps_[qp_index];
   // Signal often enough that unsignaled WRs never hold more than half the
   // send queue, so completions keep freeing slots.
@@ -216,21 +230,25 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, size_t n) {
   n = std::min<size_t>(n, 64);
   std::vector<Posted> posted(n);
   for (size_t i = 0; i < n; ++i) {
-    Chunk& c = pending_[i];
+    Chunk& c = from[i];
     const transport::RemoteOp& op = c.op->op;
     RdmaOp& wr = wrs[i];
     wr = RdmaOp();
-    wr.opcode = op.op == core::OpType::kWrite ? RdmaOp::Opcode::kWrite
-                                              : RdmaOp::Opcode::kRead;
     const uint64_t seq = q.next_seq + i;
+    if (c.notice) {
+      PrepareNotice(qp_index, c, wr);
+    } else {
+      wr.opcode = op.op == core::OpType::kWrite ? RdmaOp::Opcode::kWrite
+                                                : RdmaOp::Opcode::kRead;
+      wr.local_addr = op.local_addr + c.offset;
+      wr.length = c.length;
+      wr.lkey = LkeyOf(op);
+      wr.remote_addr = op.key.base + op.remote_offset + c.offset;
+      wr.rkey = static_cast<uint32_t>(op.key.key);
+      wr.inline_data =
+          wr.opcode == RdmaOp::Opcode::kWrite && c.length <= inline_max_;
+    }
     wr.wr_id = (uint64_t{qp_index} << kWrIdQpShift) | (seq & kWrIdSeqMask);
-    wr.local_addr = op.local_addr + c.offset;
-    wr.length = c.length;
-    wr.lkey = LkeyOf(op);
-    wr.remote_addr = op.key.base + op.remote_offset + c.offset;
-    wr.rkey = static_cast<uint32_t>(op.key.key);
-    wr.inline_data =
-        wr.opcode == RdmaOp::Opcode::kWrite && c.length <= inline_max_;
     const bool last = i + 1 == n;
     wr.signaled = last || q.unsignaled_run + 1 >= signal_every;
     q.unsignaled_run = wr.signaled ? 0 : q.unsignaled_run + 1;
@@ -243,12 +261,13 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, size_t n) {
   inflight_ += done;
   q.next_seq += n;
   q.posted += done;
-  for (size_t i = 0; i < n; ++i) pending_.pop_front();
+  for (size_t i = 0; i < n; ++i) from.pop_front();
   if (!s.ok()) {
     // The WRs after `done` never reached the NIC; the ones before it may
     // be unsignaled, so flush them through the error state.
     ++q.errors;
     for (size_t i = done; i < n; ++i) {
+      if (posted[i].chunk.notice) --q.notice_sends_inflight;
       ChunkDone(posted[i].chunk, absl::UnavailableError(s.message()));
     }
     SetError(qp_index, s);
@@ -341,6 +360,12 @@ void VerbsChannel::Impl::Teardown() {
   }
   inflight_ = 0;
   pending_.clear();
+  for (QpState& q : qps_) {
+    q.pinned.clear();
+    q.awaiting.clear();
+  }
+  awaiting_acks_ = 0;
+  notice_buffers_.reset();
   const absl::Status closed = ClosedError();
   std::list<std::shared_ptr<OpState>> ops;
   ops.swap(ops_);

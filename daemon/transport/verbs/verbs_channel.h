@@ -24,6 +24,14 @@
 // completed is in the remote region (the RC ACK means the responder placed
 // it); a READ that completed is in the local buffer.
 //
+// WRITE with an immediate (verbs_notice.h, verbs_channel_notices.cc): all
+// WRs of such an operation go on one QP, followed by a SEND of a notice
+// naming the region, range and immediate; the operation completes when
+// they completed and the peer's ack came back (its NoticeReceiver told the
+// region's owner, or says why not: the op fails with that reason). At most
+// kNoticeCredits notices per QP await their ack; more wait in the channel.
+// Like a TCP reply, the ack is awaited until the operation's deadline.
+//
 // Failures: a failed completion puts its QP in the error state. The WR that
 // failed fails its operation with the status the NIC gave (a remote access
 // error is PERMISSION_DENIED, retries exhausted UNAVAILABLE); WRs behind it

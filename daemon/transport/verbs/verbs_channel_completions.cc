@@ -38,8 +38,9 @@ bool VerbsChannel::Impl::Drain() {
 }
 
 bool VerbsChannel::Impl::Poll() {
-  // Nothing in flight: no completion can come, and the CQ is armed.
-  if (inflight_ == 0 || torn_down_) return false;
+  // Nothing in flight and no ack due: no completion can come (bar an
+  // unsolicited SEND, which the armed CQ reports).
+  if ((inflight_ == 0 && awaiting_acks_ == 0) || torn_down_) return false;
   armed_ = false;
   return Drain();
 }
@@ -67,6 +68,7 @@ void VerbsChannel::Impl::OnCqEvent() {
 }
 
 void VerbsChannel::Impl::OnCompletion(const ibv_wc& wc) {
+  if ((wc.wr_id & kWrIdRecv) != 0) return OnAck(wc);
   const size_t index = static_cast<size_t>(wc.wr_id >> kWrIdQpShift);
   const uint64_t seq = wc.wr_id & kWrIdSeqMask;
   if (index >= qps_.size()) {
@@ -83,6 +85,7 @@ void VerbsChannel::Impl::OnCompletion(const ibv_wc& wc) {
     Posted p = std::move(q.inflight.front());
     q.inflight.pop_front();
     --inflight_;
+    if (p.chunk.notice) --q.notice_sends_inflight;
     absl::Status status;
     if (p.seq < seq || wc_status.ok()) {
       // RC completes in order and a failed WR always completes: every WR
@@ -92,6 +95,18 @@ void VerbsChannel::Impl::OnCompletion(const ibv_wc& wc) {
       status = absl::UnavailableError(absl::StrCat(
           "the operation was flushed from a failed QP to peer ",
           options_.peer, ": ", last_error_));
+    } else if (p.chunk.notice && wc.status == IBV_WC_RNR_RETRY_EXC_ERR) {
+      // No receive posted for it, even after retries: a peer that does not
+      // take notices (an rdmad from before WRITE with an immediate over
+      // verbs). The data was written; nobody was told.
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "peer ", options_.peer,
+          " does not accept notifications of a WRITE with an immediate over "
+          "verbs (no receive posted for the notice: an older rdmad?); the "
+          "data was written to ",
+          core::RemoteRegionLabel(*p.chunk.op->op.remote),
+          " but its owner was not told. Upgrade that daemon, or reach it over "
+          "TCP (--transport=tcp)"));
     } else {
       status = wc_status;
       if (status.code() == absl::StatusCode::kPermissionDenied) {
@@ -111,7 +126,15 @@ void VerbsChannel::Impl::ChunkDone(const Chunk& chunk,
                                    const absl::Status& status) {
   OpState& op = *chunk.op;
   if (!status.ok() && op.status.ok()) op.status = status;
-  if (--op.chunks_left == 0) FinishOp(chunk.op);
+  if (--op.chunks_left == 0) MaybeFinish(chunk.op);
+}
+
+void VerbsChannel::Impl::MaybeFinish(const std::shared_ptr<OpState>& op) {
+  if (op->chunks_left > 0) return;
+  // Everything was posted and completed; a WRITE with an immediate that
+  // went well still waits for the peer to say its owner was told.
+  if (op->awaiting_ack && op->status.ok()) return;
+  FinishOp(op);
 }
 
 void VerbsChannel::Impl::FinishOp(const std::shared_ptr<OpState>& op) {
@@ -145,9 +168,12 @@ void VerbsChannel::Impl::SetError(size_t qp_index, const absl::Status& why) {
             Posted p = std::move(failed.inflight.front());
             failed.inflight.pop_front();
             --inflight_;
+            if (p.chunk.notice) --failed.notice_sends_inflight;
             ChunkDone(p.chunk, BrokenError());
           }
         });
+    // Its receives are flushed: the acks still due on it will not come.
+    AbandonAcks(qp_index);
   }
   if (!broken_.load()) {
     broken_.store(true);
@@ -162,16 +188,23 @@ void VerbsChannel::Impl::SetError(size_t qp_index, const absl::Status& why) {
 }
 
 void VerbsChannel::Impl::DropPending() {
-  std::deque<Chunk> keep;
-  const bool broken = broken_.load();
-  for (Chunk& c : pending_) {
-    if (broken || !c.op->status.ok()) {
-      ChunkDone(c, broken ? BrokenError() : c.op->status);
-    } else {
-      keep.push_back(std::move(c));
+  // Taken out first: ChunkDone may finish an operation whose callback posts
+  // new ones, which land in the queues while this runs.
+  const auto drop = [this](std::deque<Chunk>& queue) {
+    if (queue.empty()) return;
+    std::deque<Chunk> chunks;
+    chunks.swap(queue);
+    for (Chunk& c : chunks) {
+      const bool broken = broken_.load();
+      if (broken || !c.op->status.ok()) {
+        ChunkDone(c, broken ? BrokenError() : c.op->status);
+      } else {
+        queue.push_back(std::move(c));
+      }
     }
-  }
-  pending_.swap(keep);
+  };
+  drop(pending_);
+  for (size_t i = 0; i < qps_.size(); ++i) drop(qps_[i].pinned);
 }
 
 void VerbsChannel::Impl::Expire(const std::shared_ptr<OpState>& op) {
@@ -194,6 +227,10 @@ void VerbsChannel::Impl::Expire(const std::shared_ptr<OpState>& op) {
     }
   }
   DropPending();
+  // Only the ack of its notice was still due: nothing of the operation is
+  // on a QP any more. (A late ack just returns its credit.)
+  op->awaiting_ack = false;
+  MaybeFinish(op);
 }
 
 }  // namespace rdmad::verbs

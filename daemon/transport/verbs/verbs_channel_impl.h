@@ -1,7 +1,8 @@
-// Internals of VerbsChannel (verbs_channel.h), shared by its two source
+// Internals of VerbsChannel (verbs_channel.h), shared by its three source
 // files: verbs_channel.cc (operations: checking, chunking, posting chains,
-// closing) and verbs_channel_completions.cc (the CQ: polling, completions,
-// errors, deadlines). Not a public header.
+// closing), verbs_channel_completions.cc (the CQ: polling, completions,
+// errors, deadlines) and verbs_channel_notices.cc (WRITEs with an
+// immediate: notices, their acks, credits). Not a public header.
 //
 // Threads: everything runs on the channel's event loop except Post,
 // Describe, NeedsReconnect, ForceError and Close, which hand work to it.
@@ -21,7 +22,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/runtime/event_loop.h"
+#include "daemon/transport/verbs/notice_buffers.h"
 #include "daemon/transport/verbs/verbs_channel.h"
+#include "daemon/transport/verbs/verbs_notice.h"
 
 namespace rdmad::verbs {
 
@@ -56,15 +59,27 @@ class VerbsChannel::Impl : public runtime::Poller,
     absl::Status status;       // first failure; OK while all went well
     uint64_t deadline_timer = 0;
     bool expired = false;      // deadline handled
+    // WRITE with an immediate: its notice went out and the peer's ack has
+    // not come back. The op finishes only when this is false (or it
+    // failed) and every WR completed.
+    bool awaiting_ack = false;
     absl::Time posted_at;
     std::list<std::shared_ptr<OpState>>::iterator position;  // in ops_
   };
 
-  // One work request's worth of an operation.
+  // One work request's worth of an operation: a piece of its data, or
+  // (notice) the SEND that announces a WRITE with an immediate.
   struct Chunk {
     std::shared_ptr<OpState> op;
     uint64_t offset = 0;  // inside the operation
     uint32_t length = 0;
+    bool notice = false;
+  };
+
+  // A notice sent on a QP whose ack has not come back.
+  struct Awaiting {
+    uint64_t tag = 0;
+    std::weak_ptr<OpState> op;  // gone or finished: only the credit matters
   };
 
   // A WR on a QP's send queue, in posting order.
@@ -85,6 +100,14 @@ class VerbsChannel::Impl : public runtime::Poller,
     uint64_t posted = 0, completed = 0, errors = 0;
     uint64_t post_calls = 0;  // ibv_post_send calls: posted / post_calls is
                               // the mean chain length
+    // WRITEs with an immediate: their WRs and notice go on this one QP, in
+    // this order, so RC places the data before the notice arrives.
+    std::deque<Chunk> pinned;
+    uint32_t credits = kNoticeCredits;  // notices sendable before an ack
+    std::deque<Awaiting> awaiting;      // in sending order (acks come so)
+    uint64_t next_tag = 1;
+    uint64_t notices_sent = 0;           // picks the next SEND slot
+    uint32_t notice_sends_inflight = 0;  // notice SENDs posted, not retired
   };
 
   // --- verbs_channel.cc ---
@@ -94,7 +117,9 @@ class VerbsChannel::Impl : public runtime::Poller,
   uint32_t LkeyOf(const transport::RemoteOp& op) const;
   // Posts pending chunks while QPs have free send-queue slots.
   void Pump();
-  void PostChain(size_t qp_index, size_t n);
+  // Posts the first `n` chunks of `from` (pending_ or a QP's pinned) on
+  // QP `qp_index` as one chain.
+  void PostChain(size_t qp_index, std::deque<Chunk>& from, size_t n);
   void Teardown();
   absl::Status ClosedError() const;
   absl::Status BrokenError() const;
@@ -108,6 +133,9 @@ class VerbsChannel::Impl : public runtime::Poller,
   // Records that `chunk` ended with `status`; finishes its operation when
   // it was the last one.
   void ChunkDone(const Chunk& chunk, const absl::Status& status);
+  // Finishes `op` once nothing of it is left: every WR completed, and the
+  // ack of its notice came (unless it failed already).
+  void MaybeFinish(const std::shared_ptr<OpState>& op);
   void FinishOp(const std::shared_ptr<OpState>& op);
   // Moves a QP to the error state: its posted WRs are flushed (each
   // completes with an error, signaled or not), and the channel stops taking
@@ -118,9 +146,31 @@ class VerbsChannel::Impl : public runtime::Poller,
   void DropPending();
   void Expire(const std::shared_ptr<OpState>& op);
 
+  // --- verbs_channel_notices.cc ---
+  // Before the channel is shared: the slots for notices and acks, and
+  // kNoticeCredits receives posted on every QP for the acks.
+  absl::Status StartNotices();
+  // Queues the WRs of a WRITE with an immediate, then its notice, on one QP.
+  void QueueWithNotice(const std::shared_ptr<OpState>& state);
+  // How many of QP `qp_index`'s pinned chunks may be posted now: send-queue
+  // slots, the chain limit, and for a notice a credit and a SEND slot.
+  size_t PinnedReady(size_t qp_index) const;
+  // Writes the notice of `chunk` into the next SEND slot of the QP and
+  // fills `wr` with the SEND; the QP then awaits its ack.
+  void PrepareNotice(size_t qp_index, const Chunk& chunk, RdmaOp& wr);
+  // A receive completion: the peer's ack of one of our notices.
+  void OnAck(const ibv_wc& wc);
+  // A QP failed: acks that were awaited on it will not come.
+  void AbandonAcks(size_t qp_index);
+
   const VerbsChannelOptions options_;
   runtime::EventLoop* const loop_;  // Not owned.
   const std::shared_ptr<CompletionQueue> cq_;
+
+  // Receive slots for acks, then SEND slots for notices, kNoticeCredits
+  // each per QP. Before qps_, so the QPs whose receives point into it are
+  // destroyed first (Teardown and the destructor also do that explicitly).
+  std::unique_ptr<NoticeBuffers> notice_buffers_;
 
   // Loop thread only (set up in Start, before the channel is shared).
   std::vector<QpState> qps_;
@@ -130,6 +180,7 @@ class VerbsChannel::Impl : public runtime::Poller,
   uint32_t inline_max_ = UINT32_MAX;
   size_t next_qp_ = 0;
   size_t inflight_ = 0;  // WRs on all send queues
+  size_t awaiting_acks_ = 0;  // notices on all QPs whose ack is due
   uint64_t cq_watch_ = 0;
   bool armed_ = false;
   bool torn_down_ = false;
@@ -141,9 +192,11 @@ class VerbsChannel::Impl : public runtime::Poller,
   std::vector<transport::RemoteOp> incoming_ ABSL_GUARDED_BY(mu_);
 };
 
-// wr_id = QP index in the pool (top 8 bits) | sequence on that QP.
+// wr_id = QP index in the pool (top 8 bits) | sequence on that QP; for the
+// receives of acks, QP index | kWrIdRecv | slot.
 inline constexpr int kWrIdQpShift = 56;
-inline constexpr uint64_t kWrIdSeqMask = (uint64_t{1} << kWrIdQpShift) - 1;
+inline constexpr uint64_t kWrIdRecv = uint64_t{1} << 55;
+inline constexpr uint64_t kWrIdSeqMask = kWrIdRecv - 1;
 
 }  // namespace rdmad::verbs
 

@@ -227,15 +227,26 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   Pool pool;
   pool.incarnation = request.incarnation();
   pool.generation = request.generation();
-  RDMAD_ASSIGN_OR_RETURN(pool.qps, fabric_->CreateQps(count, &pool.cq));
+  std::shared_ptr<CompletionQueue> cq;
+  RDMAD_ASSIGN_OR_RETURN(auto qps, fabric_->CreateQps(count, &cq));
   for (uint32_t i = 0; i < count; ++i) {
     // Our QP goes to RTS now; the caller's reaches RTR after our answer and
     // sends nothing before that, so no packet finds a QP not ready for it.
-    RDMAD_RETURN_IF_ERROR(pool.qps[i]->Connect(remotes[i]));
-    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, pool.qps[i]->LocalEndpoint());
+    RDMAD_RETURN_IF_ERROR(qps[i]->Connect(remotes[i]));
+    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qps[i]->LocalEndpoint());
     ToProto(e, fabric_->device()->name(), response->add_qps());
     pool.remote_qpns.push_back(remotes[i].qpn);
   }
+  // The receives for the caller's notices are posted before it has our
+  // answer, so its first notice finds one.
+  NoticeReceiverOptions receiver;
+  receiver.loop = runtime_->PickServing();
+  receiver.peer = request.address();
+  receiver.device = fabric_->device()->name();
+  receiver.target = notices_;
+  RDMAD_ASSIGN_OR_RETURN(
+      pool.receiver,
+      NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));
   Pool old;
   {
     absl::MutexLock lock(&mu_);
@@ -276,20 +287,21 @@ std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
   std::vector<Served> out;
   absl::MutexLock lock(&mu_);
   for (const auto& [peer, pool] : pools_) {
-    for (size_t i = 0; i < pool.qps.size(); ++i) {
+    const auto& qps = pool.receiver->qps();
+    for (size_t i = 0; i < qps.size(); ++i) {
       Served s;
       s.peer = peer;
       transport::ConnectionInfo& c = s.connection;
       c.index = static_cast<uint32_t>(i);
       c.device = fabric_->device()->name();
-      c.local_qpn = pool.qps[i]->qpn();
+      c.local_qpn = qps[i]->qpn();
       c.remote_qpn = pool.remote_qpns[i];
-      auto state = pool.qps[i]->QueryState();
+      auto state = qps[i]->QueryState();
       c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
       c.state = state.ok() && *state == IBV_QPS_RTS
                     ? transport::ConnectionState::kReady
                     : transport::ConnectionState::kError;
-      c.path_mtu = pool.qps[i]->config().path_mtu;
+      c.path_mtu = qps[i]->config().path_mtu;
       c.generation = pool.generation;
       out.push_back(std::move(s));
     }

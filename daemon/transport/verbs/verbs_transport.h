@@ -6,9 +6,11 @@
 // Peer.Connect; the serving daemon (VerbsAcceptor) creates as many QPs,
 // moves each RESET -> INIT -> RTR -> RTS pointing at the caller's, and
 // answers with their endpoints; the caller then moves its own to RTR and RTS
-// and wraps them in a VerbsChannel. The serving side's QPs only respond to
-// one-sided WRITE/READ: the NIC does the work, and they never produce
-// completions.
+// and wraps them in a VerbsChannel. The serving side's QPs respond to
+// one-sided WRITE/READ (the NIC does the work) and receive the notices of
+// WRITEs with an immediate: a NoticeReceiver per pool, on one of the
+// runtime's serving loops, checks each and tells the region's owner
+// (verbs_notice.h, notice_receiver.h).
 //
 // Each Connect carries a generation number; the serving side keeps one pool
 // per caller (by its Peer address) and replaces it when a newer generation
@@ -18,7 +20,9 @@
 // Example (daemon wiring):
 //   RDMAD_ASSIGN_OR_RETURN(auto fabric, VerbsFabric::Open(devices, options));
 //   auto connector = std::make_unique<VerbsConnector>(fabric, runtime);
-//   auto acceptor = std::make_unique<VerbsAcceptor>(fabric);
+//   auto acceptor = std::make_unique<VerbsAcceptor>(fabric, runtime);
+//   ...once the region table and the notification sink exist:
+//   acceptor->ServeNotices(regions, queues);
 #ifndef RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_TRANSPORT_H_
 #define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_TRANSPORT_H_
 
@@ -36,7 +40,10 @@
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/completion_queue.h"
+#include "daemon/core/notification_sink.h"
+#include "daemon/core/region_table.h"
 #include "daemon/transport/verbs/device.h"
+#include "daemon/transport/verbs/notice_receiver.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_channel.h"
 
@@ -114,8 +121,23 @@ class VerbsConnector final : public transport::Connector {
 // Thread-safe.
 class VerbsAcceptor final : public transport::ConnectAcceptor {
  public:
-  explicit VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric)
-      : fabric_(std::move(fabric)) {}
+  // Each pool's NoticeReceiver goes on the next serving loop of `runtime`
+  // (not owned; outlives the acceptor's pools).
+  VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric,
+                runtime::IoRuntime* runtime)
+      : fabric_(std::move(fabric)),
+        runtime_(runtime),
+        notices_(std::make_shared<NoticeTarget>()) {}
+
+  // Where the notices of WRITEs with an immediate go: checked against
+  // `regions`, told to `sink`. Both not owned; they must outlive Clear().
+  // Until this is called, notices are answered "not served".
+  void ServeNotices(const core::RegionTable* regions,
+                    core::NotificationSink* sink) {
+    notices_->Set(regions, sink);
+  }
+  // What the pools' receivers did with the notices so far.
+  NoticeCounts notice_counts() const { return notices_->counts(); }
 
   core::TransportKind kind() const override {
     return core::TransportKind::kVerbs;
@@ -134,12 +156,15 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
     uint64_t incarnation = 0;
     uint64_t generation = 0;
     uint64_t sequence = 0;  // acceptance order, to drop the oldest
-    std::shared_ptr<CompletionQueue> cq;
-    std::vector<std::unique_ptr<QueuePair>> qps;
+    // Owns the pool's QPs and their CQ; destroying it destroys them (on
+    // its loop).
+    std::unique_ptr<NoticeReceiver> receiver;
     std::vector<uint32_t> remote_qpns;
   };
 
   const std::shared_ptr<VerbsFabric> fabric_;
+  runtime::IoRuntime* const runtime_;  // Not owned.
+  const std::shared_ptr<NoticeTarget> notices_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Pool> pools_ ABSL_GUARDED_BY(mu_);
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;

@@ -33,7 +33,10 @@
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/gid_selection.h"
+#include "daemon/transport/verbs/notice_buffers.h"
+#include "daemon/transport/verbs/notice_receiver.h"
 #include "daemon/transport/verbs/queue_pair.h"
+#include "daemon/transport/verbs/verbs_notice.h"
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/verbs/registrar.h"
@@ -949,6 +952,562 @@ TEST_F(VerbsChannelLabTest, CloseFailsLaterPostsAndStopsTheChannel) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   }
   EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kClosed);
+}
+
+// --- WRITE with an immediate: notices -------------------------------------
+
+// Records what the notice receiver announces.
+class RecordingSink final : public core::NotificationSink {
+ public:
+  struct Note {
+    uint64_t region = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint32_t immediate = 0;
+  };
+  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate) override {
+    absl::MutexLock lock(&mu_);
+    notes_.push_back({region.id(), offset, length, immediate});
+  }
+  std::vector<Note> notes() const {
+    absl::MutexLock lock(&mu_);
+    return notes_;
+  }
+  size_t count() const {
+    absl::MutexLock lock(&mu_);
+    return notes_.size();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<Note> notes_;
+};
+
+// Layer 4 with both halves of the notice protocol: `kPairs` QP pairs on
+// the device; the initiators are a VerbsChannel's pool, the responders a
+// NoticeReceiver's (as VerbsAcceptor builds them), on two loops, in front
+// of a region table with exported regions and a recording sink.
+class VerbsNoticeLabTest : public VerbsLabTest {
+ protected:
+  static constexpr int kPairs = 2;
+
+  void SetUp() override {
+    VerbsLabTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto runtime = runtime::IoRuntime::Start({.threads = 2});
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = *std::move(runtime);
+    registrar_ = std::make_unique<VerbsRegistrar>(
+        std::vector<std::shared_ptr<Device>>{device_});
+    regions_ = std::make_unique<core::RegionTable>(registrar_.get(),
+                                                   core::RegionLimits{});
+    local_ = Allocate("local", 1 << 20, core::RemoteAccess::kNone);
+    inbox_ = Allocate("inbox", 1 << 20, core::RemoteAccess::kReadWrite);
+    ASSERT_NE(local_, nullptr);
+    ASSERT_NE(inbox_, nullptr);
+    target_ = InfoOf(*inbox_);
+    notices_ = std::make_shared<NoticeTarget>();
+    notices_->Set(regions_.get(), &sink_);
+  }
+
+  void TearDown() override {
+    channel_.reset();
+    receiver_.reset();
+    if (runtime_) runtime_->Stop();
+  }
+
+  std::shared_ptr<core::Region> Allocate(const std::string& name,
+                                         uint64_t size,
+                                         core::RemoteAccess access) {
+    core::AllocateOptions o;
+    o.size = size;
+    o.name = name;
+    o.daemon_owned = true;
+    o.export_access = access;
+    auto region = regions_->Allocate(core::Caller{1, 0, 0, 1}, o);
+    EXPECT_TRUE(region.ok()) << region.status();
+    return region.ok() ? *region : nullptr;
+  }
+
+  // What a peer's Resolve would say about `region`.
+  std::shared_ptr<core::RemoteRegionInfo> InfoOf(const core::Region& region) {
+    auto info = std::make_shared<core::RemoteRegionInfo>();
+    info->peer = "self";
+    info->region_id = region.id();
+    info->name = region.name();
+    info->length = region.size();
+    info->access = region.exported().access;
+    info->addr = reinterpret_cast<uintptr_t>(region.data());
+    info->rkeys = region.exported().keys;
+    return info;
+  }
+
+  // `pairs` connected QP pairs: the initiators on one CQ, the responders
+  // on another.
+  void MakePairs(int pairs, std::vector<std::unique_ptr<QueuePair>>* initiators,
+                 std::shared_ptr<CompletionQueue>* initiator_cq,
+                 std::vector<std::unique_ptr<QueuePair>>* responders,
+                 std::shared_ptr<CompletionQueue>* responder_cq) {
+    for (auto* cq : {initiator_cq, responder_cq}) {
+      auto created = CompletionQueue::Create(device_, 1024);
+      ASSERT_TRUE(created.ok()) << created.status();
+      *cq = *std::move(created);
+    }
+    QpConfig config;
+    config.port = port_;
+    config.gid_index = gid_index_;
+    for (int i = 0; i < pairs; ++i) {
+      auto a = QueuePair::Create(*initiator_cq, config);
+      auto b = QueuePair::Create(*responder_cq, config);
+      ASSERT_TRUE(a.ok() && b.ok());
+      auto ea = (*a)->LocalEndpoint();
+      auto eb = (*b)->LocalEndpoint();
+      ASSERT_TRUE(ea.ok() && eb.ok());
+      ASSERT_TRUE((*b)->Connect(*ea).ok());
+      ASSERT_TRUE((*a)->Connect(*eb).ok());
+      initiators->push_back(*std::move(a));
+      responders->push_back(*std::move(b));
+    }
+  }
+
+  // A NoticeReceiver on the responders, on loop 1.
+  void StartReceiver(std::shared_ptr<CompletionQueue> cq,
+                     std::vector<std::unique_ptr<QueuePair>> qps,
+                     std::shared_ptr<NoticeTarget> target) {
+    NoticeReceiverOptions options;
+    options.loop = runtime_->loop(1);
+    options.peer = "self";
+    options.device = info_.name;
+    options.target = std::move(target);
+    auto receiver =
+        NoticeReceiver::Start(std::move(options), std::move(cq), std::move(qps));
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = *std::move(receiver);
+  }
+
+  // The full setup: a channel of kPairs QPs (small chunks, so one WRITE
+  // takes several WRs) whose peer QPs a receiver serves for `target`.
+  void StartBoth(std::shared_ptr<NoticeTarget> target) {
+    std::vector<std::unique_ptr<QueuePair>> initiators, responders;
+    std::shared_ptr<CompletionQueue> icq, rcq;
+    MakePairs(kPairs, &initiators, &icq, &responders, &rcq);
+    if (HasFatalFailure()) return;
+    StartReceiver(rcq, std::move(responders), std::move(target));
+    if (HasFatalFailure()) return;
+    VerbsChannelOptions options;
+    options.loop = runtime_->loop(0);
+    options.peer = "self";
+    options.local_device = info_.name;
+    options.remote_device = info_.name;
+    options.chunk_bytes = 4096;
+    auto channel = VerbsChannel::Create(options, icq, std::move(initiators),
+                                        std::vector<uint32_t>(kPairs, 0));
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    channel_ = *std::move(channel);
+  }
+
+  struct Result {
+    absl::Status status = absl::UnknownError("not done");
+    size_t notes_when_done = 0;  // what the sink had when `done` ran
+  };
+
+  // A batch in flight and what became of its operations.
+  struct Pending {
+    std::vector<Result> out;
+    absl::Notification all;
+    std::atomic<size_t> left{0};
+  };
+  using Ops = std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>>;
+
+  // Posts WRITEs of `ops` = {local offset, remote offset, length,
+  // immediate}, as one batch, to `target`.
+  std::shared_ptr<Pending> PostWithImmediates(
+      const Ops& ops, std::shared_ptr<core::RemoteRegionInfo> target) {
+    auto pending = std::make_shared<Pending>();
+    pending->out.resize(ops.size());
+    pending->left = ops.size();
+    auto key = channel_->KeyFor(*target);
+    EXPECT_TRUE(key.ok()) << key.status();
+    if (!key.ok()) {
+      pending->all.Notify();
+      return pending;
+    }
+    std::vector<transport::RemoteOp> batch(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const auto& [local_offset, remote_offset, length, immediate] = ops[i];
+      transport::RemoteOp& op = batch[i];
+      op.op = core::OpType::kWrite;
+      op.local = local_;
+      op.local_addr = local_->data() + local_offset;
+      op.length = length;
+      op.remote = target;
+      op.key = *key;
+      op.remote_offset = remote_offset;
+      op.immediate = immediate;
+      op.deadline = absl::Now() + kCompletionTimeout;
+      op.done = [this, pending, i](absl::Status s) {
+        pending->out[i].notes_when_done = sink_.count();
+        pending->out[i].status = std::move(s);
+        if (pending->left.fetch_sub(1) == 1) pending->all.Notify();
+      };
+    }
+    channel_->Post(absl::MakeSpan(batch));
+    return pending;
+  }
+
+  static std::vector<Result> Await(Pending& pending) {
+    EXPECT_TRUE(pending.all.WaitForNotificationWithTimeout(
+        kCompletionTimeout + absl::Seconds(30)));
+    return pending.out;
+  }
+
+  std::vector<Result> WriteWithImmediates(
+      const Ops& ops, std::shared_ptr<core::RemoteRegionInfo> target) {
+    return Await(*PostWithImmediates(ops, std::move(target)));
+  }
+
+  // Waits (bounded) until `done` holds.
+  template <typename F>
+  static bool Eventually(F done) {
+    const absl::Time end = absl::Now() + kCompletionTimeout;
+    while (!done() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+    return done();
+  }
+
+  std::unique_ptr<runtime::IoRuntime> runtime_;
+  std::unique_ptr<VerbsRegistrar> registrar_;
+  std::unique_ptr<core::RegionTable> regions_;
+  std::shared_ptr<core::Region> local_;
+  std::shared_ptr<core::Region> inbox_;
+  std::shared_ptr<core::RemoteRegionInfo> target_;
+  RecordingSink sink_;
+  std::shared_ptr<NoticeTarget> notices_;
+  std::unique_ptr<NoticeReceiver> receiver_;
+  std::unique_ptr<VerbsChannel> channel_;
+};
+
+TEST_F(VerbsNoticeLabTest, AnImmediateReachesTheOwnerAfterTheDataAndBeforeTheCompletion) {
+  StartBoth(notices_);
+  if (HasFatalFailure()) return;
+  FillPattern(reinterpret_cast<uint8_t*>(local_->data()), 1 << 20, 7);
+  // 17 chunks of 4 KiB (the last one short) and the notice, on one QP.
+  constexpr uint64_t kLength = 16 * 4096 + 100;
+  std::vector<Result> done =
+      WriteWithImmediates({{0, 1000, kLength, 0xfeed}}, target_);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].status.ok()) << done[0].status;
+  EXPECT_EQ(done[0].notes_when_done, 1u)
+      << "the WRITE completed before its owner was told";
+  const std::vector<RecordingSink::Note> notes = sink_.notes();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].region, inbox_->id());
+  EXPECT_EQ(notes[0].offset, 1000u);
+  EXPECT_EQ(notes[0].length, kLength);
+  EXPECT_EQ(notes[0].immediate, 0xfeedu);
+  EXPECT_EQ(Compare(reinterpret_cast<uint8_t*>(inbox_->data()) + 1000,
+                    reinterpret_cast<uint8_t*>(local_->data()), kLength),
+            "");
+  EXPECT_EQ(notices_->counts().delivered, 1u);
+  EXPECT_EQ(notices_->counts().rejected, 0u);
+}
+
+TEST_F(VerbsNoticeLabTest, MoreNoticesThanCreditsWaitForAcksAndAllArrive) {
+  StartBoth(notices_);
+  if (HasFatalFailure()) return;
+  // Three times the credits of the whole pool, in one batch.
+  constexpr int kOps = 3 * kPairs * static_cast<int>(kNoticeCredits);
+  Ops ops;
+  for (int i = 0; i < kOps; ++i) {
+    ops.emplace_back(i * 64, i * 64, 64, 1000 + i);
+  }
+  std::vector<Result> done = WriteWithImmediates(ops, target_);
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_TRUE(done[i].status.ok()) << i << ": " << done[i].status;
+  }
+  std::vector<bool> seen(kOps, false);
+  for (const RecordingSink::Note& n : sink_.notes()) {
+    ASSERT_GE(n.immediate, 1000u);
+    ASSERT_LT(n.immediate, 1000u + kOps);
+    const int i = static_cast<int>(n.immediate - 1000);
+    EXPECT_FALSE(seen[i]) << "immediate " << n.immediate << " twice";
+    seen[i] = true;
+    EXPECT_EQ(n.offset, uint64_t(i) * 64);
+    EXPECT_EQ(n.length, 64u);
+  }
+  EXPECT_EQ(sink_.count(), size_t(kOps));
+  // The channel is still healthy: the credits all came back.
+  EXPECT_FALSE(channel_->NeedsReconnect());
+  done = WriteWithImmediates({{0, 0, 8, 1}}, target_);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status;
+}
+
+TEST_F(VerbsNoticeLabTest, ARefusedNoticeFailsTheWriteWithTheReason) {
+  StartBoth(notices_);
+  if (HasFatalFailure()) return;
+  // The NIC accepts the WRITE (inbox's address and rkey), but the notice
+  // names another region, whose export that rkey is not: the receiver
+  // refuses it, and the ack's reason fails the operation.
+  auto other = Allocate("other", 4096, core::RemoteAccess::kReadWrite);
+  ASSERT_NE(other, nullptr);
+  auto mixed = InfoOf(*inbox_);
+  mixed->region_id = other->id();
+  std::vector<Result> done = WriteWithImmediates({{0, 0, 64, 5}}, mixed);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kPermissionDenied)
+      << done[0].status;
+  EXPECT_THAT(std::string(done[0].status.message()),
+              HasSubstr("does not match the current export"));
+  EXPECT_EQ(sink_.count(), 0u) << "a refused notice was announced";
+  EXPECT_EQ(notices_->counts().rejected, 1u);
+  // Not a QP failure: the channel carries on.
+  EXPECT_FALSE(channel_->NeedsReconnect());
+  done = WriteWithImmediates({{0, 0, 64, 6}}, target_);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status;
+  EXPECT_EQ(sink_.count(), 1u);
+}
+
+TEST_F(VerbsNoticeLabTest, NoticesBeforeTheDaemonServesThemAreRefusedNotLost) {
+  StartBoth(std::make_shared<NoticeTarget>());  // no regions, no sink yet
+  if (HasFatalFailure()) return;
+  std::vector<Result> done = WriteWithImmediates({{0, 0, 64, 5}}, target_);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kUnavailable)
+      << done[0].status;
+  EXPECT_THAT(std::string(done[0].status.message()), HasSubstr("not serving"));
+  EXPECT_EQ(sink_.count(), 0u);
+}
+
+TEST_F(VerbsNoticeLabTest, AnImmediateToAPeerWithoutReceivesFailsFast) {
+  // The peer QP posts no receive, as an rdmad without notices: the notice
+  // meets RNR, and rnr_retry is bounded.
+  std::vector<std::unique_ptr<QueuePair>> initiators, responders;
+  std::shared_ptr<CompletionQueue> icq, rcq;
+  MakePairs(1, &initiators, &icq, &responders, &rcq);
+  if (HasFatalFailure()) return;
+  VerbsChannelOptions options;
+  options.loop = runtime_->loop(0);
+  options.peer = "old-peer";
+  options.local_device = info_.name;
+  options.remote_device = info_.name;
+  auto channel = VerbsChannel::Create(options, icq, std::move(initiators), {0});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  channel_ = *std::move(channel);
+  const absl::Time start = absl::Now();
+  std::vector<Result> done = WriteWithImmediates({{0, 0, 64, 5}}, target_);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kFailedPrecondition)
+      << done[0].status;
+  EXPECT_THAT(std::string(done[0].status.message()),
+              HasSubstr("does not accept notifications"));
+  EXPECT_LT(absl::Now() - start, kCompletionTimeout)
+      << "failed only at its deadline";
+  EXPECT_TRUE(channel_->NeedsReconnect());
+  // The data itself went out before the notice.
+  EXPECT_EQ(std::memcmp(inbox_->data(), local_->data(), 64), 0);
+}
+
+TEST_F(VerbsNoticeLabTest, AForgedNoticeIsDroppedAndNeverNotifies) {
+  // A raw QP plays a peer that sends whatever it likes.
+  std::vector<std::unique_ptr<QueuePair>> raw, responders;
+  std::shared_ptr<CompletionQueue> raw_cq, rcq;
+  MakePairs(1, &raw, &raw_cq, &responders, &rcq);
+  if (HasFatalFailure()) return;
+  StartReceiver(rcq, std::move(responders), notices_);
+  if (HasFatalFailure()) return;
+  QueuePair& peer = *raw[0];
+  // Receives for the acks, and slots to send from.
+  auto slots = NoticeBuffers::Create(device_, 2 * kNoticeCredits);
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  constexpr uint64_t kRecv = uint64_t{1} << 40;
+  for (size_t k = 0; k < kNoticeCredits; ++k) {
+    ASSERT_TRUE((*slots)->PostRecv(peer, k, kRecv | k).ok());
+  }
+  size_t next_send = kNoticeCredits;
+  auto send = [&](const uint8_t* bytes, size_t length) {
+    ASSERT_LE(length, kNoticeSlotBytes);
+    uint8_t* at = (*slots)->mutable_slot(next_send++);
+    std::memcpy(at, bytes, length);
+    RdmaOp op;
+    op.opcode = RdmaOp::Opcode::kSend;
+    op.wr_id = next_send;
+    op.local_addr = at;
+    op.length = static_cast<uint32_t>(length);
+    op.lkey = (*slots)->lkey();
+    ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
+  };
+  auto send_notice = [&](const Notice& n) {
+    const auto bytes = EncodeNotice(n);
+    send(bytes.data(), bytes.size());
+  };
+  auto ro = Allocate("ro", 4096, core::RemoteAccess::kRead);
+  ASSERT_NE(ro, nullptr);
+  Notice good;
+  good.region_id = inbox_->id();
+  good.rkey = target_->rkeys[0].rkey;
+  good.offset = 128;
+  good.length = 64;
+  good.immediate = 77;
+
+  // Not notices at all: dropped without an answer.
+  std::array<uint8_t, kNoticeBytes> bad_magic = EncodeNotice(good);
+  bad_magic[0] ^= 0xff;
+  send(bad_magic.data(), bad_magic.size());
+  send(bad_magic.data(), 10);
+  std::array<uint8_t, kNoticeBytes> future = EncodeNotice(good);
+  future[4] = 9;  // version 9
+  send(future.data(), future.size());
+  // Notices that fail the check: refused in the ack, never announced.
+  Notice n = good;
+  n.tag = 1;
+  n.rkey = good.rkey + 1;
+  send_notice(n);
+  n = good;
+  n.tag = 2;
+  n.offset = inbox_->size() - 8;  // runs past the end
+  send_notice(n);
+  n = good;
+  n.tag = 3;
+  n.region_id = 987654;
+  send_notice(n);
+  n = good;
+  n.tag = 4;
+  n.region_id = ro->id();
+  n.rkey = ro->exported().keys[0].rkey;
+  send_notice(n);
+  // After all that, a good one still gets through.
+  n = good;
+  n.tag = 5;
+  send_notice(n);
+
+  std::vector<NoticeAck> acks;
+  const absl::Time end = absl::Now() + kCompletionTimeout;
+  while (acks.size() < 5 && absl::Now() < end) {
+    ibv_wc wcs[16];
+    auto got = raw_cq->Wait(absl::MakeSpan(wcs), end);
+    if (!got.ok()) break;
+    for (size_t i = 0; i < *got; ++i) {
+      ASSERT_EQ(wcs[i].status, IBV_WC_SUCCESS) << CompletionStatus(wcs[i]);
+      if ((wcs[i].wr_id & kRecv) == 0) continue;  // our SENDs
+      const size_t slot = wcs[i].wr_id & ~kRecv;
+      auto ack = DecodeNoticeAck(
+          absl::MakeConstSpan((*slots)->slot(slot), wcs[i].byte_len));
+      ASSERT_TRUE(ack.ok()) << ack.status();
+      acks.push_back(*ack);
+    }
+  }
+  ASSERT_EQ(acks.size(), 5u) << "acks of the five decodable notices";
+  const NoticeResult want[] = {NoticeResult::kKeyMismatch,
+                               NoticeResult::kOutOfRange,
+                               NoticeResult::kNotExported,
+                               NoticeResult::kReadOnly,
+                               NoticeResult::kDelivered};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(acks[i].tag, i + 1);
+    EXPECT_EQ(acks[i].result, want[i]) << NoticeResultName(acks[i].result);
+  }
+  const std::vector<RecordingSink::Note> notes = sink_.notes();
+  ASSERT_EQ(notes.size(), 1u) << "only the good notice is announced";
+  EXPECT_EQ(notes[0].region, inbox_->id());
+  EXPECT_EQ(notes[0].offset, 128u);
+  EXPECT_EQ(notes[0].immediate, 77u);
+  NoticeCounts counts = notices_->counts();
+  EXPECT_EQ(counts.malformed, 3u);
+  EXPECT_EQ(counts.rejected, 4u);
+  EXPECT_EQ(counts.delivered, 1u);
+
+  // A SEND longer than a receive slot breaks that receive (and the QP);
+  // the receiver counts it and carries on.
+  std::vector<uint8_t> big(200, 0xab);
+  auto mr = MemoryRegion::Register(device_, big.data(), big.size(),
+                                   MrAccessFlags(core::RemoteAccess::kNone));
+  ASSERT_TRUE(mr.ok()) << mr.status();
+  RdmaOp op;
+  op.opcode = RdmaOp::Opcode::kSend;
+  op.wr_id = 999;
+  op.local_addr = big.data();
+  op.length = static_cast<uint32_t>(big.size());
+  op.lkey = (*mr)->lkey();
+  ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
+  EXPECT_TRUE(Eventually([&] { return notices_->counts().malformed == 4; }))
+      << notices_->counts().malformed;
+  EXPECT_EQ(sink_.count(), 1u);
+}
+
+TEST_F(VerbsNoticeLabTest, AChannelSurvivesAPeerThatSkipsOrInventsAcks) {
+  // A raw QP plays the serving peer: it reads the notices and answers as
+  // it likes.
+  std::vector<std::unique_ptr<QueuePair>> initiators, raw;
+  std::shared_ptr<CompletionQueue> icq, raw_cq;
+  MakePairs(1, &initiators, &icq, &raw, &raw_cq);
+  if (HasFatalFailure()) return;
+  QueuePair& peer = *raw[0];
+  auto slots = NoticeBuffers::Create(device_, 2 * kNoticeCredits);
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  constexpr uint64_t kRecv = uint64_t{1} << 40;
+  for (size_t k = 0; k < kNoticeCredits; ++k) {
+    ASSERT_TRUE((*slots)->PostRecv(peer, k, kRecv | k).ok());
+  }
+  VerbsChannelOptions options;
+  options.loop = runtime_->loop(0);
+  options.peer = "odd-peer";
+  options.local_device = info_.name;
+  options.remote_device = info_.name;
+  auto channel = VerbsChannel::Create(options, icq, std::move(initiators), {0});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  channel_ = *std::move(channel);
+
+  std::shared_ptr<Pending> pending =
+      PostWithImmediates({{0, 64, 32, 11}, {32, 96, 32, 12}}, target_);
+  // The two notices, as the channel encoded them.
+  std::vector<Notice> notices;
+  const absl::Time end = absl::Now() + kCompletionTimeout;
+  while (notices.size() < 2 && absl::Now() < end) {
+    ibv_wc wcs[8];
+    auto got = raw_cq->Wait(absl::MakeSpan(wcs), end);
+    if (!got.ok()) break;
+    for (size_t i = 0; i < *got; ++i) {
+      ASSERT_EQ(wcs[i].status, IBV_WC_SUCCESS) << CompletionStatus(wcs[i]);
+      if ((wcs[i].wr_id & kRecv) == 0) continue;
+      auto notice = DecodeNotice(absl::MakeConstSpan(
+          (*slots)->slot(wcs[i].wr_id & ~kRecv), wcs[i].byte_len));
+      ASSERT_TRUE(notice.ok()) << notice.status();
+      notices.push_back(*notice);
+    }
+  }
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices[0].region_id, inbox_->id());
+  EXPECT_EQ(notices[0].offset, 64u);
+  EXPECT_EQ(notices[0].length, 32u);
+  EXPECT_EQ(notices[0].immediate, 11u);
+  EXPECT_EQ(notices[0].rkey, target_->rkeys[0].rkey);
+  EXPECT_EQ(notices[1].immediate, 12u);
+  EXPECT_LT(notices[0].tag, notices[1].tag);
+  EXPECT_EQ(std::memcmp(inbox_->data() + 64, local_->data(), 64), 0)
+      << "the data is in place when the notice is received";
+
+  size_t next_send = kNoticeCredits;
+  auto answer = [&](uint64_t tag, NoticeResult result) {
+    const auto bytes = EncodeNoticeAck(NoticeAck{tag, result});
+    uint8_t* at = (*slots)->mutable_slot(next_send++);
+    std::memcpy(at, bytes.data(), bytes.size());
+    RdmaOp op;
+    op.opcode = RdmaOp::Opcode::kSend;
+    op.wr_id = next_send;
+    op.local_addr = at;
+    op.length = static_cast<uint32_t>(bytes.size());
+    op.lkey = (*slots)->lkey();
+    ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
+  };
+  // An ack for a notice never sent is ignored; skipping the first notice's
+  // ack and answering the second fails the first, and only it.
+  answer(notices[1].tag + 1000, NoticeResult::kDelivered);
+  answer(notices[1].tag, NoticeResult::kDelivered);
+  std::vector<Result> done = Await(*pending);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kUnavailable)
+      << done[0].status;
+  EXPECT_THAT(std::string(done[0].status.message()),
+              HasSubstr("did not acknowledge"));
+  EXPECT_TRUE(done[1].status.ok()) << done[1].status;
+  EXPECT_FALSE(channel_->NeedsReconnect());
 }
 
 }  // namespace

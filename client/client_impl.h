@@ -1,0 +1,26 @@
+// Internals of rdmad::Client (include/rdmad/client.h), shared by the files
+// that implement it: client.cc (session, buffers, regions),
+// client_transfer.cc (transfers and queues), client_inspect.cc (inspection),
+// and by queue.cc and shared_queue.cc. Not a public header.
+#ifndef RDMAD_CLIENT_CLIENT_IMPL_H_
+#define RDMAD_CLIENT_CLIENT_IMPL_H_
+
+#include <memory>
+
+#include "client/session_link.h"
+#include "client/shared_queue.h"
+#include "rdmad/client.h"
+
+namespace rdmad {
+
+struct Client::Impl {
+  // The session with the daemon; reopened by the first call after the
+  // daemon restarted (SessionLink::generation counts the sessions).
+  std::unique_ptr<client_internal::SessionLink> link;
+  // The queue behind Write, Read and Batch (made with the Client).
+  std::unique_ptr<SharedQueue> transfers;
+};
+
+}  // namespace rdmad
+
+#endif  // RDMAD_CLIENT_CLIENT_IMPL_H_

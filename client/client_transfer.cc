@@ -1,0 +1,259 @@
+// Implementation of include/rdmad/client.h: transfers (Write, Read, Batch
+// on the shared queue or as Local gRPC calls) and the calls of the queue
+// data path (OpenQueue, OpenRemote).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
+#include "client/convert.h"
+#include "client/queue_impl.h"
+#include "client/session_link.h"
+#include "client/shared_queue.h"
+#include "common/queue_layout.h"
+#include "common/session_wire.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "rdmad/client.h"
+#include "rdmad/queue.h"
+#include "rdmad/v1/rdmad.grpc.pb.h"
+
+namespace rdmad {
+
+using client_internal::FromGrpc;
+using client_internal::FromProto;
+using client_internal::SessionLink;
+using client_internal::ToProto;
+
+namespace {
+
+absl::Status DeadlinePassed() {
+  return absl::DeadlineExceededError(
+      "the time given for this work (its deadline) has passed");
+}
+
+}  // namespace
+
+absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
+                                                uint64_t local_offset,
+                                                const RemoteRegion& remote,
+                                                uint64_t remote_offset,
+                                                uint64_t length) {
+  TransferOp op;
+  op.kind = write ? TransferOp::Kind::kWrite : TransferOp::Kind::kRead;
+  op.local = &local;
+  op.local_offset = local_offset;
+  op.remote = remote;
+  op.remote_offset = remote_offset;
+  op.length = length;
+  RDMAD_ASSIGN_OR_RETURN(auto results, Run({op}));
+  return std::move(results[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::Run(
+    const std::vector<TransferOp>& ops) {
+  // After a daemon restart: a new session first, so that Usable sees it
+  // and the shared queue opens a new queue in it.
+  RDMAD_RETURN_IF_ERROR(impl_->link->Refresh().status());
+  for (const TransferOp& op : ops) {
+    if (op.local == nullptr) {
+      return absl::InvalidArgumentError(
+          "an operation has no local buffer of this client");
+    }
+    RDMAD_RETURN_IF_ERROR(Usable(*op.local));
+  }
+  if (ops.empty()) return std::vector<absl::StatusOr<TransferResult>>();
+  if (options().transfer_path == TransferPath::kRpc) return RunRpc(ops);
+  const absl::Duration budget = impl_->link->CallBudget();
+  if (budget <= absl::ZeroDuration()) return DeadlinePassed();
+  return impl_->transfers->Run(ops, budget);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::RunRpc(
+    const std::vector<TransferOp>& ops) {
+  auto fill = [](const TransferOp& op, v1::TransferOp* out) {
+    out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
+                                                    : v1::OP_READ);
+    out->mutable_local()->set_id(op.local->id());
+    out->set_local_offset(op.local_offset);
+    *out->mutable_remote() = ToProto(op.remote);
+    out->set_remote_offset(op.remote.offset + op.remote_offset);
+    out->set_length(op.length);
+  };
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  for (const TransferOp& op : ops) {
+    // The ids below are the session's that Usable checked them against.
+    if (op.local->generation_ != call.generation) {
+      return absl::FailedPreconditionError(
+          "rdmad restarted during this call: do it again");
+    }
+  }
+  std::vector<absl::StatusOr<TransferResult>> results;
+  if (ops.size() == 1) {
+    v1::TransferRequest request;
+    fill(ops[0], request.mutable_op());
+    v1::TransferResponse response;
+    const bool write = ops[0].kind == TransferOp::Kind::kWrite;
+    absl::Status status =
+        FromGrpc(write ? call.stub->Write(&context, request, &response)
+                       : call.stub->Read(&context, request, &response));
+    if (status.ok()) {
+      results.push_back(
+          TransferResult{response.bytes(), FromProto(response.transport()),
+                         absl::Nanoseconds(response.latency_ns())});
+    } else {
+      results.push_back(status);
+    }
+    return results;
+  }
+  v1::BatchRequest request;
+  for (const TransferOp& op : ops) fill(op, request.add_ops());
+  v1::BatchResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->Batch(&context, request, &response)));
+  for (const v1::OpStatus& result : response.results()) {
+    if (result.code() == 0) {
+      results.push_back(TransferResult{});
+    } else {
+      results.push_back(absl::Status(
+          static_cast<absl::StatusCode>(result.code()), result.message()));
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<TransferResult> Client::Write(const Buffer& local,
+                                             uint64_t local_offset,
+                                             const RemoteRegion& remote,
+                                             uint64_t remote_offset,
+                                             uint64_t length) {
+  return Transfer(true, local, local_offset, remote, remote_offset, length);
+}
+
+absl::StatusOr<TransferResult> Client::Read(const Buffer& local,
+                                            uint64_t local_offset,
+                                            const RemoteRegion& remote,
+                                            uint64_t remote_offset,
+                                            uint64_t length) {
+  return Transfer(false, local, local_offset, remote, remote_offset, length);
+}
+
+absl::StatusOr<std::vector<absl::Status>> Client::Batch(
+    const std::vector<TransferOp>& ops) {
+  RDMAD_ASSIGN_OR_RETURN(auto results, Run(ops));
+  std::vector<absl::Status> statuses;
+  statuses.reserve(results.size());
+  for (const auto& r : results) statuses.push_back(r.status());
+  return statuses;
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::OpenQueueRequest request;
+  request.set_submission_entries(options.depth);
+  request.set_completion_entries(options.completion_depth);
+  request.set_default_timeout_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(options.default_timeout), 1,
+                          int64_t{3600} * 1000)));
+  request.set_notifications(options.notifications);
+  v1::OpenQueueResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->OpenQueue(&context, request, &response)));
+  const uint64_t id = response.queue_id();
+  // Closes the queue unless it belongs to a session before a restart (its
+  // id may name another queue in the new one).
+  auto abandon = [&] { (void)CloseQueue(id, call.generation); };
+  // The segment and the two eventfds come on the session socket.
+  UniqueFd fds[3];
+  uint64_t size = 0;
+  for (uint64_t which = 0; which < 3; ++which) {
+    session_wire::Message ask;
+    ask.type = session_wire::MessageType::kGetQueueFd;
+    ask.a = id;
+    ask.b = which;
+    auto reply = impl_->link->Ask(ask, -1, call.generation);
+    if (!reply.ok() || reply->type != session_wire::MessageType::kFd ||
+        !reply->fd.valid() || reply->a != id) {
+      abandon();
+      return reply.ok() ? absl::InternalError(
+                              "rdmad answered without the queue's descriptor")
+                        : reply.status();
+    }
+    if (which == 0) size = reply->b;
+    fds[which] = std::move(reply->fd);
+  }
+  if (size != response.segment_size() || size < queue::kHeaderSize) {
+    abandon();
+    return absl::InternalError("rdmad gave a queue segment of the wrong size");
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fds[0].get(), 0);
+  if (base == MAP_FAILED) {
+    const absl::Status status =
+        absl::ErrnoToStatus(errno, "mmap of the queue's shared memory");
+    abandon();
+    return status;
+  }
+  if (absl::Status s = queue::CheckSegment(base, size); !s.ok()) {
+    ::munmap(base, size);
+    abandon();
+    return s;
+  }
+  auto impl =
+      std::make_unique<Queue::Impl>(this, id, call.generation, base, size,
+                                    std::move(fds[1]), std::move(fds[2]));
+  return std::unique_ptr<Queue>(new Queue(std::move(impl)));
+}
+
+absl::Status Client::CloseQueue(uint64_t id, uint64_t generation) {
+  grpc::ClientContext context;
+  auto call = impl_->link->PrepareIn(context, generation);
+  if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
+  if (!call.ok()) return call.status();
+  v1::CloseQueueRequest request;
+  request.set_queue_id(id);
+  v1::CloseQueueResponse response;
+  return FromGrpc(call->stub->CloseQueue(&context, request, &response));
+}
+
+absl::StatusOr<RemoteHandle> Client::OpenRemote(const RemoteRegion& remote) {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::OpenRemoteRequest request;
+  *request.mutable_remote() = ToProto(remote);
+  v1::OpenRemoteResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->OpenRemote(&context, request, &response)));
+  RemoteHandle handle;
+  handle.id = response.handle();
+  handle.size = response.size();
+  handle.access = FromProto(response.access());
+  // UNSPECIFIED: the region is this daemon's own.
+  handle.transport = response.transport() == v1::TRANSPORT_UNSPECIFIED
+                         ? Transport::kLocal
+                         : FromProto(response.transport());
+  handle.peer = response.peer();
+  handle.name = response.name();
+  handle.session_generation = call.generation;
+  return handle;
+}
+
+absl::Status Client::CloseRemote(const RemoteHandle& handle) {
+  // A handle of a session before a daemon restart is gone with it, and its
+  // id may name another handle now.
+  grpc::ClientContext context;
+  auto call = impl_->link->PrepareIn(context, handle.session_generation);
+  if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
+  if (!call.ok()) return call.status();
+  v1::CloseRemoteRequest request;
+  request.set_handle(handle.id);
+  v1::CloseRemoteResponse response;
+  return FromGrpc(call->stub->CloseRemote(&context, request, &response));
+}
+
+}  // namespace rdmad

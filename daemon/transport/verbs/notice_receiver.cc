@@ -1,0 +1,395 @@
+#include "daemon/transport/verbs/notice_receiver.h"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/transport/verbs/conversions.h"
+#include "daemon/transport/verbs/notice_buffers.h"
+#include "spdlog/spdlog.h"
+
+namespace rdmad::verbs {
+namespace {
+
+// wr_id = QP index (top 8 bits) | kRecv | slot. SENDs (acks) carry the QP
+// index only.
+constexpr int kQpShift = 56;
+constexpr uint64_t kRecv = uint64_t{1} << 55;
+constexpr uint64_t kSlotMask = (uint64_t{1} << 32) - 1;
+constexpr size_t kPollBatch = 32;
+// Acks one QP may hold back while its send queue is full.
+constexpr size_t kMaxWaitingAcks = 4 * kNoticeCredits;
+
+}  // namespace
+
+void NoticeTarget::Set(const core::RegionTable* regions,
+                       core::NotificationSink* sink) {
+  regions_.store(regions);
+  sink_.store(sink);
+}
+
+NoticeCounts NoticeTarget::counts() const {
+  NoticeCounts c;
+  c.delivered = delivered_.load();
+  c.rejected = rejected_.load();
+  c.malformed = malformed_.load();
+  c.acks_dropped = acks_dropped_.load();
+  return c;
+}
+
+void NoticeTarget::CountResult(NoticeResult result) {
+  if (result == NoticeResult::kDelivered) {
+    delivered_.fetch_add(1);
+  } else {
+    rejected_.fetch_add(1);
+  }
+}
+
+class NoticeReceiver::Impl : public runtime::Poller,
+                             public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq)
+      : options_(std::move(options)), loop_(options_.loop), cq_(std::move(cq)) {}
+
+  ~Impl() override {
+    // Teardown did not run (the loop had finished): the QPs go before the
+    // buffers their receives point into.
+    qps_.clear();
+  }
+
+  absl::Status Start(std::vector<std::unique_ptr<QueuePair>> qps) {
+    if (qps.empty() || qps.size() > 255) {
+      return absl::InvalidArgumentError(
+          "a notice receiver serves 1..255 QPs");
+    }
+    for (const auto& qp : qps) {
+      if (qp->max_recv_wr() < kNoticeCredits) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a verbs QP has room for ", qp->max_recv_wr(),
+            " receives; notices need ", kNoticeCredits,
+            ": raise QpConfig::max_recv_wr"));
+      }
+    }
+    qps_ = std::move(qps);
+    sends_.assign(qps_.size(), QpSends{});
+    ack_inline_ = true;
+    for (const auto& qp : qps_) {
+      ack_inline_ &= qp->max_inline_data() >= kNoticeAckBytes;
+    }
+    // One receive slot per credit and one SEND slot per credit, per QP.
+    RDMAD_ASSIGN_OR_RETURN(
+        buffers_, NoticeBuffers::Create(cq_->device(),
+                                        2 * qps_.size() * kNoticeCredits));
+    for (size_t i = 0; i < qps_.size(); ++i) {
+      for (size_t k = 0; k < kNoticeCredits; ++k) {
+        const size_t slot = i * kNoticeCredits + k;
+        RDMAD_RETURN_IF_ERROR(
+            buffers_->PostRecv(*qps_[i], slot, RecvWrId(i, slot)));
+      }
+    }
+    std::shared_ptr<Impl> self = shared_from_this();
+    return runtime::RunOnLoop(loop_, [self]() -> absl::Status {
+      RDMAD_ASSIGN_OR_RETURN(
+          self->cq_watch_,
+          self->loop_->Watch(self->cq_->event_fd(), EPOLLIN,
+                             [raw = self.get()](uint32_t) { raw->OnCqEvent(); }));
+      self->loop_->AddPoller(self.get());
+      self->joined_ = true;
+      RDMAD_RETURN_IF_ERROR(self->cq_->Arm());
+      self->armed_ = true;
+      // A notice cannot have come yet (the peer waits for our answer), but
+      // a completion before the arm would raise no event.
+      self->Drain();
+      return absl::OkStatus();
+    });
+  }
+
+  const std::vector<std::unique_ptr<QueuePair>>& qps() const { return qps_; }
+
+  void Close() {
+    std::shared_ptr<Impl> self = shared_from_this();
+    if (!loop_->Post([self] { self->Teardown(); })) {
+      // The loop has finished: nothing polls this receiver any more, and
+      // the destructor frees what is left.
+      self->torn_down_ = true;
+    }
+  }
+
+  // runtime::Poller (loop thread). While armed, a completion raises an
+  // event: nothing to poll. Otherwise poll, and arm once nothing came.
+  bool Poll() override {
+    if (torn_down_ || armed_) return false;
+    if (Drain()) return true;
+    if (!Arm()) return false;
+    return Drain();
+  }
+
+  bool PrepareToSleep() override {
+    if (torn_down_ || armed_) return false;
+    if (!Arm()) return false;
+    return Drain();
+  }
+
+ private:
+  struct QpSends {
+    uint64_t posted = 0;     // acks posted (each signaled)
+    uint64_t completed = 0;  // their completions
+    // Acks waiting for a send-queue slot (or a SEND slot). The peer may
+    // send its next notices before our send queue saw the transport ACK of
+    // the acks it already has, so acks in flight can briefly exceed its
+    // credits: they wait here instead of being lost.
+    std::deque<NoticeAck> waiting;
+    bool dead = false;       // the QP failed: it answers nothing more
+  };
+
+  // Acks one QP may have posted and not yet completed: the send queue when
+  // they go inline, else the SEND slots.
+  size_t AckLimit(size_t index) const {
+    return ack_inline_ ? qps_[index]->max_send_wr() : kNoticeCredits;
+  }
+
+  static uint64_t RecvWrId(size_t qp, size_t slot) {
+    return (uint64_t{qp} << kQpShift) | kRecv | slot;
+  }
+
+  bool Arm() {
+    if (absl::Status s = cq_->Arm(); !s.ok()) {
+      spdlog::error("verbs notices from {}: {}", options_.peer,
+                    std::string(s.message()));
+      return false;
+    }
+    armed_ = true;
+    return true;
+  }
+
+  void OnCqEvent() {
+    if (torn_down_) return;
+    if (auto events = cq_->ConsumeEvents(); !events.ok()) {
+      spdlog::error("verbs notices from {}: {}", options_.peer,
+                    std::string(events.status().message()));
+    }
+    armed_ = false;  // the event spent the arm; Poll re-arms when idle
+    Drain();
+  }
+
+  // Polls the CQ until it is empty; true if it found any completion.
+  bool Drain() {
+    if (torn_down_) return false;
+    ibv_wc wcs[kPollBatch];
+    bool any = false;
+    for (;;) {
+      auto polled = cq_->Poll(absl::MakeSpan(wcs, kPollBatch));
+      if (!polled.ok()) {
+        spdlog::error("verbs notices from {}: {}", options_.peer,
+                      std::string(polled.status().message()));
+        break;
+      }
+      for (size_t i = 0; i < *polled && !torn_down_; ++i) {
+        OnCompletion(wcs[i]);
+      }
+      any |= *polled > 0;
+      if (*polled < kPollBatch || torn_down_) break;
+    }
+    return any;
+  }
+
+  void OnCompletion(const ibv_wc& wc) {
+    const size_t index = static_cast<size_t>(wc.wr_id >> kQpShift);
+    if (index >= qps_.size()) return;  // not ours: cannot happen
+    if ((wc.wr_id & kRecv) == 0) {
+      OnAckSent(index, wc);
+    } else {
+      OnReceived(index, static_cast<size_t>(wc.wr_id & kSlotMask), wc);
+    }
+  }
+
+  void OnAckSent(size_t index, const ibv_wc& wc) {
+    QpSends& s = sends_[index];
+    ++s.completed;
+    if (wc.status != IBV_WC_SUCCESS) {
+      MarkDead(index, CompletionStatus(wc));
+      return;
+    }
+    while (!s.waiting.empty() && !s.dead &&
+           s.posted - s.completed < AckLimit(index)) {
+      const NoticeAck ack = s.waiting.front();
+      s.waiting.pop_front();
+      PostAck(index, ack);
+    }
+  }
+
+  void OnReceived(size_t index, size_t slot, const ibv_wc& wc) {
+    if (wc.status != IBV_WC_SUCCESS) {
+      // A flush means the QP is already in error (the peer went away or a
+      // pool replaced this one). Anything else broke the protocol, e.g. a
+      // SEND longer than a slot: the QP is in error now.
+      if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+        options_.target->CountMalformed();
+        MarkDead(index, CompletionStatus(wc));
+      }
+      return;
+    }
+    if (slot >= buffers_->count() / 2 || slot / kNoticeCredits != index) {
+      return;  // not a receive slot of this QP: cannot happen
+    }
+    // The peer wrote these bytes: copy them first, then give the slot back
+    // to the NIC before answering, so the peer's credit is good again by
+    // the time it sees the ack.
+    uint8_t copy[kNoticeSlotBytes];
+    const size_t length = std::min<size_t>(wc.byte_len, kNoticeSlotBytes);
+    std::memcpy(copy, buffers_->slot(slot), length);
+    if (absl::Status s =
+            buffers_->PostRecv(*qps_[index], slot, RecvWrId(index, slot));
+        !s.ok()) {
+      MarkDead(index, s);
+    }
+    absl::StatusOr<Notice> notice =
+        DecodeNotice(absl::MakeConstSpan(copy, length));
+    if (!notice.ok()) {
+      options_.target->CountMalformed();
+      spdlog::debug("verbs notices from {}: dropped: {}", options_.peer,
+                    std::string(notice.status().message()));
+      return;
+    }
+    const NoticeResult result = Deliver(*notice);
+    options_.target->CountResult(result);
+    if (result != NoticeResult::kDelivered) {
+      spdlog::debug("verbs notices from {}: refused a notice for region #{} "
+                    "[{}, +{}): {}",
+                    options_.peer, notice->region_id, notice->offset,
+                    notice->length, std::string(NoticeResultName(result)));
+    }
+    SendAck(index, NoticeAck{notice->tag, result});
+  }
+
+  NoticeResult Deliver(const Notice& notice) {
+    const core::RegionTable* regions = options_.target->regions();
+    core::NotificationSink* sink = options_.target->sink();
+    if (regions == nullptr || sink == nullptr) return NoticeResult::kNotServed;
+    std::shared_ptr<core::Region> region;
+    const NoticeResult result =
+        CheckNotice(*regions, options_.device, notice, &region);
+    if (result == NoticeResult::kDelivered) {
+      sink->Notify(*region, notice.offset, notice.length, notice.immediate);
+    }
+    return result;
+  }
+
+  void SendAck(size_t index, const NoticeAck& ack) {
+    QpSends& s = sends_[index];
+    if (s.dead) {
+      options_.target->CountAckDropped();
+      return;
+    }
+    if (!s.waiting.empty() || s.posted - s.completed >= AckLimit(index)) {
+      // A peer that keeps to its credits never gets this far ahead; one
+      // that does not loses acks, not our memory.
+      if (s.waiting.size() >= kMaxWaitingAcks) {
+        options_.target->CountAckDropped();
+        return;
+      }
+      s.waiting.push_back(ack);
+      return;
+    }
+    PostAck(index, ack);
+  }
+
+  void PostAck(size_t index, const NoticeAck& ack) {
+    QpSends& s = sends_[index];
+    const std::array<uint8_t, kNoticeAckBytes> bytes = EncodeNoticeAck(ack);
+    RdmaOp op;
+    op.opcode = RdmaOp::Opcode::kSend;
+    op.wr_id = uint64_t{index} << kQpShift;
+    op.length = static_cast<uint32_t>(bytes.size());
+    op.signaled = true;
+    if (ack_inline_) {
+      // Copied into the WQE by the post: no slot to hold.
+      op.local_addr = const_cast<uint8_t*>(bytes.data());
+      op.inline_data = true;
+    } else {
+      // SEND slots follow the receive slots and are used in turn; one is
+      // reused only after the ack sent from it completed (AckLimit keeps
+      // fewer than kNoticeCredits in flight, and they complete in order).
+      const size_t slot = (qps_.size() + index) * kNoticeCredits +
+                          static_cast<size_t>(s.posted % kNoticeCredits);
+      std::memcpy(buffers_->mutable_slot(slot), bytes.data(), bytes.size());
+      op.local_addr = buffers_->mutable_slot(slot);
+      op.lkey = buffers_->lkey();
+    }
+    if (absl::Status st = qps_[index]->Post(absl::MakeConstSpan(&op, 1));
+        !st.ok()) {
+      options_.target->CountAckDropped();
+      MarkDead(index, st);
+      return;
+    }
+    ++s.posted;
+  }
+
+  void MarkDead(size_t index, const absl::Status& why) {
+    QpSends& s = sends_[index];
+    if (s.dead) return;
+    s.dead = true;
+    for (size_t i = 0; i < s.waiting.size(); ++i) {
+      options_.target->CountAckDropped();
+    }
+    s.waiting.clear();
+    spdlog::warn("verbs notices from {}: a QP stopped answering notices: {}",
+                 options_.peer, std::string(why.message()));
+  }
+
+  void Teardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    if (cq_watch_ != 0) loop_->Unwatch(cq_watch_);
+    cq_watch_ = 0;
+    if (joined_) loop_->RemovePoller(this);
+    qps_.clear();
+  }
+
+  const NoticeReceiverOptions options_;
+  runtime::EventLoop* const loop_;  // Not owned.
+  // Parents first: the CQ outlives the buffers and the QPs; the buffers
+  // outlive the QPs whose receives point into them.
+  const std::shared_ptr<CompletionQueue> cq_;
+  std::unique_ptr<NoticeBuffers> buffers_;
+  std::vector<std::unique_ptr<QueuePair>> qps_;
+
+  // Loop thread only (set up in Start, before the receiver is shared).
+  std::vector<QpSends> sends_;
+  bool ack_inline_ = false;  // every QP takes an ack inline
+  uint64_t cq_watch_ = 0;
+  bool armed_ = false;
+  bool joined_ = false;
+  bool torn_down_ = false;
+};
+
+absl::StatusOr<std::unique_ptr<NoticeReceiver>> NoticeReceiver::Start(
+    NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq,
+    std::vector<std::unique_ptr<QueuePair>> qps) {
+  if (options.loop == nullptr || options.target == nullptr || cq == nullptr) {
+    return absl::InvalidArgumentError(
+        "a notice receiver needs a loop, a target and a CQ");
+  }
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(cq));
+  if (absl::Status s = impl->Start(std::move(qps)); !s.ok()) {
+    impl->Close();
+    return s;
+  }
+  return std::unique_ptr<NoticeReceiver>(new NoticeReceiver(std::move(impl)));
+}
+
+NoticeReceiver::NoticeReceiver(std::shared_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+NoticeReceiver::~NoticeReceiver() { impl_->Close(); }
+
+const std::vector<std::unique_ptr<QueuePair>>& NoticeReceiver::qps() const {
+  return impl_->qps();
+}
+
+}  // namespace rdmad::verbs

@@ -1,0 +1,489 @@
+// rdmactl against real daemons, as scripts and people use it: one JSON
+// dialect on every command (errors included) and an exit status per class
+// of error; remote regions (regions --peer, stat, get without --length, a
+// put that does not fit); descriptors with offsets; copies between local
+// regions; progress on terminals only; --timeout for the whole command;
+// what peers and qps show on TCP.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/json_reader.h"
+
+namespace rdmad::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+// Bytes that differ at every offset, so a misplaced byte shows.
+std::string Pattern(size_t n, int seed) {
+  std::string data(n, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    data[i] = static_cast<char>((i * 131 + seed * 7 + i / 251) & 0xff);
+  }
+  return data;
+}
+
+JsonValue ParseJson(const std::string& json) {
+  auto parsed = JsonValue::Parse(json);
+  EXPECT_TRUE(parsed.ok()) << parsed.status() << "\n" << json;
+  return parsed.ok() ? *std::move(parsed) : JsonValue();
+}
+
+// The field `key` of `object`, which must be there.
+const JsonValue& Field(const JsonValue& object, const std::string& key) {
+  EXPECT_TRUE(object.has(key)) << "no key '" << key << "'";
+  return object[key];
+}
+
+bool IsNumber(const JsonValue& v) { return v.is_number(); }
+
+class RdmactlTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name,
+                                             DaemonOptions options = {}) {
+    auto d = DaemonProcess::Start(dir_.path(), name, std::move(options));
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  }
+
+  // rdmactl against `daemon`, with `args`.
+  ProcessResult Run(const DaemonProcess& daemon,
+                    const std::vector<std::string>& args,
+                    const std::string& input = "") {
+    std::vector<std::string> argv = {RdmactlBinary(), "--socket",
+                                     daemon.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, input, absl::Seconds(120));
+  }
+
+  // rdmactl ... --json that must succeed; its answer.
+  JsonValue Json(const DaemonProcess& daemon, std::vector<std::string> args) {
+    args.push_back("--json");
+    ProcessResult out = Run(daemon, args);
+    EXPECT_EQ(out.exit_code, 0) << absl::StrJoin(args, " ") << ": " << out.err;
+    return ParseJson(out.out);
+  }
+
+  std::string Path(const std::string& name) const {
+    return absl::StrCat(dir_.path(), "/", name);
+  }
+
+  TempDir dir_;
+};
+
+// --- one JSON dialect -------------------------------------------------------
+
+TEST_F(RdmactlTest, EveryCommandAnswersInOneJsonDialect) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  JsonValue region = Json(*a, {"alloc", "kv", "1M", "--export", "rw"});
+  EXPECT_TRUE(IsNumber(Field(region, "size")));
+  EXPECT_EQ(Field(region, "size").number(), 1048576);
+  EXPECT_TRUE(IsNumber(Field(region, "id")));
+  EXPECT_EQ(Field(region, "mode").string(), "0600");  // not 384
+  EXPECT_EQ(Field(region, "export").string(), "rw");  // as the table
+  EXPECT_EQ(Field(region, "owner").string(), "daemon");
+  ASSERT_EQ(Run(*a, {"alloc", "small", "4K"}).exit_code, 0);
+
+  // jq 'select(.size > 1048576)' must compare numbers.
+  JsonValue regions = Json(*a, {"regions"});
+  const auto& list = Field(regions, "regions").array();
+  ASSERT_EQ(list.size(), 2);
+  for (const JsonValue& r : list) {
+    EXPECT_TRUE(IsNumber(Field(r, "size")));
+    EXPECT_TRUE(IsNumber(Field(r, "uid")));
+  }
+
+  JsonValue status = Json(*a, {"status"});
+  EXPECT_TRUE(IsNumber(Field(status, "pid")));
+  EXPECT_TRUE(IsNumber(Field(status, "regions")));
+  EXPECT_EQ(Field(status, "regions").number(), 2);
+  EXPECT_EQ(Field(status, "transport").string(), TestTransport());
+  EXPECT_THAT(Field(status, "incarnation").string(), HasSubstr("0x"));
+  EXPECT_TRUE(IsNumber(Field(status, "pinned_bytes")));
+  JsonValue devices = Json(*a, {"devices"});
+  EXPECT_TRUE(Field(devices, "devices").is_array());
+
+  // The data commands report too.
+  const std::string in = Path("in.bin");
+  WriteFile(in, Pattern(5000, 1));
+  JsonValue put = Json(*a, {"put", in, "kv@100"});
+  EXPECT_EQ(Field(put, "command").string(), "put");
+  EXPECT_EQ(Field(put, "bytes").number(), 5000);
+  JsonValue get = Json(*a, {"get", "kv@100", "--length", "5000", "-o",
+                         Path("out.bin")});
+  EXPECT_EQ(Field(get, "bytes").number(), 5000);
+  EXPECT_EQ(ReadFile(Path("out.bin")), Pattern(5000, 1));
+  const std::string remote = absl::StrCat(a->peer_address(), "/kv");
+  JsonValue copy = Json(*a, {"copy", "kv@100", "small", "--length", "4096"});
+  EXPECT_EQ(Field(copy, "bytes").number(), 4096);
+  EXPECT_EQ(Field(copy, "transport").string(), "local");
+  JsonValue exported = Json(*a, {"export", "kv", "r"});
+  EXPECT_EQ(Field(exported, "export").string(), "r");
+  JsonValue chmod = Json(*a, {"chmod", "kv", "0640"});
+  EXPECT_EQ(Field(chmod, "mode").string(), "0640");
+  JsonValue chgrp = Json(*a, {"chgrp", "kv", "0"});
+  EXPECT_EQ(Field(chgrp, "gid").number(), 0);
+  JsonValue descriptor = Json(*a, {"descriptor", "kv"});
+  EXPECT_THAT(Field(descriptor, "descriptor").string(),
+              HasSubstr("rdmad1:"));
+  JsonValue stat = Json(*b, {"stat", remote});
+  EXPECT_EQ(Field(stat, "size").number(), 1048576);
+  EXPECT_EQ(Field(stat, "export").string(), "r");
+  ASSERT_EQ(Run(*b, {"get", remote, "--length", "10", "-o", Path("x")})
+                .exit_code,
+            0);
+  JsonValue peers = Json(*b, {"peers"});
+  const JsonValue& peer =
+      Field(peers, "peers")[0];
+  EXPECT_EQ(Field(peer, "address").string(), a->peer_address());
+  EXPECT_TRUE(IsNumber(Field(peer, "read")));
+  EXPECT_EQ(Field(peer, "read").number(), 10);
+  EXPECT_TRUE(IsNumber(Field(peer, "ops")));
+  JsonValue qps = Json(*b, {"qps"});
+  EXPECT_FALSE(Field(qps, "qps").array().empty());
+  JsonValue freed = Json(*a, {"free", "small"});
+  EXPECT_EQ(Field(freed, "freed").string(), "small");
+}
+
+TEST_F(RdmactlTest, ErrorsAreJsonWithAnExitStatusPerClass) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(Run(*a, {"alloc", "kv", "4K"}).exit_code, 0);
+  struct Case {
+    std::vector<std::string> args;
+    int exit_status;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {{"free", "nope"}, 4, "NOT_FOUND"},
+      {{"alloc", "kv", "4K"}, 6, "ALREADY_EXISTS"},
+      {{"get", "kv@8K", "-o", Path("x")}, 7, "OUT_OF_RANGE"},
+      {{"get", "kv"}, 2, "USAGE"},  // --json needs -o FILE for the data
+      {{"descriptor", "kv"}, 10, "FAILED_PRECONDITION"},  // not exported
+      {{"regions", "--peer", "127.0.0.1:1"}, 3, "UNAVAILABLE"},
+      {{"alloc", "x", "4K", "--bogus"}, 2, "USAGE"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("--json");
+    ProcessResult out = Run(*a, args);
+    EXPECT_EQ(out.exit_code, c.exit_status) << absl::StrJoin(args, " ");
+    const JsonValue json = ParseJson(out.out);
+    const JsonValue& error = Field(json, "error");
+    EXPECT_EQ(Field(error, "code").string(), c.code);
+    EXPECT_EQ(Field(error, "exit_status").number(), c.exit_status);
+    EXPECT_FALSE(Field(error, "message").string().empty());
+    // People still get the line on stderr.
+    EXPECT_THAT(out.err, HasSubstr("rdmactl: "));
+  }
+  ProcessResult unreachable = RunProcess(
+      {RdmactlBinary(), "--socket", Path("none.sock"), "status", "--json"});
+  EXPECT_EQ(unreachable.exit_code, 3);
+  EXPECT_EQ(Field(Field(ParseJson(unreachable.out), "error"),
+                  "code")
+                .string(),
+            "UNAVAILABLE");
+}
+
+// --- remote regions -----------------------------------------------------------
+
+TEST_F(RdmactlTest, RemoteRegionsCanBeListedSizedAndReadWhole) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "1M", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*b, {"alloc", "ro", "4K", "--export", "r"}).exit_code, 0);
+  ASSERT_EQ(Run(*b, {"alloc", "private", "4K"}).exit_code, 0);
+  const std::string whole = Pattern(1 << 20, 3);
+  WriteFile(Path("whole.bin"), whole);
+  ASSERT_EQ(Run(*b, {"put", Path("whole.bin"), "kv"}).exit_code, 0);
+
+  // What B exports to A: names, sizes, access; not its private region.
+  ProcessResult listed = Run(*a, {"regions", "--peer", b->peer_address()});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("kv"));
+  EXPECT_THAT(listed.out, HasSubstr("1 MiB"));
+  EXPECT_THAT(listed.out, HasSubstr("ro"));
+  EXPECT_THAT(listed.out, Not(HasSubstr("private")));
+  ProcessResult stat =
+      Run(*a, {"stat", absl::StrCat(b->peer_address(), "/kv")});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_THAT(stat.out, HasSubstr("1048576 bytes (1 MiB)"));
+
+  // get without --length: the rest of the remote region from the offset.
+  ProcessResult get =
+      Run(*a, {"get", absl::StrCat(b->peer_address(), "/kv@4K"), "-o",
+               Path("rest.bin")});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(ReadFile(Path("rest.bin")), whole.substr(4096));
+  // ... also through a descriptor with an offset.
+  ProcessResult descriptor = Run(*b, {"descriptor", "kv"});
+  ASSERT_EQ(descriptor.exit_code, 0) << descriptor.err;
+  std::string d = descriptor.out;
+  d.pop_back();  // newline
+  ProcessResult via_descriptor = Run(
+      *a, {"get", absl::StrCat(d, "@1M"), "--length", "1"});
+  EXPECT_EQ(via_descriptor.exit_code, 7) << via_descriptor.err;  // past end
+  via_descriptor =
+      Run(*a, {"get", absl::StrCat(d, "@1000K"), "-o", Path("tail.bin")});
+  ASSERT_EQ(via_descriptor.exit_code, 0) << via_descriptor.err;
+  EXPECT_EQ(ReadFile(Path("tail.bin")), whole.substr(1000 * 1024));
+}
+
+TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "1M", "--export", "rw"}).exit_code, 0);
+  const std::string remote = absl::StrCat(b->peer_address(), "/kv@4K");
+  // A file one byte too large, and the same through a pipe.
+  WriteFile(Path("big.bin"), Pattern((1 << 20) - 4096 + 1, 5));
+  for (const bool pipe : {false, true}) {
+    ProcessResult put =
+        pipe ? Run(*a, {"put", "-", remote}, ReadFile(Path("big.bin")))
+             : Run(*a, {"put", Path("big.bin"), remote});
+    EXPECT_EQ(put.exit_code, 7) << put.err;  // OUT_OF_RANGE
+    EXPECT_THAT(put.err, HasSubstr("do not fit in region 'kv'"));
+    EXPECT_THAT(put.err, HasSubstr("nothing was written"));
+  }
+  // Nothing landed: the region is still all zeros.
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  auto kv = cb->MapRegion("kv");
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  EXPECT_EQ(std::string(kv->data(), kv->size()),
+            std::string(kv->size(), '\0'));
+  // One byte less fits.
+  WriteFile(Path("fits.bin"), Pattern((1 << 20) - 4096, 5));
+  ProcessResult put = Run(*a, {"put", Path("fits.bin"), remote});
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_EQ(std::string(kv->data() + 4096, (1 << 20) - 4096),
+            Pattern((1 << 20) - 4096, 5));
+}
+
+// --- descriptors and copies -----------------------------------------------------
+
+TEST_F(RdmactlTest, CopyBetweenLocalRegionsNeedsNoExport) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(Run(*a, {"alloc", "src", "8K"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"alloc", "dst", "8K"}).exit_code, 0);
+  WriteFile(Path("src.bin"), Pattern(8192, 9));
+  ASSERT_EQ(Run(*a, {"put", Path("src.bin"), "src"}).exit_code, 0);
+  ProcessResult copy = Run(*a, {"copy", "src@1K", "dst@2K", "--length", "4K"});
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+  ProcessResult back = Run(*a, {"get", "dst@2K", "--length", "4K"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out, Pattern(8192, 9).substr(1024, 4096));
+  // A target that does not exist is named, without jargon.
+  ProcessResult missing = Run(*a, {"copy", "src", "nothere", "--length", "1"});
+  EXPECT_EQ(missing.exit_code, 4) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr("'nothere'"));
+  EXPECT_THAT(missing.err, Not(HasSubstr("create it")));
+}
+
+TEST_F(RdmactlTest, AStaleDescriptorSaysWhatToDo) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  ProcessResult descriptor = Run(*b, {"descriptor", "kv"});
+  ASSERT_EQ(descriptor.exit_code, 0);
+  std::string d = descriptor.out;
+  d.pop_back();
+  ASSERT_EQ(Run(*b, {"free", "kv"}).exit_code, 0);
+  ProcessResult get = Run(*a, {"get", d, "--length", "1"});
+  EXPECT_EQ(get.exit_code, 4) << get.err;
+  EXPECT_THAT(get.err, HasSubstr("rdmactl descriptor NAME"));
+  EXPECT_THAT(get.err, Not(HasSubstr("resolve it again")));
+}
+
+// --- progress and --timeout -------------------------------------------------
+
+TEST_F(RdmactlTest, ProgressOnlyOnATerminal) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "80M", "--export", "rw"}).exit_code, 0);
+  WriteFile(Path("big.bin"), Pattern(80 << 20, 2));
+  const std::string remote = absl::StrCat(b->peer_address(), "/kv");
+  // Not a terminal (a pipe): stderr stays empty.
+  ProcessResult quiet = Run(*a, {"put", Path("big.bin"), remote});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  // On a terminal (script(1) gives rdmactl a pty): progress and rate.
+  const std::string command = absl::StrCat(
+      RdmactlBinary(), " --socket ", a->socket(), " put ", Path("big.bin"),
+      " ", remote);
+  ProcessResult shown = RunProcess(
+      {"/usr/bin/script", "-qec", command, "/dev/null"}, "",
+      absl::Seconds(120));
+  ASSERT_EQ(shown.exit_code, 0) << shown.out << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("of 80 MiB"));
+  EXPECT_THAT(shown.out, HasSubstr("MB/s"));
+  EXPECT_THAT(shown.out, HasSubstr("wrote 83886080 bytes"));
+}
+
+// --timeout bounds the whole command, and its error says how far it got:
+// here the peer stops answering after the first 64 MiB chunk.
+TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "128M", "--export", "rw"}).exit_code, 0);
+  const std::string fifo = Path("in.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  // Should rdmactl end early, writes to the FIFO must fail, not kill us.
+  ::signal(SIGPIPE, SIG_IGN);
+  std::thread feeder([&] {
+    // Non-blocking open until rdmactl opened its end (bounded), so that an
+    // rdmactl that failed early cannot leave this thread waiting forever.
+    int fd = -1;
+    const absl::Time open_by = absl::Now() + absl::Seconds(60);
+    while (fd < 0 && absl::Now() < open_by) {
+      fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd < 0) absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_GE(fd, 0) << "rdmactl never opened the FIFO";
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    const std::string chunk = Pattern(64 << 20, 4);
+    size_t sent = 0;
+    while (sent < chunk.size()) {
+      const ssize_t n = ::write(fd, chunk.data() + sent, chunk.size() - sent);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    // Wait (bounded) until the first chunk reached B, then stop B and send
+    // the rest, which cannot get anywhere now.
+    const absl::Time by = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < by) {
+      auto peers = ca->ListPeers();
+      if (peers.ok() && !peers->empty() &&
+          (*peers)[0].bytes_written >= (64u << 20)) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ::kill(b->pid(), SIGSTOP);
+    (void)!::write(fd, chunk.data(), 1 << 20);
+    ::close(fd);
+  });
+  ProcessResult put = Run(*a, {"put", fifo, absl::StrCat(b->peer_address(),
+                                                          "/kv"),
+                               "--timeout", "10s"});
+  feeder.join();
+  ::kill(b->pid(), SIGCONT);
+  EXPECT_EQ(put.exit_code, 9) << put.err;  // DEADLINE_EXCEEDED
+  EXPECT_THAT(put.err, HasSubstr("--timeout 10s passed"));
+  EXPECT_THAT(put.err, HasSubstr("wrote 67108864 bytes (64 MiB)"));
+}
+
+// --- peers and qps on TCP ---------------------------------------------------
+
+TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"get", absl::StrCat(b->peer_address(), "/kv"),
+                     "--length", "8"})
+                .exit_code,
+            0);
+  // A region B does not have: the peer is up, the name does not resolve
+  // (no transfer starts, none is counted), and that is the last error.
+  ProcessResult failed = Run(
+      *a, {"get", absl::StrCat(b->peer_address(), "/nothere"), "--length", "8"});
+  EXPECT_EQ(failed.exit_code, 4);
+  JsonValue peers = Json(*a, {"peers"});
+  {
+    const JsonValue& peer = Field(peers, "peers")[0];
+    EXPECT_EQ(Field(peer, "failed").number(), 0);
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("NOT_FOUND"));
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("'nothere'"));
+  }
+  ProcessResult table = Run(*a, {"peers"});
+  EXPECT_THAT(table.out, HasSubstr("NOT_FOUND"));
+  // A transfer that fails at B's end: counted, and the last error now.
+  ProcessResult outside = Run(
+      *a, {"get", absl::StrCat(b->peer_address(), "/kv@4K"), "--length", "8"});
+  EXPECT_EQ(outside.exit_code, 7) << outside.err;  // OUT_OF_RANGE
+  peers = Json(*a, {"peers"});
+  {
+    const JsonValue& peer = Field(peers, "peers")[0];
+    EXPECT_EQ(Field(peer, "failed").number(), 1);
+    EXPECT_THAT(Field(peer, "last_error").string(), HasSubstr("OUT_OF_RANGE"));
+  }
+
+  if (TestTransport() != "tcp") return;  // verbs QPs: the lab's tests
+  JsonValue qps = Json(*a, {"qps"});
+  const auto& list = Field(qps, "qps").array();
+  ASSERT_FALSE(list.empty());
+  int connected = 0;
+  for (const JsonValue& v : list) {
+    const JsonValue& q = v;
+    EXPECT_EQ(Field(q, "transport").string(), "tcp");
+    EXPECT_EQ(Field(q, "role").string(), "initiator");  // A opened them
+    EXPECT_EQ(q.has("local_qpn"), false);  // no verbs columns
+    EXPECT_EQ(q.has("mtu"), false);
+    // Connections open on first use; those that carried data have both
+    // ends' addresses.
+    if (Field(q, "sent").number() > 0) {
+      ++connected;
+      EXPECT_THAT(Field(q, "local").string(), HasSubstr("127.0.0.1:"));
+      EXPECT_THAT(Field(q, "remote").string(), HasSubstr("127.0.0.1:"));
+    }
+  }
+  EXPECT_GE(connected, 1);
+  ProcessResult text = Run(*a, {"qps"});
+  EXPECT_THAT(text.out, HasSubstr("TCP data connections:"));
+  EXPECT_THAT(text.out, HasSubstr("ROLE"));
+  EXPECT_THAT(text.out, HasSubstr("TRANSPORT"));
+  EXPECT_THAT(text.out, Not(HasSubstr("QPN")));
+}
+
+// Each rdmactl call opens and ends a session: that is debug, not info.
+TEST_F(RdmactlTest, CallsDoNotFillTheDaemonLogAtInfo) {
+  auto a = StartDaemon("a", {.log_level = "info"});
+  ASSERT_TRUE(a);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Run(*a, {"status"}).exit_code, 0);
+  const std::string log = ReadFile(a->log_path());
+  EXPECT_THAT(log, HasSubstr("ready"));  // info lines do get there
+  EXPECT_THAT(log, Not(HasSubstr("opened: pid")));
+  EXPECT_THAT(log, Not(HasSubstr("ended; freed")));
+}
+
+}  // namespace
+}  // namespace rdmad::testing

@@ -1,0 +1,90 @@
+// The client library's own types (include/rdmad/info.h) from the daemon's
+// messages (client/convert.h), and region addresses (RemoteRegion::Parse).
+#include "client/convert.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+
+namespace rdmad::client_internal {
+namespace {
+
+TEST(ClientConvertTest, StatusKeepsEveryFieldAndTheCap) {
+  v1::GetStatusResponse s;
+  s.set_version("0.1.0");
+  s.set_incarnation(0xfeedULL);
+  s.set_transport(v1::TRANSPORT_TCP);
+  s.set_peer_listen("10.0.0.1:7471");
+  s.set_region_count(3);
+  s.set_uptime_ms(1500);
+  s.set_memlock_limit(0);  // unlimited
+  s.set_max_pinned_bytes(16 << 20);
+  s.set_max_pinned_bytes_source("config max_pinned_bytes");
+  s.set_pinned_bytes(4096);
+  const DaemonStatus out = FromProto(s);
+  EXPECT_EQ(out.version, "0.1.0");
+  EXPECT_EQ(out.incarnation, 0xfeedULL);
+  EXPECT_EQ(out.transport, Transport::kTcp);
+  EXPECT_EQ(out.peer_address, "10.0.0.1:7471");
+  EXPECT_EQ(out.region_count, 3u);
+  EXPECT_EQ(out.uptime, absl::Milliseconds(1500));
+  EXPECT_EQ(out.memlock_limit, std::nullopt);
+  EXPECT_EQ(out.max_pinned_bytes, std::optional<uint64_t>(16 << 20));
+  EXPECT_EQ(out.pinned_bytes, 4096u);
+}
+
+TEST(ClientConvertTest, QpsSayWhichTransportTheyBelongTo) {
+  v1::QpInfo tcp;
+  tcp.set_transport(v1::TRANSPORT_TCP);
+  tcp.set_local_qpn(2);  // TCP: the connection index
+  tcp.set_local_address("10.0.0.1:40000");
+  tcp.set_remote_address("10.0.0.2:7472");
+  const QpInfo t = FromProto(tcp);
+  EXPECT_EQ(t.transport, Transport::kTcp);
+  EXPECT_EQ(t.connection, 2u);
+  EXPECT_EQ(t.local_qpn, 0u);
+  EXPECT_EQ(t.remote_address, "10.0.0.2:7472");
+  v1::QpInfo old_verbs;  // from a daemon that did not say
+  old_verbs.set_device("rxe0");
+  old_verbs.set_local_qpn(17);
+  EXPECT_EQ(FromProto(old_verbs).transport, Transport::kVerbs);
+  EXPECT_EQ(FromProto(old_verbs).local_qpn, 17u);
+}
+
+TEST(ClientConvertTest, RegionsAndAccess) {
+  v1::RegionInfo r;
+  r.set_id(9);
+  r.set_name("kv");
+  r.set_size(4096);
+  r.set_owner(v1::REGION_OWNER_DAEMON);
+  r.set_mode(0640);
+  r.set_export_access(v1::ACCESS_READ);
+  r.add_keys()->set_device("rxe0");
+  const RegionInfo out = FromProto(r);
+  EXPECT_EQ(out.owner, RegionOwner::kDaemon);
+  EXPECT_EQ(out.mode, 0640u);
+  EXPECT_EQ(out.export_access, Access::kRead);
+  ASSERT_EQ(out.keys.size(), 1u);
+  EXPECT_EQ(ToProto(Access::kReadWrite), v1::ACCESS_READ_WRITE);
+  EXPECT_EQ(FromProto(v1::ACCESS_WRITE), Access::kWrite);
+}
+
+TEST(RemoteRegionTest, DescriptorsTakeAnOffset) {
+  auto plain = RemoteRegion::Parse("rdmad1:abc-_DEF");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->descriptor, "rdmad1:abc-_DEF");
+  EXPECT_EQ(plain->offset, 0u);
+  auto at = RemoteRegion::Parse("rdmad1:abc-_DEF@64K");
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->descriptor, "rdmad1:abc-_DEF");
+  EXPECT_EQ(at->offset, 65536u);
+  EXPECT_FALSE(RemoteRegion::Parse("rdmad1:abc@").ok());
+  EXPECT_FALSE(RemoteRegion::Parse("rdmad1:abc@-1").ok());
+  auto named = RemoteRegion::Parse("10.0.0.2:7471/kv@4K");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->peer, "10.0.0.2:7471");
+  EXPECT_EQ(named->offset, 4096u);
+}
+
+}  // namespace
+}  // namespace rdmad::client_internal
