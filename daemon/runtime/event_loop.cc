@@ -197,6 +197,7 @@ void EventLoop::Run() {
   bool slept = false;
   while (!stop_.load()) {
     absl::Time now = absl::Now();
+    turn_start_ = now;
     int timeout_ms = 0;
     if (now >= spin_until && !pollers_.empty()) {
       // About to sleep: pollers arm their wake-ups; one that found work
@@ -236,7 +237,7 @@ void EventLoop::Run() {
       if (n < 0 && errno != EINTR) {
         spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
       }
-      if (timeout_ms != 0) now = absl::Now();
+      if (timeout_ms != 0) turn_start_ = now = absl::Now();
       next_fd_check = now + kFdCheckWhileSpinning;
     }
     if (slept) {
