@@ -42,5 +42,5 @@ start_daemon() {
 # peer_address NAME: the HOST:PORT other daemons reach daemon NAME at.
 peer_address() {
   "$RDMACTL" --socket "$TMP/$1.sock" --json status |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_listen"])'
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_address"])'
 }
