@@ -39,8 +39,9 @@ start_daemon() {
   exit 1
 }
 
-# peer_address NAME: the HOST:PORT other daemons reach daemon NAME at.
+# peer_address NAME: the HOST:PORT other daemons reach daemon NAME at
+# (`rdmactl --json status` calls it peer_address; older builds peer_listen).
 peer_address() {
   "$RDMACTL" --socket "$TMP/$1.sock" --json status |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_address"])'
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("peer_address") or d["peer_listen"])'
 }

@@ -29,7 +29,8 @@
 # BENCH_GRPC_ITERS (2000), BENCH_REMOTE_ITERS (5000), BENCH_SECONDS (3:
 # batched runs and sockperf), BENCH_BATCH_QD (1: client threads of the
 # batched runs), BENCH_ENGINE_THREADS (1), BENCH_ENGINE_SPIN_US (the
-# daemon's default, 50).
+# daemon's default, 50), BENCH_NO_BUILD=1 (measure BUILD_DIR's binaries as
+# they are, e.g. an older build to compare with).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +47,7 @@ RDMAD=$BUILD/daemon/rdmad
 RDMACTL=$BUILD/client/rdmactl/rdmactl
 PINGPONG=$BUILD/bench/rdmad_shm_pingpong
 
-if [[ -z ${RDMAD_LAB:-} ]]; then
+if [[ -z ${RDMAD_LAB:-} && -z ${BENCH_NO_BUILD:-} ]]; then
   cmake --build "$BUILD" --target rdmad rdmactl rdmad_shm_pingpong >/dev/null
 fi
 

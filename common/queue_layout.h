@@ -142,8 +142,10 @@ struct alignas(64) QueueHeader {
   alignas(64) std::atomic<uint32_t> cq_head;          // client
   alignas(64) std::atomic<uint32_t> engine_sleeping;  // daemon
   alignas(64) std::atomic<uint32_t> client_waiting;   // client
-  std::atomic<int32_t> client_cpu;                    // client; -1 unknown
-  alignas(64) std::atomic<int32_t> engine_cpu;        // daemon; -1 unknown
+  // CPU numbers plus one, so that 0 (a fresh segment, or a daemon that
+  // predates them) means "not known": the client then spins as before.
+  std::atomic<int32_t> client_cpu;                    // client
+  alignas(64) std::atomic<int32_t> engine_cpu;        // daemon
 };
 static_assert(sizeof(QueueHeader) <= kHeaderSize);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

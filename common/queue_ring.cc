@@ -54,8 +54,6 @@ void InitializeSegment(void* base, const Geometry& g) {
   h->cq_offset = g.cq_offset;
   h->errors_offset = g.errors_offset;
   h->total_size = g.total_size;
-  h->engine_cpu.store(-1);
-  h->client_cpu.store(-1);
   h->state.store(static_cast<uint32_t>(QueueState::kActive));
 }
 
@@ -232,7 +230,7 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
 }
 
 bool CompletionConsumer::WaitUnlessReady() {
-  header_->client_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+  header_->client_cpu.store(::sched_getcpu() + 1, std::memory_order_relaxed);
   header_->client_waiting.store(1, std::memory_order_seq_cst);
   if (header_->cq_tail.load(std::memory_order_seq_cst) != head_ ||
       header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
@@ -247,17 +245,22 @@ void CompletionConsumer::Done() {
 }
 
 bool EngineRunsHere(const void* base) {
-  return static_cast<const QueueHeader*>(base)->engine_cpu.load(
-             std::memory_order_relaxed) == ::sched_getcpu();
+  const int32_t engine =
+      static_cast<const QueueHeader*>(base)->engine_cpu.load(
+          std::memory_order_relaxed);
+  return engine != 0 && engine == ::sched_getcpu() + 1;
 }
 
 void SetEngineCpu(void* base, int cpu) {
-  Header(base)->engine_cpu.store(cpu, std::memory_order_relaxed);
+  Header(base)->engine_cpu.store(cpu < 0 ? 0 : cpu + 1,
+                                 std::memory_order_relaxed);
 }
 
 bool ClientSleepsHere(const void* base) {
-  return static_cast<const QueueHeader*>(base)->client_cpu.load(
-             std::memory_order_relaxed) == ::sched_getcpu();
+  const int32_t client =
+      static_cast<const QueueHeader*>(base)->client_cpu.load(
+          std::memory_order_relaxed);
+  return client != 0 && client == ::sched_getcpu() + 1;
 }
 
 absl::Status StopStatus(const void* base) {

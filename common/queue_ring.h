@@ -134,7 +134,8 @@ class CompletionConsumer {
 // The client: true when the engine last said it runs on this thread's CPU
 // (then spinning for a completion would only keep it from running).
 bool EngineRunsHere(const void* base);
-// The daemon: says which CPU the engine runs on (when it changes).
+// The daemon: says which CPU the engine runs on (when it changes; -1:
+// not known).
 void SetEngineCpu(void* base, int cpu);
 // The daemon: true when the client went to sleep on this thread's CPU
 // (then the engine should yield to it after waking it).

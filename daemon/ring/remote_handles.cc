@@ -32,6 +32,7 @@ absl::Status RemoteHandles::Remove(uint64_t id) {
     return absl::NotFoundError(
         absl::StrCat("no remote handle ", id, " in this session"));
   }
+  removals_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #ifndef RDMAD_DAEMON_RING_REMOTE_HANDLES_H_
 #define RDMAD_DAEMON_RING_REMOTE_HANDLES_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -38,9 +39,17 @@ class RemoteHandles {
   // NOT_FOUND when unknown.
   absl::Status Remove(uint64_t id);
   size_t size() const;
+  // How many handles were removed so far: a handle found earlier is still
+  // open while this has not changed (the engine keeps the one it used
+  // last and looks again only then). Read it after the entry that names
+  // the handle.
+  uint64_t removals() const {
+    return removals_.load(std::memory_order_acquire);
+  }
 
  private:
   mutable absl::Mutex mu_;
+  std::atomic<uint64_t> removals_{0};
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const RemoteHandle>> handles_
       ABSL_GUARDED_BY(mu_);

@@ -119,20 +119,18 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   // `polled` is an element of queues_: the round keeps its own reference
   // for the completions that outlive it (taken only when there is work).
   const RoundRef round = RoundRef::Start(polled);
-  const absl::Time now = absl::Now();
+  // Deadlines are a timeout away: the turn's clock is close enough.
+  const absl::Time now = loop_->turn_start();
   queue->BeginRound();
-  // Entries of a round mostly name the same handle: look it up once per
-  // run of them.
-  std::shared_ptr<const RemoteHandle> handle;
   batch_.clear();
   uint32_t callbacks = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t tag = entries[i].tag;
-    if (handle == nullptr || handle->id != entries[i].remote_handle) {
-      handle = queue->handles()->Find(entries[i].remote_handle);
-    }
+    // Entries mostly name the handle the previous one named: the queue
+    // keeps it while no handle of the session was closed.
+    const RemoteHandle* handle = queue->FindHandle(entries[i].remote_handle);
     core::TransferRequest& request = batch_.emplace_back();
-    if (absl::Status s = DecodeSubmission(entries[i], handle.get(), now,
+    if (absl::Status s = DecodeSubmission(entries[i], handle, now,
                                           queue->default_timeout(),
                                           &request.spec);
         !s.ok()) {

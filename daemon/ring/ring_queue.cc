@@ -125,6 +125,16 @@ void RingQueue::ClearDoorbell() {
   [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
 }
 
+const RemoteHandle* RingQueue::FindHandle(uint64_t id) {
+  const uint64_t removals = handles_->removals();
+  if (last_handle_ == nullptr || last_handle_->id != id ||
+      last_handle_removals_ != removals) {
+    last_handle_ = handles_->Find(id);
+    last_handle_removals_ = removals;
+  }
+  return last_handle_.get();
+}
+
 void RingQueue::SetEngineCpu(int cpu) {
   queue::SetEngineCpu(segment_.data(), cpu);
 }

@@ -75,6 +75,9 @@ class RingQueue {
   void ClearDoorbell();
   // Tells the client which CPU the engine runs on (queue_layout.h).
   void SetEngineCpu(int cpu);
+  // The session's handle `id`, or null: the one found last while no
+  // handle was removed since, else looked up again (remote_handles.h).
+  const RemoteHandle* FindHandle(uint64_t id);
   // True (once) when a completion published by this thread woke a client
   // that sleeps on this thread's CPU: the thread should yield to it soon,
   // holding no lock, instead of spinning on (queue_layout.h).
@@ -140,6 +143,9 @@ class RingQueue {
   std::atomic<bool> stopped_{false};
 
   queue::SubmissionConsumer submissions_;  // engine thread only
+  // FindHandle's last answer (engine thread only).
+  std::shared_ptr<const RemoteHandle> last_handle_;
+  uint64_t last_handle_removals_ = 0;
   std::vector<Deferred> deferred_;          // engine thread only, in a round
 
   mutable absl::Mutex mu_;

@@ -197,8 +197,15 @@ void EventLoop::Run() {
   bool slept = false;
   while (!stop_.load()) {
     absl::Time now = absl::Now();
+    turn_start_ = now;
     int timeout_ms = 0;
-    if (now >= spin_until && !pollers_.empty()) {
+    // absl::Now() is the wall clock: if it is set back, a spin_until (or
+    // next_fd_check) far ahead would keep the loop spinning blind; one
+    // further ahead than it can legitimately be counts as due.
+    const auto ahead = [now](absl::Time t, absl::Duration most) {
+      return now < t && t - now <= most;
+    };
+    if (!ahead(spin_until, options_.spin) && !pollers_.empty()) {
       // About to sleep: pollers arm their wake-ups; one that found work
       // meanwhile keeps the loop awake.
       bool work = false;
@@ -207,7 +214,7 @@ void EventLoop::Run() {
       }
       if (work) spin_until = now + options_.spin;
     }
-    const bool spinning = now < spin_until;
+    const bool spinning = ahead(spin_until, options_.spin);
     if (!spinning) {
       // Publish that we may sleep before the last look at the task queue:
       // a Post that lands after that look sees `sleeping_` and wakes us.
@@ -227,7 +234,7 @@ void EventLoop::Run() {
       }
     }
     int n = 0;
-    if (!spinning || now >= next_fd_check) {
+    if (!spinning || !ahead(next_fd_check, kFdCheckWhileSpinning)) {
       n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
       if (sleeping_.load()) {
         sleeping_.store(false);
@@ -236,7 +243,7 @@ void EventLoop::Run() {
       if (n < 0 && errno != EINTR) {
         spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
       }
-      if (timeout_ms != 0) now = absl::Now();
+      if (timeout_ms != 0) turn_start_ = now = absl::Now();
       next_fd_check = now + kFdCheckWhileSpinning;
     }
     if (slept) {

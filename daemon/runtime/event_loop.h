@@ -108,6 +108,11 @@ class EventLoop {
   void AddPoller(Poller* poller);
   void RemovePoller(Poller* poller);
 
+  // When the current turn of the loop began (or its thread last woke up):
+  // a clock read saved for work that needs the time only to within a turn
+  // (a few microseconds while busy), such as a deadline a timeout away.
+  absl::Time turn_start() const { return turn_start_; }
+
   // --- Any thread. ---
 
   // Runs `task` on the loop thread soon, in posting order. Returns false
@@ -149,6 +154,7 @@ class EventLoop {
   absl::flat_hash_map<uint64_t, absl::Time> timer_when_;
   uint64_t next_timer_id_ = 1;
   std::vector<Poller*> pollers_;
+  absl::Time turn_start_ = absl::Now();
 
   absl::Mutex mu_;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);

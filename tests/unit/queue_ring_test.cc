@@ -257,6 +257,8 @@ TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
   PinnedHere here;
   ASSERT_TRUE(here.pinned());
   EXPECT_FALSE(EngineRunsHere(base())) << "not known yet: the client spins";
+  SetEngineCpu(base(), -1);
+  EXPECT_FALSE(EngineRunsHere(base()));
   EXPECT_FALSE(ClientSleepsHere(base()));
   SetEngineCpu(base(), here.cpu() + 1);
   EXPECT_FALSE(EngineRunsHere(base()));
@@ -266,7 +268,7 @@ TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
   CompletionConsumer reaper(base());
   EXPECT_FALSE(reaper.WaitUnlessReady());  // goes to sleep, here
   EXPECT_TRUE(ClientSleepsHere(base()));
-  header()->client_cpu.store(here.cpu() + 1);
+  header()->client_cpu.store(here.cpu() + 2);  // another CPU, plus one
   EXPECT_FALSE(ClientSleepsHere(base()));
   reaper.Done();
 }

@@ -198,5 +198,22 @@ TEST_F(RingEngineTest, TransfersDroppedWithoutCompletingReleaseTheQueue) {
   EXPECT_TRUE(weak.expired());
 }
 
+TEST_F(RingEngineTest, AClosedHandleFailsTheOperationsAfterIt) {
+  // The queue keeps the handle it used last; closing any handle of the
+  // session makes it look again.
+  SubmitRound(1);
+  ASSERT_EQ(Reap(1).size(), 1u);  // the bad entry
+  ASSERT_EQ(remote_.Take().size(), 1u);
+  ASSERT_TRUE(queue_->handles()->Remove(handle_id_).ok());
+  SubmitRound(2);
+  std::vector<queue::CompletionEntry> done = Reap(3);
+  ASSERT_EQ(done.size(), 3u);
+  for (const queue::CompletionEntry& c : done) {
+    EXPECT_EQ(c.code, static_cast<int>(absl::StatusCode::kNotFound)) << c.tag;
+  }
+  EXPECT_TRUE(remote_.Take().empty()) << "nothing reached the peer layer";
+  EXPECT_EQ(remote_.batches(), std::vector<size_t>{1});
+}
+
 }  // namespace
 }  // namespace rdmad::ring

@@ -183,7 +183,7 @@ TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
   EXPECT_FALSE(RingQueue::TakeYieldHint());
   // Asleep on another CPU: woken, but it runs elsewhere.
   ASSERT_FALSE(reaper.WaitUnlessReady());
-  header()->client_cpu.store(cpu + 1);
+  header()->client_cpu.store(cpu + 2);  // another CPU, plus one
   complete_one();
   EXPECT_FALSE(RingQueue::TakeYieldHint());
   // Asleep on this CPU: yield to it, once.
