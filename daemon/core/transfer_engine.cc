@@ -159,60 +159,54 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
   const bool write = transfer.op == OpType::kWrite;
   // The target is read by a READ and written by a WRITE.
   const uint32_t need = write ? kLocalWrite : kLocalRead;
+  std::shared_ptr<Region> target;
+  std::optional<uint64_t> export_key;  // the self route copies under it
   if (remote.self_region_id == 0) {
     if (remote.name.empty()) {
       return absl::InvalidArgumentError("no target region named");
     }
-    auto target = regions_->FindForUse(caller, RegionKey{0, remote.name}, need);
-    if (!target.ok()) return target.status();
-    if (absl::Status s = CheckRange("remote", remote.name, (*target)->size(),
-                                    remote.offset, transfer.length);
+    auto found = regions_->FindForUse(caller, RegionKey{0, remote.name}, need);
+    if (!found.ok()) return found.status();
+    target = *std::move(found);
+  } else {
+    // A descriptor this daemon issued: its export, and the permissions too.
+    auto found = regions_->FindExportedById(remote.self_region_id);
+    if (!found.ok()) return found.status();
+    target = *std::move(found);
+    const std::string label =
+        target->name().empty()
+            ? absl::StrCat("region #", target->id())
+            : absl::StrCat("region '", target->name(), "'");
+    if (absl::Status s = CheckLocalAccess(caller, target->acl(), need, label);
         !s.ok()) {
-      return s;
+      return absl::PermissionDeniedError(absl::StrCat(
+          s.message(),
+          " (a transfer to a region of this same daemon needs the region's "
+          "own permissions as well as its export)"));
     }
-    // The two ranges may be the same region; memory a client could
-    // truncate is copied without risking SIGBUS (region_copy.h).
-    const absl::Status copied =
-        write ? CopyRegionBytes(**target, remote.offset, *transfer.local,
-                                transfer.local_offset, transfer.length)
-              : CopyRegionBytes(*transfer.local, transfer.local_offset,
-                                **target, remote.offset, transfer.length);
-    if (!copied.ok()) return copied;
-    if (write && transfer.immediate.has_value() && notifications_ != nullptr) {
-      notifications_->Notify(**target, remote.offset, transfer.length,
-                             *transfer.immediate);
-    }
-    return TransferResult{transfer.length, TransportKind::kLocal,
-                          absl::Now() - transfer.start};
+    export_key = remote.self_key;
   }
-
-  // A descriptor this daemon issued: its export, and the permissions too.
-  auto target = regions_->FindExportedById(remote.self_region_id);
-  if (!target.ok()) return target.status();
-  Region& region = **target;
-  const std::string label =
-      region.name().empty() ? absl::StrCat("region #", region.id())
-                            : absl::StrCat("region '", region.name(), "'");
-  if (absl::Status s = CheckLocalAccess(caller, region.acl(), need, label);
-      !s.ok()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(s.message(),
-                     " (a transfer to a region of this same daemon needs the "
-                     "region's own permissions as well as its export)"));
-  }
+  Region& region = *target;
   if (absl::Status s = CheckRange("remote", region.name(), region.size(),
                                   remote.offset, transfer.length);
       !s.ok()) {
     return s;
   }
   const RemoteAccess needed = write ? RemoteAccess::kWrite : RemoteAccess::kRead;
+  // By name, one copy; through a descriptor, chunk by chunk, each under a
+  // use of the descriptor's export: an unexport, re-export or free waits
+  // for the chunk being copied, and the next chunk then fails. The two
+  // ranges may be the same region; memory a client could truncate is
+  // copied without risking SIGBUS (region_copy.h).
+  const uint64_t chunk = export_key.has_value() ? kCopyChunk : transfer.length;
   for (uint64_t done = 0; done < transfer.length;) {
-    // Each chunk under a use of the descriptor's export: an unexport,
-    // re-export or free waits for the chunk being copied, and the next
-    // chunk then fails.
-    auto use = region.BeginExportUse(remote.self_key, needed);
-    if (!use.ok()) return use.status();
-    const uint64_t n = std::min(kCopyChunk, transfer.length - done);
+    std::optional<ExportUse> use;
+    if (export_key.has_value()) {
+      auto begun = region.BeginExportUse(*export_key, needed);
+      if (!begun.ok()) return begun.status();
+      use.emplace(*std::move(begun));
+    }
+    const uint64_t n = std::min(chunk, transfer.length - done);
     const absl::Status copied =
         write ? CopyRegionBytes(region, remote.offset + done, *transfer.local,
                                 transfer.local_offset + done, n)
