@@ -9,11 +9,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +27,8 @@ namespace {
 
 // The most descriptors one message may carry (the kernel's SCM_MAX_FD).
 constexpr size_t kMaxFdsPerMessage = 253;
+// The stand-in's own marker (Settle); systemd knows no such variable.
+constexpr absl::string_view kMarker = "X_STAND_IN_MARKER=";
 
 }  // namespace
 
@@ -98,7 +102,10 @@ void ServiceManagerStandIn::Handle(const std::string& message,
   bool remove = false;
   bool ready = false;
   std::string name = "stored";  // systemd's default FDNAME
+  uint64_t marker = 0;
   for (absl::string_view line : absl::StrSplit(message, '\n')) {
+    if (absl::ConsumePrefix(&line, kMarker))
+      (void)absl::SimpleAtoi(line, &marker);
     if (line == "FDSTORE=1") store = true;
     if (line == "FDSTOREREMOVE=1") remove = true;
     if (line == "READY=1") ready = true;
@@ -110,6 +117,30 @@ void ServiceManagerStandIn::Handle(const std::string& message,
   }
   if (remove) store_.erase(name);
   if (ready) ++ready_;
+  markers_handled_ = std::max(markers_handled_, marker);
+}
+
+void ServiceManagerStandIn::Settle() const {
+  uint64_t marker;
+  {
+    absl::MutexLock lock(&mu_);
+    marker = ++markers_sent_;
+  }
+  UniqueFd sender(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+  const std::string message = absl::StrCat(kMarker, marker);
+  if (!sender ||
+      ::sendto(sender.get(), message.data(), message.size(), 0,
+               reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+    return;  // the store is read as it stands
+  }
+  absl::MutexLock lock(&mu_);
+  auto handled = [this, marker]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return markers_handled_ >= marker;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&handled), absl::Seconds(30));
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ServiceManagerStandIn::Launch(
@@ -118,6 +149,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ServiceManagerStandIn::Launch(
   // async-signal-safe calls.
   std::vector<UniqueFd> passed;
   std::vector<std::string> names;
+  // systemd, too, reads what the last run sent before it starts the next.
+  Settle();
   {
     absl::MutexLock lock(&mu_);
     ready_ = 0;
@@ -184,6 +217,7 @@ bool ServiceManagerStandIn::WaitReady(absl::Duration timeout) {
 }
 
 std::vector<std::string> ServiceManagerStandIn::StoredNames() const {
+  Settle();
   absl::MutexLock lock(&mu_);
   std::vector<std::string> names;
   for (const auto& [name, fd] : store_) names.push_back(name);
@@ -197,6 +231,7 @@ void ServiceManagerStandIn::Replace(const std::string& name, UniqueFd fd) {
 }
 
 UniqueFd ServiceManagerStandIn::Duplicate(const std::string& name) const {
+  Settle();
   absl::MutexLock lock(&mu_);
   auto it = store_.find(name);
   if (it == store_.end()) return UniqueFd();

@@ -10,7 +10,11 @@
 //     execs rdmad, which keeps the pid).
 // A thread receives the messages as they come: the kernel queues only a few
 // datagrams per socket (net.unix.max_dgram_qlen), and a daemon blocked on a
-// full queue would stall the call that made it notify.
+// full queue would stall the call that made it notify. Reading the store
+// first waits for the thread to handle every message queued before the
+// read (a marker datagram of its own, behind them in the same queue), so a
+// test sees what the daemon said before its call returned, however slowly
+// the receiver runs.
 //
 // Example:
 //   auto manager = ServiceManagerStandIn::Start(dir.path());
@@ -52,7 +56,8 @@ class ServiceManagerStandIn {
   // Waits until a READY=1 arrived since the last Launch.
   bool WaitReady(absl::Duration timeout);
 
-  // The names of the stored descriptors, sorted, one per descriptor.
+  // The names of the stored descriptors, sorted, one per descriptor, once
+  // every message sent before the call has been handled.
   std::vector<std::string> StoredNames() const;
   // Replaces the descriptors named `name` with `fd` (to damage a record).
   void Replace(const std::string& name, UniqueFd fd);
@@ -63,6 +68,9 @@ class ServiceManagerStandIn {
   ServiceManagerStandIn() = default;
   void ReceiveLoop();
   void Handle(const std::string& message, std::vector<UniqueFd> fds);
+  // Sends a marker to the notify socket and waits until the receiver has
+  // handled it, and so everything queued before it.
+  void Settle() const;
 
   std::string path_;
   UniqueFd socket_;
@@ -72,6 +80,8 @@ class ServiceManagerStandIn {
   mutable absl::Mutex mu_;
   std::multimap<std::string, UniqueFd> store_ ABSL_GUARDED_BY(mu_);
   int ready_ ABSL_GUARDED_BY(mu_) = 0;  // READY=1 since the last Launch
+  mutable uint64_t markers_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t markers_handled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rdmad::testing
