@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,10 +23,6 @@
 
 namespace rdmad::service {
 namespace {
-
-// After accept() fails for lack of descriptors, stop accepting this long
-// (the listener would otherwise stay readable and spin the loop).
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 // Whether descriptor number `fd` still holds the socket with `inode`. The
 // number belongs to gRPC (or, once gRPC closed it, to whoever opened the
@@ -76,11 +73,11 @@ void LocalListener::Loop() {
     // Wait on the listener only while accepting is not paused; the pause
     // is the only timeout (Stop() wakes us through the eventfd).
     const absl::Time now = absl::Now();
-    const bool paused = now < resume_accept_;
-    const int timeout_ms = paused ? static_cast<int>(absl::ToInt64Milliseconds(
-                                        resume_accept_ - now)) +
-                                        1
-                                  : -1;
+    const bool paused = backoff_.Paused(now);
+    const int timeout_ms =
+        paused ? static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
+                     backoff_.resume_at() - now, absl::Milliseconds(1))))
+               : -1;
     const int ready = ::poll(pfds, paused ? 1 : 2, timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -107,16 +104,25 @@ void LocalListener::Accept() {
     UniqueFd accepted(::accept4(listen_fd_.get(), nullptr, nullptr,
                                 SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!accepted) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
-        spdlog::warn("Local socket: accept: {}; pausing accepts for {}",
-                     std::strerror(errno),
-                     absl::FormatDuration(kAcceptBackoff));
-        resume_accept_ = absl::Now() + kAcceptBackoff;
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (runtime::AcceptBackoff::ShortOfResources(error)) {
+        // The client stays queued: pause rather than spin on a listener
+        // that stays readable.
+        const absl::Time now = absl::Now();
+        backoff_.Failed(now);
+        if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
+          spdlog::error(
+              "accept on {} failed: {} ({} more such failures since the "
+              "last message); new clients wait, retrying every {}: {}",
+              path_, std::strerror(error), *skipped,
+              absl::FormatDuration(backoff_.pause()),
+              runtime::AcceptBackoff::Remedy(error));
+        }
       }
       return;  // EAGAIN: all taken
     }
+    backoff_.Succeeded();
     ucred cred{};
     socklen_t length = sizeof(cred);
     if (::getsockopt(accepted.get(), SOL_SOCKET, SO_PEERCRED, &cred, &length) !=

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "daemon/runtime/accept_backoff.h"
 
 namespace grpc {
 class Server;
@@ -109,8 +110,8 @@ class LocalListener {
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // eventfd: tells the loop to stop
   std::thread thread_;
-  absl::Time resume_accept_ = absl::InfinitePast();  // loop thread only
-  uint64_t refused_ = 0;                             // loop thread only
+  runtime::AcceptBackoff backoff_;  // loop thread only
+  uint64_t refused_ = 0;            // loop thread only
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);

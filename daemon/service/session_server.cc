@@ -225,8 +225,9 @@ void SessionServer::Accept() {
   if (fd < 0) {
     const int error = errno;
     if (error == EAGAIN || error == EINTR || error == ECONNABORTED) return;
-    // Out of descriptors or memory: the client stays queued, so pause
-    // rather than spin on a listener that stays readable.
+    // Out of descriptors or memory (or anything else that may last): the
+    // client stays queued, so pause rather than spin on a listener that
+    // stays readable.
     const absl::Time now = absl::Now();
     backoff_.Failed(now);
     if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
@@ -235,10 +236,7 @@ void SessionServer::Accept() {
           "message); new clients wait, retrying every {}: {}",
           path_, std::strerror(error), *skipped,
           absl::FormatDuration(backoff_.pause()),
-          error == EMFILE || error == ENFILE
-              ? "raise the open-files limit (LimitNOFILE= in the unit, "
-                "ulimit -n) or free regions"
-              : "the system is short of memory");
+          runtime::AcceptBackoff::Remedy(error));
     }
     return;
   }

@@ -20,7 +20,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/ring/queue_registry.h"
-#include "daemon/service/accept_backoff.h"
+#include "daemon/runtime/accept_backoff.h"
 
 namespace rdmad::service {
 
@@ -128,7 +128,7 @@ class SessionServer {
 
   // Only the loop thread touches connections_ and backoff_.
   absl::flat_hash_map<int, Connection> connections_;
-  AcceptBackoff backoff_;
+  runtime::AcceptBackoff backoff_;
 
   absl::Mutex mu_;
   uint64_t next_fd_token_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,10 +1,10 @@
 // The session listener's backoff when accept fails for want of descriptors
-// (daemon/service/accept_backoff.h).
-#include "daemon/service/accept_backoff.h"
+// (daemon/runtime/accept_backoff.h).
+#include "daemon/runtime/accept_backoff.h"
 
 #include "gtest/gtest.h"
 
-namespace rdmad::service {
+namespace rdmad::runtime {
 namespace {
 
 const absl::Time kStart = absl::FromUnixSeconds(1000);
@@ -48,4 +48,4 @@ TEST(AcceptBackoffTest, LogsOneLinePerIntervalCountingTheRest) {
 }
 
 }  // namespace
-}  // namespace rdmad::service
+}  // namespace rdmad::runtime

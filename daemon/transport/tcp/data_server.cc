@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +17,6 @@
 namespace rdmad::tcp {
 namespace {
 
-// After accept() fails for lack of descriptors, stop accepting this long
-// (the listener would otherwise stay readable and spin the loop).
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 // How long Stop waits for the loops to let go of the connections.
 constexpr absl::Duration kStopTimeout = absl::Seconds(10);
 
@@ -80,15 +78,25 @@ void TcpDataServer::OnListenerReadable() {
     UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr,
                           SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
-        spdlog::warn("tcp data server: accept: {}; pausing accepts",
-                     std::strerror(errno));
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (runtime::AcceptBackoff::ShortOfResources(error)) {
+        const absl::Time now = absl::Now();
+        backoff_.Failed(now);
+        if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
+          spdlog::error(
+              "accept on TCP data listener {} failed: {} ({} more such "
+              "failures since the last message); peers wait, retrying "
+              "every {}: {}",
+              address_, std::strerror(error), *skipped,
+              absl::FormatDuration(backoff_.pause()),
+              runtime::AcceptBackoff::Remedy(error));
+        }
         PauseAccepting();
       }
       return;  // EAGAIN: all taken
     }
+    backoff_.Succeeded();
     if (!options_.allow.empty()) {
       sockaddr_storage peer{};
       socklen_t length = sizeof(peer);
@@ -121,7 +129,7 @@ void TcpDataServer::PauseAccepting() {
   runtime::EventLoop* loop = shards_[0]->loop;
   loop->Rewatch(listener_watch_, 0).IgnoreError();
   if (resume_timer_ != 0) return;
-  resume_timer_ = loop->RunAt(absl::Now() + kAcceptBackoff, [this, loop] {
+  resume_timer_ = loop->RunAt(backoff_.resume_at(), [this, loop] {
     resume_timer_ = 0;
     if (listener_watch_ != 0) {
       loop->Rewatch(listener_watch_, EPOLLIN).IgnoreError();

@@ -35,6 +35,7 @@
 #include "daemon/core/notification_sink.h"
 #include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
+#include "daemon/runtime/accept_backoff.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/tcp/data_connection.h"
 #include "daemon/transport/tcp/socket_util.h"
@@ -134,6 +135,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
   UniqueFd listener_;
   uint64_t listener_watch_ = 0;
   uint64_t resume_timer_ = 0;  // accepting paused until it fires
+  runtime::AcceptBackoff backoff_;  // listener loop only
   std::vector<std::unique_ptr<Shard>> shards_;
   size_t next_shard_ = 0;  // listener loop only
   std::atomic<bool> stopped_{false};

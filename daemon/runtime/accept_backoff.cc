@@ -1,8 +1,22 @@
-#include "daemon/service/accept_backoff.h"
+#include "daemon/runtime/accept_backoff.h"
+
+#include <cerrno>
 
 #include <algorithm>
 
-namespace rdmad::service {
+namespace rdmad::runtime {
+
+bool AcceptBackoff::ShortOfResources(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOBUFS ||
+         error == ENOMEM;
+}
+
+const char* AcceptBackoff::Remedy(int error) {
+  return error == EMFILE || error == ENFILE
+             ? "raise the open-files limit (LimitNOFILE= in the unit, "
+               "ulimit -n) or free regions"
+             : "the system is short of memory";
+}
 
 void AcceptBackoff::Failed(absl::Time now) {
   pause_ = pause_ == absl::ZeroDuration()
@@ -27,4 +41,4 @@ std::optional<uint64_t> AcceptBackoff::TakeLogTurn(absl::Time now) {
   return skipped;
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::runtime

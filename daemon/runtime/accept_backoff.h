@@ -17,21 +17,28 @@
 //   // and wake up at backoff.resume_at() at the latest.
 //
 // Not thread-safe: owned by the loop thread.
-#ifndef RDMAD_DAEMON_SERVICE_ACCEPT_BACKOFF_H_
-#define RDMAD_DAEMON_SERVICE_ACCEPT_BACKOFF_H_
+#ifndef RDMAD_DAEMON_RUNTIME_ACCEPT_BACKOFF_H_
+#define RDMAD_DAEMON_RUNTIME_ACCEPT_BACKOFF_H_
 
 #include <cstdint>
 #include <optional>
 
 #include "absl/time/time.h"
 
-namespace rdmad::service {
+namespace rdmad::runtime {
 
 class AcceptBackoff {
  public:
   static constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
   static constexpr absl::Duration kLongestPause = absl::Seconds(1);
   static constexpr absl::Duration kLogInterval = absl::Seconds(10);
+
+  // Whether accept(2) failing with `error` is a want of resources (the
+  // connection stays queued: back off) rather than a transient or
+  // per-connection failure (try the next one).
+  static bool ShortOfResources(int error);
+  // What to do about it, for the log line.
+  static const char* Remedy(int error);
 
   // An accept failed for want of resources at `now`: pauses the listener
   // (twice as long as the last pause, up to kLongestPause).
@@ -54,6 +61,6 @@ class AcceptBackoff {
   uint64_t unlogged_ = 0;
 };
 
-}  // namespace rdmad::service
+}  // namespace rdmad::runtime
 
-#endif  // RDMAD_DAEMON_SERVICE_ACCEPT_BACKOFF_H_
+#endif  // RDMAD_DAEMON_RUNTIME_ACCEPT_BACKOFF_H_
