@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/size.h"
 #include "daemon/core/access_control.h"
 #include "daemon/core/directory_route.h"
@@ -35,6 +37,26 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
+                                                   const Caller& caller,
+                                                   uint64_t id,
+                                                   const std::string& name,
+                                                   uint32_t need,
+                                                   CachedRegion& cache) {
+  if (cache.region != nullptr && cache.id == id && cache.need == need &&
+      cache.name == name) {
+    return cache.region;
+  }
+  auto found = regions.FindForUse(caller, RegionKey{id, name}, need);
+  if (found.ok()) {
+    cache.id = id;
+    cache.name = name;
+    cache.need = need;
+    cache.region = *found;
+  }
+  return found;
+}
+
 std::string RemoteRegionLabel(const RemoteRegionInfo& region) {
   return region.name.empty() ? absl::StrCat("region #", region.region_id)
                              : absl::StrCat("region '", region.name, "'");
@@ -44,27 +66,38 @@ TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote,
                                TransferLimits limits)
     : regions_(regions), remote_(remote), limits_(limits) {}
 
-absl::Status TransferEngine::Acquire(uint32_t uid) {
+uint64_t TransferEngine::AcquireUpTo(uint32_t uid, uint64_t n) {
+  if (n == 0) return 0;
   absl::MutexLock lock(&mu_);
-  uint64_t& n = in_flight_[uid];
-  if (limits_.max_in_flight_per_uid != 0 &&
-      n >= limits_.max_in_flight_per_uid) {
-    if (n == 0) in_flight_.erase(uid);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "uid ", uid, " already has ", n, " transfers in flight, its quota "
-        "(quota_transfers_per_uid) is ", limits_.max_in_flight_per_uid,
-        ": wait for some to complete, or raise quota_transfers_per_uid in "
-        "the rdmad config and restart rdmad"));
+  uint64_t& held = in_flight_[uid];
+  uint64_t taken = n;
+  if (limits_.max_in_flight_per_uid != 0) {
+    const uint64_t room = held < limits_.max_in_flight_per_uid
+                              ? limits_.max_in_flight_per_uid - held
+                              : 0;
+    taken = std::min(n, room);
   }
-  ++n;
-  return absl::OkStatus();
+  held += taken;
+  if (held == 0) in_flight_.erase(uid);
+  return taken;
 }
 
-void TransferEngine::Release(uint32_t uid) {
+absl::Status TransferEngine::Acquire(uint32_t uid) {
+  if (AcquireUpTo(uid, 1) == 1) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "uid ", uid, " already has ", InFlight(uid),
+      " transfers in flight, its quota (quota_transfers_per_uid) is ",
+      limits_.max_in_flight_per_uid,
+      ": wait for some to complete, or raise quota_transfers_per_uid in "
+      "the rdmad config and restart rdmad"));
+}
+
+void TransferEngine::Release(uint32_t uid, uint64_t n) {
   absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(uid);
   if (it == in_flight_.end()) return;
-  if (--it->second == 0) in_flight_.erase(it);
+  it->second -= std::min(it->second, n);
+  if (it->second == 0) in_flight_.erase(it);
 }
 
 uint64_t TransferEngine::InFlight(uint32_t uid) const {
@@ -79,52 +112,125 @@ void TransferEngine::Submit(const Caller& caller, TransferSpec spec,
   SubmitBatch(caller, absl::MakeSpan(&request, 1));
 }
 
+// One SubmitBatch call.
+struct TransferEngine::Batch {
+  const Caller& caller;
+  const absl::Time start;  // every transfer's start
+  // Quota slots taken from the table that no transfer holds: an inline
+  // copy, or a check that failed, puts its slot back here for the next
+  // transfer; what is left goes back to the table at the end.
+  uint64_t spare_slots = 0;
+  CachedRegion local;   // the local region looked up last
+  CachedRegion target;  // the target on this daemon looked up last by name
+};
+
+// What a transfer served (or refused) inline reports when the batch ends.
+struct TransferEngine::Inline {
+  OpType op;
+  std::string peer;
+  absl::StatusOr<uint64_t> bytes;
+  TransferDone done;
+};
+
 void TransferEngine::SubmitBatch(const Caller& caller,
                                  absl::Span<TransferRequest> requests) {
+  Batch batch{caller, absl::Now()};
+  // The most slots the batch holds at once: one per remote transfer (held
+  // until it completes), and one that the inline copies use in turn.
+  uint64_t peak = 0;
+  bool any_local = false;
+  for (const TransferRequest& request : requests) {
+    if (request.spec.remote.is_local()) {
+      any_local = true;
+    } else {
+      ++peak;
+    }
+  }
+  batch.spare_slots = AcquireUpTo(caller.uid, peak + (any_local ? 1 : 0));
+
   std::vector<Transfer> remote;
+  absl::InlinedVector<Inline, 16> inline_done;
   RegionResolver* directory = directory_.load(std::memory_order_acquire);
   for (TransferRequest& request : requests) {
-    std::optional<Transfer> transfer = Check(caller, request);
-    if (!transfer.has_value()) continue;
-    // A name with no region here is looked for in the cluster.
-    const bool by_directory =
-        transfer->remote.is_local() && directory != nullptr &&
-        transfer->remote.self_region_id == 0 &&
-        !transfer->remote.name.empty() &&
-        absl::IsNotFound(
-            regions_->FindForUse(caller, RegionKey{0, transfer->remote.name})
-                .status());
-    if (transfer->remote.is_local() && !by_directory) {
-      Finish(transfer->op, transfer->remote.peer, caller.uid, true,
-             CopyLocal(caller, *transfer), transfer->done);
+    absl::StatusOr<Transfer> checked = Check(batch, request);
+    if (!checked.ok()) {
+      inline_done.push_back({request.spec.op,
+                             std::move(request.spec.remote.peer),
+                             checked.status(), std::move(request.done)});
       continue;
     }
+    Transfer& transfer = *checked;
+    bool by_directory = false;
+    if (transfer.remote.is_local()) {
+      // A target named here: a copy. A name with no region here is looked
+      // for in the cluster, when there is a directory.
+      std::shared_ptr<Region> by_name;
+      absl::Status found = absl::OkStatus();
+      if (transfer.remote.self_region_id == 0 &&
+          !transfer.remote.name.empty()) {
+        // The target is read by a READ and written by a WRITE.
+        const uint32_t need =
+            transfer.op == OpType::kWrite ? kLocalWrite : kLocalRead;
+        auto target = FindCached(*regions_, caller, 0, transfer.remote.name,
+                                 need, batch.target);
+        if (target.ok()) {
+          by_name = *std::move(target);
+        } else {
+          found = target.status();
+          by_directory = directory != nullptr && absl::IsNotFound(found);
+        }
+      }
+      if (!by_directory) {
+        absl::StatusOr<uint64_t> copied =
+            found.ok() ? CopyLocal(caller, transfer, std::move(by_name))
+                       : absl::StatusOr<uint64_t>(found);
+        ++batch.spare_slots;
+        inline_done.push_back({transfer.op, std::move(transfer.remote.peer),
+                               std::move(copied), std::move(transfer.done)});
+        continue;
+      }
+    }
     // Accounting happens when the peer layer finishes it.
-    transfer->done = [this, op = transfer->op, peer = transfer->remote.peer,
-                      uid = caller.uid, done = std::move(transfer->done)](
-                         absl::StatusOr<TransferResult> result) mutable {
+    transfer.done = [this, op = transfer.op, peer = transfer.remote.peer,
+                     uid = caller.uid, done = std::move(transfer.done)](
+                        absl::StatusOr<TransferResult> result) mutable {
       Finish(op, peer, uid, true, std::move(result), done);
     };
     if (by_directory) {
-      RouteThroughDirectory(directory, remote_, *std::move(transfer));
+      RouteThroughDirectory(directory, remote_, std::move(transfer));
       continue;
     }
-    remote.push_back(*std::move(transfer));
+    remote.push_back(std::move(transfer));
   }
   if (!remote.empty()) remote_->SubmitBatch(absl::MakeSpan(remote));
+  // Slots back before anyone hears of a completion: a caller that submits
+  // again on hearing finds them free.
+  if (batch.spare_slots > 0) Release(caller.uid, batch.spare_slots);
+  if (inline_done.empty()) return;
+  const absl::Duration latency = absl::Now() - batch.start;
+  for (Inline& served : inline_done) {
+    absl::StatusOr<TransferResult> result =
+        served.bytes.ok()
+            ? absl::StatusOr<TransferResult>(TransferResult{
+                  *served.bytes, TransportKind::kLocal, latency})
+            : absl::StatusOr<TransferResult>(served.bytes.status());
+    Finish(served.op, served.peer, caller.uid, false, std::move(result),
+           served.done);
+  }
 }
 
-std::optional<Transfer> TransferEngine::Check(const Caller& caller,
-                                              TransferRequest& request) {
+absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
+                                               TransferRequest& request) {
   const TransferSpec& spec = request.spec;
-  if (absl::Status s = Acquire(caller.uid); !s.ok()) {
-    Finish(spec.op, spec.remote.peer, caller.uid, false, s, request.done);
-    return std::nullopt;
+  if (batch.spare_slots > 0) {
+    --batch.spare_slots;
+  } else {
+    RDMAD_RETURN_IF_ERROR(Acquire(batch.caller.uid));
   }
-  auto fail = [&](absl::Status status) {
-    Finish(spec.op, spec.remote.peer, caller.uid, true, std::move(status),
-           request.done);
-    return std::nullopt;
+  // The slot is the batch's now: a failed check gives it back.
+  auto fail = [&batch](absl::Status status) {
+    ++batch.spare_slots;
+    return status;
   };
   if (!spec.remote.is_local() && remote_ == nullptr) {
     return fail(absl::FailedPreconditionError(
@@ -132,7 +238,8 @@ std::optional<Transfer> TransferEngine::Check(const Caller& caller,
   }
   // WRITE sends the local bytes (reads them); READ lands bytes in them.
   const uint32_t need = spec.op == OpType::kWrite ? kLocalRead : kLocalWrite;
-  auto local = regions_->FindForUse(caller, spec.local, need);
+  auto local = FindCached(*regions_, batch.caller, spec.local.id,
+                          spec.local.name, need, batch.local);
   if (!local.ok()) return fail(local.status());
   if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
                                   spec.local_offset, spec.length);
@@ -147,27 +254,25 @@ std::optional<Transfer> TransferEngine::Check(const Caller& caller,
   t.remote = std::move(request.spec.remote);
   t.deadline = spec.deadline;
   t.immediate = spec.immediate;
-  t.uid = caller.uid;
-  t.start = absl::Now();
+  t.uid = batch.caller.uid;
+  t.start = batch.start;
   t.done = std::move(request.done);
   return t;
 }
 
-absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
-    const Caller& caller, const Transfer& transfer) {
+absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
+    const Caller& caller, const Transfer& transfer,
+    std::shared_ptr<Region> by_name) {
   const TransferTarget& remote = transfer.remote;
   const bool write = transfer.op == OpType::kWrite;
   // The target is read by a READ and written by a WRITE.
   const uint32_t need = write ? kLocalWrite : kLocalRead;
-  std::shared_ptr<Region> target;
+  std::shared_ptr<Region> target = std::move(by_name);
   std::optional<uint64_t> export_key;  // the self route copies under it
   if (remote.self_region_id == 0) {
-    if (remote.name.empty()) {
+    if (target == nullptr) {
       return absl::InvalidArgumentError("no target region named");
     }
-    auto found = regions_->FindForUse(caller, RegionKey{0, remote.name}, need);
-    if (!found.ok()) return found.status();
-    target = *std::move(found);
   } else {
     // A descriptor this daemon issued: its export, and the permissions too.
     auto found = regions_->FindExportedById(remote.self_region_id);
@@ -219,8 +324,7 @@ absl::StatusOr<TransferResult> TransferEngine::CopyLocal(
     notifications_->Notify(region, remote.offset, transfer.length,
                            *transfer.immediate);
   }
-  return TransferResult{transfer.length, TransportKind::kLocal,
-                        absl::Now() - transfer.start};
+  return transfer.length;
 }
 
 void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
@@ -241,26 +345,26 @@ void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
     }
     observer->OnTransferDone(record);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!result.ok()) {
-      ++counters_.ops_failed;
-    } else {
-      ++counters_.ops_ok;
-      if (op == OpType::kWrite) {
-        counters_.bytes_written += result->bytes;
-      } else {
-        counters_.bytes_read += result->bytes;
-      }
-    }
+  if (!result.ok()) {
+    ops_failed_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    ops_ok_.fetch_add(1, std::memory_order_relaxed);
+    (op == OpType::kWrite ? bytes_written_ : bytes_read_)
+        .fetch_add(result->bytes, std::memory_order_relaxed);
   }
+  // Moved out first: what `done` holds goes with it once it ran, even if
+  // the caller keeps the object it was in.
   TransferDone run = std::move(done);
   run(std::move(result));
 }
 
 TransferCounters TransferEngine::counters() const {
-  absl::MutexLock lock(&mu_);
-  return counters_;
+  TransferCounters c;
+  c.ops_ok = ops_ok_.load(std::memory_order_relaxed);
+  c.ops_failed = ops_failed_.load(std::memory_order_relaxed);
+  c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
+  c.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+  return c;
 }
 
 }  // namespace rdmad::core

@@ -9,6 +9,15 @@
 // is not a region here goes through the cluster directory, when there is
 // one (directory_route.h).
 //
+// A batch is checked as a whole where that costs less and changes nothing
+// a caller can tell: one clock reading starts all its transfers, and the
+// copies it serves inline complete together when the batch has run (their
+// latency is the batch's); the caller's quota slots are taken from the
+// shared table once for what the batch holds at its peak (one slot per
+// remote transfer, one reused by every inline copy) and the unused ones
+// given back at its end; a region named again by the next transfer is not
+// looked up again. Each transfer is still checked in full, in order.
+//
 // A target on this same daemon is served as a memory copy, and the caller
 // is a local user there: no route to this daemon gives it more than the
 // region's own permissions (owner, group, mode) do.
@@ -66,6 +75,22 @@ struct TransferLimits {
   uint64_t max_in_flight_per_uid = 0;
 };
 
+// The region a batch looked up last for one purpose: the next transfer
+// naming the same region with the same need uses it without a look-up.
+struct CachedRegion {
+  uint64_t id = 0;
+  std::string name;
+  uint32_t need = 0;
+  std::shared_ptr<Region> region;  // null: nothing cached
+};
+// RegionTable::FindForUse through `cache` (which keeps only successes).
+absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
+                                                   const Caller& caller,
+                                                   uint64_t id,
+                                                   const std::string& name,
+                                                   uint32_t need,
+                                                   CachedRegion& cache);
+
 // One request of a batch: what was asked and whom to tell.
 struct TransferRequest {
   TransferSpec spec;
@@ -108,16 +133,27 @@ class TransferEngine {
   uint64_t InFlight(uint32_t uid) const;
 
  private:
-  // Checks `request` and returns the Transfer, or fails its `done`.
-  std::optional<Transfer> Check(const Caller& caller, TransferRequest& request);
-  absl::StatusOr<TransferResult> CopyLocal(const Caller& caller,
-                                           const Transfer& transfer);
+  struct Batch;   // one SubmitBatch call's state (transfer_engine.cc)
+  struct Inline;  // a transfer served or refused inline, to report
+
+  // Checks `request` and returns the Transfer (holding one of the batch's
+  // quota slots), or the reason it fails.
+  absl::StatusOr<Transfer> Check(Batch& batch, TransferRequest& request);
+  // Copies between two regions of this daemon. `by_name`: the target when
+  // named (found by the caller), else null (a self-routed descriptor).
+  absl::StatusOr<uint64_t> CopyLocal(const Caller& caller,
+                                     const Transfer& transfer,
+                                     std::shared_ptr<Region> by_name);
+  // Reports a finished transfer, gives its quota slot back when `charged`,
+  // and runs `done`.
   void Finish(OpType op, const std::string& peer, uint32_t uid, bool charged,
               absl::StatusOr<TransferResult> result, TransferDone& done);
-  // Takes one in-flight slot of `uid`'s quota (RESOURCE_EXHAUSTED if none
-  // is left); Release gives it back.
+  // Takes up to `n` in-flight slots of `uid`'s quota at once: the number
+  // taken. Acquire takes one (RESOURCE_EXHAUSTED, saying so, if none is
+  // left); Release gives `n` back.
+  uint64_t AcquireUpTo(uint32_t uid, uint64_t n);
   absl::Status Acquire(uint32_t uid);
-  void Release(uint32_t uid);
+  void Release(uint32_t uid, uint64_t n = 1);
 
   RegionTable* const regions_;       // Not owned.
   RemoteTransfers* const remote_;    // Not owned; may be null.
@@ -126,8 +162,13 @@ class TransferEngine {
   std::atomic<RegionResolver*> directory_{nullptr};   // Not owned.
   NotificationSink* notifications_ = nullptr;         // Not owned.
 
+  // Relaxed: each is a count of its own, read for reports.
+  std::atomic<uint64_t> ops_ok_{0};
+  std::atomic<uint64_t> ops_failed_{0};
+  std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> bytes_read_{0};
+
   mutable absl::Mutex mu_;
-  TransferCounters counters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
