@@ -133,8 +133,10 @@ struct TransferEngine::Inline {
 };
 
 void TransferEngine::SubmitBatch(const Caller& caller,
-                                 absl::Span<TransferRequest> requests) {
-  Batch batch{caller, absl::Now()};
+                                 absl::Span<TransferRequest> requests,
+                                 absl::Time start) {
+  Batch batch{caller,
+              start == absl::InfinitePast() ? absl::Now() : start};
   // The most slots the batch holds at once: one per remote transfer (held
   // until it completes), and one that the inline copies use in turn.
   uint64_t peak = 0;

@@ -107,8 +107,11 @@ class TransferEngine {
 
   // Checks and starts every request of `requests` (moved from) for
   // `caller`. Each `done` runs exactly once, possibly before this returns
-  // (local copies and failed checks complete inline).
-  void SubmitBatch(const Caller& caller, absl::Span<TransferRequest> requests);
+  // (local copies and failed checks complete inline). `start`: when the
+  // batch was taken, from a clock reading the caller made anyway (a ring
+  // engine's turn); InfinitePast: read the clock.
+  void SubmitBatch(const Caller& caller, absl::Span<TransferRequest> requests,
+                   absl::Time start = absl::InfinitePast());
   // One request.
   void Submit(const Caller& caller, TransferSpec spec, TransferDone done);
 
