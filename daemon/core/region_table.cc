@@ -403,9 +403,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindForUse(
   RDMAD_ASSIGN_OR_RETURN(auto region, FindLocked(key));
   if (region->owner() == RegionOwnerKind::kSession) {
     RDMAD_RETURN_IF_ERROR(CheckManage(caller, *region, key));
-  } else {
-    RDMAD_RETURN_IF_ERROR(
-        CheckLocalAccess(caller, region->acl(), need, DescribeKey(key)));
+  } else if (const RegionAcl acl = region->acl();
+             (PermittedBits(caller, acl) & need) != need) {
+    // The label is built only for the message: this runs per transfer.
+    return CheckLocalAccess(caller, acl, need, DescribeKey(key));
   }
   return region;
 }
