@@ -3,6 +3,10 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <cstring>
+
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
 
 namespace rdmad::runtime {
 
@@ -12,10 +16,27 @@ bool AcceptBackoff::ShortOfResources(int error) {
 }
 
 const char* AcceptBackoff::Remedy(int error) {
-  return error == EMFILE || error == ENFILE
-             ? "raise the open-files limit (LimitNOFILE= in the unit, "
-               "ulimit -n) or free regions"
-             : "the system is short of memory";
+  if (error == EMFILE || error == ENFILE) {
+    return "raise the open-files limit (LimitNOFILE= in the unit, ulimit -n) "
+           "or free regions";
+  }
+  if (error == ENOBUFS || error == ENOMEM) {
+    return "the system is short of memory";
+  }
+  return "see the error above";
+}
+
+void AcceptBackoff::FailedAndLog(int error, absl::string_view listener,
+                                 absl::string_view who) {
+  const absl::Time now = absl::Now();
+  Failed(now);
+  if (std::optional<uint64_t> skipped = TakeLogTurn(now)) {
+    spdlog::error(
+        "accept on {} failed: {} ({} more such failures since the last "
+        "message); {} wait, retrying every {}: {}",
+        std::string(listener), std::strerror(error), *skipped,
+        std::string(who), absl::FormatDuration(pause_), Remedy(error));
+  }
 }
 
 void AcceptBackoff::Failed(absl::Time now) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace rdmad::runtime {
@@ -39,6 +40,12 @@ class AcceptBackoff {
   static bool ShortOfResources(int error);
   // What to do about it, for the log line.
   static const char* Remedy(int error);
+
+  // accept(2) on `listener` failed with `error` (a want of resources):
+  // pauses (Failed) and logs, at most once per kLogInterval, what failed,
+  // that `who` (e.g. "new clients") wait, and what to do about it.
+  void FailedAndLog(int error, absl::string_view listener,
+                    absl::string_view who);
 
   // An accept failed for want of resources at `now`: pauses the listener
   // (twice as long as the last pause, up to kLongestPause).

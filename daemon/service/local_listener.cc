@@ -109,16 +109,7 @@ void LocalListener::Accept() {
       if (runtime::AcceptBackoff::ShortOfResources(error)) {
         // The client stays queued: pause rather than spin on a listener
         // that stays readable.
-        const absl::Time now = absl::Now();
-        backoff_.Failed(now);
-        if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
-          spdlog::error(
-              "accept on {} failed: {} ({} more such failures since the "
-              "last message); new clients wait, retrying every {}: {}",
-              path_, std::strerror(error), *skipped,
-              absl::FormatDuration(backoff_.pause()),
-              runtime::AcceptBackoff::Remedy(error));
-        }
+        backoff_.FailedAndLog(error, path_, "new clients");
       }
       return;  // EAGAIN: all taken
     }

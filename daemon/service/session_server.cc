@@ -228,16 +228,7 @@ void SessionServer::Accept() {
     // Out of descriptors or memory (or anything else that may last): the
     // client stays queued, so pause rather than spin on a listener that
     // stays readable.
-    const absl::Time now = absl::Now();
-    backoff_.Failed(now);
-    if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
-      spdlog::error(
-          "accept on {} failed: {} ({} more such failures since the last "
-          "message); new clients wait, retrying every {}: {}",
-          path_, std::strerror(error), *skipped,
-          absl::FormatDuration(backoff_.pause()),
-          runtime::AcceptBackoff::Remedy(error));
-    }
+    backoff_.FailedAndLog(error, path_, "new clients");
     return;
   }
   backoff_.Succeeded();

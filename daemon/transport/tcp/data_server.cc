@@ -81,17 +81,8 @@ void TcpDataServer::OnListenerReadable() {
       const int error = errno;
       if (error == EINTR || error == ECONNABORTED) continue;
       if (runtime::AcceptBackoff::ShortOfResources(error)) {
-        const absl::Time now = absl::Now();
-        backoff_.Failed(now);
-        if (std::optional<uint64_t> skipped = backoff_.TakeLogTurn(now)) {
-          spdlog::error(
-              "accept on TCP data listener {} failed: {} ({} more such "
-              "failures since the last message); peers wait, retrying "
-              "every {}: {}",
-              address_, std::strerror(error), *skipped,
-              absl::FormatDuration(backoff_.pause()),
-              runtime::AcceptBackoff::Remedy(error));
-        }
+        backoff_.FailedAndLog(error, "TCP data listener " + address_,
+                              "peers");
         PauseAccepting();
       }
       return;  // EAGAIN: all taken
