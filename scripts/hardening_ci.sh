@@ -24,7 +24,8 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DRDMAD_FUZZ=ON -DRDMAD_BUILD_TESTS=OFF > /dev/null
   cmake --build "$fuzz" --target rdmad_fuzzers
-  for target in tcp_frame descriptor request_validation ring_entry; do
+  for target in tcp_frame descriptor request_validation ring_entry \
+                verbs_notice; do
     corpus="$(mktemp -d)"
     cp "$here/fuzz/corpus/$target/"* "$corpus/"
     echo "--- fuzz_$target"
