@@ -47,6 +47,12 @@ void AcceptBackoff::Failed(absl::Time now) {
   ++unlogged_;
 }
 
+int AcceptBackoff::PollTimeoutMs(absl::Time now) const {
+  if (!Paused(now)) return -1;
+  return static_cast<int>(absl::ToInt64Milliseconds(
+      absl::Ceil(resume_at_ - now, absl::Milliseconds(1))));
+}
+
 void AcceptBackoff::Succeeded() {
   pause_ = absl::ZeroDuration();
   resume_at_ = absl::InfinitePast();

@@ -54,6 +54,9 @@ class AcceptBackoff {
   void Succeeded();
 
   bool Paused(absl::Time now) const { return now < resume_at_; }
+  // The poll(2) timeout that ends the pause in time: -1 (none) when not
+  // paused, else the milliseconds to resume_at(), rounded up.
+  int PollTimeoutMs(absl::Time now) const;
   absl::Time resume_at() const { return resume_at_; }
   absl::Duration pause() const { return pause_; }
 

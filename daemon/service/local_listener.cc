@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -74,10 +73,7 @@ void LocalListener::Loop() {
     // is the only timeout (Stop() wakes us through the eventfd).
     const absl::Time now = absl::Now();
     const bool paused = backoff_.Paused(now);
-    const int timeout_ms =
-        paused ? static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
-                     backoff_.resume_at() - now, absl::Milliseconds(1))))
-               : -1;
+    const int timeout_ms = backoff_.PollTimeoutMs(now);
     const int ready = ::poll(pfds, paused ? 1 : 2, timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;

@@ -150,8 +150,7 @@ void SessionServer::Loop() {
     // accepting ends by timeout.
     int timeout_ms = draining ? kReapIntervalMs : -1;
     if (paused) {
-      const int resume_ms = static_cast<int>(absl::ToInt64Milliseconds(
-          absl::Ceil(backoff_.resume_at() - now, absl::Milliseconds(1))));
+      const int resume_ms = backoff_.PollTimeoutMs(now);
       timeout_ms = timeout_ms < 0 ? resume_ms : std::min(timeout_ms, resume_ms);
     }
     const int ready = ::poll(pfds.data(), pfds.size(), timeout_ms);

@@ -1,4 +1,4 @@
-// The session listener's backoff when accept fails for want of descriptors
+// The listeners' backoff when accept fails for want of descriptors
 // (daemon/runtime/accept_backoff.h).
 #include "daemon/runtime/accept_backoff.h"
 
@@ -29,6 +29,16 @@ TEST(AcceptBackoffTest, PausesDoubleUpToASecondAndResetOnSuccess) {
   EXPECT_FALSE(backoff.Paused(now));
   backoff.Failed(now);
   EXPECT_EQ(backoff.pause(), absl::Milliseconds(10));
+}
+
+TEST(AcceptBackoffTest, PollTimeoutEndsThePauseRoundedUp) {
+  AcceptBackoff backoff;
+  EXPECT_EQ(backoff.PollTimeoutMs(kStart), -1) << "not paused: no timeout";
+  backoff.Failed(kStart);  // 10 ms
+  EXPECT_EQ(backoff.PollTimeoutMs(kStart), 10);
+  EXPECT_EQ(backoff.PollTimeoutMs(kStart + absl::Microseconds(9001)), 1)
+      << "never woken before the pause ends";
+  EXPECT_EQ(backoff.PollTimeoutMs(kStart + absl::Milliseconds(10)), -1);
 }
 
 TEST(AcceptBackoffTest, LogsOneLinePerIntervalCountingTheRest) {
