@@ -19,6 +19,30 @@ using client_internal::FromProto;
 using client_internal::SessionLink;
 using client_internal::ToProto;
 
+namespace {
+
+// Follows a paged listing from `request`: `fetch(context, request,
+// response)` makes one call (a fresh context each), `take(response)` keeps
+// its entries. Stops at the last page, an empty one, or one whose token
+// does not move on (which would loop forever).
+template <typename Response, typename Request, typename Fetch, typename Take>
+absl::Status FollowPages(Request request, Fetch fetch, Take take) {
+  do {
+    grpc::ClientContext context;
+    Response response;
+    RDMAD_RETURN_IF_ERROR(fetch(context, request, response));
+    take(response);
+    if (response.regions().empty() ||
+        response.next_page_token() == request.page_token()) {
+      break;
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<DaemonStatus> Client::GetStatus() {
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
@@ -39,24 +63,19 @@ absl::StatusOr<DeviceList> Client::ListDevices() {
 
 absl::StatusOr<std::vector<RegionInfo>> Client::ListRegions() {
   std::vector<RegionInfo> regions;
-  v1::ListRegionsRequest request;
-  do {
-    grpc::ClientContext context;
-    RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
-                           impl_->link->Prepare(context));
-    v1::ListRegionsResponse response;
-    RDMAD_RETURN_IF_ERROR(
-        FromGrpc(call.stub->ListRegions(&context, request, &response)));
-    for (const v1::RegionInfo& region : response.regions()) {
-      regions.push_back(FromProto(region));
-    }
-    // A page that does not move on would loop forever.
-    if (response.regions().empty() ||
-        response.next_page_token() == request.page_token()) {
-      break;
-    }
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
+  RDMAD_RETURN_IF_ERROR(FollowPages<v1::ListRegionsResponse>(
+      v1::ListRegionsRequest(),
+      [this](grpc::ClientContext& context, const v1::ListRegionsRequest& request,
+             v1::ListRegionsResponse& response) -> absl::Status {
+        RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
+                               impl_->link->Prepare(context));
+        return FromGrpc(call.stub->ListRegions(&context, request, &response));
+      },
+      [&regions](const v1::ListRegionsResponse& response) {
+        for (const v1::RegionInfo& region : response.regions()) {
+          regions.push_back(FromProto(region));
+        }
+      }));
   return regions;
 }
 
@@ -89,23 +108,22 @@ absl::StatusOr<std::vector<RemoteRegionInfo>> Client::ListRemoteRegions(
   std::vector<RemoteRegionInfo> regions;
   v1::ListRemoteRegionsRequest request;
   request.set_peer(std::string(peer));
-  do {
-    grpc::ClientContext context;
-    RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
-                           impl_->link->Prepare(context));
-    v1::ListRemoteRegionsResponse response;
-    RDMAD_RETURN_IF_ERROR(
-        FromGrpc(call.stub->ListRemoteRegions(&context, request, &response)));
-    for (const v1::ExportedRegion& region : response.regions()) {
-      regions.push_back(FromProto(request.peer(), region));
-    }
-    // A page that does not move on would loop forever.
-    if (response.regions().empty() ||
-        response.next_page_token() == request.page_token()) {
-      break;
-    }
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
+  RDMAD_RETURN_IF_ERROR(FollowPages<v1::ListRemoteRegionsResponse>(
+      std::move(request),
+      [this](grpc::ClientContext& context,
+             const v1::ListRemoteRegionsRequest& request,
+             v1::ListRemoteRegionsResponse& response) -> absl::Status {
+        RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
+                               impl_->link->Prepare(context));
+        return FromGrpc(
+            call.stub->ListRemoteRegions(&context, request, &response));
+      },
+      [&regions, peer = std::string(peer)](
+          const v1::ListRemoteRegionsResponse& response) {
+        for (const v1::ExportedRegion& region : response.regions()) {
+          regions.push_back(FromProto(peer, region));
+        }
+      }));
   return regions;
 }
 
