@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -19,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
@@ -362,10 +365,28 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
   auto b = StartDaemon("b");
   ASSERT_TRUE(a && b);
   ASSERT_EQ(Run(*b, {"alloc", "kv", "128M", "--export", "rw"}).exit_code, 0);
+  // The first 64 MiB staging chunk must reach B before the deadline; how
+  // long that takes depends on the build (sanitizers) and the machine's load,
+  // so time one such put first and give the deadline ample room over it. The
+  // data is made before anything is timed.
+  const std::string chunk = Pattern(64 << 20, 4);
+  const std::string file = Path("chunk.bin");
+  WriteFile(file, chunk);
+  const std::string dest = absl::StrCat(b->peer_address(), "/kv");
+  const absl::Time warm_start = absl::Now();
+  ASSERT_EQ(Run(*a, {"put", file, dest}).exit_code, 0);
+  const absl::Duration warm = absl::Now() - warm_start;
+  const int64_t timeout_s =
+      std::max<int64_t>(10, absl::ToInt64Seconds(warm * 4) + 2);
+  const std::string timeout = absl::StrCat(timeout_s, "s");
+
   const std::string fifo = Path("in.fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto ca = Connect(*a);
   ASSERT_TRUE(ca);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok() && !peers->empty()) << peers.status();
+  const uint64_t written_before = (*peers)[0].bytes_written;
   // Should rdmactl end early, writes to the FIFO must fail, not kill us.
   ::signal(SIGPIPE, SIG_IGN);
   std::thread feeder([&] {
@@ -379,7 +400,6 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
     }
     ASSERT_GE(fd, 0) << "rdmactl never opened the FIFO";
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    const std::string chunk = Pattern(64 << 20, 4);
     size_t sent = 0;
     while (sent < chunk.size()) {
       const ssize_t n = ::write(fd, chunk.data() + sent, chunk.size() - sent);
@@ -388,11 +408,11 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
     }
     // Wait (bounded) until the first chunk reached B, then stop B and send
     // the rest, which cannot get anywhere now.
-    const absl::Time by = absl::Now() + absl::Seconds(60);
+    const absl::Time by = absl::Now() + absl::Seconds(timeout_s);
     while (absl::Now() < by) {
-      auto peers = ca->ListPeers();
-      if (peers.ok() && !peers->empty() &&
-          (*peers)[0].bytes_written >= (64u << 20)) {
+      auto now = ca->ListPeers();
+      if (now.ok() && !now->empty() &&
+          (*now)[0].bytes_written >= written_before + (64u << 20)) {
         break;
       }
       absl::SleepFor(absl::Milliseconds(20));
@@ -401,14 +421,16 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
     (void)!::write(fd, chunk.data(), 1 << 20);
     ::close(fd);
   });
-  ProcessResult put = Run(*a, {"put", fifo, absl::StrCat(b->peer_address(),
-                                                          "/kv"),
-                               "--timeout", "10s"});
+  ProcessResult put = Run(*a, {"put", fifo, dest, "--timeout", timeout});
   feeder.join();
   ::kill(b->pid(), SIGCONT);
   EXPECT_EQ(put.exit_code, 9) << put.err;  // DEADLINE_EXCEEDED
-  EXPECT_THAT(put.err, HasSubstr("--timeout 10s passed"));
-  EXPECT_THAT(put.err, HasSubstr("wrote 67108864 bytes (64 MiB)"));
+  EXPECT_THAT(put.err, HasSubstr(absl::StrCat(
+                           "--timeout ",
+                           absl::FormatDuration(absl::Seconds(timeout_s)),
+                           " passed")));
+  EXPECT_THAT(put.err, HasSubstr("wrote 67108864 bytes (64 MiB)"))
+      << "one 64 MiB put took " << warm << " before this one";
 }
 
 // --- peers and qps on TCP ---------------------------------------------------
