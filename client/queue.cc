@@ -201,17 +201,40 @@ size_t Queue::Poll(absl::Span<Completion> out) {
 bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
 
 absl::Status Queue::Wait(absl::Time deadline) {
+  return WaitUntil(deadline, absl::ZeroDuration());
+}
+
+absl::Status Queue::Wait(absl::Duration timeout) {
+  return WaitUntil(absl::InfinitePast(), timeout);
+}
+
+// `deadline`, or when InfinitePast, `timeout` from the first clock reading
+// (which comes after kPollsPerCheck polls while spinning).
+absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Spinning helps only while the engine runs on another CPU: on ours it
   // would keep the engine from running until the spin runs out (a loaded
   // machine puts both on one CPU), and sleeping lets it run at once.
-  const absl::Time spin_until = queue::EngineRunsHere(impl_->base)
-                                   ? absl::InfinitePast()
-                                   : absl::Now() + kSpin;
+  const bool spin = !queue::EngineRunsHere(impl_->base);
+  // While spinning, the status and the clock are looked at every
+  // kPollsPerCheck polls only: each costs as much as a poll (absl::Now most
+  // of all), and the longer one turn of the loop, the later a completion is
+  // seen. The spin's end is set at the first clock reading.
+  constexpr uint32_t kPollsPerCheck = 16;
+  uint32_t polls = 0;
+  absl::Time spin_until = absl::InfinitePast();
+  bool clock_read = false;
   while (impl_->completions.Empty()) {
+    if (spin && ++polls % kPollsPerCheck != 0) continue;
     if (absl::Status s = status(); !s.ok()) return s;
-    if (absl::Now() < spin_until) continue;
+    absl::Time now = absl::Now();
+    if (!clock_read) {
+      clock_read = true;
+      if (spin) spin_until = now + kSpin;
+      if (deadline == absl::InfinitePast()) deadline = now + timeout;
+    }
+    if (now < spin_until) continue;
     if (impl_->completions.WaitUnlessReady()) break;
-    const absl::Time now = absl::Now();
+    now = absl::Now();
     if (now >= deadline) {
       impl_->completions.Done();
       return absl::DeadlineExceededError(absl::StrCat(

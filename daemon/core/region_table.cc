@@ -377,6 +377,7 @@ absl::Status RegionTable::Free(const Caller& caller, const RegionKey& key) {
     if (!region->name().empty()) by_name_.erase(region->name());
     pinned_bytes_ -= region->mapped_size();
     Uncharge(region->creator().uid, 1, region->mapped_size());
+    generation_.fetch_add(1, std::memory_order_release);
   }
   // Revoke remote access now, even if a transfer still holds the memory,
   // and wait for peer accesses in progress: after this, none touches it.
@@ -461,6 +462,7 @@ size_t RegionTable::FreeSession(uint64_t session_id) {
         ++it;
       }
     }
+    if (!freed.empty()) generation_.fetch_add(1, std::memory_order_release);
   }
   // The session is gone either way; a revocation that timed out (a stuck
   // thread) cannot be reported to anyone here.

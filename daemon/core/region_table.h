@@ -180,6 +180,15 @@ class RegionTable {
   // What `uid` holds now (reservations of allocations in progress included).
   UidUsage UsageOf(uint32_t uid) const;
 
+  // Changes whenever a region that FindForUse found could be refused or
+  // replaced by the next call: a free (of a region or of a session's
+  // buffers) or a permission change. New regions do not change it (a name
+  // is taken only while free). A cache of FindForUse results holds while
+  // the generation it read before looking up is the current one.
+  uint64_t generation() const {
+    return generation_.load(std::memory_order_acquire);
+  }
+
  private:
   absl::StatusOr<std::shared_ptr<Region>> Insert(
       const Caller& caller, const AllocateOptions& options, ShmSegment segment,
@@ -223,6 +232,7 @@ class RegionTable {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, UidUsage> usage_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> generation_{1};
 };
 
 // Text for messages: "region 'cache'" or "region #7".

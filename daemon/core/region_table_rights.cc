@@ -115,6 +115,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
     RDMAD_RETURN_IF_ERROR(kept->SetAcl(acl));
   }
   region->SetAcl(acl);
+  generation_.fetch_add(1, std::memory_order_release);
   return region;
 }
 

@@ -43,9 +43,8 @@ absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
                                                    const std::string& name,
                                                    uint32_t need,
                                                    CachedRegion& cache) {
-  if (cache.region != nullptr && cache.id == id && cache.need == need &&
-      cache.name == name) {
-    return cache.region;
+  if (cache.id == id && cache.need == need && cache.name == name) {
+    if (std::shared_ptr<Region> region = cache.region.lock()) return region;
   }
   auto found = regions.FindForUse(caller, RegionKey{id, name}, need);
   if (found.ok()) {
@@ -67,16 +66,14 @@ TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote,
     : regions_(regions), remote_(remote), limits_(limits) {}
 
 uint64_t TransferEngine::AcquireUpTo(uint32_t uid, uint64_t n) {
-  if (n == 0) return 0;
+  // Without a quota nothing needs counting: no lock on the data path.
+  if (n == 0 || limits_.max_in_flight_per_uid == 0) return n;
   absl::MutexLock lock(&mu_);
   uint64_t& held = in_flight_[uid];
-  uint64_t taken = n;
-  if (limits_.max_in_flight_per_uid != 0) {
-    const uint64_t room = held < limits_.max_in_flight_per_uid
-                              ? limits_.max_in_flight_per_uid - held
-                              : 0;
-    taken = std::min(n, room);
-  }
+  const uint64_t room = held < limits_.max_in_flight_per_uid
+                            ? limits_.max_in_flight_per_uid - held
+                            : 0;
+  const uint64_t taken = std::min(n, room);
   held += taken;
   if (held == 0) in_flight_.erase(uid);
   return taken;
@@ -93,6 +90,7 @@ absl::Status TransferEngine::Acquire(uint32_t uid) {
 }
 
 void TransferEngine::Release(uint32_t uid, uint64_t n) {
+  if (limits_.max_in_flight_per_uid == 0) return;  // never counted
   absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(uid);
   if (it == in_flight_.end()) return;
@@ -120,8 +118,7 @@ struct TransferEngine::Batch {
   // copy, or a check that failed, puts its slot back here for the next
   // transfer; what is left goes back to the table at the end.
   uint64_t spare_slots = 0;
-  CachedRegion local;   // the local region looked up last
-  CachedRegion target;  // the target on this daemon looked up last by name
+  RegionCache& regions;  // the caller's, or one for this batch
 };
 
 // What a transfer served (or refused) inline reports when the batch ends.
@@ -134,9 +131,16 @@ struct TransferEngine::Inline {
 
 void TransferEngine::SubmitBatch(const Caller& caller,
                                  absl::Span<TransferRequest> requests,
-                                 absl::Time start) {
-  Batch batch{caller,
-              start == absl::InfinitePast() ? absl::Now() : start};
+                                 absl::Time start, RegionCache* cache) {
+  RegionCache for_this_batch;
+  Batch batch{caller, start == absl::InfinitePast() ? absl::Now() : start,
+              0, cache != nullptr ? *cache : for_this_batch};
+  // Read before any look-up: a cache filled under this generation is valid
+  // for it (a change after the read bumps it for the next batch).
+  if (const uint64_t generation = regions_->generation();
+      batch.regions.generation != generation) {
+    batch.regions = RegionCache{.generation = generation};
+  }
   // The most slots the batch holds at once: one per remote transfer (held
   // until it completes), and one that the inline copies use in turn.
   uint64_t peak = 0;
@@ -174,7 +178,7 @@ void TransferEngine::SubmitBatch(const Caller& caller,
         const uint32_t need =
             transfer.op == OpType::kWrite ? kLocalWrite : kLocalRead;
         auto target = FindCached(*regions_, caller, 0, transfer.remote.name,
-                                 need, batch.target);
+                                 need, batch.regions.target);
         if (target.ok()) {
           by_name = *std::move(target);
         } else {
@@ -241,7 +245,7 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
   // WRITE sends the local bytes (reads them); READ lands bytes in them.
   const uint32_t need = spec.op == OpType::kWrite ? kLocalRead : kLocalWrite;
   auto local = FindCached(*regions_, batch.caller, spec.local.id,
-                          spec.local.name, need, batch.local);
+                          spec.local.name, need, batch.regions.local);
   if (!local.ok()) return fail(local.status());
   if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
                                   spec.local_offset, spec.length);

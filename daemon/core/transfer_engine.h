@@ -75,13 +75,24 @@ struct TransferLimits {
   uint64_t max_in_flight_per_uid = 0;
 };
 
-// The region a batch looked up last for one purpose: the next transfer
-// naming the same region with the same need uses it without a look-up.
+// The region looked up last for one purpose: the next transfer naming the
+// same region with the same need uses it without a look-up. Weak, so that a
+// cache never keeps a freed region's memory mapped.
 struct CachedRegion {
   uint64_t id = 0;
   std::string name;
   uint32_t need = 0;
-  std::shared_ptr<Region> region;  // null: nothing cached
+  std::weak_ptr<Region> region;  // expired: nothing cached
+};
+// What one caller's batches looked up: within a batch, and across batches
+// while RegionTable::generation() is the one the cache was filled under
+// (a queue keeps one, so a steady stream of ops to the same regions skips
+// the table's lock and hash look-ups). For one caller, used by one thread
+// at a time.
+struct RegionCache {
+  uint64_t generation = 0;  // 0: never filled
+  CachedRegion local;   // the local region looked up last
+  CachedRegion target;  // the target on this daemon looked up last by name
 };
 // RegionTable::FindForUse through `cache` (which keeps only successes).
 absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
@@ -110,8 +121,11 @@ class TransferEngine {
   // (local copies and failed checks complete inline). `start`: when the
   // batch was taken, from a clock reading the caller made anyway (a ring
   // engine's turn); InfinitePast: read the clock.
+  // `cache`: the caller's region cache, kept across its batches (null: one
+  // for this batch only); every request of the batch is `caller`'s.
   void SubmitBatch(const Caller& caller, absl::Span<TransferRequest> requests,
-                   absl::Time start = absl::InfinitePast());
+                   absl::Time start = absl::InfinitePast(),
+                   RegionCache* cache = nullptr);
   // One request.
   void Submit(const Caller& caller, TransferSpec spec, TransferDone done);
 
@@ -132,7 +146,8 @@ class TransferEngine {
   // Told of every local WRITE with an immediate (not owned; null: nobody).
   // Set before the first Submit.
   void SetNotificationSink(NotificationSink* sink) { notifications_ = sink; }
-  // Transfers of `uid` in flight now.
+  // Transfers of `uid` in flight now, as the quota counts them: always 0
+  // without a quota (max_in_flight_per_uid 0), where nothing is counted.
   uint64_t InFlight(uint32_t uid) const;
 
  private:

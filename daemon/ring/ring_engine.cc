@@ -153,7 +153,8 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   // Counted before any callback can run (none runs before SubmitBatch).
   if (callbacks > 0) round.AddAdopted(callbacks);
   if (!batch_.empty()) {
-    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_), now);
+    transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_), now,
+                            &queue->region_cache());
     batch_.clear();
   }
   // Publishes what finished inline (local copies, failed checks) at once.

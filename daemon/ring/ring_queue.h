@@ -33,6 +33,7 @@
 #include "daemon/core/region.h"
 #include "daemon/core/shm_segment.h"
 #include "daemon/core/transfer.h"
+#include "daemon/core/transfer_engine.h"
 #include "daemon/ring/remote_handles.h"
 
 namespace rdmad::ring {
@@ -63,6 +64,9 @@ class RingQueue {
   int wakeup_fd() const { return wakeup_.get(); }
 
   // --- The engine's thread only. ---
+
+  // The regions this queue's batches looked up (TransferEngine::SubmitBatch).
+  core::RegionCache& region_cache() { return region_cache_; }
 
   // Copies up to out.size() submissions, no more than the completion ring
   // can take; reserves a completion slot for each. Stops the queue and
@@ -143,6 +147,7 @@ class RingQueue {
   std::atomic<bool> stopped_{false};
 
   queue::SubmissionConsumer submissions_;  // engine thread only
+  core::RegionCache region_cache_;         // engine thread only
   // FindHandle's last answer (engine thread only).
   std::shared_ptr<const RemoteHandle> last_handle_;
   uint64_t last_handle_removals_ = 0;

@@ -111,7 +111,12 @@ class EventLoop {
   // When the current turn of the loop began (or its thread last woke up):
   // a clock read saved for work that needs the time only to within a turn
   // (a few microseconds while busy), such as a deadline a timeout away.
-  absl::Time turn_start() const { return turn_start_; }
+  // A spinning loop polls several times per turn without reading the clock;
+  // the first call after such a poll reads it.
+  absl::Time turn_start() {
+    if (turn_start_ == absl::InfinitePast()) turn_start_ = absl::Now();
+    return turn_start_;
+  }
 
   // --- Any thread. ---
 

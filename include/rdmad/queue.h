@@ -141,6 +141,10 @@ class Queue {
   // Waits until Poll has something to return, the queue stopped, or
   // `deadline` (DEADLINE_EXCEEDED). Busy-polls briefly before it sleeps.
   absl::Status Wait(absl::Time deadline);
+  // The same for at most `timeout` from now. Reads the clock only once the
+  // completion is slow to come (after a few polls), so a caller that waits
+  // once per operation saves a clock read per operation.
+  absl::Status Wait(absl::Duration timeout);
 
   // For epoll/asyncio: Arm() asks the daemon to make event_fd() readable
   // at the next completion; it returns false when completions are ready
@@ -163,6 +167,7 @@ class Queue {
   friend class Client;
   struct Impl;
   explicit Queue(std::unique_ptr<Impl> impl);
+  absl::Status WaitUntil(absl::Time deadline, absl::Duration timeout);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,8 +1,10 @@
 // TransferEngine::SubmitBatch's per-batch shortcuts change nothing a caller
 // can tell: the quota admits and refuses exactly what transfer-by-transfer
 // acquisition would, slots are back before anyone hears of a completion,
-// inline completions come in submission order, and a region looked up
-// once is not trusted for a need it was not checked for.
+// inline completions come in submission order, a region looked up once is
+// not trusted for a need it was not checked for, and a cache a queue keeps
+// across batches sees every free and permission change before its next
+// batch.
 #include <cstring>
 #include <optional>
 #include <string>
@@ -63,8 +65,10 @@ class TransferEngineBatchTest : public ::testing::Test {
     absl::StatusOr<TransferResult> result;
     uint64_t in_flight;  // the caller's slots in use when it ran
   };
+  // `cache`: kept across batches, as a queue keeps one (null: none).
   std::vector<Done> RunBatch(TransferEngine& engine, const Caller& caller,
-                             std::vector<TransferSpec> specs) {
+                             std::vector<TransferSpec> specs,
+                             RegionCache* cache = nullptr) {
     std::vector<TransferRequest> batch;
     for (size_t i = 0; i < specs.size(); ++i) {
       batch.push_back({std::move(specs[i]),
@@ -73,7 +77,8 @@ class TransferEngineBatchTest : public ::testing::Test {
                                           engine.InFlight(caller.uid)});
                        }});
     }
-    engine.SubmitBatch(caller, absl::MakeSpan(batch));
+    engine.SubmitBatch(caller, absl::MakeSpan(batch), absl::InfinitePast(),
+                       cache);
     return std::move(done_);
   }
 
@@ -205,9 +210,9 @@ TEST_F(TransferEngineBatchTest, ARegionIsCheckedForEachNeed) {
   EXPECT_EQ(Data("pub")[8], 'p') << "written by someone who may only read";
 }
 
-// A region freed between two batches is not found by the second: nothing
-// is kept from one batch to the next.
-TEST_F(TransferEngineBatchTest, NothingIsCachedAcrossBatches) {
+// Without a caller's cache, a region freed between two batches is not found
+// by the second: nothing is kept from one batch to the next.
+TEST_F(TransferEngineBatchTest, NothingIsCachedAcrossBatchesWithoutACache) {
   TransferEngine engine(&regions_, &remote_);
   EXPECT_TRUE(
       RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)})[0]
@@ -217,6 +222,74 @@ TEST_F(TransferEngineBatchTest, NothingIsCachedAcrossBatches) {
                 .result.status()
                 .code(),
             absl::StatusCode::kNotFound);
+}
+
+// A queue's cache, kept across batches, sees a free before its next batch:
+// the freed target is not found, and the cache never kept its memory.
+TEST_F(TransferEngineBatchTest, AQueuesCacheSeesAFreeBeforeItsNextBatch) {
+  TransferEngine engine(&regions_, &remote_);
+  RegionCache cache;
+  Data("src")[0] = 'x';
+  ASSERT_TRUE(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)},
+                       &cache)[0]
+                  .result.ok());
+  ASSERT_FALSE(cache.target.region.expired()) << "the target was cached";
+  ASSERT_TRUE(regions_.Free(kAlice, {0, "dst"}).ok());
+  EXPECT_TRUE(cache.target.region.expired())
+      << "a cache must not keep a freed region's memory";
+  EXPECT_EQ(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)},
+                     &cache)[0]
+                .result.status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  // Nor a freed local buffer.
+  ASSERT_TRUE(regions_.Free(kAlice, {0, "src"}).ok());
+  EXPECT_EQ(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "pub", 0)},
+                     &cache)[0]
+                .result.status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A permission change reaches the next batch of a queue that used the
+// region under the old mode: Bob read "pub" (0644), Alice makes it 0600,
+// and his next READ from it is refused.
+TEST_F(TransferEngineBatchTest, AQueuesCacheSeesAPermissionChange) {
+  TransferEngine engine(&regions_, &remote_);
+  RegionCache cache;
+  ASSERT_TRUE(RunBatch(engine, kBob, {Op(OpType::kRead, "bobs", "pub", 0)},
+                       &cache)[0]
+                  .result.ok());
+  ASSERT_TRUE(
+      regions_.SetPermissions(kAlice, {0, "pub"}, 0600, std::nullopt).ok());
+  auto refused = RunBatch(engine, kBob, {Op(OpType::kRead, "bobs", "pub", 0)},
+                          &cache)[0]
+                     .result;
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied)
+      << refused.status();
+}
+
+// What moves the table's generation: frees (of a region, or of a session's
+// buffers when there were any) and permission changes; not new regions,
+// which cannot make a cached look-up wrong.
+TEST_F(TransferEngineBatchTest, GenerationMovesOnFreesAndPermissionChanges) {
+  uint64_t generation = regions_.generation();
+  Allocate(kAlice, "more", 64, 0600);
+  EXPECT_EQ(regions_.generation(), generation) << "a new region";
+  EXPECT_EQ(regions_.FreeSession(999), 0u);
+  EXPECT_EQ(regions_.generation(), generation) << "a session with no buffers";
+  ASSERT_TRUE(
+      regions_.SetPermissions(kAlice, {0, "more"}, 0640, std::nullopt).ok());
+  EXPECT_GT(regions_.generation(), generation) << "a permission change";
+  generation = regions_.generation();
+  ASSERT_TRUE(regions_.Free(kAlice, {0, "more"}).ok());
+  EXPECT_GT(regions_.generation(), generation) << "a free";
+  generation = regions_.generation();
+  AllocateOptions buffer;
+  buffer.size = 64;
+  ASSERT_TRUE(regions_.Allocate(kAlice, buffer).ok());
+  EXPECT_EQ(regions_.FreeSession(kAlice.session_id), 1u);
+  EXPECT_GT(regions_.generation(), generation) << "a session's buffers freed";
 }
 
 }  // namespace

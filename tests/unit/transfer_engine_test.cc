@@ -65,7 +65,8 @@ class TransferEngineTest : public ::testing::Test {
   NullRegistrar registrar_;
   RegionTable regions_{&registrar_, RegionLimits{}};
   testing::HeldRemote remote_;
-  TransferEngine engine_{&regions_, &remote_};
+  // A quota, so that transfers in flight are counted (InFlight).
+  TransferEngine engine_{&regions_, &remote_, {.max_in_flight_per_uid = 1000}};
 };
 
 TEST_F(TransferEngineTest, WriteThenReadBackAtUnalignedOffsets) {
