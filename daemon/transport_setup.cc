@@ -33,6 +33,9 @@ verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
   if (config.verbs_chunk_bytes() != 0) {
     options.chunk_bytes = config.verbs_chunk_bytes();
   }
+  if (config.verbs_read_chunk_bytes() != 0) {
+    options.read_chunk_bytes = config.verbs_read_chunk_bytes();
+  }
   return options;
 }
 

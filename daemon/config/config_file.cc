@@ -287,6 +287,14 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
                                            " must be 4096..2147483648 (0: the "
                                            "default, 1 MiB)")});
   }
+  if (config.verbs_read_chunk_bytes() != 0 &&
+      (config.verbs_read_chunk_bytes() < 4096 ||
+       config.verbs_read_chunk_bytes() > (1ull << 31))) {
+    errors.push_back(
+        {"verbs_read_chunk_bytes",
+         absl::StrCat(config.verbs_read_chunk_bytes(),
+                      " must be 4096..2147483648 (0: the default, 64 KiB)")});
+  }
   CheckAddress("peer_listen", config.peer_listen(), errors);
   CheckAddress("data_listen", config.data_listen(), errors);
   if (!config.advertise_address().empty()) {

@@ -268,6 +268,7 @@ TEST(ConfigFileTest, EveryMalformedValueNamesItsPlace) {
       {"socket_group: \"no-such-group-rdmad\"", "not a group"},
       {"tls_ca_file: \"" + not_pem + "\"", "needs all of"},
       {"verbs_chunk_bytes: 1", "verbs_chunk_bytes"},
+      {"verbs_read_chunk_bytes: 100", "verbs_read_chunk_bytes"},
       {"device: \"bad name\"", "device"},
       {"max_pinned_bytes: \"lots\"", "max_pinned_bytes"},
   };

@@ -19,6 +19,7 @@ VerbsChannel::Impl::Impl(VerbsChannelOptions options,
                          std::shared_ptr<CompletionQueue> cq)
     : options_(std::move(options)), loop_(options_.loop), cq_(std::move(cq)) {
   chunk_bytes_ = options_.chunk_bytes;
+  read_chunk_bytes_ = std::min(options_.read_chunk_bytes, chunk_bytes_);
 }
 
 VerbsChannel::Impl::~Impl() {
@@ -52,6 +53,7 @@ absl::Status VerbsChannel::Impl::Start(
     q.slots = qps[i]->max_send_wr();
     q.remote_qpn = i < remote_qpns.size() ? remote_qpns[i] : 0;
     chunk_bytes_ = std::min<uint64_t>(chunk_bytes_, qps[i]->max_message_size());
+    read_chunk_bytes_ = std::min(read_chunk_bytes_, chunk_bytes_);
     inline_max_ = std::min(inline_max_, qps[i]->max_inline_data());
     q.qp = std::move(qps[i]);
     qps_.push_back(std::move(q));
@@ -161,10 +163,13 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
     if (state->op.immediate.has_value()) {
       QueueWithNotice(state);
     } else {
-      for (uint64_t off = 0; off < length; off += chunk_bytes_) {
-        pending_.push_back(Chunk{state, off,
-                                 static_cast<uint32_t>(std::min<uint64_t>(
-                                     chunk_bytes_, length - off))});
+      const uint64_t chunk = state->op.op == core::OpType::kRead
+                                 ? read_chunk_bytes_
+                                 : chunk_bytes_;
+      for (uint64_t off = 0; off < length; off += chunk) {
+        pending_.push_back(Chunk{
+            state, off,
+            static_cast<uint32_t>(std::min<uint64_t>(chunk, length - off))});
         ++state->chunks_left;
       }
     }
@@ -389,6 +394,9 @@ absl::StatusOr<std::unique_ptr<VerbsChannel>> VerbsChannel::Create(
     return absl::InvalidArgumentError("a verbs channel needs an event loop");
   }
   if (options.chunk_bytes == 0) options.chunk_bytes = 1ull << 20;
+  if (options.read_chunk_bytes == 0) {
+    options.read_chunk_bytes = kDefaultReadChunkBytes;
+  }
   if (options.max_chain == 0) options.max_chain = 1;
   auto impl = std::make_shared<Impl>(std::move(options), std::move(cq));
   RDMAD_RETURN_IF_ERROR(impl->Start(std::move(qps), std::move(remote_qpns)));

@@ -59,6 +59,8 @@
 
 namespace rdmad::verbs {
 
+inline constexpr uint64_t kDefaultReadChunkBytes = 64 << 10;
+
 struct VerbsChannelOptions {
   // The loop the channel lives on. Not owned; must outlive the channel's
   // last operation (the daemon stops its runtime last).
@@ -69,6 +71,13 @@ struct VerbsChannelOptions {
   uint64_t generation = 0;    // handshake that built the pool (ListQps)
   // Largest WR; capped by each QP's max message size.
   uint64_t chunk_bytes = 1ull << 20;
+  // Largest READ WR (capped by chunk_bytes). A READ's response is one burst
+  // of length/MTU packets from the peer, and a lost one is recovered only
+  // by the requester's ACK timeout (~1 s at qp_timeout 18): in the two-VM
+  // soft-RoCE lab 1 MiB READs moved 0.6-0.9 MB/s, 64 KiB ones 1.7-3.4 MB/s
+  // (8 MiB get, tests/lab). 64 KiB still fills a hardware link's bandwidth
+  // with the READs a pool keeps in flight (perftest's ib_read_bw default).
+  uint64_t read_chunk_bytes = kDefaultReadChunkBytes;
   // Most WRs in one ibv_post_send chain.
   uint32_t max_chain = 16;
   // A QP in the error state whose flushed WRs have not all completed after

@@ -177,6 +177,7 @@ class VerbsChannel::Impl : public runtime::Poller,
   std::deque<Chunk> pending_;
   std::list<std::shared_ptr<OpState>> ops_;
   uint64_t chunk_bytes_ = 0;
+  uint64_t read_chunk_bytes_ = 0;  // <= chunk_bytes_
   uint32_t inline_max_ = UINT32_MAX;
   size_t next_qp_ = 0;
   size_t inflight_ = 0;  // WRs on all send queues

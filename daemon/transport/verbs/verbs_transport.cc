@@ -150,6 +150,7 @@ class PendingPool final : public transport::Connector::Pending {
     options.remote_device = remote_device;
     options.generation = generation_;
     options.chunk_bytes = fabric_->options().chunk_bytes;
+    options.read_chunk_bytes = fabric_->options().read_chunk_bytes;
     RDMAD_ASSIGN_OR_RETURN(
         auto channel, VerbsChannel::Create(std::move(options), std::move(cq_),
                                            std::move(qps_),

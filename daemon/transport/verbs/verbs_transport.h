@@ -55,6 +55,7 @@ struct VerbsTransportOptions {
   uint32_t qps_per_peer = 4;           // pool size
   QpConfig qp;                         // port/gid_index are filled by Open
   uint64_t chunk_bytes = 1ull << 20;   // largest WR
+  uint64_t read_chunk_bytes = kDefaultReadChunkBytes;  // largest READ WR
   // Most QPs one caller may ask for in a Connect, and most callers whose
   // pools the serving side keeps (the oldest is dropped past that).
   uint32_t max_qps_per_connect = 64;

@@ -879,6 +879,31 @@ class VerbsChannelLabTest : public LoopbackTest {
     return out;
   }
 
+  // One operation of `len` bytes between local and remote offsets.
+  absl::Status PostOne(core::OpType kind, uint64_t local_offset,
+                       uint64_t remote_offset, uint64_t len,
+                       transport::RemoteKey key) {
+    auto result = std::make_shared<absl::Status>(absl::UnknownError("not done"));
+    auto done = std::make_shared<absl::Notification>();
+    std::vector<transport::RemoteOp> ops(1);
+    transport::RemoteOp& op = ops[0];
+    op.op = kind;
+    op.local = local_;
+    op.local_addr = local_->data() + local_offset;
+    op.length = len;
+    op.remote = target_;
+    op.key = key;
+    op.remote_offset = remote_offset;
+    op.deadline = absl::Now() + kCompletionTimeout;
+    op.done = [result, done](absl::Status s) {
+      *result = std::move(s);
+      done->Notify();
+    };
+    channel_->Post(absl::MakeSpan(ops));
+    EXPECT_TRUE(done->WaitForNotificationWithTimeout(kCompletionTimeout));
+    return *result;
+  }
+
   std::unique_ptr<runtime::IoRuntime> runtime_;
   std::unique_ptr<core::RegionTable> regions_;
   std::shared_ptr<core::Region> local_;
@@ -906,6 +931,25 @@ TEST_F(VerbsChannelLabTest, ABatchGoesOutAsChainsAndLands) {
   EXPECT_LE(info.connections[0].post_calls, uint64_t{kOps / 8});
   EXPECT_EQ(info.connections[0].qp_state, "RTS");
   EXPECT_EQ(info.state, transport::ChannelState::kReady);
+}
+
+// A READ goes out in work requests of read_chunk_bytes (64 KiB by
+// default), a WRITE in chunk_bytes (1 MiB): a READ's response is a burst
+// from the peer that a lossy link makes costly to lose.
+TEST_F(VerbsChannelLabTest, ReadsGoOutInSmallerWorkRequestsThanWrites) {
+  constexpr uint64_t kHalf = 512 << 10;
+  for (uint64_t i = 0; i < kHalf; ++i) local_->data()[i] = static_cast<char>(i * 7 + 1);
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(PostOne(core::OpType::kWrite, 0, 0, kHalf, *key).ok());
+  EXPECT_EQ(channel_->Describe().connections[0].posted, 1u)
+      << "512 KiB WRITE: one work request";
+  ASSERT_TRUE(PostOne(core::OpType::kRead, kHalf, 0, kHalf, *key).ok());
+  EXPECT_EQ(channel_->Describe().connections[0].posted,
+            1u + kHalf / kDefaultReadChunkBytes)
+      << "512 KiB READ: one work request per 64 KiB";
+  EXPECT_EQ(std::memcmp(local_->data() + kHalf, local_->data(), kHalf), 0)
+      << "what was read back differs from what was written";
 }
 
 TEST_F(VerbsChannelLabTest, ARegionWithoutAnRkeyForThePeersDeviceIsRefused) {
