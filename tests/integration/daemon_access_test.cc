@@ -154,7 +154,9 @@ TEST(DaemonAccessTest, TransfersInFlightQuotaRefusesTheNextOne) {
   while (warm.load() < 2 && absl::Now() < warm_by) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  ASSERT_EQ(::kill(b->pid(), SIGSTOP), 0);
+  // Every thread of B stopped before the held writes go: one still running
+  // could answer them, and they would not be held.
+  EXPECT_TRUE(b->Pause()) << "B did not stop";
   stopped.Notify();
   const absl::Time posted_by = absl::Now() + absl::Seconds(20);
   uint32_t outstanding = 0;
@@ -172,7 +174,7 @@ TEST(DaemonAccessTest, TransfersInFlightQuotaRefusesTheNextOne) {
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
       << third.status();
   EXPECT_THAT(third.status().message(), HasSubstr("quota_transfers_per_uid"));
-  ::kill(b->pid(), SIGCONT);
+  b->Resume();
   for (auto& t : held) t.join();
   EXPECT_EQ(held_ok.load(), 2);
   // The slots came back.

@@ -20,6 +20,41 @@
 namespace rdmad::testing {
 namespace {
 
+// The state letter of /proc/.../stat ("PID (COMM) STATE ..."); 0 if
+// unreadable (the thread is gone).
+char TaskState(const std::filesystem::path& stat_path) {
+  std::ifstream stat(stat_path);
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return 0;
+  return line[paren + 2];
+}
+
+}  // namespace
+
+bool WaitAllThreadsStopped(pid_t pid, absl::Duration timeout) {
+  const std::filesystem::path tasks =
+      std::filesystem::path("/proc") / std::to_string(pid) / "task";
+  const absl::Time give_up = absl::Now() + timeout;
+  do {
+    bool all = true;
+    std::error_code error;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+      const char state = TaskState(task.path() / "stat");
+      if (state != 'T' && state != 't' && state != 0) {
+        all = false;
+        break;
+      }
+    }
+    if (!error && all) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  } while (absl::Now() < give_up);
+  return false;
+}
+
+namespace {
+
 std::string FromEnv(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
@@ -266,6 +301,16 @@ absl::Status DaemonProcess::Restart() {
   if (child_ != nullptr) (void)Stop();
   // Same port as before, so peers that knew the old address find it again.
   return Launch(peer_address_.empty() ? options_.peer_listen : peer_address_);
+}
+
+bool DaemonProcess::Pause() {
+  if (child_ == nullptr) return false;
+  child_->Signal(SIGSTOP);
+  return WaitAllThreadsStopped(child_->pid(), absl::Seconds(10));
+}
+
+void DaemonProcess::Resume() {
+  if (child_ != nullptr) child_->Signal(SIGCONT);
 }
 
 pid_t DaemonProcess::pid() const { return child_ ? child_->pid() : -1; }

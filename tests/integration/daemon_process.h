@@ -39,6 +39,10 @@ class TempDir {
   std::string path_;
 };
 
+// Waits (bounded) until every thread of `pid` is in the stopped state
+// (after a SIGSTOP, which is delivered asynchronously).
+bool WaitAllThreadsStopped(pid_t pid, absl::Duration timeout);
+
 struct ProcessResult {
   int exit_code = -1;    // -1 if killed by a signal or timed out
   int signal = 0;        // the signal that ended it, if any
@@ -110,6 +114,13 @@ class DaemonProcess {
   void Kill();
   // Starts it again with the same socket and the same peer port.
   absl::Status Restart();
+  // SIGSTOP, then waits (10 s) until every thread of it has stopped. The
+  // signal is delivered asynchronously: on a loaded machine a thread can
+  // still finish work for a while, which a test that expects that work to
+  // hang must not race. False if it did not stop in time.
+  bool Pause();
+  // SIGCONT.
+  void Resume();
 
   pid_t pid() const;
   const std::string& socket() const { return socket_; }

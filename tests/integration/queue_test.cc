@@ -285,7 +285,7 @@ TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
   ASSERT_TRUE(regions_before.ok());
 
   // B stops answering: what the client submits stays in flight.
-  ::kill(b_->pid(), SIGSTOP);
+  EXPECT_TRUE(b_->Pause()) << "B did not stop";
   auto child = ChildProcess::Spawn(
       {QUEUE_CLIENT_PATH, a_->socket(), address, "0",
        std::to_string(1 * kMiB), "1", "hang"},
@@ -310,7 +310,7 @@ TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
     return regions.ok() &&
            regions->size() == regions_before->size() + 1;
   }));
-  ::kill(b_->pid(), SIGCONT);
+  b_->Resume();
   // Once B answers, the in-flight operations end and nothing is left open.
   ASSERT_TRUE(ca->FreeRegion("here").ok());
   EXPECT_TRUE(Eventually([&] { return OpenFds(a_->pid()) <= fds_before; },

@@ -417,13 +417,13 @@ TEST_F(RdmactlTest, TimeoutBoundsTheWholeCommandAndSaysWhatWasDone) {
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-    ::kill(b->pid(), SIGSTOP);
+    EXPECT_TRUE(b->Pause()) << "B did not stop";
     (void)!::write(fd, chunk.data(), 1 << 20);
     ::close(fd);
   });
   ProcessResult put = Run(*a, {"put", fifo, dest, "--timeout", timeout});
   feeder.join();
-  ::kill(b->pid(), SIGCONT);
+  b->Resume();
   EXPECT_EQ(put.exit_code, 9) << put.err;  // DEADLINE_EXCEEDED
   EXPECT_THAT(put.err, HasSubstr(absl::StrCat(
                            "--timeout ",

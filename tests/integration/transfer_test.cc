@@ -417,25 +417,6 @@ TEST_F(TransferTest, OneDaemonWritesToTwo) {
   }
 }
 
-// Waits (bounded) until `pid` is in the stopped state: SIGSTOP is
-// delivered asynchronously.
-bool WaitStopped(pid_t pid) {
-  const std::string path = absl::StrCat("/proc/", pid, "/stat");
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream stat(path);
-    std::string line;
-    std::getline(stat, line);
-    // "PID (COMM) STATE ...": the state follows the last ')'.
-    const size_t paren = line.rfind(')');
-    if (paren != std::string::npos && paren + 2 < line.size() &&
-        line[paren + 2] == 'T') {
-      return true;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
-}
-
 TEST_F(TransferTest, StoppedPeerFailsWithinTheDeadline) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");
@@ -456,12 +437,12 @@ TEST_F(TransferTest, StoppedPeerFailsWithinTheDeadline) {
   ASSERT_TRUE(ca);
   auto buf = ca->Allocate(4 * kMiB);
   ASSERT_TRUE(buf.ok());
-  ::kill(b->pid(), SIGSTOP);  // alive to TCP, but answers nothing
-  ASSERT_TRUE(WaitStopped(b->pid()));
+  // Alive to TCP, but answers nothing.
+  ASSERT_TRUE(b->Pause()) << "B did not stop";
   const absl::Time start = absl::Now();
   auto r = ca->Read(*buf, 0, Remote(*b, "r"), 0, 4 * kMiB);
   const absl::Duration took = absl::Now() - start;
-  ::kill(b->pid(), SIGCONT);
+  b->Resume();
   if (Verbs()) {
     // One-sided RDMA: B's NIC serves the READ while B's process sleeps.
     EXPECT_TRUE(r.ok()) << r.status();
