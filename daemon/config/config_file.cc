@@ -93,6 +93,18 @@ void CheckAtMost(const char* field, uint64_t value, uint64_t most,
   }
 }
 
+// A work-request size: 0 (the default, `fallback` in words) or
+// 4096..2^31 bytes.
+void CheckChunkBytes(const char* field, uint64_t value, const char* fallback,
+                     std::vector<FieldError>& errors) {
+  if (value != 0 && (value < 4096 || value > (1ull << 31))) {
+    errors.push_back({field, absl::StrCat(value,
+                                          " must be 4096..2147483648 (0: the "
+                                          "default, ",
+                                          fallback, ")")});
+  }
+}
+
 // The cluster directory's fields (docs/DIRECTORY.md).
 void CheckDirectory(const v1::DaemonConfig& config,
                     std::vector<FieldError>& errors) {
@@ -279,22 +291,10 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
                                                "(e.g. mlx5_0, rxe0)")});
     }
   }
-  if (config.verbs_chunk_bytes() != 0 &&
-      (config.verbs_chunk_bytes() < 4096 ||
-       config.verbs_chunk_bytes() > (1ull << 31))) {
-    errors.push_back(
-        {"verbs_chunk_bytes", absl::StrCat(config.verbs_chunk_bytes(),
-                                           " must be 4096..2147483648 (0: the "
-                                           "default, 1 MiB)")});
-  }
-  if (config.verbs_read_chunk_bytes() != 0 &&
-      (config.verbs_read_chunk_bytes() < 4096 ||
-       config.verbs_read_chunk_bytes() > (1ull << 31))) {
-    errors.push_back(
-        {"verbs_read_chunk_bytes",
-         absl::StrCat(config.verbs_read_chunk_bytes(),
-                      " must be 4096..2147483648 (0: the default, 64 KiB)")});
-  }
+  CheckChunkBytes("verbs_chunk_bytes", config.verbs_chunk_bytes(), "1 MiB",
+                  errors);
+  CheckChunkBytes("verbs_read_chunk_bytes", config.verbs_read_chunk_bytes(),
+                  "64 KiB", errors);
   CheckAddress("peer_listen", config.peer_listen(), errors);
   CheckAddress("data_listen", config.data_listen(), errors);
   if (!config.advertise_address().empty()) {
