@@ -82,6 +82,14 @@ class TransferEngineBatchTest : public ::testing::Test {
     return std::move(done_);
   }
 
+  // One operation as a batch of its own; its status.
+  absl::Status RunOne(TransferEngine& engine, const Caller& caller,
+                      TransferSpec spec, RegionCache* cache = nullptr) {
+    std::vector<TransferSpec> specs;
+    specs.push_back(std::move(spec));
+    return RunBatch(engine, caller, std::move(specs), cache)[0].result.status();
+  }
+
   char* Data(const char* name) {
     return (*regions_.FindForUse(kAlice, {0, name}))->data();
   }
@@ -214,13 +222,9 @@ TEST_F(TransferEngineBatchTest, ARegionIsCheckedForEachNeed) {
 // by the second: nothing is kept from one batch to the next.
 TEST_F(TransferEngineBatchTest, NothingIsCachedAcrossBatchesWithoutACache) {
   TransferEngine engine(&regions_, &remote_);
-  EXPECT_TRUE(
-      RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)})[0]
-          .result.ok());
+  EXPECT_TRUE(RunOne(engine, kAlice, Op(OpType::kWrite, "src", "dst", 0)).ok());
   ASSERT_TRUE(regions_.Free(kAlice, {0, "dst"}).ok());
-  EXPECT_EQ(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)})[0]
-                .result.status()
-                .code(),
+  EXPECT_EQ(RunOne(engine, kAlice, Op(OpType::kWrite, "src", "dst", 0)).code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -230,25 +234,20 @@ TEST_F(TransferEngineBatchTest, AQueuesCacheSeesAFreeBeforeItsNextBatch) {
   TransferEngine engine(&regions_, &remote_);
   RegionCache cache;
   Data("src")[0] = 'x';
-  ASSERT_TRUE(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)},
-                       &cache)[0]
-                  .result.ok());
+  ASSERT_TRUE(
+      RunOne(engine, kAlice, Op(OpType::kWrite, "src", "dst", 0), &cache).ok());
   ASSERT_FALSE(cache.target.region.expired()) << "the target was cached";
   ASSERT_TRUE(regions_.Free(kAlice, {0, "dst"}).ok());
   EXPECT_TRUE(cache.target.region.expired())
       << "a cache must not keep a freed region's memory";
-  EXPECT_EQ(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "dst", 0)},
-                     &cache)[0]
-                .result.status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      RunOne(engine, kAlice, Op(OpType::kWrite, "src", "dst", 0), &cache).code(),
+      absl::StatusCode::kNotFound);
   // Nor a freed local buffer.
   ASSERT_TRUE(regions_.Free(kAlice, {0, "src"}).ok());
-  EXPECT_EQ(RunBatch(engine, kAlice, {Op(OpType::kWrite, "src", "pub", 0)},
-                     &cache)[0]
-                .result.status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      RunOne(engine, kAlice, Op(OpType::kWrite, "src", "pub", 0), &cache).code(),
+      absl::StatusCode::kNotFound);
 }
 
 // A permission change reaches the next batch of a queue that used the
@@ -257,16 +256,13 @@ TEST_F(TransferEngineBatchTest, AQueuesCacheSeesAFreeBeforeItsNextBatch) {
 TEST_F(TransferEngineBatchTest, AQueuesCacheSeesAPermissionChange) {
   TransferEngine engine(&regions_, &remote_);
   RegionCache cache;
-  ASSERT_TRUE(RunBatch(engine, kBob, {Op(OpType::kRead, "bobs", "pub", 0)},
-                       &cache)[0]
-                  .result.ok());
+  ASSERT_TRUE(
+      RunOne(engine, kBob, Op(OpType::kRead, "bobs", "pub", 0), &cache).ok());
   ASSERT_TRUE(
       regions_.SetPermissions(kAlice, {0, "pub"}, 0600, std::nullopt).ok());
-  auto refused = RunBatch(engine, kBob, {Op(OpType::kRead, "bobs", "pub", 0)},
-                          &cache)[0]
-                     .result;
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied)
-      << refused.status();
+  const absl::Status refused =
+      RunOne(engine, kBob, Op(OpType::kRead, "bobs", "pub", 0), &cache);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
 }
 
 // What moves the table's generation: frees (of a region, or of a session's
