@@ -107,13 +107,25 @@ TEST(DaemonCommandLineTest, HelpVersionAndMistypedFlags) {
 
 TEST(DaemonPortsTest, ASecondDaemonOnATakenPortStopsAndNamesTheHolder) {
   TempDir dir;
-  const int data_port = FreePort();
-  const int metrics_port = FreePort();
-  auto first = DaemonProcess::Start(
-      dir.path(), "first",
-      {.extra_args = {"--data_listen", absl::StrCat("127.0.0.1:", data_port),
-                      "--metrics_listen",
-                      absl::StrCat("127.0.0.1:", metrics_port)}});
+  // FreePort's ports are free when it returns, but another process (tests
+  // run in parallel) may take one before the daemon binds it: then pick
+  // new ones, a bounded number of times.
+  int data_port = 0;
+  int metrics_port = 0;
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> first;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    data_port = FreePort();
+    metrics_port = FreePort();
+    first = DaemonProcess::Start(
+        dir.path(), "first",
+        {.extra_args = {"--data_listen", absl::StrCat("127.0.0.1:", data_port),
+                        "--metrics_listen",
+                        absl::StrCat("127.0.0.1:", metrics_port)}});
+    if (first.ok() ||
+        !absl::StrContains(first.status().message(), "cannot listen")) {
+      break;
+    }
+  }
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string peer = (*first)->peer_address();
   const std::string holder = absl::StrCat("pid ", (*first)->pid(), " (rdmad)");
