@@ -6,15 +6,22 @@
 # the client library next to ib_write_lat, and the control plane
 # (bench/control_plane.sh over verbs: registration is a real ibv_reg_mr).
 # 8-byte operations go through the shared-memory queue (rdmactl bench's
-# default path): latency one at a time next to ib_write_lat, and the rate
-# in batches of 16 next to ib_write_bw -s 8's message rate.
+# default path): latency one at a time next to ib_write_lat (half a round
+# trip, as perftest reports it) and ib_read_lat (a whole one, as an rdmad
+# WRITE's completion is: the ACK comes back), and the rate in batches of
+# 16 next to ib_write_bw -s 8's message rate. perftest busy-polls its CQ
+# and memory all along; the 8-byte runs let the client busy-poll for its
+# completions as long, BENCH_SPIN (QueueOptions::spin; default 2ms, the
+# emulated CPU being ~50x slower than the host, where the default 30us
+# covers a local completion).
 #
 #   bench/verbs_lab.sh [BUILD_DIR]
 #
 # Environment: BENCH_SECONDS (default 3) per bandwidth point, BENCH_QD
 # (default 16) transfers in flight for rdmad, BENCH_BATCH (default 16)
 # operations per call at BENCH_BATCH_QD (default 4) in flight, BENCH_SIZES (default
-# "65536 1048576 16777216"), BENCH_LAT_ITERS (default 2000).
+# "65536 1048576 16777216"), BENCH_LAT_ITERS (default 2000), BENCH_SPIN
+# (default 2ms).
 #
 # Checks the targets and exits 3 when one is missed: bandwidth at least
 # 0.9x perftest for 64 KiB and more (issue 6); 8-byte WRITE p50 through
@@ -29,7 +36,7 @@ if [[ -z ${RDMAD_LAB:-} ]]; then
   cmake --build "$BUILD" --target rdmad rdmactl rdmad_control_bench >/dev/null
   env_args=()
   for v in BENCH_SECONDS BENCH_QD BENCH_BATCH BENCH_BATCH_QD BENCH_SIZES \
-           BENCH_LAT_ITERS BENCH_REG_SIZE_MB; do
+           BENCH_LAT_ITERS BENCH_REG_SIZE_MB BENCH_SPIN; do
     [[ -n ${!v:-} ]] && env_args+=(--env "$v=${!v}")
   done
   exec "$ROOT/tests/lab/labvm" --vms 1 --memory 2048 --timeout 900 \
@@ -43,6 +50,7 @@ QD=${BENCH_QD:-16}
 BATCH=${BENCH_BATCH:-16}
 BATCH_QD=${BENCH_BATCH_QD:-4}
 LAT_ITERS=${BENCH_LAT_ITERS:-2000}
+SPIN=${BENCH_SPIN:-2ms}
 read -r -a SIZES <<< "${BENCH_SIZES:-65536 1048576 16777216}"
 DEV=$LAB_RXE_DEV
 GID=$LAB_GID_INDEX
@@ -80,9 +88,10 @@ for op in write read; do
   bench "$TMP/rdmad-$op-batch.json" --op "$op" --sizes "$sizes_csv" \
     --qd "$BATCH_QD" --batch "$BATCH" --duration "$SECS"
 done
-bench "$TMP/rdmad-lat.json" --op write --sizes 8 --qd 1 --iters "$LAT_ITERS"
+bench "$TMP/rdmad-lat.json" --op write --sizes 8 --qd 1 --iters "$LAT_ITERS" \
+  --spin "$SPIN"
 bench "$TMP/rdmad-rate.json" --op write --sizes 8 --qd 1 --batch 16 \
-  --duration "$SECS"
+  --duration "$SECS" --spin "$SPIN"
 "$RDMACTL" --socket "$TMP/a.sock" qps >&2
 
 # perftest on the same device: server in the background, client to it.
@@ -111,6 +120,8 @@ for s in "${SIZES[@]}"; do
 done
 echo "# perftest ib_write_lat -s 8 -n $LAT_ITERS" >&2
 perftest "$TMP/ib_write_lat.txt" ib_write_lat -s 8 -n "$LAT_ITERS"
+echo "# perftest ib_read_lat -s 8 -n $LAT_ITERS" >&2
+perftest "$TMP/ib_read_lat.txt" ib_read_lat -s 8 -n "$LAT_ITERS"
 echo "# perftest ib_write_bw -s 8 -D $SECS (message rate)" >&2
 perftest "$TMP/ib_write_bw-8.txt" ib_write_bw -s 8 -D "$SECS"
 
@@ -145,9 +156,9 @@ def perftest_rate():
             return float(f[4]) * 1e6
     return None
 
-def perftest_lat():
+def perftest_lat(tool="ib_write_lat"):
     # "#bytes #iterations t_min t_max t_typical t_avg ..."
-    for line in open(os.path.join(tmp, "ib_write_lat.txt"), errors="replace"):
+    for line in open(os.path.join(tmp, tool + ".txt"), errors="replace"):
         f = line.split()
         if len(f) >= 6 and f[0] == "8" and f[1].isdigit():
             return float(f[4])
@@ -187,11 +198,17 @@ for op, tool in (("write", "ib_write_bw"), ("read", "ib_read_bw")):
                 op.upper(), human(s), "n/a" if q is None else "%.2fx" % q,
                 tool))
 
-lat = json.load(open(os.path.join(tmp, "rdmad-lat.json")))["results"][0]
+lat_run = json.load(open(os.path.join(tmp, "rdmad-lat.json")))
+lat = lat_run["results"][0]
 ref = perftest_lat()
+ref_rtt = perftest_lat("ib_read_lat")
 print("\n8-byte WRITE latency, us: rdmad p50 %.1f (p99 %.1f) through the "
-      "client library's queue; ib_write_lat typical %s"
-      % (lat["p50_us"], lat["p99_us"], "n/a" if ref is None else "%.2f" % ref))
+      "client library's queue (client spin %s us); ib_write_lat typical %s "
+      "(half a round trip); ib_read_lat typical %s (a round trip%s)"
+      % (lat["p50_us"], lat["p99_us"], lat_run.get("spin_us"),
+         "n/a" if ref is None else "%.2f" % ref,
+         "n/a" if ref_rtt is None else "%.2f" % ref_rtt,
+         "" if ref_rtt is None else ": rdmad %.2fx" % (lat["p50_us"] / ref_rtt)))
 if ref is not None:
     bound = 1.5 * ref
     print("target: p50 <= 1.5 x ib_write_lat = %.1f us: %s (%.2fx)"

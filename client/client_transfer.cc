@@ -152,6 +152,11 @@ absl::StatusOr<std::vector<absl::Status>> Client::Batch(
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
+  if (options.spin < absl::ZeroDuration() || options.spin > absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QueueOptions::spin is ", absl::FormatDuration(options.spin),
+        ": give how long Wait may busy-poll, from 0 (never) to 1s"));
+  }
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::OpenQueueRequest request;
@@ -206,7 +211,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
   }
   auto impl =
       std::make_unique<Queue::Impl>(this, id, call.generation, base, size,
-                                    std::move(fds[1]), std::move(fds[2]));
+                                    std::move(fds[1]), std::move(fds[2]),
+                                    options.spin);
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 

@@ -20,11 +20,6 @@
 namespace rdmad {
 namespace {
 
-// How long Wait busy-polls before it sleeps on the wake-up eventfd (when
-// the engine runs on another CPU): a completion is often a few
-// microseconds away.
-constexpr absl::Duration kSpin = absl::Microseconds(30);
-
 Transport TransportOf(uint8_t code) {
   switch (code) {
     case 1:
@@ -42,7 +37,7 @@ Transport TransportOf(uint8_t code) {
 
 Queue::Impl::Impl(Client* c, uint64_t queue_id, uint64_t session_generation,
                   void* mapping, size_t size, UniqueFd doorbell_fd,
-                  UniqueFd wakeup_fd)
+                  UniqueFd wakeup_fd, absl::Duration spin_time)
     : client(c),
       id(queue_id),
       generation(session_generation),
@@ -53,7 +48,8 @@ Queue::Impl::Impl(Client* c, uint64_t queue_id, uint64_t session_generation,
       submissions(mapping),
       completions(mapping),
       depth(static_cast<queue::QueueHeader*>(mapping)->sq_entries),
-      completion_depth(static_cast<queue::QueueHeader*>(mapping)->cq_entries) {}
+      completion_depth(static_cast<queue::QueueHeader*>(mapping)->cq_entries),
+      spin(spin_time) {}
 
 Queue::Impl::~Impl() {
   if (base != nullptr) ::munmap(base, mapped);
@@ -214,7 +210,8 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Spinning helps only while the engine runs on another CPU: on ours it
   // would keep the engine from running until the spin runs out (a loaded
   // machine puts both on one CPU), and sleeping lets it run at once.
-  const bool spin = !queue::EngineRunsHere(impl_->base);
+  const bool spin = impl_->spin > absl::ZeroDuration() &&
+                    !queue::EngineRunsHere(impl_->base);
   // While spinning, the status and the clock are looked at every
   // kPollsPerCheck polls only: each costs as much as a poll (absl::Now most
   // of all), and the longer one turn of the loop, the later a completion is
@@ -229,7 +226,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
     absl::Time now = absl::Now();
     if (!clock_read) {
       clock_read = true;
-      if (spin) spin_until = now + kSpin;
+      if (spin) spin_until = now + impl_->spin;
       if (deadline == absl::InfinitePast()) deadline = now + timeout;
     }
     if (now < spin_until) continue;

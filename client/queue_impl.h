@@ -17,7 +17,7 @@ struct Queue::Impl {
   // Takes the mapping of the segment (munmapped on destruction) and the
   // two eventfds. The segment was checked (queue::CheckSegment).
   Impl(Client* client, uint64_t id, uint64_t generation, void* mapping,
-       size_t size, UniqueFd doorbell, UniqueFd wakeup);
+       size_t size, UniqueFd doorbell, UniqueFd wakeup, absl::Duration spin);
   ~Impl();
 
   Client* const client;  // Not owned; outlives the queue.
@@ -33,6 +33,7 @@ struct Queue::Impl {
   queue::CompletionConsumer completions;
   const uint32_t depth;
   const uint32_t completion_depth;
+  const absl::Duration spin;  // QueueOptions::spin
   uint32_t in_flight = 0;  // submitted, completion not polled yet
   // Poll's scratch for error messages, kept from call to call: building 64
   // strings per Poll cost more than the rest of a small operation's Poll.

@@ -27,7 +27,8 @@ absl::Status SharedQueue::EnsureQueue() {
   // restarted): the old queue is dead, open one in the new session.
   if (queue_ != nullptr && queue_->status().ok()) return absl::OkStatus();
   queue_.reset();
-  auto queue = client_->OpenQueue(QueueOptions{.depth = 256});
+  auto queue = client_->OpenQueue(
+      QueueOptions{.depth = 256, .spin = client_->options().queue_spin});
   if (!queue.ok()) return queue.status();
   queue_ = *std::move(queue);
   return absl::OkStatus();

@@ -39,7 +39,7 @@ constexpr OptionSpec kOptions[] = {
     {"duration", 0, true, false},   {"batch", 0, true, false},   {"mode", 0, true, false},
     {"group", 0, true, false},      {"fresh", 0, false, false},
     {"path", 0, true, false},       {"local", 0, false, false},
-    {"allow", 0, true, false},
+    {"allow", 0, true, false},      {"spin", 0, true, false},
 };
 
 struct CommandSpec {
@@ -201,6 +201,8 @@ constexpr CommandSpec kCommands[] = {
      "compare. With --batch N, each thread submits N operations at once\n"
      "(one Batch call with --path grpc) and waits for all of them; latency\n"
      "is then that of a whole batch.\n"
+     "--spin T (ring only; e.g. 200us, 0) is how long a thread busy-polls\n"
+     "for its completions before it sleeps (default 30us; QueueOptions::spin).\n"
      "\n"
      "Per size it prints the operations done, MB/s (10^6 bytes/s), Gb/s,\n"
      "operations/s, the latency of one operation as rdmactl sees it (the call\n"
@@ -225,7 +227,7 @@ constexpr CommandSpec kCommands[] = {
      "it directly: the cost of the path from this process to the daemon.\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
-      "duration", "path", "local"}},
+      "duration", "path", "local", "spin"}},
     {"ls", Command::kLs, "[PREFIX]",
      "exported regions of the whole cluster (directory)",
      "Lists the regions every daemon of the cluster exports, from the\n"
@@ -424,6 +426,23 @@ absl::Status FillBench(
     auto parsed = ParseBenchDuration(*duration);
     if (!parsed.ok()) return parsed.status();
     bench.duration = *parsed;
+  }
+  if (const std::string* spin = option("spin")) {
+    absl::Duration parsed;
+    if (*spin == "0") {
+      parsed = absl::ZeroDuration();
+    } else if (!absl::ParseDuration(*spin, &parsed) ||
+               parsed < absl::ZeroDuration() || parsed > absl::Seconds(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--spin '", *spin,
+          "' is not a spin time: give a duration from 0 to 1s, e.g. 200us"));
+    }
+    if (bench.path != BenchPath::kRing) {
+      return absl::InvalidArgumentError(
+          "--spin sets how long a queue's Wait busy-polls: it applies to "
+          "--path ring only");
+    }
+    bench.spin = parsed;
   }
   if (option("create-region") != nullptr) {
     if (!bench.peer.empty()) {

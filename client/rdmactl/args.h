@@ -114,6 +114,8 @@ struct BenchOptions {
   // The region is this daemon's and is reached directly (a copy inside the
   // daemon), not through its peer address.
   bool local = false;
+  // QueueOptions::spin of each thread's queue (ring path).
+  absl::Duration spin = absl::Microseconds(30);
 };
 
 // A validated command line. Only the fields of `command` are meaningful.

@@ -70,6 +70,8 @@ struct BenchReport {
   std::string region;  // its name
   int queue_depth = 1;
   int batch = 1;  // operations per call
+  // How long a thread busy-polls its queue before sleeping (ring path).
+  std::optional<absl::Duration> spin;
   std::optional<uint64_t> iterations;  // per size; else `duration`
   absl::Duration duration;
   std::vector<BenchResult> results;  // in the order run
@@ -80,8 +82,8 @@ struct BenchReport {
 std::string RenderBenchTable(const BenchReport& report);
 
 // One JSON object ending in a newline:
-//   {"op": "write", "peer": "...", "region": "...", "qd": 1,
-//    "iterations": null, "duration_s": 2,
+//   {"op": "write", "peer": "...", "region": "...", "qd": 1, "batch": 1,
+//    "spin_us": 30 (null on the gRPC path), "iterations": null, "duration_s": 2,
 //    "results": [{"size": 8, "ops": ..., "bytes": ..., "seconds": ...,
 //                 "bytes_per_s": ..., "mb_per_s": ..., "gbit_per_s": ...,
 //                 "ops_per_s": ..., "p50_us": ..., "p99_us": ...,

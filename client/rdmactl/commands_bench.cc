@@ -178,6 +178,7 @@ struct SizeRun {
   BenchOp op;
   uint64_t size;
   int batch = 1;  // operations per call
+  absl::Duration spin;  // QueueOptions::spin
   std::optional<uint64_t> iterations;
   Clock::time_point start;     // written before `go`
   Clock::time_point deadline;  // duration runs
@@ -265,7 +266,8 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
   if (run.path == BenchPath::kRing) {
     auto opened = run.client->OpenQueue(
         {.depth = static_cast<uint32_t>(std::max(run.batch, 8)),
-         .completion_depth = static_cast<uint32_t>(2 * std::max(run.batch, 8))});
+         .completion_depth = static_cast<uint32_t>(2 * std::max(run.batch, 8)),
+         .spin = run.spin});
     if (opened.ok()) {
       queue = *std::move(opened);
       done.resize(2 * std::max(run.batch, 8));
@@ -380,6 +382,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   run.size = size;
   run.iterations = options.iterations;
   run.batch = options.batch;
+  run.spin = options.spin;
   const int threads = options.queue_depth;
   std::vector<WorkerResult> results(threads);
   std::latch ready(threads);
@@ -482,6 +485,7 @@ absl::Status RunBench(CommandContext& context) {
   report.region = options.region;
   report.queue_depth = options.queue_depth;
   report.batch = options.batch;
+  if (options.path == BenchPath::kRing) report.spin = options.spin;
   report.iterations = options.iterations;
   report.duration = options.duration;
   {

@@ -70,6 +70,9 @@ struct ClientOptions {
   // Deadline of each call to the daemon, transfers included.
   absl::Duration timeout = absl::Seconds(30);
   TransferPath transfer_path = TransferPath::kQueue;
+  // QueueOptions::spin of the queue that Write, Read and Batch use (kQueue):
+  // how long a caller busy-polls for its completion before it sleeps.
+  absl::Duration queue_spin = absl::Microseconds(30);
   // No call runs past this time, whatever `timeout` says: a bound on
   // everything done with this Client (a command line's --timeout).
   absl::Time deadline = absl::InfiniteFuture();

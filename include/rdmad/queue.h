@@ -85,6 +85,13 @@ struct QueueOptions {
   // Also deliver notifications (WRITEs with an immediate into this
   // session's regions) on this queue. One queue per session may.
   bool notifications = false;
+  // How long Wait busy-polls the completion ring before it sleeps on the
+  // wake-up eventfd, while the daemon's engine runs on another CPU (on
+  // this one spinning would only keep the engine from running). Sleeping
+  // costs a wake-up per completion: raise it where completions are
+  // usually further away than that and a core may be spent on waiting;
+  // 0 never spins. At most 1 s.
+  absl::Duration spin = absl::Microseconds(30);
 };
 
 // One operation for Queue::Submit.

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -261,6 +262,50 @@ TEST_F(QueueTest, NotificationsReachTheOwnerOfTheRegion) {
           .length = 8, .immediate = 1}};
   EXPECT_EQ((*other)->Submit(ops).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
+// still sees every completion, through the wake-up eventfd).
+TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto negative = ca->OpenQueue({.spin = absl::Microseconds(-1)});
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.status().message(), HasSubstr("QueueOptions::spin"));
+  EXPECT_EQ(ca->OpenQueue({.spin = absl::Seconds(2)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto queue = ca->OpenQueue({.spin = absl::ZeroDuration()});
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  // A Wait with nothing in flight uses (next to) no CPU: it never spins.
+  timespec before{}, after{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
+  EXPECT_EQ((*queue)->Wait(absl::Milliseconds(300)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
+  const absl::Duration cpu =
+      absl::DurationFromTimespec(after) - absl::DurationFromTimespec(before);
+  EXPECT_LT(cpu, absl::Milliseconds(100)) << "a Wait with spin 0 spun";
+
+  auto region = ca->CreateRegion("spin-target", 4096, Access::kReadWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto target = ca->OpenRemote(*RemoteRegion::Parse("spin-target"));
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  std::vector<Op> ops;
+  for (uint64_t i = 0; i < 50; ++i) {
+    ops.push_back({.kind = Op::Kind::kWrite, .local = &*buf,
+                   .local_offset = i * 8, .remote = &*target,
+                   .remote_offset = i * 8, .length = 8, .tag = i});
+  }
+  std::memset(buf->data(), 0x5a, 4096);
+  std::vector<Completion> done = RunAll(**queue, ops);
+  ASSERT_EQ(done.size(), ops.size());
+  for (const Completion& c : done) EXPECT_TRUE(c.status.ok()) << c.status;
+  auto view = ca->MapRegion("spin-target");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(std::string(view->data(), 400), std::string(400, '\x5a'));
 }
 
 TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {

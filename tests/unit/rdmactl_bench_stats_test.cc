@@ -142,6 +142,7 @@ BenchReport SampleReport() {
   report.region = "rdmad-bench";
   report.queue_depth = 4;
   report.duration = absl::Seconds(2);
+  report.spin = absl::Microseconds(30);
   std::vector<int64_t> latencies;
   for (int64_t us : Ramp(1000)) latencies.push_back(us * 1000);
   report.results.push_back(Summarize(8, latencies, absl::Seconds(2), "tcp"));
@@ -197,6 +198,7 @@ TEST(BenchReportTest, JsonHasTheSameFields) {
   EXPECT_EQ(f["peer"].string(), "127.0.0.1:7471");
   EXPECT_EQ(f["region"].string(), "rdmad-bench");
   EXPECT_EQ(f["qd"].number(), 4);
+  EXPECT_EQ(f["spin_us"].number(), 30);
   EXPECT_TRUE(f["iterations"].is_null());
   EXPECT_EQ(f["duration_s"].number(), 2);
   const auto& results = f["results"].array();
@@ -226,6 +228,7 @@ TEST(BenchReportTest, JsonOfIterationsAndNoResults) {
   const JsonValue& f = parsed;
   EXPECT_EQ(f["iterations"].number(), 10);
   EXPECT_TRUE(f["duration_s"].is_null());
+  EXPECT_TRUE(f["spin_us"].is_null()) << "the gRPC path does not spin";
   EXPECT_EQ(f["region"].string(), "weird\"name\\");
   EXPECT_EQ(f["results"].array().size(), 0);
 }
@@ -292,6 +295,28 @@ TEST(BenchArgsTest, DurationAndCreateRegion) {
   inv = Parse({"bench", "--duration", "3"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.duration, absl::Seconds(3));
+}
+
+TEST(BenchArgsTest, SpinIsATimeForTheRingPath) {
+  auto inv = Parse({"bench"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.spin, absl::Microseconds(30));
+  inv = Parse({"bench", "--spin", "2ms"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.spin, absl::Milliseconds(2));
+  inv = Parse({"bench", "--spin", "0"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.spin, absl::ZeroDuration());
+  for (const char* bad : {"2s", "-1us", "fast", "1"}) {
+    SCOPED_TRACE(bad);
+    auto r = Parse({"bench", "--spin", bad});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("--spin"));
+  }
+  auto grpc = Parse({"bench", "--path", "grpc", "--spin", "1ms"});
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_THAT(grpc.status().message(), HasSubstr("--path ring only"));
 }
 
 // A usage error whose message contains `what` and says where to look.
