@@ -226,8 +226,9 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
     absl::Time now = absl::Now();
     if (!clock_read) {
       clock_read = true;
-      if (spin) spin_until = now + impl_->spin;
       if (deadline == absl::InfinitePast()) deadline = now + timeout;
+      // A spin longer than the wait ends at the deadline.
+      if (spin) spin_until = std::min(now + impl_->spin, deadline);
     }
     if (now < spin_until) continue;
     if (impl_->completions.WaitUnlessReady()) break;

@@ -275,6 +275,15 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   EXPECT_EQ(ca->OpenQueue({.spin = absl::Seconds(2)}).status().code(),
             absl::StatusCode::kInvalidArgument);
 
+  // A spin longer than the wait ends at the wait's deadline.
+  auto spinner = ca->OpenQueue({.spin = absl::Seconds(1)});
+  ASSERT_TRUE(spinner.ok()) << spinner.status();
+  const absl::Time start = absl::Now();
+  EXPECT_EQ((*spinner)->Wait(absl::Milliseconds(20)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(900))
+      << "the 1s spin outlived the 20ms wait";
+
   auto queue = ca->OpenQueue({.spin = absl::ZeroDuration()});
   ASSERT_TRUE(queue.ok()) << queue.status();
   // A Wait with nothing in flight uses (next to) no CPU: it never spins.
