@@ -152,10 +152,11 @@ absl::StatusOr<std::vector<absl::Status>> Client::Batch(
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
-  if (options.spin < absl::ZeroDuration() || options.spin > absl::Seconds(1)) {
+  if (options.spin < absl::ZeroDuration() || options.spin > kMaxQueueSpin) {
     return absl::InvalidArgumentError(absl::StrCat(
         "QueueOptions::spin is ", absl::FormatDuration(options.spin),
-        ": give how long Wait may busy-poll, from 0 (never) to 1s"));
+        ": give how long Wait may busy-poll, from 0 (never) to ",
+        absl::FormatDuration(kMaxQueueSpin)));
   }
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));

@@ -429,13 +429,12 @@ absl::Status FillBench(
   }
   if (const std::string* spin = option("spin")) {
     absl::Duration parsed;
-    if (*spin == "0") {
-      parsed = absl::ZeroDuration();
-    } else if (!absl::ParseDuration(*spin, &parsed) ||
-               parsed < absl::ZeroDuration() || parsed > absl::Seconds(1)) {
+    // ParseDuration takes a bare "0" (no unit) too.
+    if (!absl::ParseDuration(*spin, &parsed) || parsed < absl::ZeroDuration() ||
+        parsed > kMaxQueueSpin) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--spin '", *spin,
-          "' is not a spin time: give a duration from 0 to 1s, e.g. 200us"));
+          "--spin '", *spin, "' is not a spin time: give a duration from 0 to ",
+          absl::FormatDuration(kMaxQueueSpin), ", e.g. 200us"));
     }
     if (bench.path != BenchPath::kRing) {
       return absl::InvalidArgumentError(

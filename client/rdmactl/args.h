@@ -115,7 +115,7 @@ struct BenchOptions {
   // daemon), not through its peer address.
   bool local = false;
   // QueueOptions::spin of each thread's queue (ring path).
-  absl::Duration spin = absl::Microseconds(30);
+  absl::Duration spin = kDefaultQueueSpin;
 };
 
 // A validated command line. Only the fields of `command` are meaningful.

@@ -72,7 +72,7 @@ struct ClientOptions {
   TransferPath transfer_path = TransferPath::kQueue;
   // QueueOptions::spin of the queue that Write, Read and Batch use (kQueue):
   // how long a caller busy-polls for its completion before it sleeps.
-  absl::Duration queue_spin = absl::Microseconds(30);
+  absl::Duration queue_spin = kDefaultQueueSpin;
   // No call runs past this time, whatever `timeout` says: a bound on
   // everything done with this Client (a command line's --timeout).
   absl::Time deadline = absl::InfiniteFuture();

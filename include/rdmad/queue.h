@@ -74,6 +74,10 @@ struct RemoteHandle {
   uint64_t session_generation = 0;
 };
 
+// QueueOptions::spin: the default, and the longest accepted.
+inline constexpr absl::Duration kDefaultQueueSpin = absl::Microseconds(30);
+inline constexpr absl::Duration kMaxQueueSpin = absl::Seconds(1);
+
 struct QueueOptions {
   // Submission ring entries (rounded up to a power of two, 8..65536).
   uint32_t depth = 256;
@@ -90,8 +94,8 @@ struct QueueOptions {
   // this one spinning would only keep the engine from running). Sleeping
   // costs a wake-up per completion: raise it where completions are
   // usually further away than that and a core may be spent on waiting;
-  // 0 never spins. At most 1 s.
-  absl::Duration spin = absl::Microseconds(30);
+  // 0 never spins. At most kMaxQueueSpin.
+  absl::Duration spin = kDefaultQueueSpin;
 };
 
 // One operation for Queue::Submit.
