@@ -15,18 +15,27 @@
 //                        consumed that completion)
 //
 // Both rings are single-producer single-consumer with free-running 32-bit
-// indices (entry i lives at i & (entries - 1)):
+// positions (entry i lives at i & (entries - 1)):
 //   submission ring  client writes entries and sq_tail; daemon writes sq_head
 //   completion ring  daemon writes entries and cq_tail; client writes cq_head
-// A producer writes the entry, then publishes the new tail with release
-// order; the consumer reads the tail with acquire order, copies the entry,
-// then publishes the new head with release order.
+// A producer writes the entry and last its `sequence`, position + 1, with
+// release order: that publishes it. The consumer polls the sequence of the
+// next slot with acquire order, copies the entry once it matches, then
+// publishes the new head with release order (the producer reads it only
+// when the room it saw last runs out). Polling the entry itself moves one
+// cache line from core to core per operation each way (the operation is in
+// the line that says it is there), where polling a separate tail would move
+// two. The producer still publishes its tail after each batch, with
+// sequentially consistent order: it carries the sleep/wake handshake below,
+// and the consumer reads it only then, so while both sides are awake the
+// tail's line stays with its writer.
 //
 // The daemon trusts nothing the client writes: it copies each submission
 // entry before looking at it, validates it as the gRPC path validates a
-// request, and checks the client's indices (sq_tail, cq_head) against the
-// ones it keeps itself. A queue whose indices are impossible is stopped
-// (state kStopped and a status in the header); nothing else is affected.
+// request, and checks the client's sequences and indices (sq_tail,
+// cq_head) against the positions it keeps itself. A queue whose sequences
+// or indices are impossible is stopped (state kStopped and a status in the
+// header); nothing else is affected.
 //
 // Waiting without burning CPU:
 //   - the engine polls the submission rings while it has work, spins a
@@ -54,7 +63,7 @@
 namespace rdmad::queue {
 
 inline constexpr uint32_t kMagic = 0x51444d52;  // "RMDQ"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // 2: per-entry sequences
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr uint32_t kMinEntries = 8;
 inline constexpr uint32_t kMaxEntries = 1u << 16;
@@ -80,9 +89,11 @@ struct SubmissionEntry {
   uint64_t remote_offset;
   uint64_t length;          // 1 .. the region sizes
   uint32_t timeout_ms;      // 0: the queue's default
-  uint32_t reserved1;       // 0
+  // Position + 1 (mod 2^32), written last: the entry is published.
+  uint32_t sequence;
 };
 static_assert(sizeof(SubmissionEntry) == 64);
+static_assert(offsetof(SubmissionEntry, sequence) == 60);
 
 // CompletionEntry::kind.
 enum class CompletionKind : uint8_t {
@@ -105,9 +116,11 @@ struct CompletionEntry {
   uint64_t region;    // notification: the region written
   uint64_t offset;    // notification: where in it
   uint64_t daemon_ns;  // completion: time inside the daemon, taken to done
-  uint64_t reserved1;
+  // Position + 1 (1 .. 2^32), written last: the entry is published.
+  uint64_t sequence;
 };
 static_assert(sizeof(CompletionEntry) == 64);
+static_assert(offsetof(CompletionEntry, sequence) == 56);
 
 struct ErrorSlot {
   uint32_t length;  // bytes of `text` used

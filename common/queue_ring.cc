@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -16,6 +18,23 @@ QueueHeader* Header(void* base) { return static_cast<QueueHeader*>(base); }
 template <typename T>
 T* At(void* base, uint64_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
+}
+
+// The sequence a slot holds once the entry of `position` is in it.
+uint32_t SubmissionSequence(uint32_t position) { return position + 1; }
+uint64_t CompletionSequence(uint32_t position) {
+  return uint64_t{position} + 1;
+}
+
+// The entries' sequences are read and written as atomics in place (the
+// rest of an entry is plain memory ordered by them).
+template <typename T>
+T Load(const T& field, std::memory_order order) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
+}
+template <typename T>
+void Store(T& field, T value, std::memory_order order) {
+  std::atomic_ref<T>(field).store(value, order);
 }
 
 }  // namespace
@@ -63,7 +82,8 @@ SubmissionProducer::SubmissionProducer(void* base)
     : header_(Header(base)),
       ring_(At<SubmissionEntry>(base, Header(base)->sq_offset)),
       mask_(Header(base)->sq_entries - 1),
-      tail_(Header(base)->sq_tail.load(std::memory_order_relaxed)),
+      tail_(0),
+      published_(0),
       head_seen_(Header(base)->sq_head.load(std::memory_order_acquire)) {}
 
 uint32_t SubmissionProducer::Space() {
@@ -79,15 +99,22 @@ uint32_t SubmissionProducer::Space(uint32_t want) {
 }
 
 void SubmissionProducer::Push(const SubmissionEntry& entry) {
-  ring_[tail_ & mask_] = entry;
+  std::memcpy(&ring_[tail_ & mask_], &entry,
+              offsetof(SubmissionEntry, sequence));
   ++tail_;
 }
 
 bool SubmissionProducer::Publish() {
+  for (; published_ != tail_; ++published_) {
+    Store(ring_[published_ & mask_].sequence, SubmissionSequence(published_),
+          std::memory_order_release);
+  }
   // Sequentially consistent store, then load: pairs with the engine's
-  // store of engine_sleeping and its last look at sq_tail (SleepUnlessWork),
-  // so one of the two sees the other. (Not a fence between relaxed
-  // operations: ThreadSanitizer does not understand fences.)
+  // store of engine_sleeping and its look at sq_tail (SleepUnlessWork), so
+  // one of the two sees the other. The engine polls the sequences, not the
+  // tail, while it is awake: this line stays in this core's cache and the
+  // store costs no transfer. (Not a fence between relaxed operations:
+  // ThreadSanitizer does not understand fences.)
   header_->sq_tail.store(tail_, std::memory_order_seq_cst);
   return header_->engine_sleeping.load(std::memory_order_seq_cst) != 0;
 }
@@ -100,44 +127,93 @@ SubmissionConsumer::SubmissionConsumer(void* base, const Geometry& g)
       entries_(g.sq_entries),
       head_(0) {}
 
-absl::StatusOr<uint32_t> SubmissionConsumer::Available() const {
-  const uint32_t tail = header_->sq_tail.load(std::memory_order_acquire);
-  const uint32_t available = tail - head_;
-  if (available > entries_) {
-    return absl::DataLossError(absl::StrCat(
-        "the submission ring's tail (", tail, ") is ", available,
-        " entries ahead of what the daemon took (", head_,
-        "), more than the ring holds (", entries_,
-        "): the queue's memory was overwritten"));
+SubmissionConsumer::Slot SubmissionConsumer::Look(
+    uint32_t position, std::memory_order order) const {
+  const uint32_t sequence =
+      Load(ring_[position & (entries_ - 1)].sequence, order);
+  if (sequence == SubmissionSequence(position)) return Slot::kReady;
+  // Before the client writes it, a slot holds the entry one lap back (or,
+  // on the first lap, the zeroes the daemon left).
+  if (sequence == SubmissionSequence(position - entries_) ||
+      (sequence == 0 && position < entries_)) {
+    return Slot::kNotYet;
   }
-  return available;
+  return Slot::kCorrupt;
+}
+
+absl::Status SubmissionConsumer::Overwritten(uint32_t position) const {
+  const uint32_t sequence = Load(ring_[position & (entries_ - 1)].sequence,
+                                 std::memory_order_relaxed);
+  return absl::DataLossError(absl::StrCat(
+      "the submission ring's entry ", position, " has sequence ", sequence,
+      ", which no entry of that slot can have (", SubmissionSequence(position),
+      " when written, ", SubmissionSequence(position - entries_),
+      " before): the queue's memory was overwritten"));
+}
+
+absl::StatusOr<bool> SubmissionConsumer::Ready() const {
+  switch (Look(head_, std::memory_order_acquire)) {
+    case Slot::kReady:
+      return true;
+    case Slot::kNotYet:
+      return false;
+    case Slot::kCorrupt:
+      break;
+  }
+  return Overwritten(head_);
 }
 
 absl::StatusOr<size_t> SubmissionConsumer::Take(
     absl::Span<SubmissionEntry> out) {
-  auto available = Available();
-  if (!available.ok()) return available.status();
-  const size_t n = std::min<size_t>(*available, out.size());
-  for (size_t i = 0; i < n; ++i) {
+  size_t n = 0;
+  for (; n < out.size(); ++n) {
+    const uint32_t position = head_ + static_cast<uint32_t>(n);
+    const Slot slot = Look(position, std::memory_order_acquire);
+    if (slot == Slot::kNotYet) break;
+    if (slot == Slot::kCorrupt) return Overwritten(position);
     // Copied before anything looks at it: the client may change the slot
     // at any moment.
-    std::memcpy(&out[i], &ring_[(head_ + i) & (entries_ - 1)],
+    std::memcpy(&out[n], &ring_[position & (entries_ - 1)],
                 sizeof(SubmissionEntry));
   }
+  if (n == 0) return 0;
   head_ += static_cast<uint32_t>(n);
   header_->sq_head.store(head_, std::memory_order_release);
   return n;
 }
 
-bool SubmissionConsumer::SleepUnlessWork() {
+absl::StatusOr<bool> SubmissionConsumer::SleepUnlessWork() {
   // See SubmissionProducer::Publish.
   header_->engine_sleeping.store(1, std::memory_order_seq_cst);
   const uint32_t tail = header_->sq_tail.load(std::memory_order_seq_cst);
-  if (tail != head_) {
-    header_->engine_sleeping.store(0, std::memory_order_relaxed);
-    return true;
+  bool work = false;
+  // The engine takes entries as their sequences appear, so the tail,
+  // published after them, may lag behind what was taken by up to a ring.
+  if (tail != head_ && head_ - tail > entries_) {
+    if (tail - head_ > entries_) {
+      return absl::DataLossError(absl::StrCat(
+          "the submission ring's tail (", tail, ") is ", tail - head_,
+          " entries ahead of what the daemon took (", head_,
+          "), more than the ring holds (", entries_,
+          "): the queue's memory was overwritten"));
+    }
+    // Having read the tail, the sequences written before it are visible.
+    const Slot slot = Look(head_, std::memory_order_acquire);
+    if (slot == Slot::kCorrupt) return Overwritten(head_);
+    if (slot == Slot::kNotYet) {
+      return absl::DataLossError(absl::StrCat(
+          "the submission ring's tail (", tail, ") says entry ", head_,
+          " was published, but its sequence says it was not: the queue's "
+          "memory was overwritten"));
+    }
+    work = true;
+  } else {
+    // Published since the tail was read (or a corrupt slot, which Take
+    // reports): work too.
+    work = Look(head_, std::memory_order_acquire) != Slot::kNotYet;
   }
-  return false;
+  if (work) header_->engine_sleeping.store(0, std::memory_order_relaxed);
+  return work;
 }
 
 void SubmissionConsumer::Awake() {
@@ -184,11 +260,16 @@ void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) 
     e.length = static_cast<uint32_t>(n);
     entry.error = slot;
   }
-  std::memcpy(&ring_[slot], &entry, sizeof(entry));
+  std::memcpy(&ring_[slot], &entry, offsetof(CompletionEntry, sequence));
   ++tail_;
 }
 
 bool CompletionProducer::Publish() {
+  const uint32_t mask = entries_ - 1;
+  for (; published_ != tail_; ++published_) {
+    Store(ring_[published_ & mask].sequence, CompletionSequence(published_),
+          std::memory_order_release);
+  }
   // Pairs with CompletionConsumer::WaitUnlessReady as the submission side
   // does (SubmissionProducer::Publish).
   header_->cq_tail.store(tail_, std::memory_order_seq_cst);
@@ -205,16 +286,22 @@ CompletionConsumer::CompletionConsumer(void* base)
       head_(Header(base)->cq_head.load(std::memory_order_relaxed)) {}
 
 bool CompletionConsumer::Empty() const {
-  return header_->cq_tail.load(std::memory_order_acquire) == head_;
+  return Load(ring_[head_ & (entries_ - 1)].sequence,
+              std::memory_order_acquire) != CompletionSequence(head_);
 }
 
 size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
                                 std::string* messages) {
-  const uint32_t tail = header_->cq_tail.load(std::memory_order_acquire);
-  const uint32_t available = std::min(tail - head_, entries_);
-  const size_t n = std::min<size_t>(available, out.size());
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t slot = (head_ + i) & (entries_ - 1);
+  const size_t most = std::min<size_t>(out.size(), entries_);
+  size_t n = 0;
+  for (; n < most; ++n) {
+    const uint32_t position = head_ + static_cast<uint32_t>(n);
+    const uint32_t slot = position & (entries_ - 1);
+    if (Load(ring_[slot].sequence, std::memory_order_acquire) !=
+        CompletionSequence(position)) {
+      break;
+    }
+    const size_t i = n;
     out[i] = ring_[slot];
     if (messages != nullptr) {
       messages[i].clear();
@@ -224,6 +311,7 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
       }
     }
   }
+  if (n == 0) return 0;
   head_ += static_cast<uint32_t>(n);
   header_->cq_head.store(head_, std::memory_order_release);
   return n;
@@ -232,7 +320,10 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
 bool CompletionConsumer::WaitUnlessReady() {
   header_->client_cpu.store(::sched_getcpu() + 1, std::memory_order_relaxed);
   header_->client_waiting.store(1, std::memory_order_seq_cst);
-  if (header_->cq_tail.load(std::memory_order_seq_cst) != head_ ||
+  // Pairs with CompletionProducer::Publish. Completions polled through
+  // their sequences may have taken head_ past the tail (signed compare).
+  const uint32_t tail = header_->cq_tail.load(std::memory_order_seq_cst);
+  if (static_cast<int32_t>(tail - head_) > 0 || !Empty() ||
       header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
     header_->client_waiting.store(0, std::memory_order_relaxed);
     return true;

@@ -13,6 +13,7 @@
 #ifndef RDMAD_COMMON_QUEUE_RING_H_
 #define RDMAD_COMMON_QUEUE_RING_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -40,17 +41,19 @@ class SubmissionProducer {
   // At least min(want, Space()): reads the daemon's head (a cache line the
   // other core wrote) only when the head seen last leaves less than `want`.
   uint32_t Space(uint32_t want);
-  // Writes `entry` at the tail (not yet visible). Space() must be > 0.
+  // Writes `entry` (but its `sequence`) at the tail, not visible yet.
+  // Space() must be > 0.
   void Push(const SubmissionEntry& entry);
-  // Makes what was pushed visible. True if the engine may be asleep and
-  // needs the doorbell.
+  // Makes what was pushed visible (writes the entries' sequences, then the
+  // tail). True if the engine may be asleep and needs the doorbell.
   bool Publish();
 
  private:
   QueueHeader* const header_;
   SubmissionEntry* const ring_;
   const uint32_t mask_;
-  uint32_t tail_;
+  uint32_t tail_;       // the next position to push
+  uint32_t published_;  // positions before it are visible
   uint32_t head_seen_;  // the daemon's head when last read
 };
 
@@ -60,19 +63,30 @@ class SubmissionProducer {
 class SubmissionConsumer {
  public:
   SubmissionConsumer(void* base, const Geometry& geometry);
-  // Entries published and not taken yet, or DATA_LOSS if the client's tail
-  // is impossible (more than the ring holds ahead of what was taken).
-  absl::StatusOr<uint32_t> Available() const;
-  // Copies up to out.size() entries out of the ring and frees their slots;
-  // returns how many. The copies are the daemon's to validate.
+  // Whether the next entry is there (its sequence says so), or DATA_LOSS
+  // if the client wrote a sequence no entry of that slot can have.
+  absl::StatusOr<bool> Ready() const;
+  // Copies up to out.size() entries that are there out of the ring and
+  // frees their slots; returns how many. The copies are the daemon's to
+  // validate.
   absl::StatusOr<size_t> Take(absl::Span<SubmissionEntry> out);
   // Before sleeping: sets the sleeping flag, then says whether work arrived
-  // meanwhile (then the caller clears the flag and goes on).
-  bool SleepUnlessWork();
+  // meanwhile (then the caller clears the flag and goes on), or DATA_LOSS
+  // if the client's tail is impossible: ahead by more than the ring holds,
+  // or past an entry whose sequence says it was never written.
+  absl::StatusOr<bool> SleepUnlessWork();
   void Awake();
 
  private:
   QueueHeader* const header_;
+  // Where the entry of `position` stands: there, not written yet (its
+  // slot holds the previous lap's sequence, or nothing on the first lap),
+  // or impossible.
+  enum class Slot { kReady, kNotYet, kCorrupt };
+  Slot Look(uint32_t position, std::memory_order order) const;
+  // DATA_LOSS for the corrupt slot of `position`.
+  absl::Status Overwritten(uint32_t position) const;
+
   const SubmissionEntry* const ring_;
   const uint32_t entries_;
   uint32_t head_;
@@ -90,11 +104,12 @@ class CompletionProducer {
   // The head seen last was checked when read, so the slots it frees are
   // free; a lie told since is caught at the next read.
   absl::StatusOr<uint32_t> Space(uint32_t want);
-  // Writes `entry` (its `error` field is set here) and, for a failure,
-  // `message` into the error slot of its position. Space() must be > 0.
+  // Writes `entry` (its `error` field is set here; not its `sequence`)
+  // and, for a failure, `message` into the error slot of its position; not
+  // visible yet. Space() must be > 0.
   void Push(CompletionEntry entry, absl::string_view message);
-  // Makes what was pushed visible. True if the client waits and needs the
-  // wake-up.
+  // Makes what was pushed visible (writes the entries' sequences, then the
+  // tail). True if the client waits and needs the wake-up.
   bool Publish();
 
  private:
@@ -103,6 +118,7 @@ class CompletionProducer {
   ErrorSlot* const errors_;
   const uint32_t entries_;
   uint32_t tail_;
+  uint32_t published_ = 0;  // positions before it are visible
   uint32_t head_seen_ = 0;  // the client's head when last read (checked)
 };
 

@@ -1,12 +1,13 @@
 // libFuzzer target: what a client can write into its shared-memory queue.
 // The input is a script of records, each an action on the segment as a
 // hostile client would do it (write a submission entry of arbitrary bytes,
-// scribble the submission tail or the completion head) followed by one
-// round of what the daemon's engine does: take entries (RingQueue::Take,
-// which checks the client's indices), decode them (ring_decoder) and run
-// the valid ones through the TransferEngine against a region table, local
-// copies for real, then publish the completions. A memory error, a crash or
-// a completion for an entry never taken is a bug.
+// scribble a slot's sequence, the tail or the completion head) followed by
+// one round of what the daemon's engine does: take entries
+// (RingQueue::Take, which checks the client's sequences and head), decode
+// them (ring_decoder) and run the valid ones through the TransferEngine
+// against a region table, local copies for real, then publish the
+// completions, and look before sleeping (which checks the tail). A memory
+// error, a crash or a completion for an entry never taken is a bug.
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -82,6 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto* header = static_cast<queue::QueueHeader*>(client);
   auto* ring = reinterpret_cast<queue::SubmissionEntry*>(
       static_cast<char*>(client) + queue->geometry().sq_offset);
+  queue::CompletionConsumer reaper(client);
+  uint32_t tail = 0;  // the next position this client writes
   uint32_t taken_total = 0, completed_total = 0;
   for (size_t at = 0; at + sizeof(Record) <= size; at += sizeof(Record)) {
     Record r;
@@ -89,21 +92,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Every entry is also decoded on its own.
     (void)ring::DecodeSubmission(r.entry, *world->handles, absl::Now(),
                                  absl::Seconds(1));
-    switch (r.action % 4) {
-      case 0: {  // a submission, published the way the library does
-        const uint32_t tail = header->sq_tail.load();
+    switch (r.action % 5) {
+      case 0:  // a submission, published the way the library does
+        // (its sequence too, unless the value's low bit keeps the fuzzed
+        // one: impossible sequences stop the queue)
         ring[tail & 7] = r.entry;
-        header->sq_tail.store(tail + 1);
+        if ((r.value & 1) == 0) ring[tail & 7].sequence = tail + 1;
+        ++tail;
+        header->sq_tail.store(tail);
         break;
-      }
-      case 1:
-        header->sq_tail.store(r.value);
+      case 1:  // any sequence into any slot
+        ring[r.value & 7].sequence = r.entry.tag & 0xffffffff;
         break;
       case 2:
         header->cq_head.store(r.value);
         break;
-      case 3:
-        header->cq_head.store(header->cq_tail.load());
+      case 3: {  // the client consumes what was published
+        queue::CompletionEntry done[8];
+        while (reaper.Poll(absl::MakeSpan(done)) > 0) {
+        }
+        break;
+      }
+      case 4:
+        header->sq_tail.store(r.value);
         break;
     }
     // One engine round.
@@ -131,6 +142,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     world->engine.SubmitBatch(kOwner, absl::MakeSpan(batch));
     if (completed_total != taken_total) std::abort();  // all run inline here
+    // The engine's look before sleeping (which reads the tail).
+    if (queue->SleepUnlessWork() || (r.action & 0x100) != 0) queue->Awake();
   }
   ::munmap(client, queue->segment_size());
   return 0;

@@ -39,8 +39,7 @@ absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
       return absl::InvalidArgumentError(absl::StrCat(
           "submission has op code ", e.op, ": use 1 (WRITE) or 2 (READ)"));
   }
-  if ((e.flags & ~queue::kKnownFlags) != 0 || e.reserved0 != 0 ||
-      e.reserved1 != 0) {
+  if ((e.flags & ~queue::kKnownFlags) != 0 || e.reserved0 != 0) {
     return absl::InvalidArgumentError(
         "submission has unknown flags or non-zero reserved fields: is the "
         "client library the daemon's version?");

@@ -78,12 +78,11 @@ RingQueue::RingQueue(uint64_t id, const core::Caller& caller,
 size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
   if (stopped()) return 0;
   // Nothing published, the usual answer to a spinning engine: one load of
-  // the client's tail, no lock.
-  if (absl::StatusOr<uint32_t> available = submissions_.Available();
-      !available.ok()) {
-    Stop(available.status());
+  // the next entry's sequence, no lock.
+  if (absl::StatusOr<bool> ready = submissions_.Ready(); !ready.ok()) {
+    Stop(ready.status());
     return 0;
-  } else if (*available == 0) {
+  } else if (!*ready) {
     return 0;
   }
   absl::Status bad;
@@ -92,8 +91,11 @@ size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
     // Completions may be published from other threads meanwhile; copying
     // a round's entries under the lock holds them up for nanoseconds.
     absl::MutexLock lock(&mu_);
-    const uint32_t want = static_cast<uint32_t>(
-        std::min<size_t>(out.size(), queue::kMaxEntries) + in_flight_);
+    // Room for one more is all a round needs: the client's head (a line
+    // its core wrote) is read only when the room seen last runs out, not
+    // every round (asking for a whole round's budget would read it every
+    // time the completion ring is smaller than that).
+    const uint32_t want = in_flight_ + 1;
     absl::StatusOr<uint32_t> space = completions_.Space(want);
     if (!space.ok()) {
       bad = space.status();
@@ -115,7 +117,11 @@ size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
 }
 
 bool RingQueue::SleepUnlessWork() {
-  return !stopped() && submissions_.SleepUnlessWork();
+  if (stopped()) return false;
+  absl::StatusOr<bool> work = submissions_.SleepUnlessWork();
+  if (work.ok()) return *work;
+  Stop(work.status());
+  return false;
 }
 
 void RingQueue::Awake() { submissions_.Awake(); }

@@ -70,9 +70,11 @@ class RingQueue {
 
   // Copies up to out.size() submissions, no more than the completion ring
   // can take; reserves a completion slot for each. Stops the queue and
-  // returns 0 when its indices are impossible.
+  // returns 0 when its sequences or indices are impossible.
   size_t Take(absl::Span<queue::SubmissionEntry> out);
-  // Before the engine sleeps: arms the doorbell; true if work came meanwhile.
+  // Before the engine sleeps: arms the doorbell; true if work came
+  // meanwhile. Stops the queue (and says false) when the client's tail is
+  // impossible.
   bool SleepUnlessWork();
   void Awake();
   // Drains the doorbell eventfd.

@@ -392,8 +392,11 @@ TEST_F(QueueTest, AScribbledRingStopsOnlyItsQueue) {
   void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
                       MAP_SHARED, segment->get(), 0);
   ASSERT_NE(base, MAP_FAILED);
-  auto* header = static_cast<queue::QueueHeader*>(base);
-  header->sq_tail.store(123456);  // more entries than the ring holds
+  // The first entry's slot gets a sequence no entry of it can have.
+  auto* ring = reinterpret_cast<queue::SubmissionEntry*>(
+      static_cast<char*>(base) +
+      static_cast<queue::QueueHeader*>(base)->sq_offset);
+  ring[0].sequence = 123456;
   const uint64_t one = 1;
   ASSERT_EQ(::write(doorbell->get(), &one, sizeof(one)), 8);
   EXPECT_TRUE(Eventually([&] { return !queue::StopStatus(base).ok(); }));

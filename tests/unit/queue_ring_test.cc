@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -81,7 +82,11 @@ TEST_F(QueueRingTest, EntriesSurviveManyWraparounds) {
     ASSERT_EQ(*got, n);
     for (uint32_t i = 0; i < n; ++i) {
       const SubmissionEntry want = Entry(seen + i);
-      ASSERT_EQ(std::memcmp(&taken[i], &want, sizeof(want)), 0) << seen + i;
+      ASSERT_EQ(std::memcmp(&taken[i], &want,
+                            offsetof(SubmissionEntry, sequence)),
+                0)
+          << seen + i;
+      ASSERT_EQ(taken[i].sequence, static_cast<uint32_t>(seen + i + 1));
       CompletionEntry c{};
       c.kind = static_cast<uint8_t>(CompletionKind::kCompletion);
       c.tag = taken[i].tag;
@@ -107,8 +112,8 @@ TEST_F(QueueRingTest, EntriesSurviveManyWraparounds) {
     }
     seen += n;
   }
-  EXPECT_EQ(header()->sq_tail.load(), header()->sq_head.load());
-  EXPECT_GT(header()->sq_tail.load(), 3 * 8u) << "it did wrap";
+  EXPECT_EQ(header()->sq_head.load(), seen);
+  EXPECT_GT(seen, 3 * 8u) << "it did wrap";
 }
 
 TEST_F(QueueRingTest, FullRingsPushBack) {
@@ -162,16 +167,128 @@ TEST_F(QueueRingTest, HeadsAreReadAgainOnlyWhenTheRoomSeenIsShort) {
   EXPECT_EQ(completer.Space().status().code(), absl::StatusCode::kDataLoss);
 }
 
-TEST_F(QueueRingTest, AnImpossibleTailIsCaughtAndNothingIsRead) {
+TEST_F(QueueRingTest, NothingIsVisibleBeforePublish) {
   Make(8, 8);
+  SubmissionProducer producer(base());
   SubmissionConsumer consumer(base(), geometry_);
-  header()->sq_tail.store(1000);  // the client claims 1000 entries
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  producer.Push(Entry(1));
+  producer.Push(Entry(2));
+  EXPECT_FALSE(*consumer.Ready()) << "pushed, not published";
+  SubmissionEntry taken[8];
+  EXPECT_EQ(*consumer.Take(absl::MakeSpan(taken)), 0u);
+  EXPECT_FALSE(producer.Publish());
+  ASSERT_TRUE(*consumer.Ready());
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken)), 2u);
+  EXPECT_EQ(taken[1].tag, 2u);
+  EXPECT_EQ(taken[1].sequence, 2u);
+  EXPECT_FALSE(*consumer.Ready());
+  EXPECT_FALSE(producer.Publish()) << "nothing new: no doorbell either";
+  EXPECT_FALSE(*consumer.SleepUnlessWork()) << "all taken: sleep";
+  consumer.Awake();
+  // The same on the completion side.
+  CompletionEntry c{};
+  c.tag = 7;
+  completer.Push(c, "");
+  EXPECT_TRUE(reaper.Empty()) << "pushed, not published";
+  EXPECT_FALSE(reaper.WaitUnlessReady());
+  reaper.Done();
+  EXPECT_FALSE(completer.Publish()) << "the client is awake: no wake-up";
+  EXPECT_FALSE(reaper.Empty());
+  EXPECT_TRUE(reaper.WaitUnlessReady()) << "published: poll, do not sleep";
+  CompletionEntry got[4];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(got)), 1u);
+  EXPECT_EQ(got[0].tag, 7u);
+  EXPECT_TRUE(reaper.Empty());
+  EXPECT_FALSE(reaper.WaitUnlessReady()) << "all polled: sleep";
+  reaper.Done();
+}
+
+TEST_F(QueueRingTest, AnImpossibleSequenceStopsTaking) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  auto* ring = reinterpret_cast<SubmissionEntry*>(
+      static_cast<char*>(base()) + geometry_.sq_offset);
+  producer.Push(Entry(1));
+  producer.Publish();
+  ring[1] = Entry(2);
+  ring[1].sequence = 77;  // no entry of slot 1 has it
   SubmissionEntry taken[8];
   auto got = consumer.Take(absl::MakeSpan(taken));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("entry 1 has sequence 77"));
   EXPECT_THAT(got.status().message(), HasSubstr("overwritten"));
-  header()->sq_tail.store(0xffffffffu);  // "behind" the head: also impossible
-  EXPECT_EQ(consumer.Available().status().code(), absl::StatusCode::kDataLoss);
+  // The entry of a lap ahead is as impossible as garbage.
+  SubmissionConsumer fresh(base(), geometry_);
+  ring[0].sequence = 9;  // position 8's, while position 0 is due
+  EXPECT_EQ(fresh.Ready().status().code(), absl::StatusCode::kDataLoss);
+  // Zero on a later lap: the slot was wiped, not left from the last lap.
+  ring[0].sequence = 0;
+  EXPECT_FALSE(*fresh.Ready()) << "first lap: zero is a slot not written yet";
+  // A corrupt next slot is caught before sleeping too, whether the tail
+  // covers it (this one does) or not.
+  ring[0].sequence = 12345;
+  auto work = fresh.SleepUnlessWork();
+  EXPECT_EQ(work.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(work.status().message(), HasSubstr("entry 0 has sequence 12345"));
+  header()->sq_tail.store(0);
+  EXPECT_TRUE(*fresh.SleepUnlessWork()) << "awake, to take it and stop";
+}
+
+TEST_F(QueueRingTest, TheTailIsReadOnlyBeforeSleepingAndALieIsCaught) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  producer.Push(Entry(1));
+  producer.Publish();
+  EXPECT_EQ(header()->sq_tail.load(), 1u) << "published after the entries";
+  // Awake, the engine goes by the sequences only: a tail far ahead is not
+  // even looked at.
+  header()->sq_tail.store(1000);
+  SubmissionEntry taken[8];
+  ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken)), 1u);
+  EXPECT_FALSE(*consumer.Ready());
+  // Before sleeping it is: more than the ring holds ahead of the head.
+  auto work = consumer.SleepUnlessWork();
+  EXPECT_EQ(work.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(work.status().message(), HasSubstr("ahead"));
+  // Within the ring, over an entry whose sequence says it was not written.
+  header()->sq_tail.store(2);
+  work = consumer.SleepUnlessWork();
+  EXPECT_EQ(work.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(work.status().message(), HasSubstr("its sequence says"));
+  // Behind the head by less than a ring: entries taken before the client
+  // published its tail; nothing claimed, sleep.
+  header()->sq_tail.store(0);
+  EXPECT_FALSE(*consumer.SleepUnlessWork());
+  consumer.Awake();
+  // Entries published since the tail was read keep the engine up too.
+  header()->sq_tail.store(1);
+  producer.Push(Entry(2));
+  producer.Publish();
+  header()->sq_tail.store(1);  // as if the tail's store were still on its way
+  EXPECT_TRUE(*consumer.SleepUnlessWork());
+}
+
+TEST_F(QueueRingTest, AnEarlierLapsSequenceIsNotYetThere) {
+  Make(8, 8);
+  SubmissionProducer producer(base());
+  SubmissionConsumer consumer(base(), geometry_);
+  // 8 laps of 8, then one more entry: before each Publish the slot holds
+  // the previous lap's sequence, which must read as "not yet", never as
+  // "ready" or "corrupt".
+  SubmissionEntry taken[8];
+  for (uint32_t i = 0; i < 65; ++i) {
+    producer.Push(Entry(i));
+    EXPECT_FALSE(*consumer.Ready()) << i;
+    producer.Publish();
+    ASSERT_TRUE(*consumer.Ready()) << i;
+    ASSERT_EQ(*consumer.Take(absl::MakeSpan(taken)), 1u) << i;
+    EXPECT_EQ(taken[0].tag, i);
+    EXPECT_FALSE(*consumer.Ready()) << i;
+  }
 }
 
 TEST_F(QueueRingTest, AnImpossibleCompletionHeadIsCaught) {
@@ -186,6 +303,7 @@ TEST_F(QueueRingTest, TheDaemonNeverReadsGeometryBackFromTheSegment) {
   SubmissionProducer producer(base());
   SubmissionConsumer consumer(base(), geometry_);
   CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());  // before the scribbling
   // The client scribbles on the header: huge rings, offsets far away.
   header()->sq_entries = 1u << 30;
   header()->cq_entries = 1u << 30;
@@ -200,21 +318,24 @@ TEST_F(QueueRingTest, TheDaemonNeverReadsGeometryBackFromTheSegment) {
   // (ASan would catch a write outside it).
   completer.Push(CompletionEntry{}, std::string(1000, 'x'));
   completer.Publish();
-  EXPECT_EQ(header()->cq_tail.load(), 1u);
+  CompletionEntry got[2];
+  std::string messages[2];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(got), messages), 1u);
+  EXPECT_EQ(messages[0], std::string(kErrorMessageSize, 'x'));
 }
 
 TEST_F(QueueRingTest, SleepAndWakeFlags) {
   Make(8, 8);
   SubmissionProducer producer(base());
   SubmissionConsumer consumer(base(), geometry_);
-  EXPECT_FALSE(consumer.SleepUnlessWork()) << "nothing queued: sleep";
+  EXPECT_FALSE(*consumer.SleepUnlessWork()) << "nothing queued: sleep";
   EXPECT_EQ(header()->engine_sleeping.load(), 1u);
   producer.Push(Entry(1));
   EXPECT_TRUE(producer.Publish()) << "the engine sleeps: ring the doorbell";
   consumer.Awake();
   producer.Push(Entry(2));
   EXPECT_FALSE(producer.Publish()) << "the engine is awake: no doorbell";
-  EXPECT_TRUE(consumer.SleepUnlessWork()) << "work is waiting: stay up";
+  EXPECT_TRUE(*consumer.SleepUnlessWork()) << "work is waiting: stay up";
   EXPECT_EQ(header()->engine_sleeping.load(), 0u);
 
   CompletionProducer completer(base(), geometry_);

@@ -79,6 +79,7 @@ class RingEngineTest : public ::testing::Test {
                      MAP_SHARED, queue_->segment_fd(), 0);
     ASSERT_NE(client_, MAP_FAILED);
     segment_size_ = queue_->segment_size();
+    producer_.emplace(client_);
     reaper_.emplace(client_);
 
     auto loop = runtime::EventLoop::Create("ring-engine-test");
@@ -98,7 +99,7 @@ class RingEngineTest : public ::testing::Test {
   // Puts `n` WRITEs (tags 1..n) and one entry naming no handle (tag 99) on
   // the ring.
   void SubmitRound(int n) {
-    queue::SubmissionProducer producer(client_);
+    queue::SubmissionProducer& producer = *producer_;
     for (int i = 1; i <= n; ++i) {
       queue::SubmissionEntry e{};
       e.op = static_cast<uint8_t>(queue::OpCode::kWrite);
@@ -142,6 +143,8 @@ class RingEngineTest : public ::testing::Test {
   uint64_t segment_size_ = 0;
   std::unique_ptr<runtime::EventLoop> loop_;
   std::unique_ptr<RingEngine> engine_;
+  // One for the queue's life: it keeps the positions it pushed.
+  std::optional<queue::SubmissionProducer> producer_;
   std::optional<queue::CompletionConsumer> reaper_;
 };
 
