@@ -7,8 +7,10 @@
 # (bench/control_plane.sh over verbs: registration is a real ibv_reg_mr).
 # 8-byte operations go through the shared-memory queue (rdmactl bench's
 # default path): latency one at a time next to ib_write_lat (half a round
-# trip, as perftest reports it) and ib_read_lat (a whole one, as an rdmad
-# WRITE's completion is: the ACK comes back), and the rate in batches of
+# trip, as perftest reports it), ib_read_lat (a whole one, as an rdmad
+# WRITE's completion is: the ACK comes back) and perftest's own WRITE one
+# at a time to its completion (ib_write_bw -t 1 -Q 1: the inverse of its
+# message rate is the mean time per WRITE), and the rate in batches of
 # 16 next to ib_write_bw -s 8's message rate. perftest busy-polls its CQ
 # and memory all along; the 8-byte latency run lets the client busy-poll
 # for its completions as long, BENCH_SPIN (QueueOptions::spin; default 2ms, the
@@ -125,6 +127,9 @@ echo "# perftest ib_write_lat -s 8 -n $LAT_ITERS" >&2
 perftest "$TMP/ib_write_lat.txt" ib_write_lat -s 8 -n "$LAT_ITERS"
 echo "# perftest ib_read_lat -s 8 -n $LAT_ITERS" >&2
 perftest "$TMP/ib_read_lat.txt" ib_read_lat -s 8 -n "$LAT_ITERS"
+echo "# perftest ib_write_bw -s 8 -t 1 -Q 1 -n $LAT_ITERS (one WRITE at a time)" >&2
+perftest "$TMP/ib_write_bw-8-serial.txt" ib_write_bw -s 8 -t 1 -Q 1 \
+  -n "$LAT_ITERS"
 echo "# perftest ib_write_bw -s 8 -D $SECS (message rate)" >&2
 perftest "$TMP/ib_write_bw-8.txt" ib_write_bw -s 8 -D "$SECS"
 
@@ -150,10 +155,10 @@ def perftest_bw(tool, size):
             return float(f[3])
     return None
 
-def perftest_rate():
+def perftest_rate(name="ib_write_bw-8"):
     # ib_write_bw's result row: "#bytes #iterations BW peak BW average
     # MsgRate[Mpps]"
-    for line in open(os.path.join(tmp, "ib_write_bw-8.txt"), errors="replace"):
+    for line in open(os.path.join(tmp, name + ".txt"), errors="replace"):
         f = line.split()
         if len(f) >= 5 and f[0] == "8" and f[1].isdigit():
             return float(f[4]) * 1e6
@@ -212,6 +217,14 @@ print("\n8-byte WRITE latency, us: rdmad p50 %.1f (p99 %.1f) through the "
          "n/a" if ref is None else "%.2f" % ref,
          "n/a" if ref_rtt is None else "%.2f" % ref_rtt,
          "" if ref_rtt is None else ": rdmad %.2fx" % (lat["p50_us"] / ref_rtt)))
+serial_rate = perftest_rate("ib_write_bw-8-serial")
+if serial_rate:
+    serial_us = 1e6 / serial_rate
+    print("perftest's own 8-byte WRITE one at a time, each to its completion "
+          "(ib_write_bw -t 1 -Q 1): %.2f us per WRITE (mean); rdmad p50 "
+          "%.2fx; 1.5 x ib_write_lat is %.2fx of it"
+          % (serial_us, lat["p50_us"] / serial_us,
+             1.5 * ref / serial_us if ref else float("nan")))
 if ref is not None:
     bound = 1.5 * ref
     print("target: p50 <= 1.5 x ib_write_lat = %.1f us: %s (%.2fx)"

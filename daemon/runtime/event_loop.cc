@@ -24,8 +24,17 @@ constexpr absl::Duration kMaxSleep = absl::Seconds(1);
 // file descriptors. epoll_wait is a system call, most of what an idle turn
 // costs (and the time a spinning engine takes to notice a ring entry grows
 // with the turn); the pollers' work needs none, so sockets are looked at
-// every few microseconds instead of every turn.
+// every few microseconds instead of every turn: every
+// kFdCheckWhileSpinning, or kFdCheckCostFactor times what the last look
+// cost when that is longer, so that looking takes at most a tenth of a
+// spinning loop's time. Under an emulated CPU (the lab's TCG) a system call
+// costs tens of microseconds, and a loop that looked every 5 us spent most
+// of its spin inside epoll_wait, noticing ring entries and completions that
+// much later. Never less often than kMaxFdCheckWhileSpinning (sockets of
+// the TCP transport wait for it).
 constexpr absl::Duration kFdCheckWhileSpinning = absl::Microseconds(5);
+constexpr int64_t kFdCheckCostFactor = 10;
+constexpr absl::Duration kMaxFdCheckWhileSpinning = absl::Microseconds(100);
 // While spinning with nothing found, the pollers are polled this many times
 // per turn before the loop reads the clock and looks at its tasks, timers
 // and descriptors again. Reading the clock (absl::Now) costs as much as an
@@ -200,6 +209,7 @@ void EventLoop::Run() {
   absl::Time spin_until = absl::InfinitePast();
   absl::Time next_timer = absl::InfiniteFuture();
   absl::Time next_fd_check = absl::InfinitePast();
+  absl::Duration fd_check_every = kFdCheckWhileSpinning;
   bool slept = false;
   while (!stop_.load()) {
     absl::Time now = absl::Now();
@@ -240,7 +250,7 @@ void EventLoop::Run() {
       }
     }
     int n = 0;
-    if (!spinning || !ahead(next_fd_check, kFdCheckWhileSpinning)) {
+    if (!spinning || !ahead(next_fd_check, fd_check_every)) {
       n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout_ms);
       if (sleeping_.load()) {
         sleeping_.store(false);
@@ -249,8 +259,17 @@ void EventLoop::Run() {
       if (n < 0 && errno != EINTR) {
         spdlog::error("{}: epoll_wait: {}", name_, std::strerror(errno));
       }
-      if (timeout_ms != 0) turn_start_ = now = absl::Now();
-      next_fd_check = now + kFdCheckWhileSpinning;
+      if (timeout_ms != 0) {
+        turn_start_ = now = absl::Now();
+      } else {
+        // A look that did not sleep: what it cost sets the next one.
+        const absl::Time after = absl::Now();
+        fd_check_every =
+            std::clamp(kFdCheckCostFactor * (after - now),
+                       kFdCheckWhileSpinning, kMaxFdCheckWhileSpinning);
+        turn_start_ = now = after;
+      }
+      next_fd_check = now + fd_check_every;
     }
     if (slept) {
       slept = false;
