@@ -412,5 +412,40 @@ TEST_F(QueueTest, AScribbledRingStopsOnlyItsQueue) {
   EXPECT_TRUE(status.ok()) << status.status();
 }
 
+TEST_F(QueueTest, AScribbledTailStopsItsQueueBeforeTheEngineSleeps) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
+  auto raw = RawSession::Open(a_->socket());
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  grpc::ClientContext context;
+  (*raw)->Authorize(&context);
+  v1::OpenQueueRequest request;
+  request.set_submission_entries(8);
+  v1::OpenQueueResponse opened;
+  ASSERT_TRUE((*raw)->stub().OpenQueue(&context, request, &opened).ok());
+  auto segment = (*raw)->TakeQueueFd(opened.queue_id(), 0);
+  auto doorbell = (*raw)->TakeQueueFd(opened.queue_id(), 1);
+  ASSERT_TRUE(segment.ok() && doorbell.ok());
+  void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
+                      MAP_SHARED, segment->get(), 0);
+  ASSERT_NE(base, MAP_FAILED);
+  // A tail far ahead of anything written. The engine goes by the entries'
+  // sequences while awake and reads the tail only before it sleeps (after
+  // its spin): then it stops the queue, without a doorbell.
+  static_cast<queue::QueueHeader*>(base)->sq_tail.store(123456);
+  EXPECT_TRUE(Eventually([&] { return !queue::StopStatus(base).ok(); }));
+  const absl::Status stopped = queue::StopStatus(base);
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss) << stopped;
+  EXPECT_THAT(stopped.message(), HasSubstr("submission ring's tail (123456)"));
+  ::munmap(base, opened.segment_size());
+  // Everyone else carries on, this session's other calls too.
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse("t"), 0, 100).ok());
+  auto status = ca->GetStatus();
+  EXPECT_TRUE(status.ok()) << status.status();
+}
+
 }  // namespace
 }  // namespace rdmad::testing
