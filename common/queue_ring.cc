@@ -301,13 +301,12 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
         CompletionSequence(position)) {
       break;
     }
-    const size_t i = n;
-    out[i] = ring_[slot];
+    out[n] = ring_[slot];
     if (messages != nullptr) {
-      messages[i].clear();
-      if (out[i].error < entries_) {
-        const ErrorSlot& e = errors_[out[i].error];
-        messages[i].assign(e.text, std::min<size_t>(e.length, kErrorMessageSize));
+      messages[n].clear();
+      if (out[n].error < entries_) {
+        const ErrorSlot& e = errors_[out[n].error];
+        messages[n].assign(e.text, std::min<size_t>(e.length, kErrorMessageSize));
       }
     }
   }
