@@ -45,9 +45,15 @@ absl::Status CheckSegment(const void* base, uint64_t size) {
         "queue segment of ", size, " bytes is smaller than its header"));
   }
   const auto* h = static_cast<const QueueHeader*>(base);
-  if (h->magic != kMagic || h->version != kVersion) {
-    return absl::DataLossError(
-        "not an rdmad queue segment of this version (magic/version)");
+  if (h->magic != kMagic) {
+    return absl::DataLossError("not an rdmad queue segment (magic)");
+  }
+  if (h->version != kVersion) {
+    // Not corruption: a client library and a daemon of different releases.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rdmad's queues have layout version ", h->version,
+        " and this client library speaks version ", kVersion,
+        ": use the client library of the daemon's release"));
   }
   if (!IsPowerOfTwo(h->sq_entries) || !IsPowerOfTwo(h->cq_entries) ||
       h->sq_entries > kMaxEntries || h->cq_entries > kMaxEntries) {

@@ -26,7 +26,9 @@
 namespace rdmad::queue {
 
 // Checks a mapped segment of `size` bytes: magic, version, geometry inside
-// it. DATA_LOSS naming what is wrong.
+// it. DATA_LOSS naming what is wrong; FAILED_PRECONDITION for a layout
+// version other than this build's (a library and a daemon of different
+// releases).
 absl::Status CheckSegment(const void* base, uint64_t size);
 
 // Writes a fresh header for `geometry` at `base` (the daemon, once).

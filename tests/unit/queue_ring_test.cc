@@ -59,6 +59,11 @@ TEST_F(QueueRingTest, GeometryIsRoundedAndChecked) {
   EXPECT_EQ(CheckSegment(base(), geometry_.total_size).code(),
             absl::StatusCode::kDataLoss);
   header()->sq_entries = 16;
+  header()->version = kVersion - 1;  // a daemon of another release
+  const absl::Status other = CheckSegment(base(), geometry_.total_size);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), HasSubstr("client library of the daemon's"));
+  header()->version = kVersion;
   header()->magic = 0;
   EXPECT_EQ(CheckSegment(base(), geometry_.total_size).code(),
             absl::StatusCode::kDataLoss);
