@@ -11,8 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -98,6 +100,65 @@ std::vector<Completion> RunAll(Queue& queue, std::vector<Op>& ops) {
   return out;
 }
 
+// A queue opened the way a hostile client would: over a raw session, its
+// segment mapped writable, no client library in between.
+class HostileQueue {
+ public:
+  static absl::StatusOr<std::unique_ptr<HostileQueue>> Open(
+      const std::string& socket) {
+    auto raw = RawSession::Open(socket);
+    if (!raw.ok()) return raw.status();
+    grpc::ClientContext context;
+    (*raw)->Authorize(&context);
+    v1::OpenQueueRequest request;
+    request.set_submission_entries(8);
+    v1::OpenQueueResponse opened;
+    if (grpc::Status s = (*raw)->stub().OpenQueue(&context, request, &opened);
+        !s.ok()) {
+      return absl::InternalError(absl::StrCat("OpenQueue: ", s.error_message()));
+    }
+    auto segment = (*raw)->TakeQueueFd(opened.queue_id(), 0);
+    if (!segment.ok()) return segment.status();
+    auto doorbell = (*raw)->TakeQueueFd(opened.queue_id(), 1);
+    if (!doorbell.ok()) return doorbell.status();
+    void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
+                        MAP_SHARED, segment->get(), 0);
+    if (base == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap");
+    return std::unique_ptr<HostileQueue>(new HostileQueue(
+        *std::move(raw), *std::move(doorbell), base, opened.segment_size()));
+  }
+  ~HostileQueue() { ::munmap(base_, size_); }
+
+  queue::QueueHeader* header() {
+    return static_cast<queue::QueueHeader*>(base_);
+  }
+  queue::SubmissionEntry* submissions() {
+    return reinterpret_cast<queue::SubmissionEntry*>(
+        static_cast<char*>(base_) + header()->sq_offset);
+  }
+  absl::Status RingDoorbell() {
+    const uint64_t one = 1;
+    if (::write(doorbell_.get(), &one, sizeof(one)) != sizeof(one)) {
+      return absl::ErrnoToStatus(errno, "write to the doorbell");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status StopStatus() const { return queue::StopStatus(base_); }
+
+ private:
+  HostileQueue(std::unique_ptr<RawSession> session, UniqueFd doorbell,
+               void* base, size_t size)
+      : session_(std::move(session)),
+        doorbell_(std::move(doorbell)),
+        base_(base),
+        size_(size) {}
+
+  std::unique_ptr<RawSession> session_;
+  UniqueFd doorbell_;
+  void* const base_;
+  const size_t size_;
+};
+
 class QueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -107,6 +168,16 @@ class QueueTest : public ::testing::Test {
     auto b = DaemonProcess::Start(dir_.path(), "b");
     ASSERT_TRUE(b.ok()) << b.status();
     b_ = *std::move(b);
+  }
+
+  // After a hostile queue of A stopped: A still serves its other sessions
+  // (`ca`, whose region "t" this writes).
+  static void ExpectTheSessionCarriesOn(Client& ca) {
+    auto buf = ca.Allocate(4096);
+    ASSERT_TRUE(buf.ok());
+    EXPECT_TRUE(ca.Write(*buf, 0, *RemoteRegion::Parse("t"), 0, 100).ok());
+    auto status = ca.GetStatus();
+    EXPECT_TRUE(status.ok()) << status.status();
   }
 
   TempDir dir_;
@@ -378,73 +449,33 @@ TEST_F(QueueTest, AScribbledRingStopsOnlyItsQueue) {
   auto ca = Connect(*a_);
   ASSERT_TRUE(ca);
   ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
-  auto raw = RawSession::Open(a_->socket());
-  ASSERT_TRUE(raw.ok()) << raw.status();
-  grpc::ClientContext context;
-  (*raw)->Authorize(&context);
-  v1::OpenQueueRequest request;
-  request.set_submission_entries(8);
-  v1::OpenQueueResponse opened;
-  ASSERT_TRUE((*raw)->stub().OpenQueue(&context, request, &opened).ok());
-  auto segment = (*raw)->TakeQueueFd(opened.queue_id(), 0);
-  auto doorbell = (*raw)->TakeQueueFd(opened.queue_id(), 1);
-  ASSERT_TRUE(segment.ok() && doorbell.ok());
-  void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
-                      MAP_SHARED, segment->get(), 0);
-  ASSERT_NE(base, MAP_FAILED);
+  auto hostile = HostileQueue::Open(a_->socket());
+  ASSERT_TRUE(hostile.ok()) << hostile.status();
   // The first entry's slot gets a sequence no entry of it can have.
-  auto* ring = reinterpret_cast<queue::SubmissionEntry*>(
-      static_cast<char*>(base) +
-      static_cast<queue::QueueHeader*>(base)->sq_offset);
-  ring[0].sequence = 123456;
-  const uint64_t one = 1;
-  ASSERT_EQ(::write(doorbell->get(), &one, sizeof(one)), 8);
-  EXPECT_TRUE(Eventually([&] { return !queue::StopStatus(base).ok(); }));
-  const absl::Status stopped = queue::StopStatus(base);
+  (*hostile)->submissions()[0].sequence = 123456;
+  ASSERT_TRUE((*hostile)->RingDoorbell().ok());
+  EXPECT_TRUE(Eventually([&] { return !(*hostile)->StopStatus().ok(); }));
+  const absl::Status stopped = (*hostile)->StopStatus();
   EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss) << stopped;
   EXPECT_THAT(stopped.message(), HasSubstr("submission ring"));
-  ::munmap(base, opened.segment_size());
-  // Everyone else carries on, this session's other calls too.
-  auto buf = ca->Allocate(4096);
-  ASSERT_TRUE(buf.ok());
-  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse("t"), 0, 100).ok());
-  auto status = ca->GetStatus();
-  EXPECT_TRUE(status.ok()) << status.status();
+  ExpectTheSessionCarriesOn(*ca);
 }
 
 TEST_F(QueueTest, AScribbledTailStopsItsQueueBeforeTheEngineSleeps) {
   auto ca = Connect(*a_);
   ASSERT_TRUE(ca);
   ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
-  auto raw = RawSession::Open(a_->socket());
-  ASSERT_TRUE(raw.ok()) << raw.status();
-  grpc::ClientContext context;
-  (*raw)->Authorize(&context);
-  v1::OpenQueueRequest request;
-  request.set_submission_entries(8);
-  v1::OpenQueueResponse opened;
-  ASSERT_TRUE((*raw)->stub().OpenQueue(&context, request, &opened).ok());
-  auto segment = (*raw)->TakeQueueFd(opened.queue_id(), 0);
-  auto doorbell = (*raw)->TakeQueueFd(opened.queue_id(), 1);
-  ASSERT_TRUE(segment.ok() && doorbell.ok());
-  void* base = ::mmap(nullptr, opened.segment_size(), PROT_READ | PROT_WRITE,
-                      MAP_SHARED, segment->get(), 0);
-  ASSERT_NE(base, MAP_FAILED);
+  auto hostile = HostileQueue::Open(a_->socket());
+  ASSERT_TRUE(hostile.ok()) << hostile.status();
   // A tail far ahead of anything written. The engine goes by the entries'
   // sequences while awake and reads the tail only before it sleeps (after
   // its spin): then it stops the queue, without a doorbell.
-  static_cast<queue::QueueHeader*>(base)->sq_tail.store(123456);
-  EXPECT_TRUE(Eventually([&] { return !queue::StopStatus(base).ok(); }));
-  const absl::Status stopped = queue::StopStatus(base);
+  (*hostile)->header()->sq_tail.store(123456);
+  EXPECT_TRUE(Eventually([&] { return !(*hostile)->StopStatus().ok(); }));
+  const absl::Status stopped = (*hostile)->StopStatus();
   EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss) << stopped;
   EXPECT_THAT(stopped.message(), HasSubstr("submission ring's tail (123456)"));
-  ::munmap(base, opened.segment_size());
-  // Everyone else carries on, this session's other calls too.
-  auto buf = ca->Allocate(4096);
-  ASSERT_TRUE(buf.ok());
-  EXPECT_TRUE(ca->Write(*buf, 0, *RemoteRegion::Parse("t"), 0, 100).ok());
-  auto status = ca->GetStatus();
-  EXPECT_TRUE(status.ok()) << status.status();
+  ExpectTheSessionCarriesOn(*ca);
 }
 
 }  // namespace
