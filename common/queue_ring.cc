@@ -194,8 +194,9 @@ absl::StatusOr<bool> SubmissionConsumer::SleepUnlessWork() {
   const uint32_t tail = header_->sq_tail.load(std::memory_order_seq_cst);
   bool work = false;
   // The engine takes entries as their sequences appear, so the tail,
-  // published after them, may lag behind what was taken by up to a ring.
-  if (tail != head_ && head_ - tail > entries_) {
+  // published after them, may lag behind what was taken by up to a ring
+  // (head_ - tail in 0..entries_); anything else claims entries not taken.
+  if (head_ - tail > entries_) {
     if (tail - head_ > entries_) {
       return absl::DataLossError(absl::StrCat(
           "the submission ring's tail (", tail, ") is ", tail - head_,
