@@ -154,7 +154,7 @@ void TransferEngine::SubmitBatch(const Caller& caller,
   }
   batch.spare_slots = AcquireUpTo(caller.uid, peak + (any_local ? 1 : 0));
 
-  std::vector<Transfer> remote;
+  absl::InlinedVector<Transfer, 1> remote;  // one at a time: no allocation
   absl::InlinedVector<Inline, 16> inline_done;
   RegionResolver* directory = directory_.load(std::memory_order_acquire);
   for (TransferRequest& request : requests) {

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/size.h"
@@ -33,12 +34,14 @@ absl::Status TransferFlow::Attach(Running& r) {
 }
 
 void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
-  // Ops bound for the same channel, posted together at the end.
+  // Ops bound for the same channel, posted together at the end. Inline:
+  // most batches go to one channel, and one operation at a time is the
+  // latency case, where each allocation shows.
   struct Group {
     std::shared_ptr<transport::DataChannel> channel;
-    std::vector<transport::RemoteOp> ops;
+    absl::InlinedVector<transport::RemoteOp, 4> ops;
   };
-  std::vector<Group> groups;
+  absl::InlinedVector<Group, 1> groups;
   for (core::Transfer& t : transfers) {
     auto r = std::make_unique<Running>();
     r->t = std::move(t);
@@ -177,7 +180,8 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
     Finish(std::move(r), TooLate(peer));
     return std::nullopt;
   }
-  const std::string label = core::RemoteRegionLabel(*target);
+  // Named only in errors: not built for every operation.
+  auto label = [&] { return core::RemoteRegionLabel(*target); };
   // A target found in the cluster directory must still be the region the
   // directory named; NOT_FOUND sends the caller back to the directory (and
   // a cached resolution is dropped and retried by Fail).
@@ -188,7 +192,7 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
          absl::NotFoundError(absl::StrFormat(
              "%s on %s is no longer the region the cluster directory listed "
              "(%x/#%d there, %x/#%d listed)",
-             label, peer, target->incarnation, target->region_id,
+             label(), peer, target->incarnation, target->region_id,
              t.remote.expect_incarnation, t.remote.expect_region_id)));
     return std::nullopt;
   }
@@ -196,7 +200,7 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
     Finish(std::move(r),
            absl::OutOfRangeError(absl::StrCat(
                "remote range [", t.remote.offset, ", ", t.remote.offset, "+",
-               t.length, ") does not fit in ", label, " on ", peer, " (",
+               t.length, ") does not fit in ", label(), " on ", peer, " (",
                target->length, " bytes)")));
     return std::nullopt;
   }
@@ -209,7 +213,7 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
                                                        : "not exported";
     // A cached answer may predate a re-export: Fail retries it.
     Fail(std::move(r), absl::PermissionDeniedError(
-                           absl::StrCat(label, " on ", peer, " is ", how)));
+                           absl::StrCat(label(), " on ", peer, " is ", how)));
     return std::nullopt;
   }
   auto key = link.channel->KeyFor(*target);
