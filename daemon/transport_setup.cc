@@ -1,10 +1,14 @@
 #include "daemon/transport_setup.h"
 
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "daemon/config/config_file.h"
+#include "daemon/startup/ephemeral_port.h"
 #include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/registrar.h"
@@ -88,6 +92,23 @@ void ServeVerbsNotices(Transports& transports,
   }
 }
 
+namespace {
+
+// The fixed ports of the listeners started after the data listener.
+absl::flat_hash_set<uint16_t> PortsListenedOnLater(
+    const v1::DaemonConfig& config) {
+  absl::flat_hash_set<uint16_t> ports;
+  std::vector<std::string> later = {config.peer_listen()};
+  if (config::MetricsEnabled(config)) later.push_back(config.metrics_listen());
+  for (const std::string& address : later) {
+    auto parsed = ParseHostPort(address, AddressUse::kListen);
+    if (parsed.ok() && parsed->port != 0) ports.insert(parsed->port);
+  }
+  return ports;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
     const v1::DaemonConfig& config, const config::ResolvedConfig& resolved,
     const core::RegionTable* regions, core::NotificationSink* notifications,
@@ -107,7 +128,14 @@ absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
                            ParseHostPort(config.advertise_address()));
     options.advertise_host = advertised.host;
   }
-  return tcp::TcpDataServer::Start(regions, options, runtime);
+  if (listen->port != 0) {
+    return tcp::TcpDataServer::Start(regions, options, runtime);
+  }
+  // Not a port a later listener of this daemon is configured for
+  // (startup/ephemeral_port.h says why).
+  return startup::StartAvoidingPorts<tcp::TcpDataServer>(
+      [&] { return tcp::TcpDataServer::Start(regions, options, runtime); },
+      PortsListenedOnLater(config));
 }
 
 }  // namespace rdmad
