@@ -43,6 +43,19 @@ verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
   return options;
 }
 
+// The fixed ports of the listeners started after the data listener.
+absl::flat_hash_set<uint16_t> PortsListenedOnLater(
+    const v1::DaemonConfig& config) {
+  absl::flat_hash_set<uint16_t> ports;
+  std::vector<std::string> later = {config.peer_listen()};
+  if (config::MetricsEnabled(config)) later.push_back(config.metrics_listen());
+  for (const std::string& address : later) {
+    auto parsed = ParseHostPort(address, AddressUse::kListen);
+    if (parsed.ok() && parsed->port != 0) ports.insert(parsed->port);
+  }
+  return ports;
+}
+
 }  // namespace
 
 absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
@@ -91,23 +104,6 @@ void ServeVerbsNotices(Transports& transports,
     transports.verbs_acceptor->ServeNotices(regions, notifications);
   }
 }
-
-namespace {
-
-// The fixed ports of the listeners started after the data listener.
-absl::flat_hash_set<uint16_t> PortsListenedOnLater(
-    const v1::DaemonConfig& config) {
-  absl::flat_hash_set<uint16_t> ports;
-  std::vector<std::string> later = {config.peer_listen()};
-  if (config::MetricsEnabled(config)) later.push_back(config.metrics_listen());
-  for (const std::string& address : later) {
-    auto parsed = ParseHostPort(address, AddressUse::kListen);
-    if (parsed.ok() && parsed->port != 0) ports.insert(parsed->port);
-  }
-  return ports;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
     const v1::DaemonConfig& config, const config::ResolvedConfig& resolved,
