@@ -5,8 +5,9 @@
 // one round of what the daemon's engine does: take entries
 // (RingQueue::Take, which checks the client's sequences and head), decode
 // them (ring_decoder) and run the valid ones through the TransferEngine
-// against a region table, local copies for real, then publish the
-// completions, and look before sleeping (which checks the tail). A memory
+// against a region table, local copies for real (each both as the engine
+// runs it, TransferEngine::CopyNow, and through the batch path: they must
+// decide the same), then publish the completions, and look before sleeping (which checks the tail). A memory
 // error, a crash or a completion for an entry never taken is a bug.
 #include <sys/mman.h>
 
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/queue_ring.h"
@@ -34,6 +36,7 @@ struct World {
   core::TransferEngine engine{&regions, nullptr};
   std::shared_ptr<ring::RemoteHandles> handles =
       std::make_shared<ring::RemoteHandles>();
+  core::RegionCache cache;  // the queue's, kept across rounds
 
   World() {
     for (const auto& [name, size] :
@@ -129,6 +132,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!spec.ok()) {
         ++completed_total;
         queue->Complete(tag, spec.status(), 0, core::TransportKind::kNone);
+        continue;
+      }
+      // A region of this daemon: as the engine copies it (CopyNow), and
+      // also through the batch path, which must decide the same.
+      const std::shared_ptr<const ring::RemoteHandle> handle =
+          world->handles->Find(entries[i].remote_handle);
+      if (handle != nullptr && handle->target.is_local()) {
+        ring::DecodedEntry decoded;
+        if (!ring::DecodeEntry(entries[i], handle.get(), &decoded).ok()) {
+          std::abort();  // DecodeSubmission accepted it
+        }
+        auto now = world->engine.CopyNow(
+            kOwner, ring::ToLocalCopy(decoded, *handle), absl::Now(),
+            world->cache);
+        if (!now.has_value()) std::abort();  // no directory here
+        std::optional<absl::Status> batched;
+        world->engine.Submit(kOwner, *spec,
+                             [&batched](absl::StatusOr<core::TransferResult> r) {
+                               batched = r.status();
+                             });
+        if (!batched.has_value() || batched->code() != now->status().code()) {
+          std::abort();
+        }
+        ++completed_total;
+        queue->Complete(tag, now->status(), now->ok() ? (*now)->bytes : 0,
+                        core::TransportKind::kLocal);
         continue;
       }
       batch.push_back({*std::move(spec),

@@ -8,7 +8,10 @@
 //                 region table (the caller may use the local region, the
 //                 local range is inside it, the uid's quota has room): what
 //                 the peer layer and the transports trust and never check
-//                 again.
+//                 again;
+//   LocalCopyRequest  a request whose target is on this daemon, named the
+//                 way a ring names it, for the engine to check and copy
+//                 at once.
 #ifndef RDMAD_DAEMON_CORE_TRANSFER_H_
 #define RDMAD_DAEMON_CORE_TRANSFER_H_
 
@@ -90,6 +93,22 @@ struct TransferSpec {
   // WRITE only: delivered with the data to the session that owns the
   // target region, as a notification.
   std::optional<uint32_t> immediate;
+};
+
+// A transfer whose target is a region of this daemon, as a caller that runs
+// many small ones names it (a ring engine, for TransferEngine::CopyNow):
+// the local region by id, the target as the caller resolved it once and
+// keeps.
+struct LocalCopyRequest {
+  OpType op = OpType::kWrite;
+  uint64_t local_id = 0;
+  uint64_t local_offset = 0;
+  // is_local(); not owned, outlives the call. Its `offset` is not read:
+  // target_offset is.
+  const TransferTarget* target = nullptr;
+  uint64_t target_offset = 0;
+  uint64_t length = 0;
+  std::optional<uint32_t> immediate;  // see TransferSpec
 };
 
 struct TransferResult {

@@ -35,6 +35,25 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
       " of ", size, " bytes"));
 }
 
+// A checked transfer to a region of this daemon, as CopyLocal takes it.
+LocalCopyRequest LocalCopyOf(const Transfer& transfer) {
+  LocalCopyRequest request;
+  request.op = transfer.op;
+  request.local_id = transfer.local->id();
+  request.local_offset = transfer.local_offset;
+  request.target = &transfer.remote;
+  request.target_offset = transfer.remote.offset;
+  request.length = transfer.length;
+  request.immediate = transfer.immediate;
+  return request;
+}
+
+// What a ring names its buffers with: an id, no name.
+const std::string& NoName() {
+  static const std::string* const empty = new std::string();
+  return *empty;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
@@ -170,26 +189,14 @@ void TransferEngine::SubmitBatch(const Caller& caller,
     if (transfer.remote.is_local()) {
       // A target named here: a copy. A name with no region here is looked
       // for in the cluster, when there is a directory.
-      std::shared_ptr<Region> by_name;
-      absl::Status found = absl::OkStatus();
-      if (transfer.remote.self_region_id == 0 &&
-          !transfer.remote.name.empty()) {
-        // The target is read by a READ and written by a WRITE.
-        const uint32_t need =
-            transfer.op == OpType::kWrite ? kLocalWrite : kLocalRead;
-        auto target = FindCached(*regions_, caller, 0, transfer.remote.name,
-                                 need, batch.regions.target);
-        if (target.ok()) {
-          by_name = *std::move(target);
-        } else {
-          found = target.status();
-          by_directory = directory != nullptr && absl::IsNotFound(found);
-        }
-      }
+      absl::StatusOr<std::shared_ptr<Region>> target =
+          FindLocalTarget(caller, transfer.op, transfer.remote,
+                          batch.regions.target, directory, &by_directory);
       if (!by_directory) {
         absl::StatusOr<uint64_t> copied =
-            found.ok() ? CopyLocal(caller, transfer, std::move(by_name))
-                       : absl::StatusOr<uint64_t>(found);
+            target.ok() ? CopyLocal(caller, LocalCopyOf(transfer),
+                                    *transfer.local, *std::move(target))
+                        : absl::StatusOr<uint64_t>(target.status());
         ++batch.spare_slots;
         inline_done.push_back({transfer.op, std::move(transfer.remote.peer),
                                std::move(copied), std::move(transfer.done)});
@@ -266,11 +273,75 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
   return t;
 }
 
+std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyNow(
+    const Caller& caller, const LocalCopyRequest& request, absl::Time start,
+    RegionCache& cache) {
+  absl::StatusOr<TransferResult> result;
+  // The one slot an inline copy of a batch holds while it runs.
+  if (absl::Status quota = Acquire(caller.uid); !quota.ok()) {
+    result = std::move(quota);
+  } else {
+    std::optional<absl::StatusOr<uint64_t>> copied =
+        CheckAndCopy(caller, request, cache);
+    Release(caller.uid);
+    if (!copied.has_value()) return std::nullopt;
+    if (copied->ok()) {
+      result = TransferResult{**copied, TransportKind::kLocal,
+                              absl::Now() - start};
+    } else {
+      result = copied->status();
+    }
+  }
+  Report(request.op, NoName(), result);
+  return result;
+}
+
+std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(
+    const Caller& caller, const LocalCopyRequest& request,
+    RegionCache& cache) {
+  // As SubmitBatch and Check do, in their order.
+  if (const uint64_t generation = regions_->generation();
+      cache.generation != generation) {
+    cache = RegionCache{.generation = generation};
+  }
+  const uint32_t need =
+      request.op == OpType::kWrite ? kLocalRead : kLocalWrite;
+  auto local = FindCached(*regions_, caller, request.local_id, NoName(), need,
+                          cache.local);
+  if (!local.ok()) return local.status();
+  if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
+                                  request.local_offset, request.length);
+      !s.ok()) {
+    return s;
+  }
+  bool by_directory = false;
+  absl::StatusOr<std::shared_ptr<Region>> target = FindLocalTarget(
+      caller, request.op, *request.target, cache.target,
+      directory_.load(std::memory_order_acquire), &by_directory);
+  if (by_directory) return std::nullopt;
+  if (!target.ok()) return target.status();
+  return CopyLocal(caller, request, **local, *std::move(target));
+}
+
+absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalTarget(
+    const Caller& caller, OpType op, const TransferTarget& target,
+    CachedRegion& cache, RegionResolver* directory, bool* by_directory) {
+  *by_directory = false;
+  if (target.self_region_id != 0 || target.name.empty()) return nullptr;
+  // The target is read by a READ and written by a WRITE.
+  const uint32_t need = op == OpType::kWrite ? kLocalWrite : kLocalRead;
+  auto found = FindCached(*regions_, caller, 0, target.name, need, cache);
+  if (!found.ok() && directory != nullptr && absl::IsNotFound(found.status())) {
+    *by_directory = true;
+  }
+  return found;
+}
+
 absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
-    const Caller& caller, const Transfer& transfer,
+    const Caller& caller, const LocalCopyRequest& request, const Region& local,
     std::shared_ptr<Region> by_name) {
-  const TransferTarget& remote = transfer.remote;
-  const bool write = transfer.op == OpType::kWrite;
+  const TransferTarget& remote = *request.target;
+  const bool write = request.op == OpType::kWrite;
   // The target is read by a READ and written by a WRITE.
   const uint32_t need = write ? kLocalWrite : kLocalRead;
   std::shared_ptr<Region> target = std::move(by_name);
@@ -298,8 +369,10 @@ absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
     export_key = remote.self_key;
   }
   Region& region = *target;
-  if (absl::Status s = CheckRange("remote", region.name(), region.size(),
-                                  remote.offset, transfer.length);
+  const uint64_t offset = request.target_offset;
+  const uint64_t length = request.length;
+  if (absl::Status s =
+          CheckRange("remote", region.name(), region.size(), offset, length);
       !s.ok()) {
     return s;
   }
@@ -309,35 +382,31 @@ absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
   // for the chunk being copied, and the next chunk then fails. The two
   // ranges may be the same region; memory a client could truncate is
   // copied without risking SIGBUS (region_copy.h).
-  const uint64_t chunk = export_key.has_value() ? kCopyChunk : transfer.length;
-  for (uint64_t done = 0; done < transfer.length;) {
+  const uint64_t chunk = export_key.has_value() ? kCopyChunk : length;
+  for (uint64_t done = 0; done < length;) {
     std::optional<ExportUse> use;
     if (export_key.has_value()) {
       auto begun = region.BeginExportUse(*export_key, needed);
       if (!begun.ok()) return begun.status();
       use.emplace(*std::move(begun));
     }
-    const uint64_t n = std::min(chunk, transfer.length - done);
+    const uint64_t n = std::min(chunk, length - done);
     const absl::Status copied =
-        write ? CopyRegionBytes(region, remote.offset + done, *transfer.local,
-                                transfer.local_offset + done, n)
-              : CopyRegionBytes(*transfer.local, transfer.local_offset + done,
-                                region, remote.offset + done, n);
+        write ? CopyRegionBytes(region, offset + done, local,
+                                request.local_offset + done, n)
+              : CopyRegionBytes(local, request.local_offset + done, region,
+                                offset + done, n);
     if (!copied.ok()) return copied;
     done += n;
   }
-  if (write && transfer.immediate.has_value() && notifications_ != nullptr) {
-    notifications_->Notify(region, remote.offset, transfer.length,
-                           *transfer.immediate);
+  if (write && request.immediate.has_value() && notifications_ != nullptr) {
+    notifications_->Notify(region, offset, length, *request.immediate);
   }
-  return transfer.length;
+  return length;
 }
 
-void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
-                            bool charged,
-                            absl::StatusOr<TransferResult> result,
-                            TransferDone& done) {
-  if (charged) Release(uid);
+void TransferEngine::Report(OpType op, const std::string& peer,
+                            const absl::StatusOr<TransferResult>& result) {
   // Outside mu_: the observer takes locks of its own.
   if (TransferObserver* observer = observer_.load(std::memory_order_acquire)) {
     TransferRecord record;
@@ -358,6 +427,14 @@ void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
     (op == OpType::kWrite ? bytes_written_ : bytes_read_)
         .fetch_add(result->bytes, std::memory_order_relaxed);
   }
+}
+
+void TransferEngine::Finish(OpType op, const std::string& peer, uint32_t uid,
+                            bool charged,
+                            absl::StatusOr<TransferResult> result,
+                            TransferDone& done) {
+  if (charged) Release(uid);
+  Report(op, peer, result);
   // Moved out first: what `done` holds goes with it once it ran, even if
   // the caller keeps the object it was in.
   TransferDone run = std::move(done);

@@ -18,6 +18,10 @@
 // given back at its end; a region named again by the next transfer is not
 // looked up again. Each transfer is still checked in full, in order.
 //
+// A caller that runs many small copies to regions of this daemon (a ring
+// engine) has them checked and copied one at a time with CopyNow: the same
+// checks in the same order, without a callback or an allocation.
+//
 // A target on this same daemon is served as a memory copy, and the caller
 // is a local user there: no route to this daemon gives it more than the
 // region's own permissions (owner, group, mode) do.
@@ -128,6 +132,17 @@ class TransferEngine {
                    RegionCache* cache = nullptr);
   // One request.
   void Submit(const Caller& caller, TransferSpec spec, TransferDone done);
+  // Checks and copies `request` on the calling thread, now, exactly as
+  // SubmitBatch checks and copies a request whose target is on this daemon
+  // (the same checks in the same order, one quota slot while it runs), and
+  // reports it as SubmitBatch does; returns what SubmitBatch's `done` would
+  // have been given. nullopt, with nothing done or reported: the target is
+  // a name with no region here and there is a cluster directory to ask;
+  // SubmitBatch it. `start` and `cache` as for SubmitBatch.
+  // No callback and no allocation: for callers of many small copies.
+  std::optional<absl::StatusOr<TransferResult>> CopyNow(
+      const Caller& caller, const LocalCopyRequest& request, absl::Time start,
+      RegionCache& cache);
 
   TransferCounters counters() const;
 
@@ -157,11 +172,29 @@ class TransferEngine {
   // Checks `request` and returns the Transfer (holding one of the batch's
   // quota slots), or the reason it fails.
   absl::StatusOr<Transfer> Check(Batch& batch, TransferRequest& request);
-  // Copies between two regions of this daemon. `by_name`: the target when
-  // named (found by the caller), else null (a self-routed descriptor).
+  // For a target on this daemon named by name: the region, found through
+  // `cache` with the access `op` needs of it; null for a self-routed
+  // descriptor (CopyLocal finds that one). When the name is not a region
+  // here and `directory` is not null, sets *by_directory instead: the
+  // cluster may know it.
+  absl::StatusOr<std::shared_ptr<Region>> FindLocalTarget(
+      const Caller& caller, OpType op, const TransferTarget& target,
+      CachedRegion& cache, RegionResolver* directory, bool* by_directory);
+  // Copies between `local` (checked: the caller may use it, the local
+  // range is inside it) and the target of `request`, a region of this
+  // daemon. `by_name`: the target when named (FindLocalTarget), else null
+  // (a self-routed descriptor).
   absl::StatusOr<uint64_t> CopyLocal(const Caller& caller,
-                                     const Transfer& transfer,
+                                     const LocalCopyRequest& request,
+                                     const Region& local,
                                      std::shared_ptr<Region> by_name);
+  // The checks and the copy of CopyNow, without quota and report.
+  std::optional<absl::StatusOr<uint64_t>> CheckAndCopy(
+      const Caller& caller, const LocalCopyRequest& request,
+      RegionCache& cache);
+  // Counts a finished transfer and tells the observer.
+  void Report(OpType op, const std::string& peer,
+              const absl::StatusOr<TransferResult>& result);
   // Reports a finished transfer, gives its quota slot back when `charged`,
   // and runs `done`.
   void Finish(OpType op, const std::string& peer, uint32_t uid, bool charged,

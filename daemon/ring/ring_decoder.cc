@@ -27,13 +27,21 @@ absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
                               const RemoteHandle* handle, absl::Time now,
                               absl::Duration default_timeout,
                               core::TransferSpec* out) {
-  core::TransferSpec& spec = *out;
+  DecodedEntry decoded;
+  if (absl::Status s = DecodeEntry(e, handle, &decoded); !s.ok()) return s;
+  ToSpec(decoded, *handle, now, default_timeout, out);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeEntry(const queue::SubmissionEntry& e,
+                         const RemoteHandle* handle, DecodedEntry* out) {
+  DecodedEntry& d = *out;
   switch (static_cast<queue::OpCode>(e.op)) {
     case queue::OpCode::kWrite:
-      spec.op = core::OpType::kWrite;
+      d.op = core::OpType::kWrite;
       break;
     case queue::OpCode::kRead:
-      spec.op = core::OpType::kRead;
+      d.op = core::OpType::kRead;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
@@ -45,11 +53,11 @@ absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
         "client library the daemon's version?");
   }
   if ((e.flags & queue::kFlagImmediate) != 0) {
-    if (spec.op != core::OpType::kWrite) {
+    if (d.op != core::OpType::kWrite) {
       return absl::InvalidArgumentError(
           "only a WRITE can carry an immediate");
     }
-    spec.immediate = e.immediate;
+    d.immediate = e.immediate;
   }
   if (e.length == 0) {
     return absl::InvalidArgumentError(
@@ -63,15 +71,39 @@ absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
         "no remote handle ", e.remote_handle,
         " in this session: open the region with OpenRemote first"));
   }
-  spec.local = core::RegionKey{e.local_region, ""};
-  spec.local_offset = e.local_offset;
-  spec.length = e.length;
-  spec.remote = handle->target;
-  spec.remote.offset = e.remote_offset;
-  const uint32_t timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
-  spec.deadline = now + (timeout_ms == 0 ? default_timeout
-                                         : absl::Milliseconds(timeout_ms));
+  d.local_region = e.local_region;
+  d.local_offset = e.local_offset;
+  d.remote_offset = e.remote_offset;
+  d.length = e.length;
+  d.timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
   return absl::OkStatus();
+}
+
+void ToSpec(const DecodedEntry& d, const RemoteHandle& handle, absl::Time now,
+            absl::Duration default_timeout, core::TransferSpec* out) {
+  core::TransferSpec& spec = *out;
+  spec.op = d.op;
+  spec.immediate = d.immediate;
+  spec.local = core::RegionKey{d.local_region, ""};
+  spec.local_offset = d.local_offset;
+  spec.length = d.length;
+  spec.remote = handle.target;
+  spec.remote.offset = d.remote_offset;
+  spec.deadline = now + (d.timeout_ms == 0 ? default_timeout
+                                           : absl::Milliseconds(d.timeout_ms));
+}
+
+core::LocalCopyRequest ToLocalCopy(const DecodedEntry& d,
+                                   const RemoteHandle& handle) {
+  core::LocalCopyRequest copy;
+  copy.op = d.op;
+  copy.local_id = d.local_region;
+  copy.local_offset = d.local_offset;
+  copy.target = &handle.target;
+  copy.target_offset = d.remote_offset;
+  copy.length = d.length;
+  copy.immediate = d.immediate;
+  return copy;
 }
 
 }  // namespace rdmad::ring

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -116,29 +117,47 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   const size_t n = polled->Take(absl::MakeSpan(entries));
   if (n == 0) return false;
   RingQueue* const queue = polled.get();
-  // `polled` is an element of queues_: the round keeps its own reference
-  // for the completions that outlive it (taken only when there is work).
-  const RoundRef round = RoundRef::Start(polled);
   // Deadlines are a timeout away: the turn's clock is close enough.
   const absl::Time now = loop_->turn_start();
   queue->BeginRound();
   batch_.clear();
+  // `polled` is an element of queues_: the round keeps its own reference
+  // for the completions that outlive it, taken at the first operation that
+  // needs a callback (a round of local copies needs none).
+  std::optional<RoundRef> round;
   uint32_t callbacks = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t tag = entries[i].tag;
     // Entries mostly name the handle the previous one named: the queue
     // keeps it while no handle of the session was closed.
     const RemoteHandle* handle = queue->FindHandle(entries[i].remote_handle);
-    core::TransferRequest& request = batch_.emplace_back();
-    if (absl::Status s = DecodeSubmission(entries[i], handle, now,
-                                          queue->default_timeout(),
-                                          &request.spec);
-        !s.ok()) {
-      batch_.pop_back();
+    DecodedEntry decoded;
+    if (absl::Status s = DecodeEntry(entries[i], handle, &decoded); !s.ok()) {
       queue->Complete(tag, s, 0, core::TransportKind::kNone);
       continue;
     }
-    request.done = [ref = round.Adopt(),
+    // A region of this daemon: copied now, in the round's order, as the
+    // batch would have copied it (TransferEngine::CopyNow).
+    if (handle->target.is_local()) {
+      std::optional<absl::StatusOr<core::TransferResult>> copied =
+          transfers_->CopyNow(queue->caller(), ToLocalCopy(decoded, *handle),
+                              now, queue->region_cache());
+      if (copied.has_value()) {
+        if (copied->ok()) {
+          queue->Complete(tag, absl::OkStatus(), (*copied)->bytes,
+                          (*copied)->transport, (*copied)->latency);
+        } else {
+          queue->Complete(tag, copied->status(), 0,
+                          core::TransportKind::kNone);
+        }
+        continue;
+      }
+      // A name the cluster directory may know: through the batch.
+    }
+    core::TransferRequest& request = batch_.emplace_back();
+    ToSpec(decoded, *handle, now, queue->default_timeout(), &request.spec);
+    if (!round.has_value()) round.emplace(RoundRef::Start(polled));
+    request.done = [ref = round->Adopt(),
                     tag](absl::StatusOr<core::TransferResult> result) {
       if (result.ok()) {
         ref.queue()->Complete(tag, absl::OkStatus(), result->bytes,
@@ -151,7 +170,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
     ++callbacks;
   }
   // Counted before any callback can run (none runs before SubmitBatch).
-  if (callbacks > 0) round.AddAdopted(callbacks);
+  if (callbacks > 0) round->AddAdopted(callbacks);
   if (!batch_.empty()) {
     transfers_->SubmitBatch(queue->caller(), absl::MakeSpan(batch_), now,
                             &queue->region_cache());

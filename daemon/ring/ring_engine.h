@@ -2,13 +2,16 @@
 // loop of the IoRuntime and runs what it finds.
 //
 // Each round it takes a bounded number of entries from each queue (so one
-// busy client cannot starve the others), copies and validates every entry
-// (ring_decoder.h), and hands the queue's round to the TransferEngine as
-// one batch: the engine checks each against the session's rights exactly
-// as for a gRPC request, copies local ones at once, and gives the remote
-// ones to the peer layer together (one Post per channel: a chain per QP,
-// coalesced TCP frames). Completions go back on the queue's ring from
-// whichever thread finishes them.
+// busy client cannot starve the others) and copies and validates every
+// entry (ring_decoder.h). An entry whose target is a region of this daemon
+// is checked and copied at once (TransferEngine::CopyNow: the checks of
+// the gRPC path, no callback, no allocation); the others go to the
+// TransferEngine as the round's one batch: it checks each against the
+// session's rights exactly as for a gRPC request and gives them to the
+// peer layer together (one Post per channel: a chain per QP, coalesced TCP
+// frames). Completions go back on the queue's ring from whichever thread
+// finishes them; those of the round's own thread are published together
+// when the round ends.
 //
 // As a runtime::Poller it keeps its loop spinning while there is work and
 // for the loop's spin time after; before the loop sleeps it raises every

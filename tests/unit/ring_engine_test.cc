@@ -3,12 +3,17 @@
 // reach the peer layer as one batch, a malformed entry completes at once
 // with its status, and the queue lives until the last completion of a
 // round has run — also when the queue was detached meanwhile, and when the
-// peer layer drops a transfer without running it (nothing leaks).
+// peer layer drops a transfer without running it (nothing leaks). Copies
+// to regions of this daemon are served in the round, in order, and a name
+// not here goes to the cluster directory.
 #include "daemon/ring/ring_engine.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -216,6 +221,123 @@ TEST_F(RingEngineTest, AClosedHandleFailsTheOperationsAfterIt) {
   }
   EXPECT_TRUE(remote_.Take().empty()) << "nothing reached the peer layer";
   EXPECT_EQ(remote_.batches(), std::vector<size_t>{1});
+}
+
+// Answers every name with a region on another daemon.
+class ElsewhereDirectory final : public core::RegionResolver {
+ public:
+  void Resolve(const std::string& name, absl::Time, core::DirectoryGeneration,
+               core::ResolveDone done) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked_.push_back(name);
+    }
+    core::DirectoryEntry entry;
+    entry.name = name;
+    entry.node = "192.0.2.9:7471";
+    entry.size = 4096;
+    entry.access = core::RemoteAccess::kReadWrite;
+    entry.region_id = 5;
+    entry.generation = {77, 1};
+    done(entry);
+  }
+  std::string self_node() const override { return "127.0.0.1:7471"; }
+  std::vector<std::string> asked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return asked_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> asked_;
+};
+
+// One round with copies to a region of this daemon, a remote WRITE, and a
+// name that is not here: the copies land and complete with the round (in
+// submission order, as local), the remote WRITE goes to the peer layer,
+// and the name not here to the cluster directory and then to the daemon
+// it names.
+TEST_F(RingEngineTest, ARoundCopiesHereAndSendsTheRestOn) {
+  ElsewhereDirectory directory;
+  transfers_.SetDirectory(&directory);
+  core::AllocateOptions here;
+  here.name = "here";
+  here.size = 64;
+  here.daemon_owned = true;
+  auto region = regions_.Allocate(kAlice, here);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::memset((*region)->data(), 'h', 64);
+  auto buffer = regions_.FindForUse(kAlice, {local_id_, ""});
+  ASSERT_TRUE(buffer.ok());
+  std::memcpy((*buffer)->data(), "12345678", 8);
+
+  auto add = [&](const char* name) {
+    RemoteHandle h;
+    h.target.name = name;
+    h.size = 64;
+    h.access = core::RemoteAccess::kReadWrite;
+    h.transport = core::TransportKind::kLocal;
+    auto added = queue_->handles()->Add(h);
+    EXPECT_TRUE(added.ok()) << added.status();
+    return added.ok() ? (*added)->id : 0;
+  };
+  const uint64_t here_handle = add("here");
+  const uint64_t elsewhere_handle = add("elsewhere");
+  auto entry = [&](queue::OpCode op, uint64_t tag, uint64_t handle,
+                   uint64_t local_offset, uint64_t remote_offset) {
+    queue::SubmissionEntry e{};
+    e.op = static_cast<uint8_t>(op);
+    e.tag = tag;
+    e.local_region = local_id_;
+    e.local_offset = local_offset;
+    e.remote_handle = handle;
+    e.remote_offset = remote_offset;
+    e.length = 8;
+    return e;
+  };
+  producer_->Push(entry(queue::OpCode::kWrite, 1, here_handle, 0, 16));
+  producer_->Push(entry(queue::OpCode::kWrite, 2, handle_id_, 0, 0));
+  producer_->Push(entry(queue::OpCode::kRead, 3, here_handle, 100, 40));
+  producer_->Push(entry(queue::OpCode::kWrite, 4, elsewhere_handle, 0, 0));
+  producer_->Push(entry(queue::OpCode::kWrite, 5, here_handle, 0, 60));
+  producer_->Publish();
+
+  std::vector<queue::CompletionEntry> done = Reap(3);
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[0].tag, 1u);
+  EXPECT_EQ(done[1].tag, 3u);
+  EXPECT_EQ(done[2].tag, 5u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(done[i].code, 0) << done[i].tag;
+    EXPECT_EQ(done[i].bytes, 8u);
+    EXPECT_EQ(done[i].transport, 3) << "local";
+  }
+  EXPECT_EQ(done[2].code, static_cast<int>(absl::StatusCode::kOutOfRange))
+      << "60+8 is past the end of the 64 bytes";
+  EXPECT_EQ(std::string((*region)->data() + 16, 8), "12345678");
+  EXPECT_EQ(std::string((*buffer)->data() + 100, 8), "hhhhhhhh");
+  EXPECT_EQ(std::string((*region)->data() + 56, 8), "hhhhhhhh");
+
+  // The remote WRITE in the round's batch; the name not here asked of the
+  // directory and sent to the daemon it named.
+  EXPECT_EQ(directory.asked(), std::vector<std::string>{"elsewhere"});
+  std::vector<core::Transfer> sent = remote_.Take();
+  ASSERT_EQ(sent.size(), 2u);
+  std::vector<std::string> targets;
+  for (const core::Transfer& t : sent) {
+    targets.push_back(t.remote.peer + "/" + t.remote.name);
+  }
+  std::sort(targets.begin(), targets.end());
+  EXPECT_EQ(targets, (std::vector<std::string>{"192.0.2.1:7471/kv",
+                                               "192.0.2.9:7471/elsewhere"}));
+  for (core::Transfer& t : sent) {
+    t.done(core::TransferResult{8, core::TransportKind::kTcp,
+                                absl::Microseconds(3)});
+  }
+  std::vector<queue::CompletionEntry> rest = Reap(2);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].tag + rest[1].tag, 2u + 4u);
+  transfers_.SetDirectory(nullptr);
 }
 
 }  // namespace
