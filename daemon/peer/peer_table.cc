@@ -102,7 +102,6 @@ std::shared_ptr<RemotePeer> PeerTable::Victim(absl::Time now) const {
 
 absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
     const std::string& address, uint32_t uid) {
-  const absl::Time now = timers_->Now();
   std::shared_ptr<RemotePeer> evicted;
   std::shared_ptr<RemotePeer> peer;
   {
@@ -112,6 +111,8 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
     }
     auto it = peers_.find(address);
     if (it != peers_.end()) return it->second;
+    // Only a new peer needs the time (every transfer comes through here).
+    const absl::Time now = timers_->Now();
     if (absl::Status s = ParseHostPort(address).status(); !s.ok()) return s;
     if (peers_.size() >= options_.max_peers) {
       evicted = Victim(now);

@@ -29,7 +29,8 @@ absl::Status TransferFlow::Attach(Running& r) {
   if (!peer.ok()) return peer.status();
   r.peer = *std::move(peer);
   r.peer->in_flight++;
-  r.peer->last_used_ns = absl::ToUnixNanos(timers_->Now());
+  // The coarse clock: a peer idle for minutes is what this is for.
+  r.peer->last_used_ns = absl::ToUnixNanos(timers_->CoarseNow());
   return absl::OkStatus();
 }
 
@@ -109,7 +110,7 @@ void TransferFlow::Resolve(const core::TransferTarget& target, uint32_t uid,
 }
 
 void TransferFlow::Begin(RunningPtr r) {
-  if (timers_->Now() >= r->t.deadline) {
+  if (timers_->DeadlinePassed(r->t.deadline)) {
     const std::string address = r->address();
     return Finish(std::move(r), TooLate(address));
   }
@@ -176,7 +177,7 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
     RunningPtr r, const Link& link, const ResolvedRegion& target) {
   const core::Transfer& t = r->t;
   const std::string& peer = r->peer->address;
-  if (timers_->Now() >= t.deadline) {
+  if (timers_->DeadlinePassed(t.deadline)) {
     Finish(std::move(r), TooLate(peer));
     return std::nullopt;
   }

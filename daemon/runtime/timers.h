@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
+#include "daemon/runtime/coarse_clock.h"
 #include "daemon/runtime/event_loop.h"
 
 namespace rdmad::runtime {
@@ -27,6 +28,15 @@ class Timers {
   virtual void Cancel(uint64_t id) = 0;
   // The clock the timers run by.
   virtual absl::Time Now() const { return absl::Now(); }
+  // The same clock read cheaply (runtime::CoarseNow): never ahead of Now(),
+  // behind it by less than kCoarseClockSlack. A clock that overrides Now()
+  // overrides this too.
+  virtual absl::Time CoarseNow() const { return runtime::CoarseNow(); }
+  // Whether `deadline` has passed by Now(), which is read only near it.
+  bool DeadlinePassed(absl::Time deadline) const {
+    if (deadline - CoarseNow() > kCoarseClockSlack) return false;
+    return Now() >= deadline;
+  }
 };
 
 // Timers on one event loop (not owned; must outlive the timers' use).

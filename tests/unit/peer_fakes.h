@@ -44,6 +44,7 @@ class FakeTimers final : public runtime::Timers {
     absl::MutexLock lock(&mu_);
     return now_;
   }
+  absl::Time CoarseNow() const override { return Now(); }
   // Moves the clock and runs what fell due, in time order.
   void Advance(absl::Duration d) {
     absl::Time until;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/runtime/coarse_clock.h"
 #include "daemon/transport/tcp/peer_channel_impl.h"
 #include "spdlog/spdlog.h"
 
@@ -107,7 +108,7 @@ void TcpPeerChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
 }
 
 void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
-  if (in.deadline <= absl::Now()) {
+  if (runtime::DeadlinePassed(in.deadline)) {
     in.done(absl::DeadlineExceededError(absl::StrCat(
         "peer ", options_.peer, ": the transfer's deadline passed before "
         "it could be sent")));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/runtime/coarse_clock.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/verbs_channel_impl.h"
 #include "spdlog/spdlog.h"
@@ -146,7 +147,8 @@ uint32_t VerbsChannel::Impl::LkeyOf(const transport::RemoteOp& op) const {
 }
 
 void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
-  const absl::Time now = absl::Now();
+  // Only an expiry's message reads it: the coarse clock will do.
+  const absl::Time now = runtime::CoarseNow();
   for (transport::RemoteOp& op : ops) {
     if (absl::Status bad = Check(op); !bad.ok()) {
       op.done(std::move(bad));
