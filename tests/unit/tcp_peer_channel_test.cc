@@ -250,6 +250,49 @@ TEST_F(TcpPeerChannelTest, SilentServerHitsTheDeadline) {
   EXPECT_LT(took, absl::Milliseconds(800));
 }
 
+// One timer keeps every deadline: an operation posted later with an
+// earlier deadline fails at its own (well before the first one's), and
+// none fails before its own.
+TEST_F(TcpPeerChannelTest, EachOperationFailsAtItsOwnDeadline) {
+  auto silent = Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(silent.ok());
+  channel_ = MakeChannel(LocalPortOf(silent->get()));
+  struct Ended {
+    absl::Notification done;
+    absl::Status status;
+    absl::Time at;
+  };
+  Ended ended[3];
+  const absl::Duration timeouts[3] = {absl::Milliseconds(1500),
+                                      absl::Milliseconds(150),
+                                      absl::Milliseconds(400)};
+  absl::Time deadlines[3];
+  for (int i = 0; i < 3; ++i) {
+    transport::RemoteOp op = Op(core::OpType::kRead, 4096 * i, 0, 4096,
+                                timeouts[i]);
+    deadlines[i] = op.deadline;
+    PostOne(std::move(op), [e = &ended[i]](absl::Status s) {
+      e->at = absl::Now();
+      e->status = std::move(s);
+      e->done.Notify();
+    });
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(ended[i].done.WaitForNotificationWithTimeout(absl::Seconds(30)))
+        << i;
+    EXPECT_EQ(ended[i].status.code(), absl::StatusCode::kDeadlineExceeded)
+        << i << ": " << ended[i].status;
+    EXPECT_GE(ended[i].at, deadlines[i]) << i << " failed before its deadline";
+  }
+  EXPECT_LT(ended[1].at, deadlines[0])
+      << "the earlier deadline waited for the first operation's";
+  // The channel goes on keeping deadlines after its timer ran dry.
+  Waiter again;
+  PostOne(Op(core::OpType::kRead, 0, 0, 4096, absl::Milliseconds(100)),
+          again.Callback());
+  EXPECT_EQ(again.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_F(TcpPeerChannelTest, ServerRestartFailsInFlightThenReconnects) {
   ASSERT_TRUE(Run(Op(core::OpType::kWrite, 0, 0, 1 << 20)).ok());
   const uint16_t port = server_->port();

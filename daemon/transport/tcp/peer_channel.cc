@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -160,11 +161,38 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
     ++op.chunks_total;
     ++op.outstanding;
   }
-  if (op.op.deadline != absl::InfiniteFuture()) {
-    op.deadline_timer =
-        loop_->RunAt(op.op.deadline, [this, id = op.id] { Expire(id); });
-  }
+  // Operations mostly come with the same timeout, so a new one's deadline
+  // is mostly after the armed one: nothing to do then.
+  if (op.op.deadline < deadline_armed_) ArmDeadlineTimer(op.op.deadline);
   ops_.emplace(op.id, std::move(owned));
+}
+
+void TcpPeerChannel::Impl::ArmDeadlineTimer(absl::Time when) {
+  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
+  deadline_armed_ = when;
+  deadline_timer_ = loop_->RunAt(when, [this] {
+    deadline_timer_ = 0;
+    deadline_armed_ = absl::InfiniteFuture();
+    ExpireDue();
+  });
+}
+
+void TcpPeerChannel::Impl::ExpireDue() {
+  if (torn_down_) return;
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> due;
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [id, op] : ops_) {
+    if (op->finished) continue;
+    if (op->op.deadline <= now) {
+      due.push_back(id);
+    } else {
+      next = std::min(next, op->op.deadline);
+    }
+  }
+  // By id: a completion run by Expire may post (and even finish) others.
+  for (uint64_t id : due) Expire(id);
+  if (next < deadline_armed_) ArmDeadlineTimer(next);
 }
 
 TcpPeerChannel::Impl::Conn& TcpPeerChannel::Impl::LeastLoaded() {
@@ -184,7 +212,6 @@ void TcpPeerChannel::Impl::Expire(uint64_t op_id) {
   auto it = ops_.find(op_id);
   if (it == ops_.end() || it->second->finished) return;
   Op& op = *it->second;
-  op.deadline_timer = 0;
   FinishOp(op, absl::DeadlineExceededError(absl::StrCat(
                    "peer ", options_.peer, ": ",
                    op.op.op == core::OpType::kWrite ? "WRITE" : "READ", " of ",
@@ -196,10 +223,6 @@ void TcpPeerChannel::Impl::Expire(uint64_t op_id) {
 
 void TcpPeerChannel::Impl::FinishOp(Op& op, absl::Status status) {
   op.finished = true;
-  if (op.deadline_timer != 0) {
-    loop_->CancelTimer(op.deadline_timer);
-    op.deadline_timer = 0;
-  }
   transport::OpCallback done = std::move(op.op.done);
   done(std::move(status));
 }
@@ -286,6 +309,9 @@ void TcpPeerChannel::Impl::Teardown() {
     if (!op->finished) FinishOp(*op, closed);
   }
   ops_.clear();
+  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
+  deadline_timer_ = 0;
+  deadline_armed_ = absl::InfiniteFuture();
 }
 
 absl::StatusOr<std::unique_ptr<TcpPeerChannel>> TcpPeerChannel::Create(

@@ -51,7 +51,6 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
     uint32_t chunks_total = 0;
     uint32_t chunks_done = 0;
     uint32_t outstanding = 0;  // chunks still held by connections
-    uint64_t deadline_timer = 0;
     bool finished = false;     // `op.done` has run
   };
 
@@ -133,6 +132,13 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   bool ProtocolError(Conn& conn, absl::string_view what);
   // Sends queued requests until the queue is empty or the socket is full.
   void Flush(Conn& conn);
+  // Every operation's deadline is kept by one timer of the channel instead
+  // of one per operation (a timer to arm and cancel for each would cost
+  // more than the rest of a small operation's bookkeeping): armed for the
+  // earliest deadline of those in flight, or of one that finished since,
+  // it fails what is due when it fires and arms itself for the next.
+  void ArmDeadlineTimer(absl::Time when);
+  void ExpireDue();
 
   TcpChannelOptions options_;
   runtime::EventLoop* const loop_;  // Not owned.
@@ -143,6 +149,8 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Op>> ops_;
   uint64_t next_op_id_ = 1;
   uint64_t next_request_id_ = 1;
+  uint64_t deadline_timer_ = 0;  // the loop's id, 0 when not armed
+  absl::Time deadline_armed_ = absl::InfiniteFuture();  // when it fires
   size_t rotate_ = 0;
   std::vector<char> discard_;
   bool torn_down_ = false;
