@@ -124,14 +124,14 @@ absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
                            ParseHostPort(config.advertise_address()));
     options.advertise_host = advertised.host;
   }
-  if (listen->port != 0) {
+  auto start = [&] {
     return tcp::TcpDataServer::Start(regions, options, runtime);
-  }
+  };
+  if (listen->port != 0) return start();
   // Not a port a later listener of this daemon is configured for
   // (startup/ephemeral_port.h says why).
   return startup::StartAvoidingPorts<tcp::TcpDataServer>(
-      [&] { return tcp::TcpDataServer::Start(regions, options, runtime); },
-      PortsListenedOnLater(config));
+      start, PortsListenedOnLater(config));
 }
 
 }  // namespace rdmad

@@ -35,6 +35,27 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
       " of ", size, " bytes"));
 }
 
+// What an operation needs of the caller's own region: a WRITE sends its
+// bytes (reads them), a READ lands bytes in it.
+uint32_t LocalNeed(OpType op) {
+  return op == OpType::kWrite ? kLocalRead : kLocalWrite;
+}
+// What it needs of a target on this daemon: read by a READ, written by a
+// WRITE.
+uint32_t TargetNeed(OpType op) {
+  return op == OpType::kWrite ? kLocalWrite : kLocalRead;
+}
+
+// Empties `cache` if the table changed since it was filled. Read before any
+// look-up: a cache filled under this generation is valid for it (a change
+// after the read bumps it for the next use).
+void Revalidate(const RegionTable& regions, RegionCache& cache) {
+  if (const uint64_t generation = regions.generation();
+      cache.generation != generation) {
+    cache = RegionCache{.generation = generation};
+  }
+}
+
 // A checked transfer to a region of this daemon, as CopyLocal takes it.
 LocalCopyRequest LocalCopyOf(const Transfer& transfer) {
   LocalCopyRequest request;
@@ -48,10 +69,11 @@ LocalCopyRequest LocalCopyOf(const Transfer& transfer) {
   return request;
 }
 
-// What a ring names its buffers with: an id, no name.
+// An empty name, without building one per operation: the peer of a
+// transfer within this daemon, and the name of a region a ring names by id.
 const std::string& NoName() {
-  static const std::string* const empty = new std::string();
-  return *empty;
+  static const std::string* const none = new std::string();
+  return *none;
 }
 
 }  // namespace
@@ -154,12 +176,7 @@ void TransferEngine::SubmitBatch(const Caller& caller,
   RegionCache for_this_batch;
   Batch batch{caller, start == absl::InfinitePast() ? absl::Now() : start,
               0, cache != nullptr ? *cache : for_this_batch};
-  // Read before any look-up: a cache filled under this generation is valid
-  // for it (a change after the read bumps it for the next batch).
-  if (const uint64_t generation = regions_->generation();
-      batch.regions.generation != generation) {
-    batch.regions = RegionCache{.generation = generation};
-  }
+  Revalidate(*regions_, batch.regions);
   // The most slots the batch holds at once: one per remote transfer (held
   // until it completes), and one that the inline copies use in turn.
   uint64_t peak = 0;
@@ -249,16 +266,10 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
     return fail(absl::FailedPreconditionError(
         "this daemon has no data transport to other daemons"));
   }
-  // WRITE sends the local bytes (reads them); READ lands bytes in them.
-  const uint32_t need = spec.op == OpType::kWrite ? kLocalRead : kLocalWrite;
-  auto local = FindCached(*regions_, batch.caller, spec.local.id,
-                          spec.local.name, need, batch.regions.local);
+  auto local = FindLocalRegion(batch.caller, spec.op, spec.local.id,
+                               spec.local.name, spec.local_offset,
+                               spec.length, batch.regions.local);
   if (!local.ok()) return fail(local.status());
-  if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
-                                  spec.local_offset, spec.length);
-      !s.ok()) {
-    return fail(std::move(s));
-  }
   Transfer t;
   t.op = spec.op;
   t.local = *std::move(local);
@@ -300,20 +311,11 @@ std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(
     const Caller& caller, const LocalCopyRequest& request,
     RegionCache& cache) {
   // As SubmitBatch and Check do, in their order.
-  if (const uint64_t generation = regions_->generation();
-      cache.generation != generation) {
-    cache = RegionCache{.generation = generation};
-  }
-  const uint32_t need =
-      request.op == OpType::kWrite ? kLocalRead : kLocalWrite;
-  auto local = FindCached(*regions_, caller, request.local_id, NoName(), need,
-                          cache.local);
+  Revalidate(*regions_, cache);
+  auto local = FindLocalRegion(caller, request.op, request.local_id, NoName(),
+                               request.local_offset, request.length,
+                               cache.local);
   if (!local.ok()) return local.status();
-  if (absl::Status s = CheckRange("local", (*local)->name(), (*local)->size(),
-                                  request.local_offset, request.length);
-      !s.ok()) {
-    return s;
-  }
   bool by_directory = false;
   absl::StatusOr<std::shared_ptr<Region>> target = FindLocalTarget(
       caller, request.op, *request.target, cache.target,
@@ -323,14 +325,23 @@ std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(
   return CopyLocal(caller, request, **local, *std::move(target));
 }
 
+absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalRegion(
+    const Caller& caller, OpType op, uint64_t id, const std::string& name,
+    uint64_t offset, uint64_t length, CachedRegion& cache) {
+  auto local = FindCached(*regions_, caller, id, name, LocalNeed(op), cache);
+  if (!local.ok()) return local.status();
+  RDMAD_RETURN_IF_ERROR(CheckRange("local", (*local)->name(),
+                                   (*local)->size(), offset, length));
+  return local;
+}
+
 absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalTarget(
     const Caller& caller, OpType op, const TransferTarget& target,
     CachedRegion& cache, RegionResolver* directory, bool* by_directory) {
   *by_directory = false;
   if (target.self_region_id != 0 || target.name.empty()) return nullptr;
-  // The target is read by a READ and written by a WRITE.
-  const uint32_t need = op == OpType::kWrite ? kLocalWrite : kLocalRead;
-  auto found = FindCached(*regions_, caller, 0, target.name, need, cache);
+  auto found =
+      FindCached(*regions_, caller, 0, target.name, TargetNeed(op), cache);
   if (!found.ok() && directory != nullptr && absl::IsNotFound(found.status())) {
     *by_directory = true;
   }
@@ -342,8 +353,7 @@ absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
     std::shared_ptr<Region> by_name) {
   const TransferTarget& remote = *request.target;
   const bool write = request.op == OpType::kWrite;
-  // The target is read by a READ and written by a WRITE.
-  const uint32_t need = write ? kLocalWrite : kLocalRead;
+  const uint32_t need = TargetNeed(request.op);
   std::shared_ptr<Region> target = std::move(by_name);
   std::optional<uint64_t> export_key;  // the self route copies under it
   if (remote.self_region_id == 0) {

@@ -172,6 +172,12 @@ class TransferEngine {
   // Checks `request` and returns the Transfer (holding one of the batch's
   // quota slots), or the reason it fails.
   absl::StatusOr<Transfer> Check(Batch& batch, TransferRequest& request);
+  // The caller's own region of a transfer (by id, or by name), with the
+  // access `op` needs of it, found through `cache`, and [offset,
+  // offset+length) inside it.
+  absl::StatusOr<std::shared_ptr<Region>> FindLocalRegion(
+      const Caller& caller, OpType op, uint64_t id, const std::string& name,
+      uint64_t offset, uint64_t length, CachedRegion& cache);
   // For a target on this daemon named by name: the region, found through
   // `cache` with the access `op` needs of it; null for a self-routed
   // descriptor (CopyLocal finds that one). When the name is not a region

@@ -56,6 +56,17 @@ class RoundRef {
   Shared* shared_;
 };
 
+// Puts what a transfer came to on `queue`'s ring as `tag`'s completion.
+void CompleteWith(RingQueue& queue, uint64_t tag,
+                  const absl::StatusOr<core::TransferResult>& result) {
+  if (result.ok()) {
+    queue.Complete(tag, absl::OkStatus(), result->bytes, result->transport,
+                   result->latency);
+  } else {
+    queue.Complete(tag, result.status(), 0, core::TransportKind::kNone);
+  }
+}
+
 }  // namespace
 
 RingEngine::RingEngine(runtime::EventLoop* loop,
@@ -143,13 +154,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
           transfers_->CopyNow(queue->caller(), ToLocalCopy(decoded, *handle),
                               now, queue->region_cache());
       if (copied.has_value()) {
-        if (copied->ok()) {
-          queue->Complete(tag, absl::OkStatus(), (*copied)->bytes,
-                          (*copied)->transport, (*copied)->latency);
-        } else {
-          queue->Complete(tag, copied->status(), 0,
-                          core::TransportKind::kNone);
-        }
+        CompleteWith(*queue, tag, *copied);
         continue;
       }
       // A name the cluster directory may know: through the batch.
@@ -159,13 +164,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
     if (!round.has_value()) round.emplace(RoundRef::Start(polled));
     request.done = [ref = round->Adopt(),
                     tag](absl::StatusOr<core::TransferResult> result) {
-      if (result.ok()) {
-        ref.queue()->Complete(tag, absl::OkStatus(), result->bytes,
-                              result->transport, result->latency);
-      } else {
-        ref.queue()->Complete(tag, result.status(), 0,
-                              core::TransportKind::kNone);
-      }
+      CompleteWith(*ref.queue(), tag, result);
     };
     ++callbacks;
   }

@@ -14,8 +14,7 @@ absl::Time CoarseNow() {
 }
 
 bool DeadlinePassed(absl::Time deadline) {
-  if (deadline - CoarseNow() > kCoarseClockSlack) return false;
-  return absl::Now() >= deadline;
+  return DeadlinePassedBy(deadline, CoarseNow(), [] { return absl::Now(); });
 }
 
 }  // namespace rdmad::runtime

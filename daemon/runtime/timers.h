@@ -34,8 +34,7 @@ class Timers {
   virtual absl::Time CoarseNow() const { return runtime::CoarseNow(); }
   // Whether `deadline` has passed by Now(), which is read only near it.
   bool DeadlinePassed(absl::Time deadline) const {
-    if (deadline - CoarseNow() > kCoarseClockSlack) return false;
-    return Now() >= deadline;
+    return DeadlinePassedBy(deadline, CoarseNow(), [this] { return Now(); });
   }
 };
 
