@@ -17,6 +17,7 @@
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
 #include "daemon/state/kept_regions.h"
+#include "daemon/tcp_listeners.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad {
@@ -192,7 +193,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
 
-  // 5. The TCP data listener serves this daemon's exported regions.
+  // 5. The TCP listeners, in the order tcp_listeners.h gives: metrics when
+  // asked for (a scrape before the daemon is ready sees empty tables), the
+  // data listener, and (7) the Peer server.
+  if (config::MetricsEnabled(config)) {
+    RDMAD_ASSIGN_OR_RETURN(
+        d.metrics_server,
+        StartMetricsListener(config, d.metrics->collectable()));
+    spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
+  }
+  // The TCP data listener serves this daemon's exported regions.
   RDMAD_ASSIGN_OR_RETURN(
       d.data_server, StartDataServer(config, d.resolved, d.regions.get(),
                                      d.queues.get(), d.runtime.get()));
@@ -261,13 +271,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.local_server->GetHealthCheckService()->SetServingStatus(
       v1::Local::service_full_name(), true);
 
-  // 9. Metrics, when asked for.
-  if (config::MetricsEnabled(config)) {
-    RDMAD_ASSIGN_OR_RETURN(
-        d.metrics_server, metrics::MetricsServer::Start(
-                              config.metrics_listen(), d.metrics->collectable()));
-    spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
-  }
   d.memory_releaser = std::make_unique<MemoryReleaser>();
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "

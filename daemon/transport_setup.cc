@@ -3,12 +3,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
-#include "daemon/config/config_file.h"
 #include "daemon/startup/ephemeral_port.h"
+#include "daemon/tcp_listeners.h"
 #include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/registrar.h"
@@ -41,19 +40,6 @@ verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
     options.read_chunk_bytes = config.verbs_read_chunk_bytes();
   }
   return options;
-}
-
-// The fixed ports of the listeners started after the data listener.
-absl::flat_hash_set<uint16_t> PortsListenedOnLater(
-    const v1::DaemonConfig& config) {
-  absl::flat_hash_set<uint16_t> ports;
-  std::vector<std::string> later = {config.peer_listen()};
-  if (config::MetricsEnabled(config)) later.push_back(config.metrics_listen());
-  for (const std::string& address : later) {
-    auto parsed = ParseHostPort(address, AddressUse::kListen);
-    if (parsed.ok() && parsed->port != 0) ports.insert(parsed->port);
-  }
-  return ports;
 }
 
 }  // namespace
@@ -128,10 +114,10 @@ absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
     return tcp::TcpDataServer::Start(regions, options, runtime);
   };
   if (listen->port != 0) return start();
-  // Not a port a later listener of this daemon is configured for
-  // (startup/ephemeral_port.h says why).
+  // Not a port another listener of this daemon is configured for
+  // (tcp_listeners.h says why).
   return startup::StartAvoidingPorts<tcp::TcpDataServer>(
-      start, PortsListenedOnLater(config));
+      start, FixedPortsOfOthers(config, TcpListener::kData));
 }
 
 }  // namespace rdmad

@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   server->exposer_->RegisterCollectable(server->collectable_);
   const auto ports = server->exposer_->GetListeningPorts();
   const std::string host = listen.substr(0, listen.rfind(':'));
-  server->address_ =
-      absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
+  server->port_ = ports.empty() ? 0 : static_cast<uint16_t>(ports.front());
+  server->address_ = absl::StrCat(host, ":", server->port_);
   return server;
 }
 

@@ -13,6 +13,7 @@
 #ifndef RDMAD_DAEMON_METRICS_METRICS_SERVER_H_
 #define RDMAD_DAEMON_METRICS_METRICS_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,8 @@ class MetricsServer {
 
   // HOST:PORT as bound.
   const std::string& address() const { return address_; }
+  // The port bound (the real one if `listen` asked for 0).
+  uint16_t port() const { return port_; }
 
  private:
   MetricsServer() = default;
@@ -44,6 +47,7 @@ class MetricsServer {
   // Held here so it outlives the exposer's weak reference.
   std::shared_ptr<prometheus::Collectable> collectable_;
   std::string address_;
+  uint16_t port_ = 0;
 };
 
 }  // namespace rdmad::metrics
