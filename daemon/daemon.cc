@@ -188,8 +188,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.metrics = std::make_unique<metrics::DaemonMetrics>(metrics::MetricSources{
       d.regions.get(), &d.sessions, d.peers.get(), id.version, id.transport});
   d.transfers->SetObserver(d.metrics.get());
-  d.queues = std::make_unique<ring::QueueRegistry>(d.runtime.get(),
-                                                   d.transfers.get());
+  d.queues = std::make_unique<ring::QueueRegistry>(
+      d.runtime.get(), d.transfers.get(), &d.sessions);
   d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
 

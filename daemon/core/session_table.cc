@@ -19,6 +19,11 @@ SessionTable::Opened SessionTable::Open(uint32_t uid, uint32_t gid,
   return Opened{id, std::move(token)};
 }
 
+bool SessionTable::Contains(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  return by_id_.contains(id);
+}
+
 bool SessionTable::Close(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = token_of_.find(id);

@@ -46,6 +46,9 @@ class SessionTable {
   // Closes a session; returns false if it was not open.
   bool Close(uint64_t id);
 
+  // Whether session `id` is open.
+  bool Contains(uint64_t id) const;
+
   // The caller behind `token`. UNAUTHENTICATED for unknown or closed ones.
   absl::StatusOr<Caller> Authenticate(absl::string_view token) const;
 

@@ -9,7 +9,9 @@
 namespace rdmad::ring {
 
 QueueRegistry::QueueRegistry(runtime::IoRuntime* runtime,
-                             core::TransferEngine* transfers) {
+                             core::TransferEngine* transfers,
+                             const core::SessionTable* sessions)
+    : sessions_table_(sessions) {
   for (size_t i = 0; i < runtime->engines(); ++i) {
     engines_.push_back(
         std::make_unique<RingEngine>(runtime->loop(i), transfers));
@@ -22,40 +24,67 @@ RingEngine* QueueRegistry::EngineOf(uint64_t queue_id) const {
   return engines_[queue_id % engines_.size()].get();
 }
 
+absl::Status QueueRegistry::RequireOpen(uint64_t session_id) const {
+  if (shut_down_) return absl::UnavailableError("rdmad is shutting down");
+  // The session server closes a session in the table before it ends the
+  // session here (EndSession, under mu_). So either the table says closed
+  // now, or EndSession has yet to run and will close what is added.
+  if (!sessions_table_->Contains(session_id)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "session ", session_id,
+        " has ended: open a new session (the client library does so by "
+        "itself on its next call)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QueueRegistry::CheckLimits(const Session& session,
+                                        const RingQueueOptions& options) {
+  if (session.queues.size() >= kMaxQueuesPerSession) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this session already has ", session.queues.size(),
+        " queues open: close one first (one queue per thread is plenty)"));
+  }
+  if (options.notifications) {
+    for (const auto& q : session.queues) {
+      if (q->notifications()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "queue ", q->id(), " of this session already takes "
+            "notifications: one queue per session may"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
     const core::Caller& caller, const RingQueueOptions& options) {
   uint64_t id;
   std::shared_ptr<RemoteHandles> handles;
   {
+    // Checked here too, so that a refused call makes no segment.
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return absl::UnavailableError("rdmad is shutting down");
+    if (absl::Status s = RequireOpen(caller.session_id); !s.ok()) return s;
     Session& session = sessions_[caller.session_id];
-    if (session.queues.size() >= kMaxQueuesPerSession) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this session already has ", session.queues.size(),
-          " queues open: close one first (one queue per thread is plenty)"));
-    }
-    if (options.notifications) {
-      for (const auto& q : session.queues) {
-        if (q->notifications()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "queue ", q->id(), " of this session already takes "
-              "notifications: one queue per session may"));
-        }
-      }
-    }
+    if (absl::Status s = CheckLimits(session, options); !s.ok()) return s;
     if (session.handles == nullptr) {
       session.handles = std::make_shared<RemoteHandles>();
     }
     handles = session.handles;
     id = next_queue_id_++;
   }
+  // Outside the lock: it makes and clears the segment.
   auto queue = RingQueue::Create(id, caller, std::move(handles), options);
   if (!queue.ok()) return queue.status();
   {
+    // Again, now that adding the queue is part of the same critical
+    // section: the session may have ended, or another Open added a queue,
+    // since the look above. A refused queue is destroyed unused.
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return absl::UnavailableError("rdmad is shutting down");
-    sessions_[caller.session_id].queues.push_back(*queue);
+    if (absl::Status s = RequireOpen(caller.session_id); !s.ok()) return s;
+    Session& session = sessions_[caller.session_id];
+    if (absl::Status s = CheckLimits(session, options); !s.ok()) return s;
+    session.queues.push_back(*queue);
   }
   EngineOf(id)->Attach(*queue);
   return queue;
@@ -86,8 +115,10 @@ absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<RemoteHandles> QueueRegistry::HandlesOf(uint64_t session_id) {
+absl::StatusOr<std::shared_ptr<RemoteHandles>> QueueRegistry::HandlesOf(
+    uint64_t session_id) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = RequireOpen(session_id); !s.ok()) return s;
   Session& session = sessions_[session_id];
   if (session.handles == nullptr) {
     session.handles = std::make_shared<RemoteHandles>();
@@ -95,7 +126,7 @@ std::shared_ptr<RemoteHandles> QueueRegistry::HandlesOf(uint64_t session_id) {
   return session.handles;
 }
 
-absl::StatusOr<std::pair<int, uint64_t>> QueueRegistry::Descriptor(
+absl::StatusOr<QueueRegistry::QueueDescriptor> QueueRegistry::Descriptor(
     uint64_t session_id, uint64_t queue_id, QueueFd which) const {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
@@ -104,11 +135,11 @@ absl::StatusOr<std::pair<int, uint64_t>> QueueRegistry::Descriptor(
       if (q->id() != queue_id) continue;
       switch (which) {
         case QueueFd::kSegment:
-          return std::make_pair(q->segment_fd(), q->segment_size());
+          return QueueDescriptor{q, q->segment_fd(), q->segment_size()};
         case QueueFd::kDoorbell:
-          return std::make_pair(q->doorbell_fd(), uint64_t{0});
+          return QueueDescriptor{q, q->doorbell_fd(), 0};
         case QueueFd::kWakeup:
-          return std::make_pair(q->wakeup_fd(), uint64_t{0});
+          return QueueDescriptor{q, q->wakeup_fd(), 0};
       }
       return absl::InvalidArgumentError("unknown queue descriptor");
     }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/notification_sink.h"
+#include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/ring/remote_handles.h"
 #include "daemon/ring/ring_engine.h"
@@ -30,26 +31,39 @@ class QueueRegistry final : public core::NotificationSink {
  public:
   static constexpr size_t kMaxQueuesPerSession = 64;
 
-  // `runtime` and `transfers` are not owned and outlive the registry.
-  QueueRegistry(runtime::IoRuntime* runtime, core::TransferEngine* transfers);
+  // `runtime`, `transfers` and `sessions` are not owned and outlive the
+  // registry. A queue or handle is made only for a session `sessions` has
+  // open: a call that passed its session check just before the session
+  // ended must not leave behind a queue nothing will ever close.
+  QueueRegistry(runtime::IoRuntime* runtime, core::TransferEngine* transfers,
+                const core::SessionTable* sessions);
   ~QueueRegistry();  // Shutdown()
 
   // A new queue for `caller`'s session. RESOURCE_EXHAUSTED past
   // kMaxQueuesPerSession; FAILED_PRECONDITION for a second notification
-  // queue.
+  // queue; UNAUTHENTICATED once the session has ended. The limits are
+  // checked in the same critical section that adds the queue, so calls
+  // racing each other cannot pass them together.
   absl::StatusOr<std::shared_ptr<RingQueue>> Open(const core::Caller& caller,
                                                   const RingQueueOptions& options);
   // NOT_FOUND unless the session has that queue.
   absl::Status Close(uint64_t session_id, uint64_t queue_id);
 
-  // The session's remote handles (made on first use).
-  std::shared_ptr<RemoteHandles> HandlesOf(uint64_t session_id);
+  // The session's remote handles (made on first use); UNAUTHENTICATED
+  // once the session has ended.
+  absl::StatusOr<std::shared_ptr<RemoteHandles>> HandlesOf(uint64_t session_id);
 
-  // The descriptor `which` of a queue of `session_id`, and the segment size.
-  // Not owned by the caller (valid while the queue is open).
-  absl::StatusOr<std::pair<int, uint64_t>> Descriptor(uint64_t session_id,
-                                                      uint64_t queue_id,
-                                                      QueueFd which) const;
+  // A descriptor of a queue, to send to its client: `fd` stays open while
+  // `queue` is held, even if the queue is closed meanwhile.
+  struct QueueDescriptor {
+    std::shared_ptr<const RingQueue> queue;
+    int fd = -1;        // not owned
+    uint64_t size = 0;  // the segment's size (kSegment), else 0
+  };
+  // The descriptor `which` of a queue of `session_id`.
+  absl::StatusOr<QueueDescriptor> Descriptor(uint64_t session_id,
+                                             uint64_t queue_id,
+                                             QueueFd which) const;
 
   // core::NotificationSink: to the notification queue of the session that
   // owns a session buffer; for a named region, of every session of its
@@ -72,6 +86,15 @@ class QueueRegistry final : public core::NotificationSink {
     std::shared_ptr<RemoteHandles> handles;
   };
   RingEngine* EngineOf(uint64_t queue_id) const;
+  // UNAUTHENTICATED unless `session_id` is open (checked under mu_, which
+  // EndSession takes after the session closed: see the constructor).
+  absl::Status RequireOpen(uint64_t session_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The limits a new queue must keep in `session`.
+  static absl::Status CheckLimits(const Session& session,
+                                  const RingQueueOptions& options);
+
+  const core::SessionTable* const sessions_table_;  // Not owned.
 
   std::vector<std::unique_ptr<RingEngine>> engines_;
 

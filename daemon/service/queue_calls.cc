@@ -106,8 +106,9 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
   core::TransferTarget target = std::move(spec->remote);
   target.offset = 0;
   RouteToSelf(state_->identity, &target);
-  std::shared_ptr<ring::RemoteHandles> handles =
-      state_->queues->HandlesOf(caller->session_id);
+  auto session_handles = state_->queues->HandlesOf(caller->session_id);
+  if (!session_handles.ok()) return Done(context, session_handles.status());
+  std::shared_ptr<ring::RemoteHandles> handles = *std::move(session_handles);
   auto add = [handles, response](core::TransferTarget target, uint64_t size,
                                  core::RemoteAccess access,
                                  core::TransportKind transport) -> absl::Status {
@@ -220,8 +221,9 @@ grpc::ServerUnaryReactor* LocalService::CloseRemote(
   if (state_->queues == nullptr) {
     return Done(context, absl::NotFoundError("no such handle"));
   }
-  return Done(context, state_->queues->HandlesOf(caller->session_id)
-                           ->Remove(request->handle()));
+  auto handles = state_->queues->HandlesOf(caller->session_id);
+  if (!handles.ok()) return Done(context, handles.status());
+  return Done(context, (*handles)->Remove(request->handle()));
 }
 
 }  // namespace rdmad::service

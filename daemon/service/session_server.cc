@@ -210,6 +210,9 @@ void SessionServer::EndForAbuse(Connection& connection,
   (void)session_wire::Send(connection.socket.get(),
                            session_wire::ErrorMessage(why));
   sessions_->Close(connection.session_id);
+  // Queues first, as Close does: their rings may name the session's
+  // buffers, and nothing else would ever close them.
+  if (queues_ != nullptr) queues_->EndSession(connection.session_id);
   regions_->FreeSession(connection.session_id);
   {
     absl::MutexLock lock(&mu_);
@@ -306,8 +309,9 @@ bool SessionServer::Serve(Connection& connection) {
       Message reply;
       reply.type = MessageType::kFd;
       reply.a = request.a;
-      reply.b = found->second;
-      return SendFd(connection, reply, found->first);
+      reply.b = found->size;
+      // `found` holds the queue, so its descriptor stays open until sent.
+      return SendFd(connection, reply, found->fd);
     }
     case MessageType::kPassFd: {
       if (!request.fd.valid()) {

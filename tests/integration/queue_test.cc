@@ -55,6 +55,24 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// How many of `pid`'s descriptors are queue segments (memfds the daemon
+// names rdmad-queue-ID).
+int QueueSegments(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char target[256] = {};
+    const ssize_t len = ::readlink(absl::StrCat(dir, "/", e->d_name).c_str(),
+                                   target, sizeof(target) - 1);
+    if (len > 0 && std::strstr(target, "rdmad-queue-") != nullptr) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
 int OpenFds(pid_t pid) {
   DIR* dir = ::opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
   if (dir == nullptr) return -1;
@@ -144,6 +162,7 @@ class HostileQueue {
     return absl::OkStatus();
   }
   absl::Status StopStatus() const { return queue::StopStatus(base_); }
+  RawSession& session() { return *session_; }
 
  private:
   HostileQueue(std::unique_ptr<RawSession> session, UniqueFd doorbell,
@@ -475,6 +494,49 @@ TEST_F(QueueTest, AScribbledTailStopsItsQueueBeforeTheEngineSleeps) {
   const absl::Status stopped = (*hostile)->StopStatus();
   EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss) << stopped;
   EXPECT_THAT(stopped.message(), HasSubstr("submission ring's tail (123456)"));
+  ExpectTheSessionCarriesOn(*ca);
+}
+
+TEST_F(QueueTest, ASessionEndedForHoardingDescriptorsLosesItsQueues) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
+  auto hostile = HostileQueue::Open(a_->socket());
+  ASSERT_TRUE(hostile.ok()) << hostile.status();
+  ASSERT_EQ(QueueSegments(a_->pid()), 1);
+  RawSession& session = (*hostile)->session();
+  uint64_t buffer = 0;
+  {
+    grpc::ClientContext context;
+    session.Authorize(&context);
+    v1::AllocateBufferRequest request;
+    request.set_size(4096);
+    v1::AllocateBufferResponse response;
+    ASSERT_TRUE(session.stub().AllocateBuffer(&context, request, &response).ok());
+    buffer = response.region().id();
+  }
+  // Descriptors asked for and never received, until the daemon ends the
+  // session (16 may be in flight).
+  for (int i = 0; i < 64; ++i) {
+    if (!session.AskFd(buffer).ok()) break;
+  }
+  EXPECT_TRUE(Eventually([&] {
+    grpc::ClientContext context;
+    session.Authorize(&context);
+    v1::GetStatusResponse status;
+    return session.stub()
+               .GetStatus(&context, v1::GetStatusRequest(), &status)
+               .error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  })) << a_->LogTail();
+
+  // Its queue went with it: stopped, and its segment closed in the daemon,
+  // so nothing submitted on it now is served after the session's end.
+  EXPECT_TRUE(Eventually([&] { return !(*hostile)->StopStatus().ok(); }));
+  const absl::Status stopped = (*hostile)->StopStatus();
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled) << stopped;
+  EXPECT_THAT(stopped.message(), HasSubstr("the session ended"));
+  EXPECT_TRUE(Eventually([&] { return QueueSegments(a_->pid()) == 0; }))
+      << QueueSegments(a_->pid()) << " queue segments still open in A";
   ExpectTheSessionCarriesOn(*ca);
 }
 

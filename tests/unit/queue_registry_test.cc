@@ -1,0 +1,159 @@
+// QueueRegistry (daemon/ring/queue_registry.h): queues and handles are made
+// only for sessions the session table has open — a call that passed its
+// session check just before the session ended leaves nothing behind — and
+// a session's limits (queues per session, one notification queue) hold
+// against calls racing each other.
+#include "daemon/ring/queue_registry.h"
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "daemon/core/memory_registrar.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/runtime/io_runtime.h"
+#include "gtest/gtest.h"
+
+namespace rdmad::ring {
+namespace {
+
+// Fails every remote transfer at once; these tests move no data.
+class NoRemote final : public core::RemoteTransfers {
+ public:
+  void SubmitBatch(absl::Span<core::Transfer> transfers) override {
+    for (core::Transfer& t : transfers) {
+      std::move(t.done)(absl::UnavailableError("no peers in this test"));
+    }
+  }
+};
+
+class QueueRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runtime::IoRuntimeOptions options;
+    options.threads = 1;
+    options.engine_threads = 1;
+    options.name = "registry-test";
+    auto runtime = runtime::IoRuntime::Start(options);
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = *std::move(runtime);
+    registry_ = std::make_unique<QueueRegistry>(runtime_.get(), &transfers_,
+                                                &sessions_);
+  }
+  void TearDown() override {
+    registry_.reset();
+    runtime_.reset();
+  }
+
+  core::Caller Open() {
+    core::SessionTable::Opened opened = sessions_.Open(1000, 1000, 42);
+    return core::Caller{opened.id, 1000, 1000, 42, {}};
+  }
+
+  core::NullRegistrar registrar_;
+  core::RegionTable regions_{&registrar_, core::RegionLimits{}};
+  NoRemote remote_;
+  core::TransferEngine transfers_{&regions_, &remote_};
+  core::SessionTable sessions_;
+  std::unique_ptr<runtime::IoRuntime> runtime_;
+  std::unique_ptr<QueueRegistry> registry_;
+};
+
+RingQueueOptions Small(bool notifications = false) {
+  RingQueueOptions options;
+  options.submission_entries = 8;
+  options.completion_entries = 16;
+  options.notifications = notifications;
+  return options;
+}
+
+TEST_F(QueueRegistryTest, NothingIsMadeForASessionThatHasEnded) {
+  const core::Caller caller = Open();
+  auto queue = registry_->Open(caller, Small());
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  ASSERT_TRUE(registry_->HandlesOf(caller.session_id).ok());
+
+  // What the session server does at a session's end, with a call that
+  // had already passed its session check arriving after the table closed
+  // the session and before the registry ended it.
+  ASSERT_TRUE(sessions_.Close(caller.session_id));
+  auto late = registry_->Open(caller, Small());
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(late.status().message().find("has ended"),
+            absl::string_view::npos)
+      << late.status();
+  auto handles = registry_->HandlesOf(caller.session_id);
+  EXPECT_EQ(handles.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(registry_->queue_count(), 1u);  // the first, until EndSession
+
+  registry_->EndSession(caller.session_id);
+  EXPECT_EQ(registry_->queue_count(), 0u);
+  EXPECT_TRUE((*queue)->stopped());
+  // And a call arriving after EndSession recreates nothing either.
+  EXPECT_FALSE(registry_->Open(caller, Small()).ok());
+  EXPECT_FALSE(registry_->HandlesOf(caller.session_id).ok());
+  EXPECT_EQ(registry_->queue_count(), 0u);
+}
+
+TEST_F(QueueRegistryTest, ADescriptorKeepsItsQueueOpenUntilSent) {
+  const core::Caller caller = Open();
+  auto queue = registry_->Open(caller, Small());
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  const uint64_t id = (*queue)->id();
+  const int segment_fd = (*queue)->segment_fd();
+  queue->reset();
+  auto found = registry_->Descriptor(caller.session_id, id, QueueFd::kSegment);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->fd, segment_fd);
+  EXPECT_GT(found->size, 0u);
+  // Closed before the descriptor is sent: the descriptor's holder keeps
+  // the queue, so the number still names its segment, not a reused one.
+  ASSERT_TRUE(registry_->Close(caller.session_id, id).ok());
+  EXPECT_EQ(found->queue->segment_fd(), segment_fd);
+  EXPECT_GE(::fcntl(found->fd, F_GETFD), 0);
+  EXPECT_EQ(registry_->Descriptor(caller.session_id, id, QueueFd::kSegment)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(QueueRegistryTest, LimitsHoldAgainstCallsRacingEachOther) {
+  const core::Caller caller = Open();
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 12;  // 96 attempts for 64 places
+  std::atomic<int> opened{0};
+  std::atomic<int> notification_queues{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const bool notifications = i == 0;
+        auto queue = registry_->Open(caller, Small(notifications));
+        if (!queue.ok()) {
+          const absl::StatusCode code = queue.status().code();
+          EXPECT_TRUE(code == absl::StatusCode::kResourceExhausted ||
+                      code == absl::StatusCode::kFailedPrecondition)
+              << "thread " << t << ": " << queue.status();
+          continue;
+        }
+        opened.fetch_add(1);
+        if (notifications) notification_queues.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(opened.load(), static_cast<int>(QueueRegistry::kMaxQueuesPerSession));
+  EXPECT_EQ(notification_queues.load(), 1);
+  EXPECT_EQ(registry_->queue_count(), QueueRegistry::kMaxQueuesPerSession);
+  registry_->EndSession(caller.session_id);
+  EXPECT_EQ(registry_->queue_count(), 0u);
+}
+
+}  // namespace
+}  // namespace rdmad::ring
