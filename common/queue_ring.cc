@@ -223,6 +223,10 @@ absl::StatusOr<bool> SubmissionConsumer::SleepUnlessWork() {
   return work;
 }
 
+void SubmissionConsumer::Asleep() {
+  header_->engine_sleeping.store(1, std::memory_order_seq_cst);
+}
+
 void SubmissionConsumer::Awake() {
   header_->engine_sleeping.store(0, std::memory_order_relaxed);
 }

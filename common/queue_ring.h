@@ -77,6 +77,9 @@ class SubmissionConsumer {
   // if the client's tail is impossible: ahead by more than the ring holds,
   // or past an entry whose sequence says it was never written.
   absl::StatusOr<bool> SleepUnlessWork();
+  // Sets the sleeping flag without looking for work (after SleepUnlessWork
+  // found work the caller cannot take yet).
+  void Asleep();
   void Awake();
 
  private:

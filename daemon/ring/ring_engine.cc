@@ -114,6 +114,8 @@ void RingEngine::Shutdown() {
   absl::Status s = runtime::RunOnLoop(loop_, [this]() -> absl::Status {
     for (Attached& a : queues_) loop_->Unwatch(a.doorbell_watch);
     queues_.clear();
+    if (stall_timer_ != 0) loop_->CancelTimer(stall_timer_);
+    stall_timer_ = 0;
     if (registered_) loop_->RemovePoller(this);
     registered_ = false;
     return absl::OkStatus();
@@ -202,9 +204,40 @@ bool RingEngine::Poll() {
 
 bool RingEngine::PrepareToSleep() {
   bool work = false;
-  for (const Attached& a : queues_) work |= a.queue->SleepUnlessWork();
-  if (work) Woke();
-  return work;
+  bool stalled = false;
+  for (const Attached& a : queues_) {
+    switch (a.queue->SleepUnlessWork()) {
+      case RingQueue::SleepCheck::kSleep:
+        break;
+      case RingQueue::SleepCheck::kWork:
+        work = true;
+        break;
+      case RingQueue::SleepCheck::kStalled:
+        stalled = true;
+        break;
+    }
+  }
+  if (work) {
+    Woke();
+    return true;
+  }
+  if (stalled) {
+    ScheduleStallCheck();
+  } else {
+    stall_wait_ = absl::ZeroDuration();
+  }
+  return false;
+}
+
+void RingEngine::ScheduleStallCheck() {
+  if (stall_timer_ != 0) return;  // the one armed looks at every queue
+  stall_wait_ = stall_wait_ == absl::ZeroDuration()
+                    ? kFirstStallCheck
+                    : std::min(2 * stall_wait_, kMaxStallCheck);
+  // The turn the timer wakes polls every queue (Poll), which takes what
+  // the client made room for since.
+  stall_timer_ = loop_->RunAt(absl::Now() + stall_wait_,
+                              [this] { stall_timer_ = 0; });
 }
 
 void RingEngine::Woke() {

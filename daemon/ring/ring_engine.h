@@ -38,6 +38,9 @@ class RingEngine final : public runtime::Poller {
  public:
   // Entries taken from one queue per round.
   static constexpr size_t kRoundBudget = 64;
+  // How soon a stalled queue is looked at again: first, and at the most.
+  static constexpr absl::Duration kFirstStallCheck = absl::Microseconds(100);
+  static constexpr absl::Duration kMaxStallCheck = absl::Milliseconds(10);
 
   // `loop` and `transfers` are not owned and outlive the engine; the
   // engine must be detached from its loop (Shutdown) before it goes.
@@ -66,6 +69,9 @@ class RingEngine final : public runtime::Poller {
   bool Serve(const std::shared_ptr<RingQueue>& polled);
   // Tells every queue's client when this thread moved to another CPU.
   void NoteCpu();
+  // A queue is stalled (RingQueue::SleepCheck::kStalled): wakes the loop
+  // after a while to look again, backing off while it stays stalled.
+  void ScheduleStallCheck();
 
   runtime::EventLoop* const loop_;          // Not owned.
   core::TransferEngine* const transfers_;  // Not owned.
@@ -74,6 +80,11 @@ class RingEngine final : public runtime::Poller {
   std::vector<core::TransferRequest> batch_;
   bool registered_ = false;       // loop thread only
   int cpu_ = -1;                  // loop thread only: where queues think we run
+  // The stall check (loop thread only): its timer (0: none) and the wait
+  // before the next one, doubled from kFirstStallCheck up to
+  // kMaxStallCheck while a queue stays stalled, back to zero once none is.
+  uint64_t stall_timer_ = 0;
+  absl::Duration stall_wait_ = absl::ZeroDuration();
 };
 
 }  // namespace rdmad::ring

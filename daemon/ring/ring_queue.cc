@@ -116,12 +116,35 @@ size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
   return taken;
 }
 
-bool RingQueue::SleepUnlessWork() {
-  if (stopped()) return false;
+RingQueue::SleepCheck RingQueue::SleepUnlessWork() {
+  if (stopped()) return SleepCheck::kSleep;
   absl::StatusOr<bool> work = submissions_.SleepUnlessWork();
-  if (work.ok()) return *work;
-  Stop(work.status());
-  return false;
+  if (!work.ok()) {
+    Stop(work.status());
+    return SleepCheck::kSleep;
+  }
+  if (!*work) return SleepCheck::kSleep;
+  absl::Status bad;
+  bool room = false;
+  {
+    // As Take decides: room for one more than is in flight.
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<uint32_t> space = completions_.Space(in_flight_ + 1);
+    if (space.ok()) {
+      room = *space > in_flight_;
+    } else {
+      bad = space.status();
+    }
+  }
+  if (!bad.ok()) {
+    Stop(bad);
+    return SleepCheck::kSleep;
+  }
+  if (room) return SleepCheck::kWork;
+  // Asleep for the client again (SleepUnlessWork cleared it on seeing the
+  // entry), so that what it submits after making room rings the doorbell.
+  submissions_.Asleep();
+  return SleepCheck::kStalled;
 }
 
 void RingQueue::Awake() { submissions_.Awake(); }

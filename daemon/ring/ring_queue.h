@@ -72,10 +72,20 @@ class RingQueue {
   // can take; reserves a completion slot for each. Stops the queue and
   // returns 0 when its sequences or indices are impossible.
   size_t Take(absl::Span<queue::SubmissionEntry> out);
-  // Before the engine sleeps: arms the doorbell; true if work came
-  // meanwhile. Stops the queue (and says false) when the client's tail is
-  // impossible.
-  bool SleepUnlessWork();
+  // What the queue says before its engine sleeps.
+  enum class SleepCheck {
+    kSleep,  // nothing to take: the doorbell is armed
+    kWork,   // entries to take: do not sleep
+    // Entries wait, but the completion ring has no room for their
+    // completions (the client does not consume them). Spinning would not
+    // make room: the engine may sleep, but must look again later, as the
+    // client frees room without a doorbell.
+    kStalled,
+  };
+  // Before the engine sleeps: arms the doorbell and says whether work came
+  // meanwhile. Stops the queue (and says kSleep) when the client's tail or
+  // completion head is impossible.
+  SleepCheck SleepUnlessWork();
   void Awake();
   // Drains the doorbell eventfd.
   void ClearDoorbell();

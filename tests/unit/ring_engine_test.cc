@@ -8,7 +8,10 @@
 // not here goes to the cluster directory.
 #include "daemon/ring/ring_engine.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -187,6 +190,72 @@ TEST_F(RingEngineTest, TheQueueLivesUntilTheLastCompletionOfItsRounds) {
     EXPECT_EQ(rest[i].code, 0);
     EXPECT_EQ(rest[i].bytes, 8u);
   }
+}
+
+// CPU time the loop's thread has used so far.
+absl::Duration LoopCpuTime(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+TEST_F(RingEngineTest, AClientThatConsumesNoCompletionsLetsTheEngineSleep) {
+  clockid_t loop_clock{};
+  ASSERT_TRUE(runtime::RunOnLoop(loop_.get(), [&]() -> absl::Status {
+                return ::pthread_getcpuclockid(::pthread_self(), &loop_clock) == 0
+                           ? absl::OkStatus()
+                           : absl::InternalError("pthread_getcpuclockid");
+              }).ok());
+  // Entries that fail at once (no such handle), 16 at a time (the
+  // submission ring's size), until all 32 completion slots are full.
+  const auto push_failing = [&](uint64_t first_tag, int n) {
+    for (int i = 0; i < n; ++i) {
+      queue::SubmissionEntry e{};
+      e.op = static_cast<uint8_t>(queue::OpCode::kWrite);
+      e.tag = first_tag + static_cast<uint64_t>(i);
+      e.local_region = local_id_;
+      e.remote_handle = 12345;
+      e.length = 8;
+      producer_->Push(e);
+    }
+    producer_->Publish();
+  };
+  auto* header = static_cast<queue::QueueHeader*>(client_);
+  const auto published = [&](uint32_t n) {
+    const absl::Time until = absl::Now() + kPatience;
+    while (header->cq_tail.load() < n && absl::Now() < until) {
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return header->cq_tail.load() >= n;
+  };
+  push_failing(1, 16);
+  ASSERT_TRUE(published(16));
+  push_failing(17, 16);
+  ASSERT_TRUE(published(32));
+  // One more, which has no room for its completion: it waits. Rung in,
+  // as the client library does when the engine sleeps.
+  push_failing(33, 1);
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(queue_->doorbell_fd(), &one, sizeof(one)), 8);
+
+  // The engine must not spin on it: the client may never make room.
+  absl::SleepFor(absl::Milliseconds(100));  // past the loop's spin
+  const absl::Duration before = LoopCpuTime(loop_clock);
+  absl::SleepFor(absl::Seconds(1));
+  const absl::Duration used = LoopCpuTime(loop_clock) - before;
+  EXPECT_LT(used, absl::Milliseconds(150))
+      << "the engine spun while the queue could not go on";
+  EXPECT_EQ(header->cq_tail.load(), 32u);
+
+  // Room made, no doorbell rung (a client that only polls rings none):
+  // the engine looks again by itself and completes the one that waited.
+  std::vector<queue::CompletionEntry> done = Reap(32);
+  ASSERT_EQ(done.size(), 32u);
+  done = Reap(1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].tag, 33u);
+  EXPECT_EQ(done[0].code, static_cast<int32_t>(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(queue_->stopped());
 }
 
 TEST_F(RingEngineTest, TransfersDroppedWithoutCompletingReleaseTheQueue) {
