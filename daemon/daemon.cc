@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       d.regions.get(), &d.sessions, d.peers.get(), id.version, id.transport});
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(
-      d.runtime.get(), d.transfers.get(), &d.sessions);
+      d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get());
   d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
 

@@ -120,6 +120,48 @@ void RegionTable::Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes) {
   if (it->second.regions == 0 && it->second.pinned_bytes == 0) usage_.erase(it);
 }
 
+absl::StatusOr<MemoryCharge> RegionTable::ChargeMemory(const Caller& caller,
+                                                      uint64_t bytes,
+                                                      absl::string_view what) {
+  absl::MutexLock lock(&mu_);
+  UidUsage used;
+  if (auto it = usage_.find(caller.uid); it != usage_.end()) used = it->second;
+  if (limits_.max_pinned_bytes_per_uid != 0 &&
+      (bytes > limits_.max_pinned_bytes_per_uid ||
+       used.pinned_bytes > limits_.max_pinned_bytes_per_uid - bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " would make uid ", caller.uid, " hold ",
+        HumanSize(used.pinned_bytes + bytes), ", over its quota "
+        "(quota_pinned_bytes_per_uid) of ",
+        HumanSize(limits_.max_pinned_bytes_per_uid),
+        ": close queues or free regions, or raise quota_pinned_bytes_per_uid "
+        "in the rdmad config and restart rdmad"));
+  }
+  usage_[caller.uid].pinned_bytes += bytes;
+  return MemoryCharge(this, caller.uid, bytes);
+}
+
+void RegionTable::GiveBack(uint32_t uid, uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  Uncharge(uid, 0, bytes);
+}
+
+MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
+  if (this != &other) {
+    Release();
+    table_ = std::exchange(other.table_, nullptr);
+    uid_ = other.uid_;
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void MemoryCharge::Release() {
+  if (table_ != nullptr) table_->GiveBack(uid_, bytes_);
+  table_ = nullptr;
+  bytes_ = 0;
+}
+
 UidUsage RegionTable::UsageOf(uint32_t uid) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = usage_.find(uid);

@@ -67,6 +67,35 @@ struct UidUsage {
   uint64_t pinned_bytes = 0;
 };
 
+class RegionTable;
+
+// Memory the daemon holds for a uid outside any region (a queue's shared
+// segment), counted against the uid's quota_pinned_bytes_per_uid as a
+// region of its size is. Not against max_pinned_bytes: that cap is about
+// pinning (on a verbs node it is the locked-memory limit), and this memory
+// is never pinned. Given back when destroyed (or Release()d). Move-only;
+// the RegionTable must outlive it.
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  MemoryCharge(MemoryCharge&& other) noexcept { *this = std::move(other); }
+  MemoryCharge& operator=(MemoryCharge&& other) noexcept;
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+  ~MemoryCharge() { Release(); }
+
+  void Release();
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class RegionTable;
+  MemoryCharge(RegionTable* table, uint32_t uid, uint64_t bytes)
+      : table_(table), uid_(uid), bytes_(bytes) {}
+  RegionTable* table_ = nullptr;
+  uint32_t uid_ = 0;
+  uint64_t bytes_ = 0;
+};
+
 // One page of a listing, in the listing's order.
 struct RegionPage {
   std::vector<RegionSnapshot> regions;
@@ -180,6 +209,13 @@ class RegionTable {
   // What `uid` holds now (reservations of allocations in progress included).
   UidUsage UsageOf(uint32_t uid) const;
 
+  // Charges `bytes` of memory held for `caller`'s uid outside any region,
+  // or RESOURCE_EXHAUSTED naming the quota it would pass; `what` names the
+  // memory in that message ("a queue of 2.1 MiB").
+  absl::StatusOr<MemoryCharge> ChargeMemory(const Caller& caller,
+                                            uint64_t bytes,
+                                            absl::string_view what);
+
   // Changes whenever a region that FindForUse found could be refused or
   // replaced by the next call: a free (of a region or of a session's
   // buffers) or a permission change. New regions do not change it (a name
@@ -209,6 +245,8 @@ class RegionTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  friend class MemoryCharge;  // gives its bytes back
+  void GiveBack(uint32_t uid, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the observer that `name` changed (no-op for anonymous regions).
   // Call outside mu_.
   void Notify(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,14 +4,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/queue_layout.h"
+#include "common/size.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::ring {
 
 QueueRegistry::QueueRegistry(runtime::IoRuntime* runtime,
                              core::TransferEngine* transfers,
-                             const core::SessionTable* sessions)
-    : sessions_table_(sessions) {
+                             const core::SessionTable* sessions,
+                             core::RegionTable* regions)
+    : sessions_table_(sessions), regions_(regions) {
   for (size_t i = 0; i < runtime->engines(); ++i) {
     engines_.push_back(
         std::make_unique<RingEngine>(runtime->loop(i), transfers));
@@ -73,7 +76,14 @@ absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
     handles = session.handles;
     id = next_queue_id_++;
   }
-  // Outside the lock: it makes and clears the segment.
+  // Outside the lock: charging takes the region table's, and Create makes
+  // and clears the segment.
+  const uint64_t bytes =
+      queue::GeometryFor(options.submission_entries, options.completion_entries)
+          .total_size;
+  absl::StatusOr<core::MemoryCharge> charge = regions_->ChargeMemory(
+      caller, bytes, absl::StrCat("a queue of ", HumanSize(bytes)));
+  if (!charge.ok()) return charge.status();
   auto queue = RingQueue::Create(id, caller, std::move(handles), options);
   if (!queue.ok()) return queue.status();
   {
@@ -85,6 +95,7 @@ absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
     Session& session = sessions_[caller.session_id];
     if (absl::Status s = CheckLimits(session, options); !s.ok()) return s;
     session.queues.push_back(*queue);
+    session.charges.emplace(id, *std::move(charge));
   }
   EngineOf(id)->Attach(*queue);
   return queue;
@@ -92,6 +103,7 @@ absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
 
 absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
   std::shared_ptr<RingQueue> closed;
+  core::MemoryCharge charge;  // given back after the lock
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
@@ -103,6 +115,11 @@ absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
           queues.erase(q);
           break;
         }
+      }
+      auto charged = it->second.charges.find(queue_id);
+      if (charged != it->second.charges.end()) {
+        charge = std::move(charged->second);
+        it->second.charges.erase(charged);
       }
     }
   }

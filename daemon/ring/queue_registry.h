@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/notification_sink.h"
+#include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/ring/remote_handles.h"
@@ -31,17 +32,20 @@ class QueueRegistry final : public core::NotificationSink {
  public:
   static constexpr size_t kMaxQueuesPerSession = 64;
 
-  // `runtime`, `transfers` and `sessions` are not owned and outlive the
-  // registry. A queue or handle is made only for a session `sessions` has
-  // open: a call that passed its session check just before the session
-  // ended must not leave behind a queue nothing will ever close.
+  // `runtime`, `transfers`, `sessions` and `regions` are not owned and
+  // outlive the registry. A queue or handle is made only for a session
+  // `sessions` has open: a call that passed its session check just before
+  // the session ended must not leave behind a queue nothing will ever
+  // close. Each queue's segment is charged to its uid in `regions`
+  // (RegionTable::ChargeMemory) while the queue is open.
   QueueRegistry(runtime::IoRuntime* runtime, core::TransferEngine* transfers,
-                const core::SessionTable* sessions);
+                const core::SessionTable* sessions, core::RegionTable* regions);
   ~QueueRegistry();  // Shutdown()
 
   // A new queue for `caller`'s session. RESOURCE_EXHAUSTED past
   // kMaxQueuesPerSession; FAILED_PRECONDITION for a second notification
-  // queue; UNAUTHENTICATED once the session has ended. The limits are
+  // queue; UNAUTHENTICATED once the session has ended; RESOURCE_EXHAUSTED
+  // when its segment would pass a memory cap of `regions`. The limits are
   // checked in the same critical section that adds the queue, so calls
   // racing each other cannot pass them together.
   absl::StatusOr<std::shared_ptr<RingQueue>> Open(const core::Caller& caller,
@@ -84,6 +88,8 @@ class QueueRegistry final : public core::NotificationSink {
   struct Session {
     std::vector<std::shared_ptr<RingQueue>> queues;
     std::shared_ptr<RemoteHandles> handles;
+    // The memory of each open queue's segment, by queue id.
+    absl::flat_hash_map<uint64_t, core::MemoryCharge> charges;
   };
   RingEngine* EngineOf(uint64_t queue_id) const;
   // UNAUTHENTICATED unless `session_id` is open (checked under mu_, which
@@ -95,6 +101,7 @@ class QueueRegistry final : public core::NotificationSink {
                                   const RingQueueOptions& options);
 
   const core::SessionTable* const sessions_table_;  // Not owned.
+  core::RegionTable* const regions_;                 // Not owned.
 
   std::vector<std::unique_ptr<RingEngine>> engines_;
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/queue_layout.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
@@ -43,7 +44,7 @@ class QueueRegistryTest : public ::testing::Test {
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = *std::move(runtime);
     registry_ = std::make_unique<QueueRegistry>(runtime_.get(), &transfers_,
-                                                &sessions_);
+                                                &sessions_, &regions_);
   }
   void TearDown() override {
     registry_.reset();
@@ -153,6 +154,48 @@ TEST_F(QueueRegistryTest, LimitsHoldAgainstCallsRacingEachOther) {
   EXPECT_EQ(registry_->queue_count(), QueueRegistry::kMaxQueuesPerSession);
   registry_->EndSession(caller.session_id);
   EXPECT_EQ(registry_->queue_count(), 0u);
+}
+
+TEST_F(QueueRegistryTest, SegmentsCountAgainstTheUidsMemoryQuota) {
+  const uint64_t segment =
+      queue::GeometryFor(Small().submission_entries,
+                         Small().completion_entries)
+          .total_size;
+  core::RegionLimits limits;
+  limits.max_pinned_bytes_per_uid = 3 * segment;
+  core::RegionTable regions(&registrar_, limits);
+  QueueRegistry registry(runtime_.get(), &transfers_, &sessions_, &regions);
+  const core::Caller caller = Open();
+
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto queue = registry.Open(caller, Small());
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    ids.push_back((*queue)->id());
+  }
+  EXPECT_EQ(regions.UsageOf(caller.uid).pinned_bytes, 3 * segment);
+  auto over = registry.Open(caller, Small());
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("quota_pinned_bytes_per_uid"),
+            absl::string_view::npos)
+      << over.status();
+  EXPECT_NE(over.status().message().find("a queue of"),
+            absl::string_view::npos)
+      << over.status();
+  // And a region the queues left no room for.
+  core::AllocateOptions buffer;
+  buffer.size = 4096;
+  EXPECT_EQ(regions.Allocate(caller, buffer).status().code(),
+            absl::StatusCode::kResourceExhausted);
+
+  // Closing a queue gives its memory back; ending the session, all of it.
+  ASSERT_TRUE(registry.Close(caller.session_id, ids[0]).ok());
+  EXPECT_EQ(regions.UsageOf(caller.uid).pinned_bytes, 2 * segment);
+  EXPECT_TRUE(registry.Open(caller, Small()).ok());
+  registry.EndSession(caller.session_id);
+  EXPECT_EQ(regions.UsageOf(caller.uid).pinned_bytes, 0u);
+  registry.Shutdown();
 }
 
 }  // namespace
