@@ -68,6 +68,28 @@ absl::Status CheckSegment(const void* base, uint64_t size) {
   return absl::OkStatus();
 }
 
+absl::string_view FitErrorMessage(absl::string_view message) {
+  if (message.size() <= kErrorMessageSize) return message;
+  absl::string_view head = message.substr(0, kErrorMessageSize - kCut.size());
+  // At a word's end where there is one in the last third, and never inside
+  // a UTF-8 sequence (a continuation byte is 10xxxxxx).
+  const size_t space = head.rfind(' ');
+  if (space != absl::string_view::npos && space >= head.size() * 2 / 3) {
+    head = head.substr(0, space);
+  } else {
+    size_t end = head.size();
+    while (end > 0 && (static_cast<uint8_t>(message[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    head = head.substr(0, end);
+  }
+  while (!head.empty() && (head.back() == ' ' || head.back() == ',' ||
+                           head.back() == ';' || head.back() == ':')) {
+    head.remove_suffix(1);
+  }
+  return head;
+}
+
 void InitializeSegment(void* base, const Geometry& g) {
   std::memset(base, 0, g.total_size);
   QueueHeader* h = new (base) QueueHeader();
@@ -266,8 +288,14 @@ void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) 
   entry.error = kNoError;
   if (!message.empty()) {
     ErrorSlot& e = errors_[slot];
-    const size_t n = std::min(message.size(), kErrorMessageSize);
-    std::memcpy(e.text, message.data(), n);
+    const absl::string_view fits = FitErrorMessage(message);
+    std::memcpy(e.text, fits.data(), fits.size());
+    size_t n = fits.size();
+    if (fits.size() < message.size()) {
+      // Said to be cut, not left to read as if it ended there.
+      std::memcpy(e.text + n, kCut.data(), kCut.size());
+      n += kCut.size();
+    }
     e.length = static_cast<uint32_t>(n);
     entry.error = slot;
   }

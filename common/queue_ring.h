@@ -31,6 +31,12 @@ namespace rdmad::queue {
 // releases).
 absl::Status CheckSegment(const void* base, uint64_t size);
 
+// An error message longer than an error slot holds (kErrorMessageSize) is
+// cut to the part returned here, at a word's end where it can be, and kCut
+// follows it in the slot.
+inline constexpr absl::string_view kCut = "...";
+absl::string_view FitErrorMessage(absl::string_view message);
+
 // Writes a fresh header for `geometry` at `base` (the daemon, once).
 void InitializeSegment(void* base, const Geometry& geometry);
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -326,7 +327,41 @@ TEST_F(QueueRingTest, TheDaemonNeverReadsGeometryBackFromTheSegment) {
   CompletionEntry got[2];
   std::string messages[2];
   ASSERT_EQ(reaper.Poll(absl::MakeSpan(got), messages), 1u);
-  EXPECT_EQ(messages[0], std::string(kErrorMessageSize, 'x'));
+  // One word too long to fit: cut inside it, and said to be cut.
+  EXPECT_EQ(messages[0],
+            std::string(kErrorMessageSize - kCut.size(), 'x') + "...");
+}
+
+TEST_F(QueueRingTest, ALongMessageIsCutAtAWordAndSaysSo) {
+  Make(8, 8);
+  CompletionProducer completer(base(), geometry_);
+  CompletionConsumer reaper(base());
+  std::string words;
+  while (words.size() < 2 * kErrorMessageSize) words += "region 'kv' was freed, ";
+  const std::string short_one = "not found: region 'kv'";
+  completer.Push(CompletionEntry{}, words);
+  completer.Push(CompletionEntry{}, short_one);
+  // Multi-byte characters across the cut: never split.
+  std::string accents;
+  while (accents.size() < 2 * kErrorMessageSize) accents += "\xc3\xa9";
+  completer.Push(CompletionEntry{}, accents);
+  completer.Publish();
+  CompletionEntry got[4];
+  std::string messages[4];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(got), messages), 3u);
+  EXPECT_LE(messages[0].size(), kErrorMessageSize);
+  ASSERT_TRUE(absl::EndsWith(messages[0], "...")) << messages[0];
+  // What is kept is the message's start, up to a whole word.
+  const std::string kept =
+      messages[0].substr(0, messages[0].size() - kCut.size());
+  EXPECT_TRUE(absl::StartsWith(words, kept)) << messages[0];
+  EXPECT_TRUE(words[kept.size()] == ' ' || words[kept.size()] == ',')
+      << "cut inside a word: " << messages[0];
+  EXPECT_EQ(messages[1], short_one);
+  EXPECT_LE(messages[2].size(), kErrorMessageSize);
+  const std::string body = messages[2].substr(0, messages[2].size() - kCut.size());
+  EXPECT_EQ(body.size() % 2, 0u) << "a character was split";
+  EXPECT_TRUE(absl::EndsWith(messages[2], "..."));
 }
 
 TEST_F(QueueRingTest, SleepAndWakeFlags) {
