@@ -193,9 +193,19 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
   if (absl::Status s = CheckPeerArgument(target.peer()); !s.ok()) {
     return FinishCall(context, s);
   }
+  auto caller = OptionalSession(context);
+  if (!caller.ok()) return FinishCall(context, caller.status());
   v1::ResolveRequest ask;
   ask.set_name(target.name());
   ask.set_incarnation(state_->identity.incarnation);
+  if (caller->session_id != 0) {
+    // Asked as a transfer asks (GrpcPeerConnector::Resolve): for the uid
+    // the kernel gave us. The exporter's access list may name uids, and
+    // this daemon's own peer address answers a local user only with the
+    // uid, narrowed to what the region's mode grants it (see
+    // PeerService::Resolve); without it, that answer is a refusal.
+    ask.set_uid(caller->uid);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string peer = target.peer();
   inspector_.Resolve(

@@ -295,6 +295,34 @@ TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
             Pattern((1 << 20) - 4096, 5));
 }
 
+// A region named through the daemon's own peer address is sized as any
+// remote one (stat; put, get and copy without --length ask for the size
+// first): the daemon asks itself for the caller's uid.
+TEST_F(RdmactlTest, TheDaemonsOwnPeerAddressNamesItsRegions) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(Run(*a, {"alloc", "kv", "64K", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"alloc", "dst", "64K"}).exit_code, 0);
+  const std::string self = absl::StrCat(a->peer_address(), "/kv");
+  JsonValue stat = Json(*a, {"stat", self});
+  EXPECT_EQ(Field(stat, "size").number(), 65536);
+  EXPECT_EQ(Field(stat, "export").string(), "rw");
+
+  const std::string data = Pattern(65536 - 1024, 6);
+  WriteFile(Path("in.bin"), data);
+  ProcessResult put = Run(*a, {"put", Path("in.bin"), absl::StrCat(self, "@1K")});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  ProcessResult get =
+      Run(*a, {"get", absl::StrCat(self, "@1K"), "-o", Path("out.bin")});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(ReadFile(Path("out.bin")), data);
+  ProcessResult copy = Run(*a, {"copy", absl::StrCat(self, "@1K"), "dst"});
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+  ProcessResult back = Run(*a, {"get", "dst", "--length", "63K"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out, data);
+}
+
 // --- descriptors and copies -----------------------------------------------------
 
 TEST_F(RdmactlTest, CopyBetweenLocalRegionsNeedsNoExport) {
