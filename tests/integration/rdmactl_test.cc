@@ -264,6 +264,47 @@ TEST_F(RdmactlTest, RemoteRegionsCanBeListedSizedAndReadWhole) {
   EXPECT_EQ(ReadFile(Path("tail.bin")), whole.substr(1000 * 1024));
 }
 
+// At exactly the end of a region there is nothing to read: get returns no
+// bytes, remote as local; past the end, or too much, is OUT_OF_RANGE with a
+// message that names what did not fit and that nothing was read.
+TEST_F(RdmactlTest, GetAtTheEndOfARegionReadsNothingLocalOrRemote) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "zodd", "65537", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"alloc", "dst", "4K"}).exit_code, 0);
+  const std::string remote = absl::StrCat(b->peer_address(), "/zodd");
+  for (const auto& [daemon, src] :
+       std::vector<std::pair<DaemonProcess*, std::string>>{
+           {b.get(), "zodd@65537"},
+           {a.get(), absl::StrCat(remote, "@65537")}}) {
+    SCOPED_TRACE(src);
+    WriteFile(Path("end.bin"), "old contents");
+    JsonValue get = Json(*daemon, {"get", src, "-o", Path("end.bin")});
+    EXPECT_EQ(Field(get, "bytes").number(), 0);
+    EXPECT_EQ(ReadFile(Path("end.bin")), "");
+    ProcessResult to_stdout = Run(*daemon, {"get", src});
+    EXPECT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+    EXPECT_EQ(to_stdout.out, "");
+  }
+  ProcessResult past = Run(*a, {"get", absl::StrCat(remote, "@65538")});
+  EXPECT_EQ(past.exit_code, 7) << past.err;
+  EXPECT_THAT(past.err, HasSubstr("offset 65538 is past the end of region "
+                                  "'zodd' (65537 bytes"));
+  ProcessResult too_long =
+      Run(*b, {"get", "zodd@65000", "--length", "1000"});
+  EXPECT_EQ(too_long.exit_code, 7) << too_long.err;
+  EXPECT_THAT(too_long.err, HasSubstr("--length 1000 bytes do not fit in "
+                                      "region 'zodd' at offset 65000"));
+  EXPECT_THAT(too_long.err, HasSubstr("nothing was read"));
+  EXPECT_THAT(too_long.err, Not(HasSubstr("written")));
+  // A copy from the end has nothing to copy, and says which region ended.
+  ProcessResult copy = Run(*a, {"copy", absl::StrCat(remote, "@65537"), "dst"});
+  EXPECT_EQ(copy.exit_code, 7) << copy.err;
+  EXPECT_THAT(copy.err, HasSubstr("nothing to copy: offset 65537 is the end "
+                                  "of region 'zodd'"));
+}
+
 TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");
