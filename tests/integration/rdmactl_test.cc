@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -543,8 +544,10 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   const auto& list = Field(qps, "qps").array();
   ASSERT_FALSE(list.empty());
   int connected = 0;
+  std::set<double> conns;  // each connection's index in its channel
   for (const JsonValue& v : list) {
     const JsonValue& q = v;
+    conns.insert(Field(q, "conn").number());
     EXPECT_EQ(Field(q, "transport").string(), "tcp");
     EXPECT_EQ(Field(q, "role").string(), "initiator");  // A opened them
     EXPECT_EQ(q.has("local_qpn"), false);  // no verbs columns
@@ -558,6 +561,10 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
     }
   }
   EXPECT_GE(connected, 1);
+  // One channel (to B), its connections numbered 0, 1, ... in order.
+  EXPECT_EQ(conns.size(), list.size());
+  EXPECT_EQ(*conns.begin(), 0);
+  EXPECT_EQ(*conns.rbegin(), static_cast<double>(list.size() - 1));
   ProcessResult text = Run(*a, {"qps"});
   EXPECT_THAT(text.out, HasSubstr("TCP data connections:"));
   EXPECT_THAT(text.out, HasSubstr("ROLE"));
