@@ -224,7 +224,9 @@ constexpr CommandSpec kCommands[] = {
      "rdmactl talks only to this daemon, so it cannot create a region on\n"
      "another one: --create-region and --peer do not go together. With\n"
      "--local the region is this daemon's and the daemon copies to or from\n"
-     "it directly: the cost of the path from this process to the daemon.\n",
+     "it directly: the cost of the path from this process to the daemon. As\n"
+     "for a copy between local regions, it need not be exported; your\n"
+     "permissions on it apply (see chmod).\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
       "duration", "path", "local", "spin"}},
