@@ -180,6 +180,32 @@ TEST_F(RdmactlTest, EveryCommandAnswersInOneJsonDialect) {
   EXPECT_EQ(Field(freed, "freed").string(), "small");
 }
 
+// help is a command too: with --json, one document (no daemon needed).
+TEST_F(RdmactlTest, HelpAnswersInJsonToo) {
+  const std::string socket = Path("none.sock");
+  ProcessResult overview =
+      RunProcess({RdmactlBinary(), "--socket", socket, "--json", "help"});
+  ASSERT_EQ(overview.exit_code, 0) << overview.err;
+  JsonValue json = ParseJson(overview.out);
+  EXPECT_THAT(Field(json, "usage").string(), HasSubstr("usage: rdmactl"));
+  EXPECT_FALSE(json.has("command"));
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--json", "help", "bench"},
+                                             {"bench", "--help", "--json"}}) {
+    std::vector<std::string> argv = {RdmactlBinary(), "--socket", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult one = RunProcess(argv);
+    ASSERT_EQ(one.exit_code, 0) << absl::StrJoin(args, " ") << ": " << one.err;
+    json = ParseJson(one.out);
+    EXPECT_EQ(Field(json, "command").string(), "bench");
+    EXPECT_THAT(Field(json, "usage").string(),
+                HasSubstr("usage: rdmactl bench"));
+  }
+  // Without --json, the text as it was.
+  ProcessResult text = RunProcess({RdmactlBinary(), "help", "bench"});
+  EXPECT_THAT(text.out, ::testing::StartsWith("usage: rdmactl bench"));
+}
+
 TEST_F(RdmactlTest, ErrorsAreJsonWithAnExitStatusPerClass) {
   auto a = StartDaemon("a");
   ASSERT_TRUE(a);
