@@ -428,6 +428,51 @@ TEST_F(RdmactlTest, AStaleDescriptorSaysWhatToDo) {
   EXPECT_THAT(get.err, Not(HasSubstr("resolve it again")));
 }
 
+// stat of a descriptor asks the daemon that issued it, as stat of
+// HOST:PORT/NAME does: a freed region, or a revoked descriptor, is not
+// reported as there.
+TEST_F(RdmactlTest, StatOfADescriptorAsksItsDaemon) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  auto descriptor = [&] {
+    ProcessResult out = Run(*b, {"descriptor", "kv"});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    std::string d = out.out;
+    if (!d.empty()) d.pop_back();  // newline
+    return d;
+  };
+  const std::string d = descriptor();
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {  // remote and its own
+    JsonValue stat = Json(*daemon, {"stat", d});
+    EXPECT_EQ(Field(stat, "size").number(), 4096);
+    EXPECT_EQ(Field(stat, "export").string(), "rw");
+    EXPECT_EQ(Field(stat, "peer").string(), b->peer_address());
+  }
+  // Freed: gone, and still gone when a new region takes its name.
+  ASSERT_EQ(Run(*b, {"free", "kv"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult gone = Run(*daemon, {"stat", d});
+    EXPECT_EQ(gone.exit_code, 4) << gone.err;  // NOT_FOUND
+  }
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult gone = Run(*daemon, {"stat", d});
+    EXPECT_EQ(gone.exit_code, 4) << gone.err;
+    EXPECT_THAT(gone.err, HasSubstr("rdmactl descriptor "));
+  }
+  // Re-exported: the region is there, the descriptor no longer reaches it.
+  const std::string revoked = descriptor();
+  ASSERT_EQ(Run(*b, {"export", "kv", "r"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult stale = Run(*daemon, {"stat", revoked});
+    EXPECT_EQ(stale.exit_code, 10) << stale.err;  // FAILED_PRECONDITION
+    EXPECT_THAT(stale.err, HasSubstr("re-exported"));
+  }
+  EXPECT_EQ(Field(Json(*a, {"stat", descriptor()}), "export").string(), "r");
+}
+
 // --- progress and --timeout -------------------------------------------------
 
 TEST_F(RdmactlTest, ProgressOnlyOnATerminal) {
