@@ -100,7 +100,7 @@ constexpr CommandSpec kCommands[] = {
      "or the one a descriptor names (\"rdmad1:...\").\n",
      1, 1, {}},
     {"alloc", Command::kAlloc,
-     "NAME SIZE [--export r|w|rw] [--mode 0640] [--group GROUP]",
+     "NAME SIZE [--export r|w|rw] [--mode MODE] [--group GROUP]",
      "create a daemon-owned named region",
      "Creates a region that the daemon keeps until 'rdmactl free' (or until\n"
      "it exits). SIZE takes suffixes: 4096, 4K, 1M, 1Gi (x1024), 1GB (x1000).\n"
@@ -186,7 +186,8 @@ constexpr CommandSpec kCommands[] = {
      // Continuation lines line up under "usage: rdmactl bench ".
      "[--peer HOST:PORT | --local] [--op write|read] [--sizes LIST]\n"
      "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
-     "                     [--region NAME] [--create-region] [--path ring|grpc]",
+     "                     [--region NAME] [--create-region] [--path ring|grpc]\n"
+     "                     [--spin TIME]",
      "measure one-sided transfer bandwidth and latency",
      "Measures one-sided transfers between a buffer that rdmactl allocates\n"
      "through this daemon and region NAME (default rdmad-bench) that the\n"
@@ -224,7 +225,9 @@ constexpr CommandSpec kCommands[] = {
      "rdmactl talks only to this daemon, so it cannot create a region on\n"
      "another one: --create-region and --peer do not go together. With\n"
      "--local the region is this daemon's and the daemon copies to or from\n"
-     "it directly: the cost of the path from this process to the daemon.\n",
+     "it directly: the cost of the path from this process to the daemon. As\n"
+     "for a copy between local regions, it need not be exported; your\n"
+     "permissions on it apply (see chmod).\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
       "duration", "path", "local", "spin"}},

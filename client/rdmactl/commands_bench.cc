@@ -73,16 +73,23 @@ class ScratchRegion {
   bool armed_ = true;
 };
 
-// Adds what to do about the usual failures of a bench transfer.
+// Adds what to do about the usual failures of a bench transfer. The region
+// is this daemon's unless --peer named another: then a refusal is its
+// mode's (bench checked its export first, and --local needs none), which
+// its owner changes, not the peer's export.
 absl::Status WithHint(const absl::Status& status, const BenchOptions& options,
                       absl::string_view peer) {
+  const bool region_is_here = options.peer.empty();
   std::string hint;
   const std::string alloc =
       absl::StrCat("'rdmactl alloc ", options.region, " ",
                    FormatSize(Largest(options.sizes)), " --export rw'");
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
-      hint = absl::StrCat("on the node of ", peer, ": ", alloc);
+      hint = region_is_here
+                 ? absl::StrCat("on this node: pass --create-region, or ",
+                                alloc)
+                 : absl::StrCat("on the node of ", peer, ": ", alloc);
       break;
     case absl::StatusCode::kOutOfRange:
       hint =
@@ -91,8 +98,14 @@ absl::Status WithHint(const absl::Status& status, const BenchOptions& options,
                        "): pass smaller --sizes or recreate it with ", alloc);
       break;
     case absl::StatusCode::kPermissionDenied:
-      hint = absl::StrCat("on the node of ", peer, " run 'rdmactl export ",
-                          options.region, " rw'");
+      hint = region_is_here
+                 ? absl::StrCat("ask the owner of region '", options.region,
+                                "' to grant you access with 'rdmactl chmod' "
+                                "or 'rdmactl chgrp', or bench a region of "
+                                "your own: --region NAME --create-region")
+                 : absl::StrCat("on the node of ", peer,
+                                " run 'rdmactl export ", options.region,
+                                " rw'");
       break;
     default:
       return status;
@@ -144,6 +157,10 @@ absl::StatusOr<std::unique_ptr<ScratchRegion>> PrepareLocalRegion(
             "') and let --create-region "
             "make one")));
   }
+  // A copy inside this daemon (--local) needs no export, as rdmactl copy
+  // between local regions needs none; the loop back through the daemon's
+  // own peer address does.
+  if (options.local) return nullptr;
   const bool exported =
       options.op == BenchOp::kWrite
           ? found->export_access == Access::kWrite ||

@@ -35,19 +35,40 @@ std::string Bytes(uint64_t n) {
                   : absl::StrCat(n, " bytes (", HumanSize(n), ")");
 }
 
-// OUT_OF_RANGE for `data` (e.g. "in.bin: 307200 bytes") that does not fit
-// in `region` of `size` bytes at `offset`, naming every size involved.
-absl::Status RangeError(absl::string_view data, absl::string_view region,
-                        uint64_t size, uint64_t offset) {
-  if (offset > size) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "offset ", offset, " is past the end of region '", region, "' (",
-        Bytes(size), ")"));
+// What a command that failed its range check did not do, for the end of
+// its message: a get reads, a put writes, a copy copies.
+enum class Untouched { kWritten, kRead, kCopied };
+
+absl::string_view NothingWas(Untouched what) {
+  switch (what) {
+    case Untouched::kWritten:
+      return "nothing was written";
+    case Untouched::kRead:
+      return "nothing was read";
+    case Untouched::kCopied:
+      return "nothing was copied";
   }
+  return "";
+}
+
+// OUT_OF_RANGE for an offset past the end of `region` of `size` bytes.
+absl::Status PastEndError(absl::string_view region, uint64_t size,
+                          uint64_t offset) {
+  return absl::OutOfRangeError(absl::StrCat(
+      "offset ", offset, " is past the end of region '", region, "' (",
+      Bytes(size), ")"));
+}
+
+// OUT_OF_RANGE for `data` (e.g. "in.bin: 307200 bytes", "--length 10
+// bytes") that does not fit in `region` of `size` bytes at `offset`,
+// naming every size involved and what was not done.
+absl::Status RangeError(absl::string_view data, absl::string_view region,
+                        uint64_t size, uint64_t offset, Untouched untouched) {
+  if (offset > size) return PastEndError(region, size, offset);
   return absl::OutOfRangeError(absl::StrCat(
       data, " do not fit in region '", region, "' at offset ", offset,
       ": the region has ", Bytes(size), ", ", Bytes(size - offset),
-      " from that offset to its end; nothing was written"));
+      " from that offset to its end; ", NothingWas(untouched)));
 }
 
 // "kv" for a named region, "the region of the descriptor" otherwise.
@@ -121,7 +142,7 @@ absl::Status PutLocal(CommandContext& context, Client& client, File& in) {
   const uint64_t size = mapped->size();
   const uint64_t offset = dest.region.offset;
   if (offset > size) {
-    return Failed(what, RangeError("", dest.region.name, size, offset));
+    return Failed(what, PastEndError(dest.region.name, size, offset));
   }
   const uint64_t room = size - offset;
   char* target = mapped->data() + offset;
@@ -130,7 +151,8 @@ absl::Status PutLocal(CommandContext& context, Client& client, File& in) {
     if (*file_size > room) {
       return Failed(what, RangeError(absl::StrCat(in.name(), ": ",
                                                   Bytes(*file_size)),
-                                     dest.region.name, size, offset));
+                                     dest.region.name, size, offset,
+                                     Untouched::kWritten));
     }
     auto n = in.ReadFull(target, *file_size);
     if (!n.ok()) return Failed(what, n.status());
@@ -143,7 +165,8 @@ absl::Status PutLocal(CommandContext& context, Client& client, File& in) {
     if (data->size() > room) {
       return Failed(what, RangeError(absl::StrCat(in.name(), ": more than ",
                                                   Bytes(room)),
-                                     dest.region.name, size, offset));
+                                     dest.region.name, size, offset,
+                                     Untouched::kWritten));
     }
     std::memcpy(target, data->data(), data->size());
     written = data->size();
@@ -162,7 +185,7 @@ absl::Status PutRemote(CommandContext& context, Client& client, File& in) {
   const uint64_t offset = dest.region.offset;
   const std::string label = RegionLabel(dest);
   if (offset > info->size) {
-    return Failed(what, RangeError("", label, info->size, offset));
+    return Failed(what, PastEndError(label, info->size, offset));
   }
   const uint64_t room = info->size - offset;
   // What goes first into the staging buffer when the input is a pipe.
@@ -172,7 +195,8 @@ absl::Status PutRemote(CommandContext& context, Client& client, File& in) {
     if (*file_size > room) {
       return Failed(what, RangeError(absl::StrCat(in.name(), ": ",
                                                   Bytes(*file_size)),
-                                     label, info->size, offset));
+                                     label, info->size, offset,
+                                     Untouched::kWritten));
     }
     total = *file_size;
   } else if (room < kStagingChunk) {
@@ -183,7 +207,8 @@ absl::Status PutRemote(CommandContext& context, Client& client, File& in) {
     if (data->size() > room) {
       return Failed(what, RangeError(absl::StrCat(in.name(), ": more than ",
                                                   Bytes(room)),
-                                     label, info->size, offset));
+                                     label, info->size, offset,
+                                     Untouched::kWritten));
     }
     total = data->size();
     first = *std::move(data);
@@ -256,12 +281,13 @@ absl::Status GetLocal(CommandContext& context, Client& client) {
   const uint64_t size = mapped->size();
   const uint64_t offset = inv.src.region.offset;
   if (offset > size) {
-    return Failed(what, RangeError("", inv.src.region.name, size, offset));
+    return Failed(what, PastEndError(inv.src.region.name, size, offset));
   }
   const uint64_t length = inv.length.value_or(size - offset);
   if (length > size - offset) {
     return Failed(what, RangeError(absl::StrCat("--length ", Bytes(length)),
-                                   inv.src.region.name, size, offset));
+                                   inv.src.region.name, size, offset,
+                                   Untouched::kRead));
   }
   // Opened only now: a failed check leaves an existing output file alone.
   auto out = File::OpenForWrite(inv.file);
@@ -287,24 +313,37 @@ absl::Status GetRemote(CommandContext& context, Client& client) {
   if (inv.length.has_value()) {
     length = *inv.length;
   } else {
-    // The rest of the region from the offset, as its daemon tells its size.
+    // The rest of the region from the offset, as its daemon tells its size:
+    // none at its very end, as for a local region.
     auto info = Stat(client, inv.src);
     if (!info.ok()) return info.status();
     const uint64_t offset = inv.src.region.offset;
-    if (offset >= info->size) {
-      return Failed(what, RangeError("", RegionLabel(inv.src), info->size,
-                                     offset));
+    if (offset > info->size) {
+      return Failed(what, PastEndError(RegionLabel(inv.src), info->size,
+                                       offset));
     }
     length = info->size - offset;
   }
+  std::optional<File> out;
+  if (length == 0) {
+    // Nothing to transfer (and a staging buffer cannot be empty): the
+    // output is made, empty, as a local get makes it.
+    auto opened = File::OpenForWrite(inv.file);
+    if (!opened.ok()) return Failed(what, opened.status());
+    out.emplace(*std::move(opened));
+  }
   const uint64_t chunk = std::min(length, kStagingChunk);
-  auto staging = client.Allocate(chunk);
-  if (!staging.ok()) {
-    return Failed(absl::StrCat("allocate a staging buffer of ", Bytes(chunk)),
-                  staging.status());
+  std::optional<Buffer> staging;
+  if (chunk > 0) {
+    auto allocated = client.Allocate(chunk);
+    if (!allocated.ok()) {
+      return Failed(
+          absl::StrCat("allocate a staging buffer of ", Bytes(chunk)),
+          allocated.status());
+    }
+    staging.emplace(*std::move(allocated));
   }
   ProgressLine progress(ProgressLine::StderrIsTerminal() && inv.file != "-");
-  std::optional<File> out;
   for (uint64_t done = 0; done < length;) {
     const uint64_t n = std::min(chunk, length - done);
     auto result = client.Read(*staging, 0, inv.src.region, done, n);
@@ -389,7 +428,7 @@ absl::Status RunCopy(CommandContext& context) {
   const uint64_t size = mapped->size();
   const uint64_t offset = local.region.offset;
   if (offset > size) {
-    return Failed(what, RangeError("", local.region.name, size, offset));
+    return Failed(what, PastEndError(local.region.name, size, offset));
   }
   uint64_t length = 0;
   if (inv.length.has_value()) {
@@ -400,21 +439,25 @@ absl::Status RunCopy(CommandContext& context) {
     // SRC is remote: the rest of it, as its daemon tells its size.
     auto info = Stat(**client, inv.src);
     if (!info.ok()) return info.status();
-    if (inv.src.region.offset >= info->size) {
-      return Failed(what, RangeError("", RegionLabel(inv.src), info->size,
-                                     inv.src.region.offset));
+    const uint64_t src_offset = inv.src.region.offset;
+    if (src_offset > info->size) {
+      return Failed(what, PastEndError(RegionLabel(inv.src), info->size,
+                                       src_offset));
     }
-    length = info->size - inv.src.region.offset;
+    length = info->size - src_offset;
   }
   if (length == 0) {
-    return Failed(what, absl::OutOfRangeError(absl::StrCat(
-                            "nothing to copy: offset ", offset,
-                            " is the end of region '", local.region.name,
-                            "'")));
+    return Failed(what, absl::OutOfRangeError(
+                            inv.length.has_value()
+                                ? std::string("nothing to copy: --length is 0")
+                                : absl::StrCat("nothing to copy: offset ",
+                                               inv.src.region.offset,
+                                               " is the end of region '",
+                                               RegionLabel(inv.src), "'")));
   }
   if (!RangeInside(size, offset, length)) {
     return Failed(what, RangeError(Bytes(length), local.region.name, size,
-                                   offset));
+                                   offset, Untouched::kCopied));
   }
   auto result = write ? (*client)->Write(*mapped, offset, other.region, 0,
                                          length)

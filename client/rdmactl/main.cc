@@ -17,12 +17,21 @@
 namespace rdmad::rdmactl {
 namespace {
 
+// Help is an answer like any other: with --json, one document, so that a
+// script that always passes --json can read it too.
+absl::Status RunHelp(CommandContext& context) {
+  const std::string& topic = context.invocation().help_topic;
+  const std::string usage = topic.empty() ? Usage() : CommandUsage(topic);
+  Json json = Json::Object();
+  if (!topic.empty()) json.Set("command", topic);
+  json.Set("usage", usage);
+  return context.Answer(json, usage);
+}
+
 absl::Status Dispatch(CommandContext& context) {
   switch (context.invocation().command) {
     case Command::kHelp:
-      return context.Print(context.invocation().help_topic.empty()
-                               ? Usage()
-                               : CommandUsage(context.invocation().help_topic));
+      return RunHelp(context);
     case Command::kStatus:
       return RunStatus(context);
     case Command::kDevices:

@@ -168,7 +168,9 @@ void FillQpInfo(const std::string& peer, core::TransportKind kind,
   out->set_role(role);
   out->set_transport(ToProto(kind));
   out->set_device(c.device);
-  out->set_local_qpn(c.local_qpn);
+  // The proto's local_qpn carries a TCP connection's index: TCP has no QPN.
+  out->set_local_qpn(kind == core::TransportKind::kTcp ? c.index
+                                                       : c.local_qpn);
   out->set_remote_qpn(c.remote_qpn);
   out->set_state(c.qp_state.empty()
                      ? std::string(transport::ConnectionStateName(c.state))

@@ -6,6 +6,9 @@
 #ifndef RDMAD_DAEMON_SERVICE_LOCAL_SERVICE_H_
 #define RDMAD_DAEMON_SERVICE_LOCAL_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "daemon/core/region.h"
 #include "daemon/service/daemon_state.h"
@@ -111,6 +114,21 @@ class LocalService final : public v1::Local::CallbackService {
   // valid for this process), else an anonymous one.
   absl::StatusOr<core::Caller> OptionalSession(
       grpc::CallbackServerContext* context) const;
+  // StatRegion of the region `name` that the daemon at `peer` exports,
+  // asked as a transfer asks (Peer.Resolve, for `caller`'s uid). `check`
+  // vets the peer's answer before it is given (a descriptor's stat: is it
+  // still the region and export the descriptor names?).
+  grpc::ServerUnaryReactor* StatFromPeer(
+      grpc::CallbackServerContext* context, const core::Caller& caller,
+      const std::string& peer, const std::string& name,
+      v1::StatRegionResponse* response,
+      std::function<absl::Status(const v1::RegionDescriptor&)> check);
+  // StatRegion of a descriptor this daemon issued (`response` gets all but
+  // the peer): checked here, as a transfer to it is (RouteToSelf), with
+  // the caller's own permissions.
+  absl::Status StatOwnDescriptor(const core::Caller& caller,
+                                 const v1::RegionDescriptor& descriptor,
+                                 v1::StatRegionResponse* response) const;
   grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
                                      const v1::TransferRequest* request,
                                      v1::TransferResponse* response,

@@ -1,7 +1,8 @@
 // LocalService: listing and describing regions, local and remote, and
 // changing a named region's permissions (ListRegions, SetRegionPermissions,
 // ListRemoteRegions, StatRegion; a name this daemon does not have is
-// looked up in the cluster directory, when there is one).
+// looked up in the cluster directory, when there is one, and a descriptor
+// is checked with the daemon that issued it).
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "daemon/service/paging.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/reactor_util.h"
+#include "daemon/service/self_route.h"
 
 namespace rdmad::service {
 namespace {
@@ -39,6 +41,41 @@ bool MayUse(const core::Caller& caller, const core::RegionSnapshot& region) {
 absl::Status CheckPeerArgument(const std::string& peer) {
   if (absl::Status s = ValidatePeerAddress(peer); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("peer: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string NewDescriptorAdvice(const v1::RegionDescriptor& descriptor,
+                                const std::string& peer) {
+  return absl::StrCat("get a new one with 'rdmactl descriptor ",
+                      descriptor.name().empty() ? std::string("NAME")
+                                                : descriptor.name(),
+                      "' on the node of ", peer);
+}
+
+// Whether `now`, what the daemon at `peer` resolves the descriptor's name
+// to today, is still the region and export `descriptor` names: a transfer
+// with a descriptor reaches a region by id and key, not by name.
+absl::Status StillDescribes(const v1::RegionDescriptor& descriptor,
+                            const std::string& peer,
+                            const v1::RegionDescriptor& now) {
+  if (now.incarnation() != descriptor.incarnation()) {
+    return absl::NotFoundError(absl::StrCat(
+        "the daemon at ", peer, " restarted since this descriptor was made, "
+        "so the region it names is gone: ",
+        NewDescriptorAdvice(descriptor, peer)));
+  }
+  if (now.region_id() != descriptor.region_id()) {
+    return absl::NotFoundError(absl::StrCat(
+        "the region this descriptor names was freed (the daemon at ", peer,
+        " has another region '", descriptor.name(), "' now): ",
+        NewDescriptorAdvice(descriptor, peer)));
+  }
+  if (now.tcp_key() != descriptor.tcp_key()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "region '", descriptor.name(), "' was re-exported since this "
+        "descriptor was made, which revoked the descriptor: ",
+        NewDescriptorAdvice(descriptor, peer)));
   }
   return absl::OkStatus();
 }
@@ -138,16 +175,39 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
     v1::StatRegionResponse* response) {
   const v1::RemoteRegion& target = request->region();
   if (target.ref_case() == v1::RemoteRegion::kEncodedDescriptor) {
-    // What the descriptor says; no daemon needs asking.
     auto descriptor = peer::DecodeDescriptor(target.encoded_descriptor());
     if (!descriptor.ok()) return FinishCall(context, descriptor.status());
-    response->set_peer(target.peer().empty() ? descriptor->peer()
-                                             : target.peer());
-    v1::ExportedRegion* out = response->mutable_region();
-    out->set_name(descriptor->name());
-    out->set_length(descriptor->length());
-    out->set_access(descriptor->access());
-    return FinishCall(context, absl::OkStatus());
+    auto caller = OptionalSession(context);
+    if (!caller.ok()) return FinishCall(context, caller.status());
+    const std::string peer =
+        target.peer().empty() ? descriptor->peer() : target.peer();
+    if (descriptor->incarnation() == state_->identity.incarnation &&
+        descriptor->region_id() != 0) {
+      absl::Status s = StatOwnDescriptor(*caller, *descriptor, response);
+      if (s.ok()) response->set_peer(peer);
+      return FinishCall(context, s);
+    }
+    if (descriptor->name().empty()) {
+      // A descriptor of an unnamed region: its daemon resolves names only,
+      // so what the descriptor says is all there is to tell.
+      response->set_peer(peer);
+      v1::ExportedRegion* out = response->mutable_region();
+      out->set_name(descriptor->name());
+      out->set_length(descriptor->length());
+      out->set_access(descriptor->access());
+      return FinishCall(context, absl::OkStatus());
+    }
+    if (absl::Status s = CheckPeerArgument(peer); !s.ok()) {
+      return FinishCall(context, s);
+    }
+    // Asked of its daemon, as a stat of PEER/NAME is: a freed region, or a
+    // revoked descriptor, is not reported as there.
+    const std::string name = descriptor->name();
+    return StatFromPeer(context, *caller, peer, name, response,
+                        [d = *std::move(descriptor), peer](
+                            const v1::RegionDescriptor& now) {
+                          return StillDescribes(d, peer, now);
+                        });
   }
   if (target.ref_case() != v1::RemoteRegion::kName) {
     return FinishCall(context,
@@ -193,15 +253,39 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
   if (absl::Status s = CheckPeerArgument(target.peer()); !s.ok()) {
     return FinishCall(context, s);
   }
+  auto caller = OptionalSession(context);
+  if (!caller.ok()) return FinishCall(context, caller.status());
+  return StatFromPeer(context, *caller, target.peer(), target.name(),
+                      response, nullptr);
+}
+
+grpc::ServerUnaryReactor* LocalService::StatFromPeer(
+    grpc::CallbackServerContext* context, const core::Caller& caller,
+    const std::string& peer, const std::string& name,
+    v1::StatRegionResponse* response,
+    std::function<absl::Status(const v1::RegionDescriptor&)> check) {
   v1::ResolveRequest ask;
-  ask.set_name(target.name());
+  ask.set_name(name);
   ask.set_incarnation(state_->identity.incarnation);
+  if (caller.session_id != 0) {
+    // Asked as a transfer asks (GrpcPeerConnector::Resolve): for the uid
+    // the kernel gave us. The exporter's access list may name uids, and
+    // this daemon's own peer address answers a local user only with the
+    // uid, narrowed to what the region's mode grants it (see
+    // PeerService::Resolve); without it, that answer is a refusal.
+    ask.set_uid(caller.uid);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::string peer = target.peer();
   inspector_.Resolve(
       peer, ask, PeerDeadline(context),
-      [reactor, response, peer, name = target.name()](
+      [reactor, response, peer, name, check = std::move(check)](
           absl::StatusOr<v1::ResolveResponse> answer) {
+        if (answer.ok() && check != nullptr) {
+          if (absl::Status s = check(answer->region()); !s.ok()) {
+            reactor->Finish(ToGrpcStatus(s));
+            return;
+          }
+        }
         if (answer.ok()) {
           // Only what a person needs: keys stay inside the daemon. The
           // name is the one asked for (the peer's copy is not trusted).
@@ -214,6 +298,35 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
         reactor->Finish(ToGrpcStatus(answer.status()));
       });
   return reactor;
+}
+
+absl::Status LocalService::StatOwnDescriptor(
+    const core::Caller& caller, const v1::RegionDescriptor& descriptor,
+    v1::StatRegionResponse* response) const {
+  auto region = state_->regions->FindExportedById(descriptor.region_id());
+  if (!region.ok()) return region.status();
+  const core::RegionSnapshot snapshot = (*region)->Snapshot();
+  if (snapshot.exported.tcp_key != descriptor.tcp_key()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "region '", snapshot.name, "' was re-exported since this descriptor "
+        "was made, which revoked the descriptor: ",
+        NewDescriptorAdvice(descriptor, state_->identity.peer_listen)));
+  }
+  // What a transfer through it may do: the export, within the caller's
+  // own permissions (OpenRemote gives a handle the same).
+  const auto access = static_cast<core::RemoteAccess>(
+      static_cast<uint32_t>(snapshot.exported.access) &
+      static_cast<uint32_t>(LocalAccessOf(caller, **region)));
+  if (access == core::RemoteAccess::kNone) {
+    return core::CheckLocalAccess(
+        caller, (*region)->acl(), core::kLocalRead,
+        absl::StrCat("region '", snapshot.name, "'"));
+  }
+  v1::ExportedRegion* out = response->mutable_region();
+  out->set_name(snapshot.name);
+  out->set_length(snapshot.size);
+  out->set_access(ToProto(access));
+  return absl::OkStatus();
 }
 
 }  // namespace rdmad::service

@@ -15,20 +15,6 @@
 namespace rdmad::service {
 namespace {
 
-// What a local caller may do to a region of this daemon: its own
-// permissions decide (TransferEngine::CopyLocal), nothing wider.
-core::RemoteAccess LocalAccessOf(const core::Caller& caller,
-                                 const core::Region& region) {
-  const bool read =
-      core::CheckLocalAccess(caller, region.acl(), core::kLocalRead, "").ok();
-  const bool write =
-      core::CheckLocalAccess(caller, region.acl(), core::kLocalWrite, "").ok();
-  if (read && write) return core::RemoteAccess::kReadWrite;
-  if (read) return core::RemoteAccess::kRead;
-  if (write) return core::RemoteAccess::kWrite;
-  return core::RemoteAccess::kNone;
-}
-
 constexpr uint32_t kDefaultSubmissionEntries = 256;
 
 constexpr absl::Duration kDefaultOpTimeout = absl::Seconds(30);

@@ -252,7 +252,9 @@ class Client {
   absl::StatusOr<std::vector<RemoteRegionInfo>> ListRemoteRegions(
       absl::string_view peer);
   // Size and access of one region: a local one (no peer), a peer's exported
-  // one, or the one a descriptor names. NOT_FOUND if there is none.
+  // one, or the one a descriptor names (asked of its daemon). NOT_FOUND if
+  // there is none; FAILED_PRECONDITION for a descriptor that a re-export
+  // revoked.
   absl::StatusOr<RemoteRegionInfo> StatRegion(const RemoteRegion& region);
   // The cluster directory (daemons configured with `directory`): regions
   // exported anywhere in the cluster whose name starts with `prefix`, and

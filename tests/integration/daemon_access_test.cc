@@ -274,6 +274,21 @@ class OtherUidTest : public ::testing::Test {
   }
   static int Code(const std::string& line) { return std::atoi(line.c_str()); }
 
+  // rdmactl ARGS as nobody (gid nogroup, supplementary `groups` if any).
+  ProcessResult RdmactlAsNobody(const std::vector<std::string>& args,
+                                const std::string& groups = "") {
+    std::vector<std::string> argv = {
+        "/usr/bin/setpriv", absl::StrCat("--reuid=", kNobody),
+        absl::StrCat("--regid=", kNobody)};
+    argv.push_back(groups.empty() ? "--clear-groups"
+                                  : absl::StrCat("--groups=", groups));
+    argv.push_back(RdmactlBinary());
+    argv.push_back("--socket");
+    argv.push_back(daemon_->socket());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, "", absl::Seconds(60));
+  }
+
   TempDir dir_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<Client> owner_;
@@ -574,54 +589,66 @@ TEST_F(OtherUidTest, RdmactlUsesWhatTheModeGrantsAndOnlyOwnersChmod) {
     ASSERT_TRUE(view.ok()) << view.status();
     std::memcpy(view->data(), "hello", 5);
   }
-  auto as_nobody = [&](std::vector<std::string> args,
-                       const std::string& groups = "") {
-    std::vector<std::string> argv = {
-        "/usr/bin/setpriv", absl::StrCat("--reuid=", kNobody),
-        absl::StrCat("--regid=", kNobody)};
-    argv.push_back(groups.empty() ? "--clear-groups"
-                                  : absl::StrCat("--groups=", groups));
-    argv.push_back(RdmactlBinary());
-    argv.push_back("--socket");
-    argv.push_back(daemon_->socket());
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, "", absl::Seconds(60));
-  };
-  ProcessResult get = as_nobody({"get", "public", "--length", "5"});
+  ProcessResult get = RdmactlAsNobody({"get", "public", "--length", "5"});
   EXPECT_EQ(get.exit_code, 0) << get.err;
   EXPECT_EQ(get.out, "hello");
-  ASSERT_EQ(as_nobody({"alloc", "mine", "4K"}).exit_code, 0);
-  ProcessResult copy = as_nobody({"copy", "public", "mine", "--length", "5"});
+  ASSERT_EQ(RdmactlAsNobody({"alloc", "mine", "4K"}).exit_code, 0);
+  ProcessResult copy = RdmactlAsNobody({"copy", "public", "mine", "--length", "5"});
   EXPECT_EQ(copy.exit_code, 0) << copy.err;
-  ProcessResult put = as_nobody({"put", "-", "public"});
+  ProcessResult put = RdmactlAsNobody({"put", "-", "public"});
   EXPECT_EQ(put.exit_code, 5) << put.err;  // PERMISSION_DENIED
   EXPECT_THAT(put.err, HasSubstr("read-only for you"));
 
-  ProcessResult chmod = as_nobody({"chmod", "public", "0666"});
+  ProcessResult chmod = RdmactlAsNobody({"chmod", "public", "0666"});
   EXPECT_EQ(chmod.exit_code, 5) << chmod.err;
   EXPECT_THAT(chmod.err, HasSubstr("only that user or root"));
-  EXPECT_EQ(as_nobody({"chgrp", "public", absl::StrCat(kNobody)}).exit_code, 5);
+  EXPECT_EQ(RdmactlAsNobody({"chgrp", "public", absl::StrCat(kNobody)}).exit_code, 5);
 
   // The owner takes read away: nobody reads nothing now.
   ASSERT_TRUE(owner_->SetRegionPermissions("public", 0600, std::nullopt).ok());
-  get = as_nobody({"get", "public", "--length", "5"});
+  get = RdmactlAsNobody({"get", "public", "--length", "5"});
   EXPECT_EQ(get.exit_code, 5) << get.err;
   EXPECT_THAT(get.err, HasSubstr("may not read"));
   // ... and gives it to a group instead.
   auto changed = owner_->SetRegionPermissions("public", 0640, 4242);
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_EQ(changed->owner_gid, 4242u);
-  EXPECT_EQ(as_nobody({"get", "public", "--length", "5"}).exit_code, 5);
-  get = as_nobody({"get", "public", "--length", "5"}, "4242");
+  EXPECT_EQ(RdmactlAsNobody({"get", "public", "--length", "5"}).exit_code, 5);
+  get = RdmactlAsNobody({"get", "public", "--length", "5"}, "4242");
   EXPECT_EQ(get.exit_code, 0) << get.err;
   EXPECT_EQ(get.out, "hello");
 
   // Owners change their own regions' modes, but not to another's group.
-  EXPECT_EQ(as_nobody({"chmod", "mine", "0644"}).exit_code, 0);
-  ProcessResult foreign = as_nobody({"chgrp", "mine", "4242"});
+  EXPECT_EQ(RdmactlAsNobody({"chmod", "mine", "0644"}).exit_code, 0);
+  ProcessResult foreign = RdmactlAsNobody({"chgrp", "mine", "4242"});
   EXPECT_EQ(foreign.exit_code, 5) << foreign.err;
   EXPECT_THAT(foreign.err, HasSubstr("is not in group 4242"));
-  EXPECT_EQ(as_nobody({"chgrp", "mine", "4242"}, "4242").exit_code, 0);
+  EXPECT_EQ(RdmactlAsNobody({"chgrp", "mine", "4242"}, "4242").exit_code, 0);
+}
+
+// rdmactl stat through the daemon's own peer address answers a local user
+// with what the region's mode leaves of its export, as a transfer by that
+// route gets (NoRouteToThisDaemonGivesMoreThanTheMode).
+TEST_F(OtherUidTest, StatThroughTheOwnPeerAddressShowsWhatTheModeLeaves) {
+  ASSERT_TRUE(owner_->CreateRegion("secret", 4096, Access::kReadWrite).ok());
+  RegionOptions readable;
+  readable.mode = 0644;
+  ASSERT_TRUE(
+      owner_->CreateRegion("pub", 4096, Access::kReadWrite, readable).ok());
+  const std::string self = daemon_->peer_address();
+  ProcessResult pub =
+      RdmactlAsNobody({"stat", absl::StrCat(self, "/pub"), "--json"});
+  EXPECT_EQ(pub.exit_code, 0) << pub.err;
+  EXPECT_THAT(pub.out, HasSubstr("\"export\": \"r\""));
+  ProcessResult secret = RdmactlAsNobody({"stat", absl::StrCat(self, "/secret")});
+  EXPECT_EQ(secret.exit_code, 5) << secret.err;  // PERMISSION_DENIED
+  EXPECT_THAT(secret.err, HasSubstr("uid 65534 may neither read nor write"));
+  // Root, whom the modes allow everything, sees the whole export.
+  ProcessResult root = RunProcess({RdmactlBinary(), "--socket",
+                                   daemon_->socket(), "stat",
+                                   absl::StrCat(self, "/secret"), "--json"});
+  EXPECT_EQ(root.exit_code, 0) << root.err;
+  EXPECT_THAT(root.out, HasSubstr("\"export\": \"rw\""));
 }
 
 // --- revocation -------------------------------------------------------------

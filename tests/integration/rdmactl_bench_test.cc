@@ -10,6 +10,8 @@
 //   - a missing or too small region, and a peer killed mid-run, stop the
 //     bench with exit 1 and a message saying what failed; bad flags exit 2.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -335,6 +337,37 @@ TEST_F(RdmactlBenchTest, GrpcPathAndLocalCopies) {
   out = Bench(*a, {"--local", "--peer", b->peer_address()});
   EXPECT_EQ(out.exit_code, 2);
   EXPECT_THAT(out.err, HasSubstr("--local and --peer"));
+}
+
+// --local copies inside the daemon: like rdmactl copy between local
+// regions, the region need not be exported, and a user the region's mode
+// refuses is told to ask for chmod/chgrp or to bench a region of its own.
+TEST_F(RdmactlBenchTest, LocalNeedsNoExportAndNamesTheFixForPermissions) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("priv", 64 << 10, Access::kNone).ok());
+  ProcessResult out = Bench(*a, {"--local", "--region", "priv", "--sizes",
+                                 "4K", "--iters", "5", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  EXPECT_EQ(ParseJson(out.out)["results"][0]["ops"].number(), 5);
+
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "running bench as another uid needs root (setpriv)";
+  }
+  // nobody must reach the socket inside our private temp dir.
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  const std::vector<std::string> argv = {
+      "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+      RdmactlBinary(), "--socket", a->socket(), "bench", "--local",
+      "--region", "priv", "--sizes", "4K", "--iters", "5"};
+  out = RunProcess(argv, "", absl::Seconds(60));
+  EXPECT_EQ(out.exit_code, 5) << out.err;  // PERMISSION_DENIED
+  EXPECT_THAT(out.err, HasSubstr("rdmactl chmod"));
+  EXPECT_THAT(out.err, HasSubstr("--region NAME --create-region"));
+  EXPECT_THAT(out.err, Not(HasSubstr("on the node of")));
+  EXPECT_THAT(out.err, Not(HasSubstr("rdmactl export")));
 }
 
 TEST_F(RdmactlBenchTest, BadFlagsAreUsageErrors) {

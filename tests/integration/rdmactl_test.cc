@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -179,6 +180,32 @@ TEST_F(RdmactlTest, EveryCommandAnswersInOneJsonDialect) {
   EXPECT_EQ(Field(freed, "freed").string(), "small");
 }
 
+// help is a command too: with --json, one document (no daemon needed).
+TEST_F(RdmactlTest, HelpAnswersInJsonToo) {
+  const std::string socket = Path("none.sock");
+  ProcessResult overview =
+      RunProcess({RdmactlBinary(), "--socket", socket, "--json", "help"});
+  ASSERT_EQ(overview.exit_code, 0) << overview.err;
+  JsonValue json = ParseJson(overview.out);
+  EXPECT_THAT(Field(json, "usage").string(), HasSubstr("usage: rdmactl"));
+  EXPECT_FALSE(json.has("command"));
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--json", "help", "bench"},
+                                             {"bench", "--help", "--json"}}) {
+    std::vector<std::string> argv = {RdmactlBinary(), "--socket", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult one = RunProcess(argv);
+    ASSERT_EQ(one.exit_code, 0) << absl::StrJoin(args, " ") << ": " << one.err;
+    json = ParseJson(one.out);
+    EXPECT_EQ(Field(json, "command").string(), "bench");
+    EXPECT_THAT(Field(json, "usage").string(),
+                HasSubstr("usage: rdmactl bench"));
+  }
+  // Without --json, the text as it was.
+  ProcessResult text = RunProcess({RdmactlBinary(), "help", "bench"});
+  EXPECT_THAT(text.out, ::testing::StartsWith("usage: rdmactl bench"));
+}
+
 TEST_F(RdmactlTest, ErrorsAreJsonWithAnExitStatusPerClass) {
   auto a = StartDaemon("a");
   ASSERT_TRUE(a);
@@ -264,6 +291,47 @@ TEST_F(RdmactlTest, RemoteRegionsCanBeListedSizedAndReadWhole) {
   EXPECT_EQ(ReadFile(Path("tail.bin")), whole.substr(1000 * 1024));
 }
 
+// At exactly the end of a region there is nothing to read: get returns no
+// bytes, remote as local; past the end, or too much, is OUT_OF_RANGE with a
+// message that names what did not fit and that nothing was read.
+TEST_F(RdmactlTest, GetAtTheEndOfARegionReadsNothingLocalOrRemote) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "zodd", "65537", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"alloc", "dst", "4K"}).exit_code, 0);
+  const std::string remote = absl::StrCat(b->peer_address(), "/zodd");
+  for (const auto& [daemon, src] :
+       std::vector<std::pair<DaemonProcess*, std::string>>{
+           {b.get(), "zodd@65537"},
+           {a.get(), absl::StrCat(remote, "@65537")}}) {
+    SCOPED_TRACE(src);
+    WriteFile(Path("end.bin"), "old contents");
+    JsonValue get = Json(*daemon, {"get", src, "-o", Path("end.bin")});
+    EXPECT_EQ(Field(get, "bytes").number(), 0);
+    EXPECT_EQ(ReadFile(Path("end.bin")), "");
+    ProcessResult to_stdout = Run(*daemon, {"get", src});
+    EXPECT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+    EXPECT_EQ(to_stdout.out, "");
+  }
+  ProcessResult past = Run(*a, {"get", absl::StrCat(remote, "@65538")});
+  EXPECT_EQ(past.exit_code, 7) << past.err;
+  EXPECT_THAT(past.err, HasSubstr("offset 65538 is past the end of region "
+                                  "'zodd' (65537 bytes"));
+  ProcessResult too_long =
+      Run(*b, {"get", "zodd@65000", "--length", "1000"});
+  EXPECT_EQ(too_long.exit_code, 7) << too_long.err;
+  EXPECT_THAT(too_long.err, HasSubstr("--length 1000 bytes do not fit in "
+                                      "region 'zodd' at offset 65000"));
+  EXPECT_THAT(too_long.err, HasSubstr("nothing was read"));
+  EXPECT_THAT(too_long.err, Not(HasSubstr("written")));
+  // A copy from the end has nothing to copy, and says which region ended.
+  ProcessResult copy = Run(*a, {"copy", absl::StrCat(remote, "@65537"), "dst"});
+  EXPECT_EQ(copy.exit_code, 7) << copy.err;
+  EXPECT_THAT(copy.err, HasSubstr("nothing to copy: offset 65537 is the end "
+                                  "of region 'zodd'"));
+}
+
 TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");
@@ -293,6 +361,34 @@ TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
   EXPECT_EQ(put.exit_code, 0) << put.err;
   EXPECT_EQ(std::string(kv->data() + 4096, (1 << 20) - 4096),
             Pattern((1 << 20) - 4096, 5));
+}
+
+// A region named through the daemon's own peer address is sized as any
+// remote one (stat; put, get and copy without --length ask for the size
+// first): the daemon asks itself for the caller's uid.
+TEST_F(RdmactlTest, TheDaemonsOwnPeerAddressNamesItsRegions) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(Run(*a, {"alloc", "kv", "64K", "--export", "rw"}).exit_code, 0);
+  ASSERT_EQ(Run(*a, {"alloc", "dst", "64K"}).exit_code, 0);
+  const std::string self = absl::StrCat(a->peer_address(), "/kv");
+  JsonValue stat = Json(*a, {"stat", self});
+  EXPECT_EQ(Field(stat, "size").number(), 65536);
+  EXPECT_EQ(Field(stat, "export").string(), "rw");
+
+  const std::string data = Pattern(65536 - 1024, 6);
+  WriteFile(Path("in.bin"), data);
+  ProcessResult put = Run(*a, {"put", Path("in.bin"), absl::StrCat(self, "@1K")});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  ProcessResult get =
+      Run(*a, {"get", absl::StrCat(self, "@1K"), "-o", Path("out.bin")});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(ReadFile(Path("out.bin")), data);
+  ProcessResult copy = Run(*a, {"copy", absl::StrCat(self, "@1K"), "dst"});
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+  ProcessResult back = Run(*a, {"get", "dst", "--length", "63K"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out, data);
 }
 
 // --- descriptors and copies -----------------------------------------------------
@@ -330,6 +426,51 @@ TEST_F(RdmactlTest, AStaleDescriptorSaysWhatToDo) {
   EXPECT_EQ(get.exit_code, 4) << get.err;
   EXPECT_THAT(get.err, HasSubstr("rdmactl descriptor NAME"));
   EXPECT_THAT(get.err, Not(HasSubstr("resolve it again")));
+}
+
+// stat of a descriptor asks the daemon that issued it, as stat of
+// HOST:PORT/NAME does: a freed region, or a revoked descriptor, is not
+// reported as there.
+TEST_F(RdmactlTest, StatOfADescriptorAsksItsDaemon) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  auto descriptor = [&] {
+    ProcessResult out = Run(*b, {"descriptor", "kv"});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    std::string d = out.out;
+    if (!d.empty()) d.pop_back();  // newline
+    return d;
+  };
+  const std::string d = descriptor();
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {  // remote and its own
+    JsonValue stat = Json(*daemon, {"stat", d});
+    EXPECT_EQ(Field(stat, "size").number(), 4096);
+    EXPECT_EQ(Field(stat, "export").string(), "rw");
+    EXPECT_EQ(Field(stat, "peer").string(), b->peer_address());
+  }
+  // Freed: gone, and still gone when a new region takes its name.
+  ASSERT_EQ(Run(*b, {"free", "kv"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult gone = Run(*daemon, {"stat", d});
+    EXPECT_EQ(gone.exit_code, 4) << gone.err;  // NOT_FOUND
+  }
+  ASSERT_EQ(Run(*b, {"alloc", "kv", "4K", "--export", "rw"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult gone = Run(*daemon, {"stat", d});
+    EXPECT_EQ(gone.exit_code, 4) << gone.err;
+    EXPECT_THAT(gone.err, HasSubstr("rdmactl descriptor "));
+  }
+  // Re-exported: the region is there, the descriptor no longer reaches it.
+  const std::string revoked = descriptor();
+  ASSERT_EQ(Run(*b, {"export", "kv", "r"}).exit_code, 0);
+  for (DaemonProcess* daemon : {a.get(), b.get()}) {
+    ProcessResult stale = Run(*daemon, {"stat", revoked});
+    EXPECT_EQ(stale.exit_code, 10) << stale.err;  // FAILED_PRECONDITION
+    EXPECT_THAT(stale.err, HasSubstr("re-exported"));
+  }
+  EXPECT_EQ(Field(Json(*a, {"stat", descriptor()}), "export").string(), "r");
 }
 
 // --- progress and --timeout -------------------------------------------------
@@ -474,8 +615,10 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   const auto& list = Field(qps, "qps").array();
   ASSERT_FALSE(list.empty());
   int connected = 0;
+  std::set<double> conns;  // each connection's index in its channel
   for (const JsonValue& v : list) {
     const JsonValue& q = v;
+    conns.insert(Field(q, "conn").number());
     EXPECT_EQ(Field(q, "transport").string(), "tcp");
     EXPECT_EQ(Field(q, "role").string(), "initiator");  // A opened them
     EXPECT_EQ(q.has("local_qpn"), false);  // no verbs columns
@@ -489,6 +632,10 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
     }
   }
   EXPECT_GE(connected, 1);
+  // One channel (to B), its connections numbered 0, 1, ... in order.
+  EXPECT_EQ(conns.size(), list.size());
+  EXPECT_EQ(*conns.begin(), 0);
+  EXPECT_EQ(*conns.rbegin(), static_cast<double>(list.size() - 1));
   ProcessResult text = Run(*a, {"qps"});
   EXPECT_THAT(text.out, HasSubstr("TCP data connections:"));
   EXPECT_THAT(text.out, HasSubstr("ROLE"));
