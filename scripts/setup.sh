@@ -22,8 +22,8 @@ packages=(
 # Running as a service: the Python example client (examples/python) and its
 # test, and the .deb packaging check (scripts/package.sh).
 packages+=(python3-grpcio python3-grpc-tools python3-protobuf dpkg-dev file)
-# The package test's policy check.
-packages+=(lintian)
+# The package test's policy check; the man pages' test renders with groff.
+packages+=(lintian groff-base)
 # The soft-RoCE lab (tests/lab): a Debian kernel with rdma_rxe, run under
 # QEMU, and rdma-core's own tools as the reference.
 packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod)
