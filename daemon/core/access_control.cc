@@ -39,8 +39,8 @@ absl::Status CheckLocalAccess(const Caller& caller, const RegionAcl& acl,
   return absl::PermissionDeniedError(absl::StrCat(
       "uid ", caller.uid, " may not ", Needed(need), " ", label,
       " (owner uid ", acl.uid, ", group gid ", acl.gid, ", mode ",
-      FormatMode(acl.mode), "): ask its owner to create it with a mode or "
-      "group that grants this (rdmactl alloc --mode/--group)"));
+      FormatMode(acl.mode), "): ask its owner for a mode or group that "
+      "grants this (rdmactl chmod NAME MODE, rdmactl chgrp NAME GROUP)"));
 }
 
 absl::Status CheckOwner(const Caller& caller, const RegionAcl& acl,

@@ -72,7 +72,7 @@ TEST(AccessControlTest, DeniedMessageNamesWhatAndHow) {
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(s.message(), HasSubstr("uid 1002 may not write region 'kv'"));
   EXPECT_THAT(s.message(), HasSubstr("mode 0604"));
-  EXPECT_THAT(s.message(), HasSubstr("--mode"));
+  EXPECT_THAT(s.message(), HasSubstr("rdmactl chmod"));
   EXPECT_TRUE(
       CheckLocalAccess(User(1, 1002, 200), acl, kLocalRead, "region 'kv'").ok());
   EXPECT_EQ(CheckOwner(User(1, 1002, 100), acl, "region 'kv'").code(),
