@@ -172,7 +172,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     world->engine.SubmitBatch(kOwner, absl::MakeSpan(batch));
     if (completed_total != taken_total) std::abort();  // all run inline here
     // The engine's look before sleeping (which reads the tail).
-    if (queue->SleepUnlessWork() || (r.action & 0x100) != 0) queue->Awake();
+    if (queue->SleepUnlessWork() == ring::RingQueue::SleepCheck::kWork ||
+        (r.action & 0x100) != 0) {
+      queue->Awake();
+    }
   }
   ::munmap(client, queue->segment_size());
   return 0;
