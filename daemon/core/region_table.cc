@@ -98,16 +98,24 @@ absl::Status RegionTable::CheckQuota(const Caller& caller,
         limits_.max_regions_per_uid, ": free regions it no longer needs, or "
         "raise quota_regions_per_uid in the rdmad config and restart rdmad"));
   }
+  return CheckBytesQuota(caller.uid, used, size,
+                         absl::StrCat("allocating ", HumanSize(size)),
+                         "free regions");
+}
+
+absl::Status RegionTable::CheckBytesQuota(uint32_t uid, const UidUsage& used,
+                                          uint64_t size, absl::string_view what,
+                                          absl::string_view remedy) const {
   if (limits_.max_pinned_bytes_per_uid != 0 &&
       (size > limits_.max_pinned_bytes_per_uid ||
        used.pinned_bytes > limits_.max_pinned_bytes_per_uid - size)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "allocating ", HumanSize(size), " would make uid ", caller.uid,
-        " hold ", HumanSize(used.pinned_bytes + size), ", over its quota "
+        what, " would make uid ", uid, " hold ",
+        HumanSize(used.pinned_bytes + size), ", over its quota "
         "(quota_pinned_bytes_per_uid) of ",
-        HumanSize(limits_.max_pinned_bytes_per_uid),
-        ": free regions, or raise quota_pinned_bytes_per_uid in the "
-        "rdmad config and restart rdmad"));
+        HumanSize(limits_.max_pinned_bytes_per_uid), ": ", remedy,
+        ", or raise quota_pinned_bytes_per_uid in the rdmad config and "
+        "restart rdmad"));
   }
   return absl::OkStatus();
 }
@@ -126,17 +134,8 @@ absl::StatusOr<MemoryCharge> RegionTable::ChargeMemory(const Caller& caller,
   absl::MutexLock lock(&mu_);
   UidUsage used;
   if (auto it = usage_.find(caller.uid); it != usage_.end()) used = it->second;
-  if (limits_.max_pinned_bytes_per_uid != 0 &&
-      (bytes > limits_.max_pinned_bytes_per_uid ||
-       used.pinned_bytes > limits_.max_pinned_bytes_per_uid - bytes)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, " would make uid ", caller.uid, " hold ",
-        HumanSize(used.pinned_bytes + bytes), ", over its quota "
-        "(quota_pinned_bytes_per_uid) of ",
-        HumanSize(limits_.max_pinned_bytes_per_uid),
-        ": close queues or free regions, or raise quota_pinned_bytes_per_uid "
-        "in the rdmad config and restart rdmad"));
-  }
+  RDMAD_RETURN_IF_ERROR(CheckBytesQuota(caller.uid, used, bytes, what,
+                                        "close queues or free regions"));
   usage_[caller.uid].pinned_bytes += bytes;
   return MemoryCharge(this, caller.uid, bytes);
 }

@@ -243,6 +243,11 @@ class RegionTable {
                                   const RegionKey& key);
   absl::Status CheckQuota(const Caller& caller, uint64_t size) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // quota_pinned_bytes_per_uid for `size` more bytes on top of `used`;
+  // the refusal says "WHAT would make uid ... : REMEDY, or raise ...".
+  absl::Status CheckBytesQuota(uint32_t uid, const UidUsage& used,
+                               uint64_t size, absl::string_view what,
+                               absl::string_view remedy) const;
   void Uncharge(uint32_t uid, uint64_t regions, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   friend class MemoryCharge;  // gives its bytes back

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -55,30 +56,39 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// How many of `pid`'s descriptors are queue segments (memfds the daemon
-// names rdmad-queue-ID).
-int QueueSegments(pid_t pid) {
+// What each of `pid`'s descriptors refers to (its /proc/PID/fd link);
+// nothing if the process is gone.
+std::optional<std::vector<std::string>> FdTargets(pid_t pid) {
   const std::string dir = absl::StrCat("/proc/", pid, "/fd");
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return -1;
-  int n = 0;
+  if (d == nullptr) return std::nullopt;
+  std::vector<std::string> targets;
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
     char target[256] = {};
     const ssize_t len = ::readlink(absl::StrCat(dir, "/", e->d_name).c_str(),
                                    target, sizeof(target) - 1);
-    if (len > 0 && std::strstr(target, "rdmad-queue-") != nullptr) ++n;
+    targets.emplace_back(target, len > 0 ? static_cast<size_t>(len) : 0);
   }
   ::closedir(d);
-  return n;
+  return targets;
 }
 
+// -1 if the process is gone.
 int OpenFds(pid_t pid) {
-  DIR* dir = ::opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
-  if (dir == nullptr) return -1;
+  auto targets = FdTargets(pid);
+  return targets ? static_cast<int>(targets->size()) : -1;
+}
+
+// How many of `pid`'s descriptors are queue segments (memfds the daemon
+// names rdmad-queue-ID); -1 if the process is gone.
+int QueueSegments(pid_t pid) {
+  auto targets = FdTargets(pid);
+  if (!targets) return -1;
   int n = 0;
-  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
-  ::closedir(dir);
+  for (const std::string& target : *targets) {
+    n += target.find("rdmad-queue-") != std::string::npos;
+  }
   return n;
 }
 
