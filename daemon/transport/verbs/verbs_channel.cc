@@ -177,14 +177,8 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
     }
     ops_.push_back(state);
     state->position = std::prev(ops_.end());
-    if (state->op.deadline != absl::InfiniteFuture()) {
-      std::weak_ptr<OpState> weak = state;
-      state->deadline_timer = loop_->RunAt(state->op.deadline, [this, weak] {
-        if (auto op = weak.lock()) {
-          op->deadline_timer = 0;
-          Expire(op);
-        }
-      });
+    if (state->op.deadline < deadline_armed_) {
+      ArmDeadlineTimer(state->op.deadline);
     }
   }
   // The whole batch is queued: post it as chains, one per QP.
@@ -376,9 +370,10 @@ void VerbsChannel::Impl::Teardown() {
   const absl::Status closed = ClosedError();
   std::list<std::shared_ptr<OpState>> ops;
   ops.swap(ops_);
+  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
+  deadline_timer_ = 0;
+  deadline_armed_ = absl::InfiniteFuture();
   for (auto& op : ops) {
-    if (op->deadline_timer != 0) loop_->CancelTimer(op->deadline_timer);
-    op->deadline_timer = 0;
     if (op->op.done) {
       transport::OpCallback done = std::move(op->op.done);
       op->op.done = nullptr;

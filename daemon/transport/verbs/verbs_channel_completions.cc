@@ -1,7 +1,7 @@
 // VerbsChannel: the completion side. The CQ is polled on every turn of the
 // loop while WRs are in flight (runtime::Poller) and watched through its
 // completion channel when the loop sleeps; completions retire WRs, failures
-// move QPs to the error state, and deadlines are loop timers.
+// move QPs to the error state, and deadlines are one loop timer per channel.
 #include <algorithm>
 #include <utility>
 
@@ -139,10 +139,6 @@ void VerbsChannel::Impl::MaybeFinish(const std::shared_ptr<OpState>& op) {
 
 void VerbsChannel::Impl::FinishOp(const std::shared_ptr<OpState>& op) {
   if (!op->op.done) return;
-  if (op->deadline_timer != 0) {
-    loop_->CancelTimer(op->deadline_timer);
-    op->deadline_timer = 0;
-  }
   transport::OpCallback done = std::move(op->op.done);
   op->op.done = nullptr;
   ops_.erase(op->position);
@@ -205,6 +201,37 @@ void VerbsChannel::Impl::DropPending() {
   };
   drop(pending_);
   for (size_t i = 0; i < qps_.size(); ++i) drop(qps_[i].pinned);
+}
+
+void VerbsChannel::Impl::ArmDeadlineTimer(absl::Time when) {
+  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
+  deadline_armed_ = when;
+  // `this` outlives the timer: Teardown cancels it, and without Teardown
+  // the loop has stopped running timers.
+  deadline_timer_ = loop_->RunAt(when, [this] {
+    deadline_timer_ = 0;
+    deadline_armed_ = absl::InfiniteFuture();
+    ExpireDue();
+  });
+}
+
+void VerbsChannel::Impl::ExpireDue() {
+  if (torn_down_) return;
+  const absl::Time now = absl::Now();
+  std::vector<std::shared_ptr<OpState>> due;
+  absl::Time next = absl::InfiniteFuture();
+  for (const std::shared_ptr<OpState>& op : ops_) {
+    if (op->expired || !op->op.done) continue;
+    if (op->op.deadline <= now) {
+      due.push_back(op);
+    } else {
+      next = std::min(next, op->op.deadline);
+    }
+  }
+  // Collected first: an expiry's callback may post (and finish) others,
+  // which changes ops_ and may arm the timer itself.
+  for (const std::shared_ptr<OpState>& op : due) Expire(op);
+  if (next < deadline_armed_) ArmDeadlineTimer(next);
 }
 
 void VerbsChannel::Impl::Expire(const std::shared_ptr<OpState>& op) {

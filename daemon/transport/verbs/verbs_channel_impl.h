@@ -57,7 +57,6 @@ class VerbsChannel::Impl : public runtime::Poller,
     transport::RemoteOp op;
     uint64_t chunks_left = 0;  // pending or posted, not yet completed
     absl::Status status;       // first failure; OK while all went well
-    uint64_t deadline_timer = 0;
     bool expired = false;      // deadline handled
     // WRITE with an immediate: its notice went out and the peer's ack has
     // not come back. The op finishes only when this is false (or it
@@ -144,6 +143,12 @@ class VerbsChannel::Impl : public runtime::Poller,
   // Fails pending (not yet posted) chunks of operations that already
   // failed, and all pending chunks once the channel is broken.
   void DropPending();
+  // Arms the channel's one deadline timer for `when` (instead of the one
+  // armed now).
+  void ArmDeadlineTimer(absl::Time when);
+  // The timer fired: expires every operation whose deadline passed and
+  // arms the timer for the earliest one left.
+  void ExpireDue();
   void Expire(const std::shared_ptr<OpState>& op);
 
   // --- verbs_channel_notices.cc ---
@@ -183,6 +188,14 @@ class VerbsChannel::Impl : public runtime::Poller,
   size_t inflight_ = 0;  // WRs on all send queues
   size_t awaiting_acks_ = 0;  // notices on all QPs whose ack is due
   uint64_t cq_watch_ = 0;
+  // Every operation's deadline is kept by this one timer instead of a loop
+  // timer per operation (an allocation, a heap insert and an erase each):
+  // it is armed for the earliest deadline of those in flight, or of one
+  // that finished since (it then finds nothing due and re-arms). A new
+  // operation re-arms it only when its deadline is earlier, which with the
+  // usual uniform timeouts it never is.
+  uint64_t deadline_timer_ = 0;  // the loop's id, 0 when not armed
+  absl::Time deadline_armed_ = absl::InfiniteFuture();  // when it fires
   bool armed_ = false;
   bool torn_down_ = false;
   std::string last_error_;

@@ -987,6 +987,53 @@ TEST_F(VerbsChannelLabTest, AForcedQpErrorMakesTheChannelAskForAReconnect) {
   EXPECT_THAT(std::string(out[0].message()), ::testing::HasSubstr("rebuilt"));
 }
 
+// An operation whose peer stops answering fails at its deadline, and only
+// after its QP went to the error state (the NIC no longer touches its
+// memory). The earlier deadline was posted after a later one: the
+// channel's one deadline timer must be re-armed for it, or the operation
+// would fail only when the QP gives up retrying (UNAVAILABLE, ~7 s).
+TEST_F(VerbsChannelLabTest, AnOperationPastItsDeadlineFailsAfterItsQpIsFlushed) {
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(WriteBatch(1, 64, *key)[0].ok()) << "the pair works";
+  b_.reset();  // the responder is gone: WRITEs are retried, never ACKed
+  struct Result {
+    absl::Status status = absl::UnknownError("not done");
+    absl::Notification done;
+  };
+  std::vector<std::shared_ptr<Result>> results = {std::make_shared<Result>(),
+                                                  std::make_shared<Result>()};
+  std::vector<transport::RemoteOp> ops(2);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    transport::RemoteOp& op = ops[i];
+    op.op = core::OpType::kWrite;
+    op.local = local_;
+    op.local_addr = local_->data() + i * 64;
+    op.length = 64;
+    op.remote = target_;
+    op.key = *key;
+    op.remote_offset = i * 64;
+    op.done = [result = results[i]](absl::Status s) {
+      result->status = std::move(s);
+      result->done.Notify();
+    };
+  }
+  ops[0].deadline = absl::Now() + kCompletionTimeout;
+  ops[1].deadline = absl::Now() + absl::Milliseconds(300);
+  channel_->Post(absl::MakeSpan(ops));
+  ASSERT_TRUE(results[1]->done.WaitForNotificationWithTimeout(kCompletionTimeout));
+  EXPECT_EQ(results[1]->status.code(), absl::StatusCode::kDeadlineExceeded)
+      << results[1]->status;
+  EXPECT_THAT(std::string(results[1]->status.message()),
+              ::testing::HasSubstr("did not complete within its deadline"));
+  EXPECT_TRUE(channel_->NeedsReconnect()) << "its QP went to the error state";
+  // The other WRITE was on the same QP: flushed, it fails too, long before
+  // its own deadline.
+  ASSERT_TRUE(results[0]->done.WaitForNotificationWithTimeout(kCompletionTimeout));
+  EXPECT_EQ(results[0]->status.code(), absl::StatusCode::kUnavailable)
+      << results[0]->status;
+}
+
 TEST_F(VerbsChannelLabTest, CloseFailsLaterPostsAndStopsTheChannel) {
   auto key = channel_->KeyFor(*target_);
   ASSERT_TRUE(key.ok());
