@@ -1,5 +1,5 @@
 // notice_client: both ends of a WRITE with an immediate between two lab VMs
-// (two_vm_notice.sh), through the client library and shared-memory queues.
+// (two_vm_queue.sh), through the client library and shared-memory queues.
 //
 //   notice_client wait SOCKET REGION COUNT READY_FILE
 //       creates the named region REGION (exported read-write), opens a
