@@ -20,7 +20,9 @@ constexpr int kMaxConnections = 64;
 }  // namespace
 
 TcpPeerChannel::Impl::Impl(TcpChannelOptions options)
-    : options_(std::move(options)), loop_(options_.loop) {
+    : options_(std::move(options)),
+      loop_(options_.loop),
+      deadlines_(loop_, [this] { ExpireDue(); }) {
   options_.connections = std::clamp(options_.connections, 1, kMaxConnections);
   options_.chunk_bytes =
       std::clamp<uint64_t>(options_.chunk_bytes, 4096, kMaxFramePayload);
@@ -161,20 +163,8 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
     ++op.chunks_total;
     ++op.outstanding;
   }
-  // Operations mostly come with the same timeout, so a new one's deadline
-  // is mostly after the armed one: nothing to do then.
-  if (op.op.deadline < deadline_armed_) ArmDeadlineTimer(op.op.deadline);
+  deadlines_.Consider(op.op.deadline);
   ops_.emplace(op.id, std::move(owned));
-}
-
-void TcpPeerChannel::Impl::ArmDeadlineTimer(absl::Time when) {
-  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
-  deadline_armed_ = when;
-  deadline_timer_ = loop_->RunAt(when, [this] {
-    deadline_timer_ = 0;
-    deadline_armed_ = absl::InfiniteFuture();
-    ExpireDue();
-  });
 }
 
 void TcpPeerChannel::Impl::ExpireDue() {
@@ -192,7 +182,7 @@ void TcpPeerChannel::Impl::ExpireDue() {
   }
   // By id: a completion run by Expire may post (and even finish) others.
   for (uint64_t id : due) Expire(id);
-  if (next < deadline_armed_) ArmDeadlineTimer(next);
+  deadlines_.Consider(next);
 }
 
 TcpPeerChannel::Impl::Conn& TcpPeerChannel::Impl::LeastLoaded() {
@@ -309,9 +299,7 @@ void TcpPeerChannel::Impl::Teardown() {
     if (!op->finished) FinishOp(*op, closed);
   }
   ops_.clear();
-  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
-  deadline_timer_ = 0;
-  deadline_armed_ = absl::InfiniteFuture();
+  deadlines_.Cancel();
 }
 
 absl::StatusOr<std::unique_ptr<TcpPeerChannel>> TcpPeerChannel::Create(

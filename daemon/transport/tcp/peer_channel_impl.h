@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "daemon/runtime/earliest_deadline.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/tcp/peer_channel.h"
 #include "daemon/transport/tcp/socket_util.h"
@@ -132,12 +133,8 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   bool ProtocolError(Conn& conn, absl::string_view what);
   // Sends queued requests until the queue is empty or the socket is full.
   void Flush(Conn& conn);
-  // Every operation's deadline is kept by one timer of the channel instead
-  // of one per operation (a timer to arm and cancel for each would cost
-  // more than the rest of a small operation's bookkeeping): armed for the
-  // earliest deadline of those in flight, or of one that finished since,
-  // it fails what is due when it fires and arms itself for the next.
-  void ArmDeadlineTimer(absl::Time when);
+  // The deadline timer fired: fails what is due and re-arms it for the
+  // earliest deadline left.
   void ExpireDue();
 
   TcpChannelOptions options_;
@@ -149,8 +146,8 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Op>> ops_;
   uint64_t next_op_id_ = 1;
   uint64_t next_request_id_ = 1;
-  uint64_t deadline_timer_ = 0;  // the loop's id, 0 when not armed
-  absl::Time deadline_armed_ = absl::InfiniteFuture();  // when it fires
+  // Every operation's deadline, as one timer (ExpireDue).
+  runtime::EarliestDeadline deadlines_;
   size_t rotate_ = 0;
   std::vector<char> discard_;
   bool torn_down_ = false;

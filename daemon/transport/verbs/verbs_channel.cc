@@ -18,7 +18,10 @@ namespace rdmad::verbs {
 
 VerbsChannel::Impl::Impl(VerbsChannelOptions options,
                          std::shared_ptr<CompletionQueue> cq)
-    : options_(std::move(options)), loop_(options_.loop), cq_(std::move(cq)) {
+    : options_(std::move(options)),
+      loop_(options_.loop),
+      cq_(std::move(cq)),
+      deadlines_(loop_, [this] { ExpireDue(); }) {
   chunk_bytes_ = options_.chunk_bytes;
   read_chunk_bytes_ = std::min(options_.read_chunk_bytes, chunk_bytes_);
 }
@@ -177,9 +180,7 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
     }
     ops_.push_back(state);
     state->position = std::prev(ops_.end());
-    if (state->op.deadline < deadline_armed_) {
-      ArmDeadlineTimer(state->op.deadline);
-    }
+    deadlines_.Consider(state->op.deadline);
   }
   // The whole batch is queued: post it as chains, one per QP.
   Pump();
@@ -370,9 +371,7 @@ void VerbsChannel::Impl::Teardown() {
   const absl::Status closed = ClosedError();
   std::list<std::shared_ptr<OpState>> ops;
   ops.swap(ops_);
-  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
-  deadline_timer_ = 0;
-  deadline_armed_ = absl::InfiniteFuture();
+  deadlines_.Cancel();
   for (auto& op : ops) {
     if (op->op.done) {
       transport::OpCallback done = std::move(op->op.done);

@@ -203,18 +203,6 @@ void VerbsChannel::Impl::DropPending() {
   for (size_t i = 0; i < qps_.size(); ++i) drop(qps_[i].pinned);
 }
 
-void VerbsChannel::Impl::ArmDeadlineTimer(absl::Time when) {
-  if (deadline_timer_ != 0) loop_->CancelTimer(deadline_timer_);
-  deadline_armed_ = when;
-  // `this` outlives the timer: Teardown cancels it, and without Teardown
-  // the loop has stopped running timers.
-  deadline_timer_ = loop_->RunAt(when, [this] {
-    deadline_timer_ = 0;
-    deadline_armed_ = absl::InfiniteFuture();
-    ExpireDue();
-  });
-}
-
 void VerbsChannel::Impl::ExpireDue() {
   if (torn_down_) return;
   const absl::Time now = absl::Now();
@@ -231,7 +219,7 @@ void VerbsChannel::Impl::ExpireDue() {
   // Collected first: an expiry's callback may post (and finish) others,
   // which changes ops_ and may arm the timer itself.
   for (const std::shared_ptr<OpState>& op : due) Expire(op);
-  if (next < deadline_armed_) ArmDeadlineTimer(next);
+  deadlines_.Consider(next);
 }
 
 void VerbsChannel::Impl::Expire(const std::shared_ptr<OpState>& op) {

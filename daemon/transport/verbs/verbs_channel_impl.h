@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/runtime/earliest_deadline.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/verbs/notice_buffers.h"
 #include "daemon/transport/verbs/verbs_channel.h"
@@ -143,11 +144,8 @@ class VerbsChannel::Impl : public runtime::Poller,
   // Fails pending (not yet posted) chunks of operations that already
   // failed, and all pending chunks once the channel is broken.
   void DropPending();
-  // Arms the channel's one deadline timer for `when` (instead of the one
-  // armed now).
-  void ArmDeadlineTimer(absl::Time when);
-  // The timer fired: expires every operation whose deadline passed and
-  // arms the timer for the earliest one left.
+  // The deadline timer fired: expires every operation whose deadline
+  // passed and re-arms it for the earliest one left.
   void ExpireDue();
   void Expire(const std::shared_ptr<OpState>& op);
 
@@ -188,14 +186,8 @@ class VerbsChannel::Impl : public runtime::Poller,
   size_t inflight_ = 0;  // WRs on all send queues
   size_t awaiting_acks_ = 0;  // notices on all QPs whose ack is due
   uint64_t cq_watch_ = 0;
-  // Every operation's deadline is kept by this one timer instead of a loop
-  // timer per operation (an allocation, a heap insert and an erase each):
-  // it is armed for the earliest deadline of those in flight, or of one
-  // that finished since (it then finds nothing due and re-arms). A new
-  // operation re-arms it only when its deadline is earlier, which with the
-  // usual uniform timeouts it never is.
-  uint64_t deadline_timer_ = 0;  // the loop's id, 0 when not armed
-  absl::Time deadline_armed_ = absl::InfiniteFuture();  // when it fires
+  // Every operation's deadline, as one timer (ExpireDue).
+  runtime::EarliestDeadline deadlines_;
   bool armed_ = false;
   bool torn_down_ = false;
   std::string last_error_;
