@@ -37,44 +37,15 @@ fail() { failures=$((failures + 1)); log "FAIL: $*"; }
 # The regions count against the memlock budget; lift it for the test.
 conf=$dir/rdmad.vm$vm.conf
 echo "max_pinned_bytes: 4294967296" >"$conf"
-# Unix sockets cannot live on the 9p share: use the VM's own tmpfs.
-sock=/tmp/rdmad-vm$vm.sock
+. "$(dirname "$0")/two_vm_lib.sh"
 ctl() {
   timeout -k 5 "$step_timeout" "$rdmactl" --socket "$sock" --timeout 120s "$@"
-}
-
-daemon_pid=""
-start_daemon() {
-  "$rdmad" --socket "$sock" --peer_listen "$LAB_IP:$port" --transport verbs \
-    --config "$conf" --log_level info >>"$dir/rdmad.vm$vm.log" 2>&1 &
-  daemon_pid=$!
-  n=0
-  until ctl status >/dev/null 2>&1; do
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$dir/rdmad.vm$vm.log"; return 1; }
-    n=$((n + 1))
-    [ $n -le $((step_timeout * 10)) ] || return 1
-    sleep 0.1
-  done
-}
-stop_daemon() {
-  [ -n "$daemon_pid" ] || return 0
-  kill -TERM "$daemon_pid" 2>/dev/null
-  wait "$daemon_pid"
-  daemon_pid=""
-}
-wait_file() {  # file: until it exists, bounded
-  n=0
-  until [ -e "$1" ]; do
-    n=$((n + 1))
-    [ $n -le $((step_timeout * 10)) ] || return 1
-    sleep 0.1
-  done
 }
 trap 'stop_daemon' EXIT
 
 if [ "$vm" = 1 ]; then
   # ---- B: the exporting host.
-  start_daemon || { fail "daemon B did not start"; : >"$mark.b-failed"; exit 1; }
+  start_daemon --config "$conf" || { fail "daemon B did not start"; : >"$mark.b-failed"; exit 1; }
   ctl alloc dst 80M --export rw && ctl alloc ro 1M --export r ||
     { fail "B cannot allocate its regions"; : >"$mark.b-failed"; exit 1; }
   : >"$mark.b-ready"
@@ -86,7 +57,7 @@ if [ "$vm" = 1 ]; then
   log "B killed"
   : >"$mark.b-killed"
   wait_file "$mark.restart-b" || { fail "A never asked to restart B"; exit 1; }
-  start_daemon || { fail "daemon B did not restart"; : >"$mark.b-failed"; exit 1; }
+  start_daemon --config "$conf" || { fail "daemon B did not restart"; : >"$mark.b-failed"; exit 1; }
   ctl alloc dst 80M --export rw || { fail "B cannot allocate after restart"; exit 1; }
   : >"$mark.b-restarted"
   log "B restarted"
@@ -96,7 +67,7 @@ if [ "$vm" = 1 ]; then
 fi
 
 # ---- A: the host that moves data.
-start_daemon || { fail "daemon A did not start"; exit 1; }
+start_daemon --config "$conf" || { fail "daemon A did not start"; exit 1; }
 peer=$LAB_PEER_IP:$port
 wait_file "$mark.b-ready" || { fail "B did not get ready"; exit 1; }
 [ -e "$mark.b-failed" ] && { fail "B failed to start"; exit 1; }
