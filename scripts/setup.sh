@@ -31,8 +31,8 @@ packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 km
 # the build generates its etcd v3 stubs; etcd itself for the integration
 # tests, the demo and the bench; etcdctl as the bench's reference.
 packages+=(golang-etcd-server-dev etcd-server etcd-client)
-# Benchmark references.
-packages+=(iperf3 ucx-utils)
+# Benchmark references (bench/): TCP bandwidth, TCP round trip.
+packages+=(iperf3 ucx-utils sockperf)
 # Hardening: openssl makes throwaway certificates for the mutual-TLS test;
 # clang and its libFuzzer runtime build the fuzz targets (fuzz/).
 packages+=(openssl clang libclang-rt-14-dev)
