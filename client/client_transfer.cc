@@ -211,7 +211,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
     return s;
   }
   auto impl =
-      std::make_unique<Queue::Impl>(this, id, call.generation, base, size,
+      std::make_unique<Queue::Impl>(this, impl_->link.get(), id,
+                                    call.generation, base, size,
                                     std::move(fds[1]), std::move(fds[2]),
                                     options.spin);
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));

@@ -33,12 +33,21 @@ Transport TransportOf(uint8_t code) {
   }
 }
 
+// The session of a daemon that died without stopping the queue.
+absl::Status SessionGone(uint64_t queue_id) {
+  return absl::UnavailableError(absl::StrCat(
+      "rdmad closed this client's session (it stopped or restarted): "
+      "queue ", queue_id, " is gone; the next call opens a new session"));
+}
+
 }  // namespace
 
-Queue::Impl::Impl(Client* c, uint64_t queue_id, uint64_t session_generation,
+Queue::Impl::Impl(Client* c, const client_internal::SessionLink* l,
+                  uint64_t queue_id, uint64_t session_generation,
                   void* mapping, size_t size, UniqueFd doorbell_fd,
                   UniqueFd wakeup_fd, absl::Duration spin_time)
     : client(c),
+      link(l),
       id(queue_id),
       generation(session_generation),
       base(mapping),
@@ -70,20 +79,24 @@ uint32_t Queue::depth() const { return impl_->depth; }
 uint32_t Queue::in_flight() const { return impl_->in_flight; }
 int Queue::event_fd() const { return impl_->wakeup.get(); }
 
-absl::Status Queue::status() const {
+absl::Status Queue::Impl::Usable() const {
+  // The ring is the parent's, which still uses it.
+  if (link->Forked()) return link->ForkedError();
   // First: a queue of a session before a restart may also say it was
   // stopped (the old daemon's last word), which tells less.
-  if (impl_->generation != impl_->client->impl_->link->generation()) {
+  if (generation != link->generation()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "queue ", impl_->id, " belonged to this client's session before "
+        "queue ", id, " belonged to this client's session before "
         "rdmad restarted and is gone: open a new queue (and open remote "
         "handles again)"));
   }
-  return queue::StopStatus(impl_->base);
+  return queue::StopStatus(base);
 }
 
+absl::Status Queue::status() const { return impl_->Usable(); }
+
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
-  if (absl::Status s = status(); !s.ok()) return s;
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
   // Check what only this side can (the daemon checks every field again,
   // ranges and rights included), before anything is queued.
   for (const Op& op : ops) {
@@ -155,6 +168,8 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
 }
 
 size_t Queue::Poll(absl::Span<Completion> out) {
+  // What a forked child would take are the parent's completions.
+  if (impl_->link->Forked()) return 0;
   queue::CompletionEntry entries[Impl::kPollChunk];
   std::string* const messages = impl_->messages;
   size_t total = 0;
@@ -194,7 +209,11 @@ size_t Queue::Poll(absl::Span<Completion> out) {
   return total;
 }
 
-bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
+bool Queue::Arm() {
+  // The ring is the parent's: false sends the caller to status().
+  if (impl_->link->Forked()) return false;
+  return !impl_->completions.WaitUnlessReady();
+}
 
 absl::Status Queue::Wait(absl::Time deadline) {
   return WaitUntil(deadline, absl::ZeroDuration());
@@ -207,6 +226,8 @@ absl::Status Queue::Wait(absl::Duration timeout) {
 // `deadline`, or when InfinitePast, `timeout` from the first clock reading
 // (which comes after kPollsPerCheck polls while spinning).
 absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
+  // Completions on the ring would be the parent's.
+  if (impl_->link->Forked()) return impl_->link->ForkedError();
   // Spinning helps only while the engine runs on another CPU: on ours it
   // would keep the engine from running until the spin runs out (a loaded
   // machine puts both on one CPU), and sleeping lets it run at once.
@@ -222,7 +243,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   bool clock_read = false;
   while (impl_->completions.Empty()) {
     if (spin && ++polls % kPollsPerCheck != 0) continue;
-    if (absl::Status s = status(); !s.ok()) return s;
+    if (absl::Status s = impl_->Usable(); !s.ok()) return s;
     absl::Time now = absl::Now();
     if (!clock_read) {
       clock_read = true;
@@ -252,12 +273,10 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
                                           sizeof(count));
     } else if (rc < 0 && errno != EINTR) {
       return absl::ErrnoToStatus(errno, "poll on the queue's wake-up eventfd");
-    } else if (rc == 0 && impl_->client->impl_->link->DaemonClosed()) {
+    } else if (rc == 0 && impl_->link->DaemonClosed()) {
       // A daemon that died without stopping the queue never will: say so
       // instead of waiting for the deadline.
-      return absl::UnavailableError(absl::StrCat(
-          "rdmad closed this client's session (it stopped or restarted): "
-          "queue ", impl_->id, " is gone; the next call opens a new session"));
+      return SessionGone(impl_->id);
     }
   }
   return absl::OkStatus();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
+#include "client/session_link.h"
 #include "common/queue_ring.h"
 #include "common/unique_fd.h"
 #include "rdmad/queue.h"
@@ -16,11 +18,18 @@ namespace rdmad {
 struct Queue::Impl {
   // Takes the mapping of the segment (munmapped on destruction) and the
   // two eventfds. The segment was checked (queue::CheckSegment).
-  Impl(Client* client, uint64_t id, uint64_t generation, void* mapping,
-       size_t size, UniqueFd doorbell, UniqueFd wakeup, absl::Duration spin);
+  Impl(Client* client, const client_internal::SessionLink* link, uint64_t id,
+       uint64_t generation, void* mapping, size_t size, UniqueFd doorbell,
+       UniqueFd wakeup, absl::Duration spin);
   ~Impl();
 
+  // What Queue::status() says but for a daemon killed outright, without a
+  // system call (for Submit and Wait's loop): a forked child, a session
+  // before a restart, or the daemon's stop status.
+  absl::Status Usable() const;
+
   Client* const client;  // Not owned; outlives the queue.
+  const client_internal::SessionLink* const link;  // The client's; Not owned.
   const uint64_t id;
   // The client session the queue was opened in; after a daemon restart the
   // client's session changes and the queue is dead.
