@@ -93,7 +93,13 @@ absl::Status Queue::Impl::Usable() const {
   return queue::StopStatus(base);
 }
 
-absl::Status Queue::status() const { return impl_->Usable(); }
+absl::Status Queue::status() const {
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+  // A daemon killed outright never stopped the queue: its session socket
+  // says so (one poll(2)).
+  if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
   if (absl::Status s = impl_->Usable(); !s.ok()) return s;
@@ -210,9 +216,16 @@ size_t Queue::Poll(absl::Span<Completion> out) {
 }
 
 bool Queue::Arm() {
-  // The ring is the parent's: false sends the caller to status().
-  if (impl_->link->Forked()) return false;
-  return !impl_->completions.WaitUnlessReady();
+  // False sends the caller to Poll and status() also when nothing can ever
+  // make the eventfd readable: a stopped queue (WaitUnlessReady says
+  // ready), and a daemon that died without stopping it.
+  if (!impl_->Usable().ok()) return false;
+  if (impl_->completions.WaitUnlessReady()) return false;
+  if (impl_->link->DaemonClosed()) {
+    impl_->completions.Done();
+    return false;
+  }
+  return true;
 }
 
 absl::Status Queue::Wait(absl::Time deadline) {

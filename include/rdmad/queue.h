@@ -57,6 +57,7 @@ namespace rdmad {
 
 class Buffer;
 class Client;
+class SharedQueue;
 
 // A region on another daemon (or this one) opened for queue operations.
 // It belongs to the client session that opened it: after the daemon
@@ -159,15 +160,18 @@ class Queue {
 
   // For epoll/asyncio: Arm() asks the daemon to make event_fd() readable
   // at the next completion; it returns false when completions are ready
-  // already (Poll them, then arm again). After the fd was readable, read
-  // its 8-byte counter and Poll.
+  // already (Poll them, then arm again), and when nothing will make the fd
+  // readable: the queue stopped or its daemon is gone (Poll what is left;
+  // status() then says why). After the fd was readable, read its 8-byte
+  // counter and Poll.
   bool Arm();
   int event_fd() const;
 
   // OK while the daemon serves the queue; else why it stopped.
   // FAILED_PRECONDITION once this Client's session was opened again after
   // a restart of the local daemon: the queue belonged to the session
-  // before (open a new one, and open remote handles again).
+  // before (open a new one, and open remote handles again). UNAVAILABLE
+  // when the daemon died without stopping it (one poll(2) finds out).
   absl::Status status() const;
   uint64_t id() const;
   // Operations submitted and not polled yet.
@@ -176,6 +180,7 @@ class Queue {
 
  private:
   friend class Client;
+  friend class SharedQueue;
   struct Impl;
   explicit Queue(std::unique_ptr<Impl> impl);
   absl::Status WaitUntil(absl::Time deadline, absl::Duration timeout);
