@@ -104,32 +104,46 @@ absl::Status Queue::status() const {
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
   if (absl::Status s = impl_->Usable(); !s.ok()) return s;
   // Check what only this side can (the daemon checks every field again,
-  // ranges and rights included), before anything is queued.
-  for (const Op& op : ops) {
+  // ranges and rights included), before anything is queued. Each refusal
+  // names the op, by its place in `ops` and its tag.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    auto refuse = [&](absl::StatusCode code, auto&&... what) {
+      return absl::Status(
+          code, absl::StrCat("operation ", i, " (tag ", op.tag, ") of ",
+                             ops.size(), ", nothing queued: ", what...));
+    };
     if (op.local == nullptr || op.local->client_ != impl_->client) {
-      return absl::InvalidArgumentError(
-          "an operation's local buffer is missing or belongs to another "
-          "client");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    op.local == nullptr
+                        ? "it has no local buffer"
+                        : "its local buffer was released or moved from, or "
+                          "belongs to another Client",
+                    ": name a live Buffer of the Client that opened this "
+                    "queue");
     }
     if (op.remote == nullptr || op.remote->id == 0) {
-      return absl::InvalidArgumentError(
-          "an operation names no remote handle (Client::OpenRemote)");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    "it names no remote handle (Client::OpenRemote)");
     }
     // Ids of another session (before a daemon restart) would name other
     // regions or handles in this one.
     if (op.local->generation_ != impl_->generation) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "buffer #", op.local->id_, " belongs to this client's session "
-          "before rdmad restarted: allocate a new buffer (or map the named "
-          "region again)"));
+      return refuse(absl::StatusCode::kFailedPrecondition, "buffer #",
+                    op.local->id_,
+                    " belongs to this client's session before rdmad "
+                    "restarted: allocate a new buffer (or map the named "
+                    "region again)");
     }
     if (op.remote->session_generation != impl_->generation) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "remote handle ", op.remote->id, " was opened in another session "
-          "of this client (rdmad restarted since): open it again"));
+      return refuse(absl::StatusCode::kFailedPrecondition, "remote handle ",
+                    op.remote->id,
+                    " was opened in another session of this client (rdmad "
+                    "restarted since): open it again");
     }
     if (op.immediate.has_value() && op.kind != Op::Kind::kWrite) {
-      return absl::InvalidArgumentError("only a WRITE can carry an immediate");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    "only a WRITE can carry an immediate");
     }
   }
   // Completions must have room: never more in flight than the ring holds.

@@ -417,6 +417,40 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   EXPECT_EQ(std::string(view->data(), 400), std::string(400, '\x5a'));
 }
 
+// A refused Submit names the op and what is wrong with it. A probe that
+// submitted a batch naming a Buffer it had moved into another variable got
+// "an operation's local buffer is missing or belongs to another client":
+// neither which op of the batch, nor the likelier cause.
+TEST_F(QueueTest, SubmitNamesTheOperationItRefuses) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
+  auto target = ca->OpenRemote(*RemoteRegion::Parse("t"));
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto moved_from = ca->Allocate(4096);
+  ASSERT_TRUE(moved_from.ok()) << moved_from.status();
+  Buffer kept = *std::move(moved_from);
+  std::vector<Op> ops = {
+      {.local = &*buf, .remote = &*target, .length = 8, .tag = 40},
+      {.local = &*moved_from, .remote = &*target, .length = 8, .tag = 41}};
+  auto refused = (*queue)->Submit(ops);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("operation 1 (tag 41) of 2, nothing queued"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("released or moved from"));
+  EXPECT_EQ((*queue)->in_flight(), 0u);
+
+  ops[1] = {.local = &kept, .length = 8, .tag = 42};
+  refused = (*queue)->Submit(ops);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("operation 1 (tag 42) of 2, nothing queued: it names "
+                        "no remote handle"));
+}
+
 TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
   auto cb = Connect(*b_);
   ASSERT_TRUE(cb);
