@@ -6,7 +6,10 @@
 // on the completion ring, with no system call on either side while both are
 // busy (the daemon's engine polls the ring; it is woken only when it went
 // to sleep, and this process sleeps only in Wait). Open one queue per
-// thread that submits; a Queue is not thread-safe.
+// thread that submits; a Queue is not thread-safe: two threads calling it
+// at once lose completions without an error (serialize every call with one
+// lock if a queue must be shared). The Client that opened a Queue must
+// outlive it: the Queue closes itself through it.
 //
 // Remote regions are opened once (Client::OpenRemote) and named by their
 // handle on the ring; the daemon re-resolves a region opened by name after
@@ -89,6 +92,13 @@ struct QueueOptions {
   absl::Duration default_timeout = absl::Seconds(30);
   // Also deliver notifications (WRITEs with an immediate into this
   // session's regions) on this queue. One queue per session may.
+  // Notifications share the completion ring with the completions of this
+  // queue's own operations and are not flow-controlled: when one finds no
+  // room, the daemon stops the queue with RESOURCE_EXHAUSTED (status()),
+  // and notifications after it are lost; the writer's WRITE still
+  // succeeds. Poll it often, give it a completion_depth well above what
+  // it keeps in flight, and after a stop close it (destroy it) before
+  // opening the next one.
   bool notifications = false;
   // How long Wait busy-polls the completion ring before it sleeps on the
   // wake-up eventfd, while the daemon's engine runs on another CPU (on
@@ -111,7 +121,9 @@ struct Op {
   // WRITE only: the session that owns the target region is told (region,
   // offset, length, immediate) on its notification queue.
   std::optional<uint32_t> immediate;
-  // 0: the queue's default.
+  // 0 (or less): the queue's default. Rounded up to milliseconds, at most
+  // an hour. When it passes, the op completes DEADLINE_EXCEEDED with its
+  // tag, and its local buffer is no longer written.
   absl::Duration timeout = absl::ZeroDuration();
 };
 
@@ -141,10 +153,14 @@ class Queue {
   // Puts as many of `ops` on the submission ring as fit, in order, and
   // rings the doorbell if the daemon's engine sleeps. Returns how many were
   // queued (fewer than ops.size() when the ring is full: Poll some
-  // completions and submit the rest). INVALID_ARGUMENT, before anything is
-  // queued, for an op without a buffer of this client or a handle; the
-  // queue's status once the daemon stopped it. Everything else (ranges,
-  // rights) the daemon checks and reports in the op's completion.
+  // completions and submit the rest; 0 for an empty span), or
+  // RESOURCE_EXHAUSTED when not even the first fits (the submission ring
+  // is full, or completion_depth operations are in flight).
+  // INVALID_ARGUMENT, before anything is queued, for an op without a buffer
+  // of this client or a handle (the message names the op and its tag);
+  // the queue's status once the daemon stopped it. Everything else
+  // (lengths, ranges, rights) the daemon checks and reports in the op's
+  // completion.
   absl::StatusOr<size_t> Submit(absl::Span<const Op> ops);
 
   // Moves completions that are ready into `out`; returns how many.
