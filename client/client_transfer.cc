@@ -158,6 +158,15 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
         ": give how long Wait may busy-poll, from 0 (never) to ",
         absl::FormatDuration(kMaxQueueSpin)));
   }
+  // Sent in whole milliseconds, at least 1: a 0 (what Op::timeout uses for
+  // "the default") would have made every op time out after 1 ms.
+  if (options.default_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QueueOptions::default_timeout is ",
+        absl::FormatDuration(options.default_timeout),
+        ": give how long an operation that sets no Op::timeout may take "
+        "(more than 0, at most an hour; the default is 30s)"));
+  }
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::OpenQueueRequest request;

@@ -88,7 +88,8 @@ struct QueueOptions {
   // Completion ring entries; 0 = twice `depth`. At most this many
   // operations are in flight at once.
   uint32_t completion_depth = 0;
-  // Timeout of operations that set none.
+  // Timeout of operations that set none: more than 0 (OpenQueue refuses
+  // 0 or less), at most an hour (longer is an hour).
   absl::Duration default_timeout = absl::Seconds(30);
   // Also deliver notifications (WRITEs with an immediate into this
   // session's regions) on this queue. One queue per session may.

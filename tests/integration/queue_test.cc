@@ -365,7 +365,8 @@ TEST_F(QueueTest, NotificationsReachTheOwnerOfTheRegion) {
 }
 
 // QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
-// still sees every completion, through the wake-up eventfd).
+// still sees every completion, through the wake-up eventfd). A
+// default_timeout must be more than 0.
 TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   auto ca = Connect(*a_);
   ASSERT_TRUE(ca);
@@ -374,6 +375,16 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   EXPECT_THAT(negative.status().message(), HasSubstr("QueueOptions::spin"));
   EXPECT_EQ(ca->OpenQueue({.spin = absl::Seconds(2)}).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  // Op::timeout 0 means the queue's default; a default of 0 meant 1 ms
+  // for every op (a probe's 1 MiB WRITE failed DEADLINE_EXCEEDED).
+  for (absl::Duration timeout : {absl::ZeroDuration(), absl::Seconds(-1)}) {
+    auto refused = ca->OpenQueue({.default_timeout = timeout});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << timeout;
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("QueueOptions::default_timeout"));
+  }
 
   // A spin longer than the wait ends at the wait's deadline.
   auto spinner = ca->OpenQueue({.spin = absl::Seconds(1)});
