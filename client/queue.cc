@@ -42,12 +42,12 @@ absl::Status SessionGone(uint64_t queue_id) {
 
 }  // namespace
 
-Queue::Impl::Impl(Client* c, const client_internal::SessionLink* l,
+Queue::Impl::Impl(Client* c, std::shared_ptr<client_internal::SessionLink> l,
                   uint64_t queue_id, uint64_t session_generation,
                   void* mapping, size_t size, UniqueFd doorbell_fd,
                   UniqueFd wakeup_fd, absl::Duration spin_time)
     : client(c),
-      link(l),
+      link(std::move(l)),
       id(queue_id),
       generation(session_generation),
       base(mapping),
@@ -69,8 +69,8 @@ Queue::Queue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Queue::~Queue() {
   // Only in its own session: a queue of a session before a daemon restart
   // is gone with it, and its id may name another queue of the new one.
-  if (impl_ != nullptr && impl_->client != nullptr) {
-    (void)impl_->client->CloseQueue(impl_->id, impl_->generation);
+  if (impl_ != nullptr) {
+    (void)CloseQueueIn(*impl_->link, impl_->id, impl_->generation);
   }
 }
 

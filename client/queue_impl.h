@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,7 +19,8 @@ namespace rdmad {
 struct Queue::Impl {
   // Takes the mapping of the segment (munmapped on destruction) and the
   // two eventfds. The segment was checked (queue::CheckSegment).
-  Impl(Client* client, const client_internal::SessionLink* link, uint64_t id,
+  Impl(Client* client, std::shared_ptr<client_internal::SessionLink> link,
+       uint64_t id,
        uint64_t generation, void* mapping, size_t size, UniqueFd doorbell,
        UniqueFd wakeup, absl::Duration spin);
   ~Impl();
@@ -28,8 +30,11 @@ struct Queue::Impl {
   // before a restart, or the daemon's stop status.
   absl::Status Usable() const;
 
-  Client* const client;  // Not owned; outlives the queue.
-  const client_internal::SessionLink* const link;  // The client's; Not owned.
+  // The Client that opened the queue, only to recognize its Buffers: it
+  // may be gone (never dereferenced). Not owned.
+  const Client* const client;
+  // The Client's session, shared: the queue closes itself through it.
+  const std::shared_ptr<client_internal::SessionLink> link;
   const uint64_t id;
   // The client session the queue was opened in; after a daemon restart the
   // client's session changes and the queue is dead.
@@ -49,6 +54,11 @@ struct Queue::Impl {
   static constexpr size_t kPollChunk = 64;
   std::string messages[kPollChunk];
 };
+
+// Closes queue `id` of session `generation` of `link`; nothing if that
+// session is over (its queues went with it).
+absl::Status CloseQueueIn(client_internal::SessionLink& link, uint64_t id,
+                          uint64_t generation);
 
 }  // namespace rdmad
 

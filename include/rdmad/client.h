@@ -277,9 +277,6 @@ class Client {
   friend class Buffer;
   friend class Queue;
   friend class SharedQueue;
-  // Closes queue `id` of session `generation`; nothing if that session is
-  // over (its queues went with it).
-  absl::Status CloseQueue(uint64_t id, uint64_t generation);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   // Maps region `id` of session `generation` (the one that made or found

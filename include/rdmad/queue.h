@@ -8,8 +8,9 @@
 // to sleep, and this process sleeps only in Wait). Open one queue per
 // thread that submits; a Queue is not thread-safe: two threads calling it
 // at once lose completions without an error (serialize every call with one
-// lock if a queue must be shared). The Client that opened a Queue must
-// outlive it: the Queue closes itself through it.
+// lock if a queue must be shared). A Queue may outlive the Client that
+// opened it: it keeps the Client's session open until it is destroyed
+// (the Client's Buffers must still go before the Client, see client.h).
 //
 // Remote regions are opened once (Client::OpenRemote) and named by their
 // handle on the ring; the daemon re-resolves a region opened by name after

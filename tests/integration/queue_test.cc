@@ -428,6 +428,32 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   EXPECT_EQ(std::string(view->data(), 400), std::string(400, '\x5a'));
 }
 
+// A Queue may outlive the Client that opened it: it keeps the session
+// open, and closing it ends both. A probe that destroyed the Client first
+// crashed (valgrind: the Queue's status() and destructor read the freed
+// Client).
+TEST_F(QueueTest, AQueueMayOutliveItsClient) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  ca.reset();
+  EXPECT_TRUE((*queue)->status().ok()) << (*queue)->status();
+  EXPECT_TRUE((*queue)->Arm()) << "the session is open: it may be armed";
+  Completion done[1];
+  EXPECT_EQ((*queue)->Poll(done), 0u);
+  auto other = Connect(*a_);
+  ASSERT_TRUE(other);
+  auto status = other->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->session_count, 2u) << "the queue keeps its session";
+  queue->reset();
+  EXPECT_TRUE(Eventually([&] {
+    auto now = other->GetStatus();
+    return now.ok() && now->session_count == 1;
+  })) << "the session outlived its last queue";
+}
+
 // A refused Submit names the op and what is wrong with it. A probe that
 // submitted a batch naming a Buffer it had moved into another variable got
 // "an operation's local buffer is missing or belongs to another client":
