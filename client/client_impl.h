@@ -15,8 +15,10 @@ namespace rdmad {
 
 struct Client::Impl {
   // The session with the daemon; reopened by the first call after the
-  // daemon restarted (SessionLink::generation counts the sessions).
-  std::unique_ptr<client_internal::SessionLink> link;
+  // daemon restarted (SessionLink::generation counts the sessions). Shared
+  // with the Queues opened from this Client, which close themselves
+  // through it and so may outlive the Client.
+  std::shared_ptr<client_internal::SessionLink> link;
   // The queue behind Write, Read and Batch (made with the Client).
   std::unique_ptr<SharedQueue> transfers;
 };

@@ -158,6 +158,15 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
         ": give how long Wait may busy-poll, from 0 (never) to ",
         absl::FormatDuration(kMaxQueueSpin)));
   }
+  // Sent in whole milliseconds, at least 1: a 0 (what Op::timeout uses for
+  // "the default") would have made every op time out after 1 ms.
+  if (options.default_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QueueOptions::default_timeout is ",
+        absl::FormatDuration(options.default_timeout),
+        ": give how long an operation that sets no Op::timeout may take "
+        "(more than 0, at most an hour; the default is 30s)"));
+  }
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::OpenQueueRequest request;
@@ -173,7 +182,9 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
   const uint64_t id = response.queue_id();
   // Closes the queue unless it belongs to a session before a restart (its
   // id may name another queue in the new one).
-  auto abandon = [&] { (void)CloseQueue(id, call.generation); };
+  auto abandon = [&] {
+    (void)CloseQueueIn(*impl_->link, id, call.generation);
+  };
   // The segment and the two eventfds come on the session socket.
   UniqueFd fds[3];
   uint64_t size = 0;
@@ -211,15 +222,17 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
     return s;
   }
   auto impl =
-      std::make_unique<Queue::Impl>(this, id, call.generation, base, size,
+      std::make_unique<Queue::Impl>(this, impl_->link, id,
+                                    call.generation, base, size,
                                     std::move(fds[1]), std::move(fds[2]),
                                     options.spin);
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 
-absl::Status Client::CloseQueue(uint64_t id, uint64_t generation) {
+absl::Status CloseQueueIn(SessionLink& link, uint64_t id,
+                          uint64_t generation) {
   grpc::ClientContext context;
-  auto call = impl_->link->PrepareIn(context, generation);
+  auto call = link.PrepareIn(context, generation);
   if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
   if (!call.ok()) return call.status();
   v1::CloseQueueRequest request;

@@ -33,12 +33,21 @@ Transport TransportOf(uint8_t code) {
   }
 }
 
+// The session of a daemon that died without stopping the queue.
+absl::Status SessionGone(uint64_t queue_id) {
+  return absl::UnavailableError(absl::StrCat(
+      "rdmad closed this client's session (it stopped or restarted): "
+      "queue ", queue_id, " is gone; the next call opens a new session"));
+}
+
 }  // namespace
 
-Queue::Impl::Impl(Client* c, uint64_t queue_id, uint64_t session_generation,
+Queue::Impl::Impl(Client* c, std::shared_ptr<client_internal::SessionLink> l,
+                  uint64_t queue_id, uint64_t session_generation,
                   void* mapping, size_t size, UniqueFd doorbell_fd,
                   UniqueFd wakeup_fd, absl::Duration spin_time)
     : client(c),
+      link(std::move(l)),
       id(queue_id),
       generation(session_generation),
       base(mapping),
@@ -60,8 +69,8 @@ Queue::Queue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Queue::~Queue() {
   // Only in its own session: a queue of a session before a daemon restart
   // is gone with it, and its id may name another queue of the new one.
-  if (impl_ != nullptr && impl_->client != nullptr) {
-    (void)impl_->client->CloseQueue(impl_->id, impl_->generation);
+  if (impl_ != nullptr) {
+    (void)CloseQueueIn(*impl_->link, impl_->id, impl_->generation);
   }
 }
 
@@ -70,47 +79,71 @@ uint32_t Queue::depth() const { return impl_->depth; }
 uint32_t Queue::in_flight() const { return impl_->in_flight; }
 int Queue::event_fd() const { return impl_->wakeup.get(); }
 
-absl::Status Queue::status() const {
+absl::Status Queue::Impl::Usable() const {
+  // The ring is the parent's, which still uses it.
+  if (link->Forked()) return link->ForkedError();
   // First: a queue of a session before a restart may also say it was
   // stopped (the old daemon's last word), which tells less.
-  if (impl_->generation != impl_->client->impl_->link->generation()) {
+  if (generation != link->generation()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "queue ", impl_->id, " belonged to this client's session before "
+        "queue ", id, " belonged to this client's session before "
         "rdmad restarted and is gone: open a new queue (and open remote "
         "handles again)"));
   }
-  return queue::StopStatus(impl_->base);
+  return queue::StopStatus(base);
+}
+
+absl::Status Queue::status() const {
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+  // A daemon killed outright never stopped the queue: its session socket
+  // says so (one poll(2)).
+  if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
-  if (absl::Status s = status(); !s.ok()) return s;
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
   // Check what only this side can (the daemon checks every field again,
-  // ranges and rights included), before anything is queued.
-  for (const Op& op : ops) {
+  // ranges and rights included), before anything is queued. Each refusal
+  // names the op, by its place in `ops` and its tag.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    auto refuse = [&](absl::StatusCode code, auto&&... what) {
+      return absl::Status(
+          code, absl::StrCat("operation ", i, " (tag ", op.tag, ") of ",
+                             ops.size(), ", nothing queued: ", what...));
+    };
     if (op.local == nullptr || op.local->client_ != impl_->client) {
-      return absl::InvalidArgumentError(
-          "an operation's local buffer is missing or belongs to another "
-          "client");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    op.local == nullptr
+                        ? "it has no local buffer"
+                        : "its local buffer was released or moved from, or "
+                          "belongs to another Client",
+                    ": name a live Buffer of the Client that opened this "
+                    "queue");
     }
     if (op.remote == nullptr || op.remote->id == 0) {
-      return absl::InvalidArgumentError(
-          "an operation names no remote handle (Client::OpenRemote)");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    "it names no remote handle (Client::OpenRemote)");
     }
     // Ids of another session (before a daemon restart) would name other
     // regions or handles in this one.
     if (op.local->generation_ != impl_->generation) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "buffer #", op.local->id_, " belongs to this client's session "
-          "before rdmad restarted: allocate a new buffer (or map the named "
-          "region again)"));
+      return refuse(absl::StatusCode::kFailedPrecondition, "buffer #",
+                    op.local->id_,
+                    " belongs to this client's session before rdmad "
+                    "restarted: allocate a new buffer (or map the named "
+                    "region again)");
     }
     if (op.remote->session_generation != impl_->generation) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "remote handle ", op.remote->id, " was opened in another session "
-          "of this client (rdmad restarted since): open it again"));
+      return refuse(absl::StatusCode::kFailedPrecondition, "remote handle ",
+                    op.remote->id,
+                    " was opened in another session of this client (rdmad "
+                    "restarted since): open it again");
     }
     if (op.immediate.has_value() && op.kind != Op::Kind::kWrite) {
-      return absl::InvalidArgumentError("only a WRITE can carry an immediate");
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    "only a WRITE can carry an immediate");
     }
   }
   // Completions must have room: never more in flight than the ring holds.
@@ -155,6 +188,8 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
 }
 
 size_t Queue::Poll(absl::Span<Completion> out) {
+  // What a forked child would take are the parent's completions.
+  if (impl_->link->Forked()) return 0;
   queue::CompletionEntry entries[Impl::kPollChunk];
   std::string* const messages = impl_->messages;
   size_t total = 0;
@@ -194,7 +229,18 @@ size_t Queue::Poll(absl::Span<Completion> out) {
   return total;
 }
 
-bool Queue::Arm() { return !impl_->completions.WaitUnlessReady(); }
+bool Queue::Arm() {
+  // False sends the caller to Poll and status() also when nothing can ever
+  // make the eventfd readable: a stopped queue (WaitUnlessReady says
+  // ready), and a daemon that died without stopping it.
+  if (!impl_->Usable().ok()) return false;
+  if (impl_->completions.WaitUnlessReady()) return false;
+  if (impl_->link->DaemonClosed()) {
+    impl_->completions.Done();
+    return false;
+  }
+  return true;
+}
 
 absl::Status Queue::Wait(absl::Time deadline) {
   return WaitUntil(deadline, absl::ZeroDuration());
@@ -207,6 +253,8 @@ absl::Status Queue::Wait(absl::Duration timeout) {
 // `deadline`, or when InfinitePast, `timeout` from the first clock reading
 // (which comes after kPollsPerCheck polls while spinning).
 absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
+  // Completions on the ring would be the parent's.
+  if (impl_->link->Forked()) return impl_->link->ForkedError();
   // Spinning helps only while the engine runs on another CPU: on ours it
   // would keep the engine from running until the spin runs out (a loaded
   // machine puts both on one CPU), and sleeping lets it run at once.
@@ -222,7 +270,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   bool clock_read = false;
   while (impl_->completions.Empty()) {
     if (spin && ++polls % kPollsPerCheck != 0) continue;
-    if (absl::Status s = status(); !s.ok()) return s;
+    if (absl::Status s = impl_->Usable(); !s.ok()) return s;
     absl::Time now = absl::Now();
     if (!clock_read) {
       clock_read = true;
@@ -252,12 +300,10 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
                                           sizeof(count));
     } else if (rc < 0 && errno != EINTR) {
       return absl::ErrnoToStatus(errno, "poll on the queue's wake-up eventfd");
-    } else if (rc == 0 && impl_->client->impl_->link->DaemonClosed()) {
+    } else if (rc == 0 && impl_->link->DaemonClosed()) {
       // A daemon that died without stopping the queue never will: say so
       // instead of waiting for the deadline.
-      return absl::UnavailableError(absl::StrCat(
-          "rdmad closed this client's session (it stopped or restarted): "
-          "queue ", impl_->id, " is gone; the next call opens a new session"));
+      return SessionGone(impl_->id);
     }
   }
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "client/session_link.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -39,7 +40,45 @@ absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& path) {
   return fd;
 }
 
+// Forks of this process that made a child, counted in the child (by a
+// pthread_atfork handler, registered with the first link): a link compares
+// the count with the one when it was opened, without a system call.
+std::atomic<uint64_t> fork_count{0};
+
+uint64_t ForkCount() {
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr,
+                     [] { fork_count.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  return fork_count.load(std::memory_order_relaxed);
+}
+
 }  // namespace
+
+SessionLink::SessionLink(ClientOptions options)
+    : options_(std::move(options)), pid_(::getpid()), forks_(ForkCount()) {}
+
+SessionLink::~SessionLink() {
+  // gRPC's threads do not exist in a forked child, and tearing its channel
+  // down there waits for them forever: the child keeps it (the process
+  // exits without it).
+  if (Forked()) new std::shared_ptr<v1::Local::Stub>(std::move(stub_));
+}
+
+bool SessionLink::Forked() const {
+  return fork_count.load(std::memory_order_relaxed) != forks_;
+}
+
+absl::Status SessionLink::ForkedError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this rdmad Client was connected by process ", pid_,
+      ", and this is a child it forked (pid ", ::getpid(),
+      "): its session, queues and buffers are the parent's, which still "
+      "uses them. Connect a new Client in the child (buffer memory stays "
+      "readable here)"));
+}
 
 absl::StatusOr<std::unique_ptr<SessionLink>> SessionLink::Open(
     ClientOptions options) {
@@ -107,6 +146,7 @@ absl::Status SessionLink::ReopenIfClosedLocked() {
 
 absl::StatusOr<SessionLink::Call> SessionLink::Prepare(
     grpc::ClientContext& context) {
+  if (Forked()) return ForkedError();
   absl::MutexLock lock(&mu_);
   RDMAD_RETURN_IF_ERROR(ReopenIfClosedLocked());
   context.set_deadline(absl::ToChronoTime(absl::Now() + CallBudget()));
@@ -116,6 +156,9 @@ absl::StatusOr<SessionLink::Call> SessionLink::Prepare(
 
 absl::StatusOr<SessionLink::Call> SessionLink::PrepareIn(
     grpc::ClientContext& context, uint64_t generation) {
+  // FAILED_PRECONDITION too: what the child would free or close there is
+  // the parent's.
+  if (Forked()) return ForkedError();
   absl::MutexLock lock(&mu_);
   if (generation != this->generation() || ClosedLocked()) {
     return absl::FailedPreconditionError(
@@ -128,6 +171,7 @@ absl::StatusOr<SessionLink::Call> SessionLink::PrepareIn(
 }
 
 absl::StatusOr<uint64_t> SessionLink::Refresh() {
+  if (Forked()) return ForkedError();
   absl::MutexLock lock(&mu_);
   RDMAD_RETURN_IF_ERROR(ReopenIfClosedLocked());
   return generation();
@@ -141,6 +185,7 @@ bool SessionLink::DaemonClosed() const {
 absl::StatusOr<session_wire::Message> SessionLink::Ask(
     const session_wire::Message& request, int fd_to_send,
     uint64_t generation) {
+  if (Forked()) return ForkedError();
   absl::MutexLock lock(&mu_);
   if (generation != this->generation() || !socket_) {
     return absl::FailedPreconditionError(

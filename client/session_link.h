@@ -18,9 +18,17 @@
 //   if (!call.ok()) return call.status();
 //   call->stub->GetStatus(&context, request, &response);
 //
+// A session belongs to the process that opened it: in a child that process
+// forked, the socket, the gRPC channel and the queues' shared memory are
+// the parent's, still in use by the parent. There every call fails
+// FAILED_PRECONDITION (Forked) and nothing is freed or closed in the daemon
+// on the parent's behalf.
+//
 // Thread-safe.
 #ifndef RDMAD_CLIENT_SESSION_LINK_H_
 #define RDMAD_CLIENT_SESSION_LINK_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -45,6 +53,9 @@ class SessionLink {
   // UNAVAILABLE naming the socket when no daemon answers there.
   static absl::StatusOr<std::unique_ptr<SessionLink>> Open(
       ClientOptions options);
+  // In a forked child, leaves the gRPC channel alone (see session_link.cc),
+  // and takes no lock: one the parent held at the fork stays held here.
+  ~SessionLink() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // What one gRPC call uses: the stub of the current session's channel and
   // that session's generation.
@@ -83,6 +94,12 @@ class SessionLink {
       const session_wire::Message& request, int fd_to_send,
       uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // True in a child of the process that opened this link (after fork()).
+  // One relaxed load: the queue's hot path asks it.
+  bool Forked() const;
+  // FAILED_PRECONDITION saying that this is a forked child and what to do.
+  absl::Status ForkedError() const;
+
   // 1 for the first session, +1 for each one opened after a restart.
   // Lock-free: the queue's hot path compares it.
   uint64_t generation() const {
@@ -96,7 +113,7 @@ class SessionLink {
   absl::Duration CallBudget() const;
 
  private:
-  explicit SessionLink(ClientOptions options) : options_(std::move(options)) {}
+  explicit SessionLink(ClientOptions options);
   // Connects the session socket, reads the greeting and makes a channel.
   absl::Status OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if the daemon closed its end of the session socket.
@@ -105,6 +122,10 @@ class SessionLink {
   absl::Status ReopenIfClosedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientOptions options_;
+  // The process that opened the link, and the count of forks
+  // (ForkCount in session_link.cc) then.
+  const pid_t pid_;
+  const uint64_t forks_;
   mutable absl::Mutex mu_;  // also: one request on the socket at a time
   UniqueFd socket_ ABSL_GUARDED_BY(mu_);
   uint64_t session_id_ ABSL_GUARDED_BY(mu_) = 0;

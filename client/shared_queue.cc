@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
+#include "client/queue_impl.h"
 
 namespace rdmad {
 namespace {
@@ -23,9 +24,12 @@ std::string KeyOf(const RemoteRegion& remote) {
 }  // namespace
 
 absl::Status SharedQueue::EnsureQueue() {
-  // status() also fails once the client's session changed (the daemon
+  // Usable() (status() without its poll(2): Client::Run has just looked at
+  // the session) also fails once the client's session changed (the daemon
   // restarted): the old queue is dead, open one in the new session.
-  if (queue_ != nullptr && queue_->status().ok()) return absl::OkStatus();
+  if (queue_ != nullptr && queue_->impl_->Usable().ok()) {
+    return absl::OkStatus();
+  }
   queue_.reset();
   auto queue = client_->OpenQueue(
       QueueOptions{.depth = 256, .spin = client_->options().queue_spin});

@@ -35,6 +35,11 @@
 // Thread-safety: a Client may be used from many threads at once. A Buffer is
 // a value owned by one thread at a time; its memory may be shared as the
 // application sees fit. Every call has a deadline (ClientOptions::timeout).
+//
+// fork(): a Client, its Queues and Buffers belong to the process that
+// connected. In a child it forked, every call fails FAILED_PRECONDITION and
+// destroying them frees and closes nothing of the parent's (the child's
+// mappings of buffer memory stay readable): Connect a new Client there.
 #ifndef RDMAD_CLIENT_H_
 #define RDMAD_CLIENT_H_
 
@@ -272,9 +277,6 @@ class Client {
   friend class Buffer;
   friend class Queue;
   friend class SharedQueue;
-  // Closes queue `id` of session `generation`; nothing if that session is
-  // over (its queues went with it).
-  absl::Status CloseQueue(uint64_t id, uint64_t generation);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   // Maps region `id` of session `generation` (the one that made or found

@@ -6,7 +6,11 @@
 // on the completion ring, with no system call on either side while both are
 // busy (the daemon's engine polls the ring; it is woken only when it went
 // to sleep, and this process sleeps only in Wait). Open one queue per
-// thread that submits; a Queue is not thread-safe.
+// thread that submits; a Queue is not thread-safe: two threads calling it
+// at once lose completions without an error (serialize every call with one
+// lock if a queue must be shared). A Queue may outlive the Client that
+// opened it: it keeps the Client's session open until it is destroyed
+// (the Client's Buffers must still go before the Client, see client.h).
 //
 // Remote regions are opened once (Client::OpenRemote) and named by their
 // handle on the ring; the daemon re-resolves a region opened by name after
@@ -57,6 +61,7 @@ namespace rdmad {
 
 class Buffer;
 class Client;
+class SharedQueue;
 
 // A region on another daemon (or this one) opened for queue operations.
 // It belongs to the client session that opened it: after the daemon
@@ -84,10 +89,18 @@ struct QueueOptions {
   // Completion ring entries; 0 = twice `depth`. At most this many
   // operations are in flight at once.
   uint32_t completion_depth = 0;
-  // Timeout of operations that set none.
+  // Timeout of operations that set none: more than 0 (OpenQueue refuses
+  // 0 or less), at most an hour (longer is an hour).
   absl::Duration default_timeout = absl::Seconds(30);
   // Also deliver notifications (WRITEs with an immediate into this
   // session's regions) on this queue. One queue per session may.
+  // Notifications share the completion ring with the completions of this
+  // queue's own operations and are not flow-controlled: when one finds no
+  // room, the daemon stops the queue with RESOURCE_EXHAUSTED (status()),
+  // and notifications after it are lost; the writer's WRITE still
+  // succeeds. Poll it often, give it a completion_depth well above what
+  // it keeps in flight, and after a stop close it (destroy it) before
+  // opening the next one.
   bool notifications = false;
   // How long Wait busy-polls the completion ring before it sleeps on the
   // wake-up eventfd, while the daemon's engine runs on another CPU (on
@@ -110,7 +123,9 @@ struct Op {
   // WRITE only: the session that owns the target region is told (region,
   // offset, length, immediate) on its notification queue.
   std::optional<uint32_t> immediate;
-  // 0: the queue's default.
+  // 0 (or less): the queue's default. Rounded up to milliseconds, at most
+  // an hour. When it passes, the op completes DEADLINE_EXCEEDED with its
+  // tag, and its local buffer is no longer written.
   absl::Duration timeout = absl::ZeroDuration();
 };
 
@@ -140,10 +155,14 @@ class Queue {
   // Puts as many of `ops` on the submission ring as fit, in order, and
   // rings the doorbell if the daemon's engine sleeps. Returns how many were
   // queued (fewer than ops.size() when the ring is full: Poll some
-  // completions and submit the rest). INVALID_ARGUMENT, before anything is
-  // queued, for an op without a buffer of this client or a handle; the
-  // queue's status once the daemon stopped it. Everything else (ranges,
-  // rights) the daemon checks and reports in the op's completion.
+  // completions and submit the rest; 0 for an empty span), or
+  // RESOURCE_EXHAUSTED when not even the first fits (the submission ring
+  // is full, or completion_depth operations are in flight).
+  // INVALID_ARGUMENT, before anything is queued, for an op without a buffer
+  // of this client or a handle (the message names the op and its tag);
+  // the queue's status once the daemon stopped it. Everything else
+  // (lengths, ranges, rights) the daemon checks and reports in the op's
+  // completion.
   absl::StatusOr<size_t> Submit(absl::Span<const Op> ops);
 
   // Moves completions that are ready into `out`; returns how many.
@@ -159,15 +178,18 @@ class Queue {
 
   // For epoll/asyncio: Arm() asks the daemon to make event_fd() readable
   // at the next completion; it returns false when completions are ready
-  // already (Poll them, then arm again). After the fd was readable, read
-  // its 8-byte counter and Poll.
+  // already (Poll them, then arm again), and when nothing will make the fd
+  // readable: the queue stopped or its daemon is gone (Poll what is left;
+  // status() then says why). After the fd was readable, read its 8-byte
+  // counter and Poll.
   bool Arm();
   int event_fd() const;
 
   // OK while the daemon serves the queue; else why it stopped.
   // FAILED_PRECONDITION once this Client's session was opened again after
   // a restart of the local daemon: the queue belonged to the session
-  // before (open a new one, and open remote handles again).
+  // before (open a new one, and open remote handles again). UNAVAILABLE
+  // when the daemon died without stopping it (one poll(2) finds out).
   absl::Status status() const;
   uint64_t id() const;
   // Operations submitted and not polled yet.
@@ -176,6 +198,7 @@ class Queue {
 
  private:
   friend class Client;
+  friend class SharedQueue;
   struct Impl;
   explicit Queue(std::unique_ptr<Impl> impl);
   absl::Status WaitUntil(absl::Time deadline, absl::Duration timeout);

@@ -224,6 +224,24 @@ TEST_P(ClientReconnectTest, WaitOnTheQueueOfAKilledDaemonSaysSo) {
   EXPECT_THAT(waited.message(), HasSubstr("stopped or restarted"));
 }
 
+// The same for epoll users (Arm, event_fd): nothing will ever make the
+// eventfd readable, so Arm sends the caller to Poll and status(), and
+// status() says why. A probe's epoll loop armed the queue of a daemon
+// killed outright and slept for good, status() saying OK.
+TEST_P(ClientReconnectTest, ArmAndStatusOnTheQueueOfAKilledDaemonSaySo) {
+  auto queue = client_->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  EXPECT_TRUE((*queue)->status().ok());
+  EXPECT_TRUE((*queue)->Arm());
+  daemon_->Kill();
+  EXPECT_FALSE((*queue)->Arm()) << "armed for a wake-up no one will send";
+  const absl::Status status = (*queue)->status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("stopped or restarted"));
+  Completion done[1];
+  EXPECT_EQ((*queue)->Poll(done), 0u);
+}
+
 TEST_P(ClientReconnectTest, WhileTheDaemonIsDownCallsSaySoThenRecover) {
   ASSERT_TRUE(daemon_->Stop().ok());
   auto down = client_->GetStatus();

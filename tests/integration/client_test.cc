@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "rdmad/queue.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
@@ -209,6 +212,81 @@ TEST_F(ClientTest, BatchReportsEachOperation) {
   auto view = client_->MapRegion("b");
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(std::memcmp(view->data(), buffer->data(), 4096), 0);
+}
+
+// A child of fork() inherits the parent's session socket, gRPC connection
+// and queue memory. A probe that forked with a Client open found its child
+// submitting on the parent's ring (the parent then polled the child's tag),
+// closing the parent's queue and freeing its buffer in the daemon as it
+// destroyed its copies, and hanging in gRPC's teardown. In the child every
+// call fails FAILED_PRECONDITION now, and destroying its copies frees and
+// closes nothing of the parent's.
+TEST_F(ClientTest, AForkedChildLeavesTheParentsSessionAlone) {
+  ASSERT_TRUE(client_->CreateRegion("target", 4096, Access::kNone).ok());
+  auto handle = client_->OpenRemote({.name = "target"});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  auto queue = client_->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  auto buffer = client_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  Op op{.kind = Op::Kind::kWrite,
+        .local = &*buffer,
+        .remote = &*handle,
+        .length = 8,
+        .tag = 1};
+
+  const pid_t pid = ::fork();
+  ASSERT_NE(pid, -1);
+  if (pid == 0) {
+    // gtest's checks do not reach the parent: a bit of the exit status
+    // says which one failed.
+    int failed = 0;
+    op.tag = 2;
+    const auto submitted = (*queue)->Submit({&op, 1});
+    if (!absl::IsFailedPrecondition(submitted.status()) ||
+        !absl::StrContains(submitted.status().message(),
+                           "Connect a new Client in the child")) {
+      failed |= 1;
+    }
+    if (!absl::IsFailedPrecondition((*queue)->Wait(absl::Seconds(1)))) {
+      failed |= 2;
+    }
+    if (!absl::IsFailedPrecondition((*queue)->status())) failed |= 4;
+    if (!absl::IsFailedPrecondition(client_->Allocate(4096).status())) {
+      failed |= 8;
+    }
+    if (!absl::IsFailedPrecondition(
+            client_->Write(*buffer, 0, {.name = "target"}, 0, 8).status())) {
+      failed |= 16;
+    }
+    // What a process that forks and returns does: destroy its copies.
+    if (!buffer->Release().ok()) failed |= 32;
+    queue->reset();
+    client_.reset();
+    ::_exit(failed);
+  }
+  auto child = ChildProcess::Own(pid);
+  auto status = child->Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.ok()) << "the child hung: " << status.status();
+  ASSERT_TRUE(WIFEXITED(*status)) << "the child crashed: " << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << "bits of the checks that failed";
+
+  // The parent's buffer and queue are as they were, and its ring carries
+  // its own operation only.
+  auto regions = client_->ListRegions();
+  ASSERT_TRUE(regions.ok()) << regions.status();
+  bool found = false;
+  for (const RegionInfo& region : *regions) found |= region.id == buffer->id();
+  EXPECT_TRUE(found) << "the child freed the parent's buffer";
+  ASSERT_TRUE((*queue)->status().ok()) << (*queue)->status();
+  auto queued = (*queue)->Submit({&op, 1});
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_EQ(*queued, 1u);
+  ASSERT_TRUE((*queue)->Wait(absl::Now() + absl::Seconds(30)).ok());
+  Completion done[4];
+  ASSERT_EQ((*queue)->Poll(done), 1u);
+  EXPECT_EQ(done[0].tag, 1u);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status;
 }
 
 TEST_F(ClientTest, KilledClientLeavesNoBufferBehind) {

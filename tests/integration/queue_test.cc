@@ -365,7 +365,8 @@ TEST_F(QueueTest, NotificationsReachTheOwnerOfTheRegion) {
 }
 
 // QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
-// still sees every completion, through the wake-up eventfd).
+// still sees every completion, through the wake-up eventfd). A
+// default_timeout must be more than 0.
 TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   auto ca = Connect(*a_);
   ASSERT_TRUE(ca);
@@ -374,6 +375,16 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   EXPECT_THAT(negative.status().message(), HasSubstr("QueueOptions::spin"));
   EXPECT_EQ(ca->OpenQueue({.spin = absl::Seconds(2)}).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  // Op::timeout 0 means the queue's default; a default of 0 meant 1 ms
+  // for every op (a probe's 1 MiB WRITE failed DEADLINE_EXCEEDED).
+  for (absl::Duration timeout : {absl::ZeroDuration(), absl::Seconds(-1)}) {
+    auto refused = ca->OpenQueue({.default_timeout = timeout});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << timeout;
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("QueueOptions::default_timeout"));
+  }
 
   // A spin longer than the wait ends at the wait's deadline.
   auto spinner = ca->OpenQueue({.spin = absl::Seconds(1)});
@@ -415,6 +426,66 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
   auto view = ca->MapRegion("spin-target");
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(std::string(view->data(), 400), std::string(400, '\x5a'));
+}
+
+// A Queue may outlive the Client that opened it: it keeps the session
+// open, and closing it ends both. A probe that destroyed the Client first
+// crashed (valgrind: the Queue's status() and destructor read the freed
+// Client).
+TEST_F(QueueTest, AQueueMayOutliveItsClient) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  ca.reset();
+  EXPECT_TRUE((*queue)->status().ok()) << (*queue)->status();
+  EXPECT_TRUE((*queue)->Arm()) << "the session is open: it may be armed";
+  Completion done[1];
+  EXPECT_EQ((*queue)->Poll(done), 0u);
+  auto other = Connect(*a_);
+  ASSERT_TRUE(other);
+  auto status = other->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->session_count, 2u) << "the queue keeps its session";
+  queue->reset();
+  EXPECT_TRUE(Eventually([&] {
+    auto now = other->GetStatus();
+    return now.ok() && now->session_count == 1;
+  })) << "the session outlived its last queue";
+}
+
+// A refused Submit names the op and what is wrong with it. A probe that
+// submitted a batch naming a Buffer it had moved into another variable got
+// "an operation's local buffer is missing or belongs to another client":
+// neither which op of the batch, nor the likelier cause.
+TEST_F(QueueTest, SubmitNamesTheOperationItRefuses) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("t", 4096, Access::kReadWrite).ok());
+  auto target = ca->OpenRemote(*RemoteRegion::Parse("t"));
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto moved_from = ca->Allocate(4096);
+  ASSERT_TRUE(moved_from.ok()) << moved_from.status();
+  Buffer kept = *std::move(moved_from);
+  std::vector<Op> ops = {
+      {.local = &*buf, .remote = &*target, .length = 8, .tag = 40},
+      {.local = &*moved_from, .remote = &*target, .length = 8, .tag = 41}};
+  auto refused = (*queue)->Submit(ops);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("operation 1 (tag 41) of 2, nothing queued"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("released or moved from"));
+  EXPECT_EQ((*queue)->in_flight(), 0u);
+
+  ops[1] = {.local = &kept, .length = 8, .tag = 42};
+  refused = (*queue)->Submit(ops);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("operation 1 (tag 42) of 2, nothing queued: it names "
+                        "no remote handle"));
 }
 
 TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
