@@ -31,6 +31,11 @@ absl::Status SharedQueue::EnsureQueue() {
     return absl::OkStatus();
   }
   queue_.reset();
+  {
+    // Nothing of the old queue will be polled again.
+    absl::MutexLock lock(&results_mu_);
+    abandoned_.clear();
+  }
   auto queue = client_->OpenQueue(
       QueueOptions{.depth = 256, .spin = client_->options().queue_spin});
   if (!queue.ok()) return queue.status();
@@ -119,11 +124,16 @@ absl::StatusOr<std::vector<SharedQueue::Outcome>> SharedQueue::Execute(
   size_t submitted = 0;
   size_t awaited = 0;
   size_t end = n;  // ops from here on failed to submit
+  // Gives up on the ops submitted and not awaited yet.
+  const auto give_up = [&](absl::Status why) {
+    Abandon(ops, awaited, submitted);
+    return why;
+  };
   while (awaited < end) {
     size_t taken = 0;
     if (submitted < end) {
       absl::MutexLock lock(&submit_mu_);
-      if (absl::Status s = EnsureQueue(); !s.ok()) return s;
+      if (absl::Status s = EnsureQueue(); !s.ok()) return give_up(s);
       for (size_t i = submitted; i < n; ++i) ops[i].tag = next_tag_ + (i - submitted);
       auto queued = queue_->Submit(absl::MakeSpan(ops).subspan(submitted));
       if (queued.ok()) {
@@ -137,15 +147,15 @@ absl::StatusOr<std::vector<SharedQueue::Outcome>> SharedQueue::Execute(
     }
     if (awaited < submitted) {
       auto outcome = Await(ops[awaited].tag, deadline);
-      if (!outcome.ok()) return outcome.status();
+      if (!outcome.ok()) return give_up(outcome.status());
       out[awaited++] = *std::move(outcome);
     } else if (awaited >= end) {
       break;
     } else if (taken == 0) {
       // The ring is full of other threads' operations: let them finish.
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            "the client's queue stayed full until the deadline");
+        return give_up(absl::DeadlineExceededError(
+            "the client's queue stayed full until the deadline"));
       }
       absl::MutexLock lock(&results_mu_);
       results_cv_.WaitWithTimeout(&results_mu_, absl::Milliseconds(1));
@@ -195,6 +205,7 @@ absl::StatusOr<SharedQueue::Outcome> SharedQueue::Await(uint64_t tag,
     polling_ = false;
     for (size_t i = 0; i < got; ++i) {
       if (done[i].kind != Completion::Kind::kCompletion) continue;
+      if (abandoned_.erase(done[i].tag) > 0) continue;
       results_[done[i].tag] = Outcome{std::move(done[i].status), done[i].bytes,
                                       done[i].transport, done[i].daemon_time};
     }
@@ -204,6 +215,20 @@ absl::StatusOr<SharedQueue::Outcome> SharedQueue::Await(uint64_t tag,
       return waited;
     }
   }
+}
+
+void SharedQueue::Abandon(const std::vector<Op>& ops, size_t from,
+                          size_t to) {
+  absl::MutexLock lock(&results_mu_);
+  for (size_t i = from; i < to && i < ops.size(); ++i) {
+    // Already here: drop it now; else when it comes.
+    if (results_.erase(ops[i].tag) == 0) abandoned_.insert(ops[i].tag);
+  }
+}
+
+size_t SharedQueue::KeptForTest() {
+  absl::MutexLock lock(&results_mu_);
+  return results_.size() + abandoned_.size();
 }
 
 }  // namespace rdmad

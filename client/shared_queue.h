@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -30,6 +31,11 @@ class SharedQueue {
  public:
   // `client` is not owned and outlives this.
   explicit SharedQueue(Client* client) : client_(client) {}
+
+  // Outcomes kept for a thread that has not collected them yet, and tags
+  // whose outcome is to be dropped: both go back to 0 when no transfer
+  // runs (for tests).
+  size_t KeptForTest();
 
   // Runs `ops` (remote regions as the client named them; each op's
   // `remote` is resolved here) and returns a result per op. A failed
@@ -54,6 +60,10 @@ class SharedQueue {
                                                absl::Time deadline);
   // Waits for the outcome of `tag`, polling the ring when no one else is.
   absl::StatusOr<Outcome> Await(uint64_t tag, absl::Time deadline);
+  // The caller stopped waiting for ops[from, to) (it gave up at its
+  // deadline or the queue failed): their outcomes, already here or still
+  // to come, are dropped instead of kept for good.
+  void Abandon(const std::vector<Op>& ops, size_t from, size_t to);
 
   Client* const client_;  // Not owned.
 
@@ -68,6 +78,8 @@ class SharedQueue {
 
   absl::Mutex results_mu_;
   absl::flat_hash_map<uint64_t, Outcome> results_ ABSL_GUARDED_BY(results_mu_);
+  // Tags of the current queue that nobody waits for any more.
+  absl::flat_hash_set<uint64_t> abandoned_ ABSL_GUARDED_BY(results_mu_);
   bool polling_ ABSL_GUARDED_BY(results_mu_) = false;
   absl::CondVar results_cv_;
 };

@@ -257,8 +257,9 @@ void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
   if (full) {
     Stop(absl::ResourceExhaustedError(absl::StrCat(
         "notification queue ", id_,
-        " overflowed: its completion ring had no room for a notification; "
-        "poll it more often or open it with more completion entries")));
+        " overflowed: its completion ring had no room for a notification, "
+        "which is lost with any after it; close it and open a new one, "
+        "polled more often or with more completion entries")));
   }
 }
 

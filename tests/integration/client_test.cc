@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "client/shared_queue.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
@@ -212,6 +213,40 @@ TEST_F(ClientTest, BatchReportsEachOperation) {
   auto view = client_->MapRegion("b");
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(std::memcmp(view->data(), buffer->data(), 4096), 0);
+}
+
+// Client::Write/Read/Batch run on one SharedQueue. A call that gave up
+// waiting (the daemon did not report in time) left its operations'
+// outcomes to be kept for good once they came: a long-lived client whose
+// daemon stalled now and then grew without bound (found by review). They
+// are dropped now, whether they came before or after the call gave up.
+TEST_F(ClientTest, OutcomesOfAnAbandonedCallAreNotKept) {
+  ASSERT_TRUE(client_->CreateRegion("s", 4096, Access::kReadWrite).ok());
+  auto buffer = client_->Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  SharedQueue queue(client_.get());
+  const std::vector<TransferOp> ops = {
+      {TransferOp::Kind::kWrite, &*buffer, 0, RemoteRegion{.name = "s"}, 0,
+       64},
+      {TransferOp::Kind::kWrite, &*buffer, 64, RemoteRegion{.name = "s"}, 64,
+       64}};
+  auto first = queue.Run(ops, absl::Seconds(5));  // opens queue and handle
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(queue.KeptForTest(), 0u);
+  // The daemon stops answering: the call gives up (its timeout plus the
+  // grace for the daemon's own report), with both operations in the ring.
+  ASSERT_TRUE(daemon_->Pause());
+  auto abandoned = queue.Run(ops, absl::Milliseconds(100));
+  EXPECT_EQ(abandoned.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << abandoned.status();
+  daemon_->Resume();
+  // The next call collects its own outcome and, before it, the two the
+  // abandoned call left.
+  auto next = queue.Run(ops, absl::Seconds(5));
+  ASSERT_TRUE(next.ok()) << next.status();
+  for (const auto& r : *next) EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(queue.KeptForTest(), 0u)
+      << "outcomes nobody waits for are kept";
 }
 
 // A child of fork() inherits the parent's session socket, gRPC connection

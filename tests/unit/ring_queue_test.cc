@@ -231,6 +231,8 @@ TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
   const absl::Status s = queue::StopStatus(client_);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("overflowed"));
+  EXPECT_THAT(s.message(), HasSubstr("close it and open a new one"))
+      << "the message says the queue must be opened again";
   queue::CompletionConsumer reaper(client_);
   queue::CompletionEntry done[8];
   ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 8u);
