@@ -313,12 +313,9 @@ bool DataConnection::OnHeader() {
   reply.payload = reply.region->data() + h.offset;
   reply.payload_length = h.length;
   queued_payload_ += h.length;
+  queued_memory_ += reply.memory();
   ctx_->counters->bytes_read += h.length;
-  if (queued_payload_ > ctx_->options->max_queued_reply_bytes) {
-    // Backpressure: the peer is not reading its replies fast enough.
-    reading_ = false;
-    UpdateInterest();
-  }
+  PauseReadingIfBacklogged();
   return true;
 }
 
@@ -329,6 +326,24 @@ void DataConnection::QueueReply(FrameType type, uint64_t request_id,
   EncodeReply(type, request_id, static_cast<uint32_t>(status.code()),
               static_cast<uint32_t>(reply.message.size()), 0,
               reply.header.data());
+  queued_memory_ += reply.memory();
+  PauseReadingIfBacklogged();
+}
+
+void DataConnection::PauseReadingIfBacklogged() {
+  if (!reading_) return;
+  if (queued_payload_ > ctx_->options->max_queued_reply_bytes ||
+      queued_memory_ > ctx_->options->max_queued_reply_memory) {
+    // Backpressure: the peer is not reading its replies fast enough.
+    reading_ = false;
+    UpdateInterest();
+  }
+}
+
+void DataConnection::PopReply() {
+  queued_payload_ -= out_.front().payload_length;
+  queued_memory_ -= out_.front().memory();
+  out_.pop_front();
 }
 
 bool DataConnection::RevokedReply(Reply& reply, const absl::Status& why) {
@@ -339,10 +354,12 @@ bool DataConnection::RevokedReply(Reply& reply, const absl::Status& why) {
     return false;
   }
   queued_payload_ -= reply.payload_length;
+  queued_memory_ -= reply.memory();
   reply.region.reset();
   reply.payload = nullptr;
   reply.payload_length = 0;
   reply.message = std::string(ClipMessage(why.message()));
+  queued_memory_ += reply.memory();
   EncodeReply(FrameType::kReadReply, reply.request_id,
               static_cast<uint32_t>(why.code()),
               static_cast<uint32_t>(reply.message.size()), 0,
@@ -413,13 +430,13 @@ void DataConnection::Flush() {
         break;
       }
       done -= rest;
-      queued_payload_ -= front.payload_length;
-      out_.pop_front();
+      PopReply();
     }
     if (static_cast<uint64_t>(n) < asked) break;  // socket buffer full
   }
   if (!reading_ &&
-      queued_payload_ <= ctx_->options->max_queued_reply_bytes / 2) {
+      queued_payload_ <= ctx_->options->max_queued_reply_bytes / 2 &&
+      queued_memory_ <= ctx_->options->max_queued_reply_memory / 2) {
     reading_ = true;
   }
   UpdateInterest();
