@@ -108,7 +108,9 @@ struct Op {
   uint64_t length = 0;
   uint64_t tag = 0;  // yours; comes back in the completion
   // WRITE only: the session that owns the target region is told (region,
-  // offset, length, immediate) on its notification queue.
+  // offset, length, immediate) on its notification queue. If that queue
+  // has no room (it is then stopped) the WRITE completes RESOURCE_EXHAUSTED:
+  // the data is in place, but the owner was not told.
   std::optional<uint32_t> immediate;
   // 0: the queue's default.
   absl::Duration timeout = absl::ZeroDuration();

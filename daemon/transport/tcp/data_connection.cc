@@ -220,12 +220,15 @@ bool DataConnection::OnReadable() {
 void DataConnection::FinishBody() {
   if (in_ == In::kPayload) {
     ctx_->counters->bytes_written += write_len_;
+    absl::Status told;
     if (write_immediate_.has_value() && ctx_->options->notifications != nullptr) {
-      // The data is in place: tell the region's owner before the reply.
-      ctx_->options->notifications->Notify(*region_, write_offset_, write_len_,
-                                           *write_immediate_);
+      // The data is in place: tell the region's owner before the reply,
+      // which says whether it was told.
+      told = ctx_->options->notifications->Notify(
+          *region_, write_offset_, write_len_, *write_immediate_);
+      if (!told.ok()) ctx_->counters->rejected++;
     }
-    QueueReply(FrameType::kWriteReply, request_id_, absl::OkStatus());
+    QueueReply(FrameType::kWriteReply, request_id_, told);
     region_.reset();
     dest_ = nullptr;
   } else {
