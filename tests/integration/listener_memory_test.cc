@@ -53,7 +53,9 @@ namespace {
   std::smatch m;
   const std::string log = text.str();
   if (std::regex_search(log, m,
-                        std::regex("TCP data listener on [^ ]*:([0-9]+)"))) {
+                        // Not across the line's end: the next line's time
+                        // has colons too.
+                        std::regex("TCP data listener on [^ \n]*:([0-9]+)"))) {
     return std::stoi(m[1]);
   }
   return 0;
