@@ -156,5 +156,41 @@ TEST(ListenerMemoryTest, HostileConnectionsLeaveNothingBehind) {
 #endif
 }
 
+// Anyone who reaches the data port can make the daemon close connections
+// (garbage, half a frame) as fast as it can connect: it logs the first such
+// close and then every 1000th, as it does refusals at accept, so that this
+// cannot flood its log.
+TEST(ListenerMemoryTest, HostileConnectionsCannotFloodTheLog) {
+  TempDir dir;
+  auto daemon = DaemonProcess::Start(dir.path(), "d", {.log_level = "info"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int data_port = DataPort(**daemon);
+  ASSERT_GT(data_port, 0);
+  constexpr int kConnections = 2500;
+  for (int i = 0; i < kConnections; ++i) {
+    const int fd = Open(data_port, i % 2 == 0 ? "GET / HTTP/1.1\r\n\r\n"
+                                              : WriteHeader(64).substr(0, 30));
+    ASSERT_GE(fd, 0) << "connection " << i << " to port " << data_port << ": "
+                     << std::strerror(errno);
+    if (i % 2 == 1) ::shutdown(fd, SHUT_WR);  // the frame ends half-sent
+    char c;
+    // The daemon closes it (after its log line).
+    EXPECT_LE(::recv(fd, &c, 1, 0), 0);
+    ::close(fd);
+  }
+  std::ifstream in((*daemon)->log_path());
+  std::string line;
+  int logged = 0;
+  while (std::getline(in, line)) {
+    logged += line.find("closing connection from") != std::string::npos;
+  }
+  RecordProperty("close_lines", logged);
+  // The 1st, 1001st and 2001st.
+  EXPECT_EQ(logged, 3) << "for " << kConnections << " hostile connections";
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client);
+  EXPECT_TRUE(client->GetStatus().ok());
+}
+
 }  // namespace
 }  // namespace rdmad::testing

@@ -110,8 +110,16 @@ void DataConnection::Close(absl::string_view why) {
   if (closed_) return;
   closed_ = true;
   if (!why.empty()) {
-    spdlog::info("tcp data server: closing connection from {}: {}", remote_,
-                 std::string(why));
+    // Anyone who reaches the port can make connections close this way (a
+    // bad magic, half a frame), as fast as it can connect: log the first
+    // and then every 1000th, as refusals at accept are, so that it cannot
+    // flood the log.
+    const uint64_t n = ++ctx_->counters->closed_on_error;
+    spdlog::log(n % 1000 == 1 ? spdlog::level::info : spdlog::level::debug,
+                "tcp data server: closing connection from {}: {} ({} closed "
+                "on errors so far; the first and every 1000th are logged at "
+                "info)",
+                remote_, std::string(why), n);
   }
   if (watch_ != 0) {
     loop_->Unwatch(watch_);

@@ -59,6 +59,9 @@ struct DataServerCounters {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> protocol_errors{0};
   std::atomic<uint64_t> refused{0};
+  // Connections closed for a reason worth a log line (garbage, a frame cut
+  // off, a socket error); only the first and every 1000th are logged.
+  std::atomic<uint64_t> closed_on_error{0};
 };
 
 // What the connections of one server share. Not owned by them; outlives
