@@ -156,6 +156,38 @@ TEST(ListenerMemoryTest, HostileConnectionsLeaveNothingBehind) {
 #endif
 }
 
+// A WRITE the daemon rejects is drained (read and dropped) so that its
+// connection stays usable. Connections that each sent only such a WRITE's
+// header and then wait must not cost the daemon a drain buffer each.
+TEST(ListenerMemoryTest, IdleRejectedWritesCostNoBufferEach) {
+#ifdef RDMAD_SANITIZED
+  GTEST_SKIP() << "the sanitizers' allocators keep memory on purpose";
+#else
+  TempDir dir;
+  auto daemon = DaemonProcess::Start(dir.path(), "d");
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int data_port = DataPort(**daemon);
+  ASSERT_GT(data_port, 0);
+  const uint64_t before = ResidentKiB((*daemon)->pid());
+  // Region 0 is nobody's: NOT_FOUND, then 16 MiB to drain, one byte sent.
+  std::vector<int> fds;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Open(data_port, WriteHeader(16 << 20) + "x");
+    ASSERT_GE(fd, 0);
+    fds.push_back(fd);
+  }
+  absl::SleepFor(absl::Seconds(1));  // let the daemon read them all
+  const uint64_t during = ResidentKiB((*daemon)->pid());
+  for (int fd : fds) ::close(fd);
+  RecordProperty("before_kib", static_cast<int>(before));
+  RecordProperty("during_kib", static_cast<int>(during));
+  // A few KiB per connection; a 256 KiB buffer each was 75 MiB.
+  EXPECT_LT(during, before + (16 << 10))
+      << "RSS " << before << " KiB before 300 idle rejected WRITEs, "
+      << during << " KiB with them";
+#endif
+}
+
 // Anyone who reaches the data port can make the daemon close connections
 // (garbage, half a frame) as fast as it can connect: it logs the first such
 // close and then every 1000th, as it does refusals at accept, so that this

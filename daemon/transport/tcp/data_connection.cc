@@ -28,6 +28,15 @@ constexpr uint64_t kReadBudget = 16ull << 20;
 // Scratch space for the payload of rejected WRITEs.
 constexpr size_t kDrainBufferSize = 256 << 10;
 
+// One per loop thread, shared by its connections: what lands there is
+// thrown away. (One per connection cost 256 KiB for each connection that
+// had sent the 48-byte header of a rejected WRITE, up to 256 MiB held for
+// as long as max_open_connections such connections stayed idle.)
+char* DrainBuffer() {
+  thread_local std::vector<char> buffer(kDrainBufferSize);
+  return buffer.data();
+}
+
 // Compares keys without an early exit, so response timing says nothing
 // about how much of a guessed key was right.
 bool KeysEqual(uint64_t a, uint64_t b) {
@@ -173,9 +182,8 @@ bool DataConnection::OnReadable() {
         iov[0] = {dest_, first};
         break;
       case In::kDrain:
-        if (drain_.empty()) drain_.resize(kDrainBufferSize);
-        first = std::min<uint64_t>(left_, drain_.size());
-        iov[0] = {drain_.data(), first};
+        first = std::min<uint64_t>(left_, kDrainBufferSize);
+        iov[0] = {DrainBuffer(), first};
         break;
     }
     if (in_ != In::kHeader && first == left_) {

@@ -161,7 +161,6 @@ class DataConnection {
   bool want_write_ = false;          // EPOLLOUT registered
   bool reading_ = true;              // wants EPOLLIN
   bool reading_registered_ = true;   // EPOLLIN registered
-  std::vector<char> drain_;
 };
 
 }  // namespace rdmad::tcp
