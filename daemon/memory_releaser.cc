@@ -41,27 +41,34 @@ uint64_t MemoryReleaser::ResidentBytes() {
   return (resident - shared) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+uint64_t MemoryReleaser::IdleResidentBytes() {
+  const uint64_t resident = ResidentBytes();
+  if (resident == 0) return 0;
+  const struct mallinfo2 info = ::mallinfo2();
+  const uint64_t in_use = info.uordblks + info.hblkhd;
+  return resident > in_use ? resident - in_use : 0;
+}
+
 bool MemoryReleaser::ReleaseIfGrown(uint64_t* reference,
                                     uint64_t threshold_bytes) {
-  const uint64_t resident = ResidentBytes();
-  if (resident == 0) return false;
-  if (resident <= *reference + threshold_bytes) {
-    if (resident < *reference) *reference = resident;
+  // Resident memory not in use: growth that is memory in use (more
+  // regions, more clients, a burst of connections still open) is no
+  // business of ours, and must not hide the memory it leaves free once it
+  // ends. (Comparing resident memory alone, a look during a burst took its
+  // peak as the new normal, and what the burst freed was never returned.)
+  const uint64_t idle = IdleResidentBytes();
+  if (idle <= *reference + threshold_bytes) {
+    if (idle < *reference) *reference = idle;
     return false;
   }
-  bool trimmed = false;
-  // Growth that is memory in use (more regions, more clients) is no
-  // business of ours; only free memory the allocator sits on is returned.
-  if (FreeHeldBytes() > threshold_bytes) {
-    ::malloc_trim(0);
-    trimmed = true;
-  }
-  *reference = ResidentBytes();
-  return trimmed;
+  if (FreeHeldBytes() <= threshold_bytes) return false;  // not the heap's
+  ::malloc_trim(0);
+  *reference = IdleResidentBytes();
+  return true;
 }
 
 void MemoryReleaser::Loop() {
-  uint64_t reference = ResidentBytes();
+  uint64_t reference = IdleResidentBytes();
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     wake_.WaitWithTimeout(&mu_, options_.interval);

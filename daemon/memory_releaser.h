@@ -5,11 +5,13 @@
 // threads, hence in many malloc arenas. When the connections close, glibc
 // keeps the freed memory in those arenas (only the top of each is ever
 // trimmed), so the daemon's RSS stayed several MiB higher after every
-// burst. Every `interval`, if the anonymous resident memory grew by more
-// than `threshold_bytes` since the last look and more than that is free
-// but still held by the allocator (mallinfo2().fordblks), malloc_trim(0)
-// returns the free pages. An idle daemon costs one read of
-// /proc/self/statm per interval.
+// burst. Every `interval`, if the anonymous resident memory not in use by
+// the heap grew by more than `threshold_bytes` since the last look and
+// more than that is free but still held by the allocator
+// (mallinfo2().fordblks), malloc_trim(0) returns the free pages. Memory in
+// use does not count, so a look during a burst does not take the burst's
+// peak as the new normal. An idle daemon costs one read of
+// /proc/self/statm and one mallinfo2() per interval.
 //
 // Under the sanitizers, whose allocators are not glibc's, mallinfo2 sees
 // nothing and nothing is done.
@@ -48,10 +50,13 @@ class MemoryReleaser {
   // This process's anonymous resident memory (resident minus file-backed
   // and shared pages, from /proc/self/statm), in bytes; 0 if unknown.
   static uint64_t ResidentBytes();
-  // One check: trims if ResidentBytes() grew by more than `threshold_bytes`
-  // over `*reference` and as much is free in the heap; then (and whenever
-  // it is below it) `*reference` becomes ResidentBytes(). True if it
-  // trimmed.
+  // ResidentBytes() less the heap memory in use (mallinfo2 uordblks +
+  // hblkhd): what the allocator holds without using, among other things.
+  static uint64_t IdleResidentBytes();
+  // One check: trims if IdleResidentBytes() grew by more than
+  // `threshold_bytes` over `*reference` and as much is free in the heap;
+  // then (and whenever it is below it) `*reference` becomes
+  // IdleResidentBytes(). True if it trimmed.
   static bool ReleaseIfGrown(uint64_t* reference, uint64_t threshold_bytes);
 
  private:

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "daemon/core/region.h"
 
 namespace rdmad::core {
@@ -15,9 +16,14 @@ class NotificationSink {
  public:
   virtual ~NotificationSink() = default;
   // [offset, offset+length) of `region` was written with `immediate`.
-  // Thread-safe, never blocks; called after the data is in place.
-  virtual void Notify(const Region& region, uint64_t offset, uint64_t length,
-                      uint32_t immediate) = 0;
+  // Thread-safe, never blocks; called after the data is in place. OK when
+  // the owner was told, or has no notification queue to tell;
+  // RESOURCE_EXHAUSTED, saying so, when it has one but none took the
+  // notification (full or stopped): the writer must learn that the data
+  // landed unannounced, as a WRITE with an immediate to a receiver with no
+  // room fails on a NIC.
+  virtual absl::Status Notify(const Region& region, uint64_t offset,
+                              uint64_t length, uint32_t immediate) = 0;
 };
 
 }  // namespace rdmad::core

@@ -410,7 +410,8 @@ absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
     done += n;
   }
   if (write && request.immediate.has_value() && notifications_ != nullptr) {
-    notifications_->Notify(region, offset, length, *request.immediate);
+    RDMAD_RETURN_IF_ERROR(
+        notifications_->Notify(region, offset, length, *request.immediate));
   }
   return length;
 }

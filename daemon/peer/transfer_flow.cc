@@ -263,6 +263,11 @@ void TransferFlow::Fail(RunningPtr r, absl::Status status) {
     r->peer->connection->MarkStale(status);
   } else if (retry == Retry::kReresolve) {
     r->peer->names->Invalidate(r->t.remote.name);
+    // And through a new Hello (retry_policy.h): a refused key may mean the
+    // peer restarted while this daemon was idle, when no connection failed
+    // under a transfer to say so. Only a Hello finds the new run; a Resolve
+    // under the old one fails UNAVAILABLE "restarted since Hello".
+    r->peer->connection->MarkStale(status);
   }
   if (retry != Retry::kNo && r->retries_left > 0 && !draining_.load() &&
       timers_->Now() < r->t.deadline) {

@@ -165,8 +165,9 @@ absl::StatusOr<QueueRegistry::QueueDescriptor> QueueRegistry::Descriptor(
       absl::StrCat("this session has no queue ", queue_id));
 }
 
-void QueueRegistry::Notify(const core::Region& region, uint64_t offset,
-                           uint64_t length, uint32_t immediate) {
+absl::Status QueueRegistry::Notify(const core::Region& region,
+                                   uint64_t offset, uint64_t length,
+                                   uint32_t immediate) {
   std::vector<std::shared_ptr<RingQueue>> targets;
   {
     absl::MutexLock lock(&mu_);
@@ -180,7 +181,18 @@ void QueueRegistry::Notify(const core::Region& region, uint64_t offset,
       }
     }
   }
-  for (const auto& q : targets) q->Notify(region.id(), offset, length, immediate);
+  if (targets.empty()) return absl::OkStatus();  // nobody to tell
+  bool told = false;
+  for (const auto& q : targets) {
+    told |= q->Notify(region.id(), offset, length, immediate);
+  }
+  if (told) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      region.name().empty() ? absl::StrCat("region #", region.id())
+                            : absl::StrCat("region '", region.name(), "'"),
+      ": the data was written but its owner was not told: its notification "
+      "queue is full or stopped (the owner polls none of its completions); "
+      "the owner must poll it, or open a new one if it was stopped"));
 }
 
 void QueueRegistry::EndSession(uint64_t session_id) {

@@ -71,9 +71,10 @@ class QueueRegistry final : public core::NotificationSink {
 
   // core::NotificationSink: to the notification queue of the session that
   // owns a session buffer; for a named region, of every session of its
-  // owner's uid that has one. Dropped when there is none.
-  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
-              uint32_t immediate) override;
+  // owner's uid that has one. Dropped, OK, when there is none;
+  // RESOURCE_EXHAUSTED when there are some and none of them took it.
+  absl::Status Notify(const core::Region& region, uint64_t offset,
+                      uint64_t length, uint32_t immediate) override;
 
   // Closes every queue and handle of the session.
   void EndSession(uint64_t session_id);

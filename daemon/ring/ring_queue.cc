@@ -234,9 +234,9 @@ void RingQueue::EndRound() {
   deferred_.clear();
 }
 
-void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
+bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
                        uint32_t immediate) {
-  if (stopped()) return;
+  if (stopped()) return false;
   bool full = false;
   {
     absl::MutexLock lock(&mu_);
@@ -261,6 +261,7 @@ void RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
         "which is lost with any after it; close it and open a new one, "
         "polled more often or with more completion entries")));
   }
+  return !full;
 }
 
 void RingQueue::Stop(const absl::Status& why) {

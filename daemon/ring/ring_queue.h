@@ -115,8 +115,9 @@ class RingQueue {
                 core::TransportKind transport,
                 absl::Duration daemon_time = absl::ZeroDuration());
   // Delivers a notification (an unreserved slot). Stops the queue with
-  // RESOURCE_EXHAUSTED when the completion ring has no room for it.
-  void Notify(uint64_t region, uint64_t offset, uint64_t length,
+  // RESOURCE_EXHAUSTED when the completion ring has no room for it. False
+  // when it was not delivered (no room, or the queue had stopped).
+  bool Notify(uint64_t region, uint64_t offset, uint64_t length,
               uint32_t immediate);
   // Stops taking submissions; the status shows in the segment's header.
   void Stop(const absl::Status& why);

@@ -121,7 +121,9 @@ struct Op {
   uint64_t length = 0;
   uint64_t tag = 0;  // yours; comes back in the completion
   // WRITE only: the session that owns the target region is told (region,
-  // offset, length, immediate) on its notification queue.
+  // offset, length, immediate) on its notification queue. If that queue
+  // has no room (it is then stopped) the WRITE completes RESOURCE_EXHAUSTED:
+  // the data is in place, but the owner was not told.
   std::optional<uint32_t> immediate;
   // 0 (or less): the queue's default. Rounded up to milliseconds, at most
   // an hour. When it passes, the op completes DEADLINE_EXCEEDED with its

@@ -364,6 +364,71 @@ TEST_F(QueueTest, NotificationsReachTheOwnerOfTheRegion) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The owner's notification queue is full (its client polls none): a WRITE
+// with an immediate must not report success when nobody was told. The
+// queue is stopped for overflowing, as before, and every WRITE with an
+// immediate after that fails too, from another daemon and from this one,
+// saying that the data is in place but the owner was not told.
+TEST_F(QueueTest, AWriteWhoseNotificationIsLostFails) {
+  auto cb = Connect(*b_);
+  ASSERT_TRUE(cb);
+  auto inbox = cb->CreateRegion("inbox", 64 * 1024, Access::kReadWrite);
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto notes = cb->OpenQueue(
+      {.depth = 8, .completion_depth = 8, .notifications = true});
+  ASSERT_TRUE(notes.ok()) << notes.status();
+
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok());
+  auto remote = ca->OpenRemote(
+      *RemoteRegion::Parse(absl::StrCat(b_->peer_address(), "/inbox")));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto buf = ca->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  // One at a time, so that each lands before the next is sent.
+  int told = 0;
+  for (uint32_t i = 0; i < 12; ++i) {
+    std::vector<Op> ops = {{.kind = Op::Kind::kWrite, .local = &*buf,
+                            .remote = &*remote, .remote_offset = i * 64,
+                            .length = 64, .tag = i, .immediate = i}};
+    std::vector<Completion> done = RunAll(**queue, ops);
+    ASSERT_EQ(done.size(), 1u);
+    if (i < 8) {
+      EXPECT_TRUE(done[0].status.ok()) << i << ": " << done[0].status;
+      ++told;
+      continue;
+    }
+    EXPECT_EQ(done[0].status.code(), absl::StatusCode::kResourceExhausted)
+        << "WRITE " << i << " reported " << done[0].status
+        << " though its notification found no room";
+    EXPECT_THAT(done[0].status.message(), HasSubstr("not told"));
+  }
+  EXPECT_EQ(told, 8);
+  // The owner's queue was stopped, saying why; the eight notifications
+  // that fitted are there.
+  Completion note[16];
+  EXPECT_EQ((*notes)->Poll(absl::MakeSpan(note)), 8u);
+  EXPECT_EQ((*notes)->status().code(), absl::StatusCode::kResourceExhausted)
+      << (*notes)->status();
+
+  // From a client of the same daemon (a local copy): the same answer.
+  auto local = cb->OpenRemote(*RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto other = cb->OpenQueue();
+  ASSERT_TRUE(other.ok());
+  auto src = cb->Allocate(4096);
+  ASSERT_TRUE(src.ok());
+  std::vector<Op> ops = {{.kind = Op::Kind::kWrite, .local = &*src,
+                          .remote = &*local, .remote_offset = 0,
+                          .length = 100, .immediate = 7}};
+  std::vector<Completion> done = RunAll(**other, ops);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kResourceExhausted)
+      << done[0].status;
+}
+
 // QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
 // still sees every completion, through the wake-up eventfd). A
 // default_timeout must be more than 0.

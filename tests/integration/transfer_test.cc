@@ -16,7 +16,9 @@
 //     SIGKILLed mid-transfer -> the transfer fails within its deadline, and
 //     once it is restarted on the same port transfers work again without
 //     restarting the local daemon.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstring>
@@ -27,8 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/unique_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
@@ -89,6 +93,39 @@ class TransferTest : public ::testing::Test {
     auto daemon = DaemonProcess::Start(dir_.path(), name, options);
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  // A daemon whose data port stays the same across Restart, as a
+  // configured data_listen does (the default picks a new one each start).
+  std::unique_ptr<DaemonProcess> StartDaemonOnAFixedDataPort(
+      const std::string& name) {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon;
+    // The port was free a moment ago; another test may take it first.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      DaemonOptions options;
+      options.extra_args = {"--config", config_, "--data_listen",
+                            absl::StrCat("127.0.0.1:", FreePort())};
+      daemon = DaemonProcess::Start(dir_.path(), name, options);
+      if (daemon.ok() ||
+          !absl::StrContains(daemon.status().message(), "cannot listen")) {
+        break;
+      }
+    }
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  // A TCP port on 127.0.0.1 that was free a moment ago.
+  static int FreePort() {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(
+        ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t length = sizeof(addr);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &length);
+    return ntohs(addr.sin_port);
   }
 
   TempDir dir_;
@@ -552,6 +589,45 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
   ASSERT_TRUE(peers.ok());
   ASSERT_EQ(peers->size(), 1u);
   EXPECT_EQ((*peers)[0].state, "READY");
+}
+
+// B restarts while A is idle: no connection fails under a transfer, so A
+// learns of the new run only from the first transfer after it, whose
+// cached key the new run refuses. That transfer's one retry must find the
+// new run (a new Hello) and succeed, for a Write by name as for a batch.
+TEST_F(TransferTest, PeerRestartedWhileIdleIsFoundByTheNextTransfer) {
+  auto a = StartDaemon("a");
+  // On the same data port after the restart: A's old channel reaches the
+  // new run, which refuses the old key (on a new port A's connection would
+  // be refused, UNAVAILABLE, which already said Hello again).
+  auto b = StartDaemonOnAFixedDataPort("b");
+  ASSERT_TRUE(a && b);
+  {
+    auto cb = Connect(*b);
+    ASSERT_TRUE(cb);
+    ASSERT_TRUE(cb->CreateRegion("r", kMiB, Access::kReadWrite).ok());
+  }
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto buf = ca->Allocate(kMiB);
+  ASSERT_TRUE(buf.ok());
+  Fill(buf->data(), kMiB, 5);
+  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "r"), 0, kMiB).ok());
+
+  b->Kill();
+  ASSERT_TRUE(b->Restart().ok()) << b->LogTail();
+  {
+    auto cb = Connect(*b);
+    ASSERT_TRUE(cb);
+    ASSERT_TRUE(cb->CreateRegion("r", kMiB, Access::kReadWrite).ok());
+  }
+  auto w = ca->Write(*buf, 0, Remote(*b, "r"), 0, kMiB);
+  ASSERT_TRUE(w.ok()) << w.status() << "\n" << a->LogTail();
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  auto view = cb->MapRegion("r");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(FirstDifference(buf->data(), view->data(), kMiB), -1);
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
 #ifdef RDMAD_SANITIZED
   GTEST_SKIP() << "the sanitizers' allocators are not glibc's";
 #else
-  uint64_t reference = MemoryReleaser::ResidentBytes();
-  ASSERT_GT(reference, 0u);
+  const uint64_t start = MemoryReleaser::ResidentBytes();
+  ASSERT_GT(start, 0u);
+  uint64_t reference = MemoryReleaser::IdleResidentBytes();
   // 64 MiB in 16 KiB blocks (below the mmap threshold: from the heap), each
   // followed by a small block that stays: freeing the big ones leaves holes
   // that free() cannot give back.
@@ -38,14 +39,47 @@ TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
   }
   for (char* p : big) std::free(p);
   const uint64_t held = MemoryReleaser::ResidentBytes();
-  ASSERT_GT(held, reference + (32ull << 20)) << "the blocks were not resident";
+  ASSERT_GT(held, start + (32ull << 20)) << "the blocks were not resident";
   EXPECT_GT(MemoryReleaser::FreeHeldBytes(), 32ull << 20);
   EXPECT_TRUE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20));
   const uint64_t after = MemoryReleaser::ResidentBytes();
   EXPECT_LT(after, held - (32ull << 20));
-  EXPECT_EQ(reference, after);
+  EXPECT_LT(reference, 32ull << 20) << "the reference is what is left idle";
   // No growth since: nothing to do.
   EXPECT_FALSE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20));
+  for (char* p : pins) std::free(p);
+#endif
+}
+
+// A check that comes while the burst is still in use (connections still
+// open) trims nothing, and must not take that memory as the new normal:
+// once it is freed, the next check returns it. (It used to raise the
+// reference to the in-use peak, after which the freed memory was never
+// returned: a daemon stayed ~90 MB larger after 340 hostile data
+// connections.)
+TEST(MemoryReleaserTest, MemoryInUseAtACheckIsReturnedOnceFreed) {
+#ifdef RDMAD_SANITIZED
+  GTEST_SKIP() << "the sanitizers' allocators are not glibc's";
+#else
+  const uint64_t start = MemoryReleaser::ResidentBytes();
+  ASSERT_GT(start, 0u);
+  uint64_t reference = MemoryReleaser::IdleResidentBytes();
+  constexpr int kBlocks = 4096;
+  std::vector<char*> big(kBlocks);
+  std::vector<char*> pins(kBlocks);
+  for (int i = 0; i < kBlocks; ++i) {
+    big[i] = static_cast<char*>(std::malloc(16 << 10));
+    for (int j = 0; j < (16 << 10); j += 4096) big[i][j] = 1;  // touch
+    pins[i] = static_cast<char*>(std::malloc(32));
+  }
+  // In use: grown, but nothing to give back.
+  EXPECT_FALSE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20));
+  for (char* p : big) std::free(p);
+  const uint64_t held = MemoryReleaser::ResidentBytes();
+  ASSERT_GT(held, start + (32ull << 20)) << "the blocks were not resident";
+  EXPECT_TRUE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20))
+      << "memory freed after a check that saw it in use is never returned";
+  EXPECT_LT(MemoryReleaser::ResidentBytes(), held - (32ull << 20));
   for (char* p : pins) std::free(p);
 #endif
 }

@@ -202,6 +202,25 @@ TEST_F(PeerTableTest, ARestartedPeerGetsANewChannelAndFreshNames) {
   EXPECT_EQ(table_->ListPeers()[0].incarnation, 2u);
 }
 
+// The peer restarted while this daemon was idle: no connection failed
+// under a transfer, so nothing said Hello again, and the first transfer
+// goes out on the old link with the old run's key. The new run refuses it
+// (PERMISSION_DENIED or NOT_FOUND); the one retry must go through a new
+// Hello, which finds the new run, instead of resolving under the old one
+// and failing UNAVAILABLE "restarted since Hello".
+TEST_F(PeerTableTest, APeerRestartedWhileIdleIsFoundByTheRetryOfAStaleKey) {
+  ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
+  connector_.remote(kPeer).incarnation = 2;
+  connector_.remote(kPeer).regions["kv"].tcp_key = 0x99;
+  Channel()->FailNext({absl::PermissionDeniedError("key does not match")});
+  const absl::Status s = RunStatus(Make(kPeer, "kv"));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(Channel(0)->closed());
+  ASSERT_NE(Channel(1), nullptr);
+  EXPECT_EQ(Channel(1)->keys().back().key, 0x99u);
+  EXPECT_EQ(table_->ListPeers()[0].incarnation, 2u);
+}
+
 TEST_F(PeerTableTest, DescriptorOfAnotherRunAsksThePeerFirst) {
   ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
   auto descriptor = std::make_shared<core::RemoteRegionInfo>(

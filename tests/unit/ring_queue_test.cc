@@ -224,10 +224,12 @@ TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
 }
 
 TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
-  for (int i = 0; i < 8; ++i) queue_->Notify(9, i * 64, 64, 100 + i);
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(queue_->Notify(9, i * 64, 64, 100 + i));
   EXPECT_FALSE(queue_->stopped());
-  queue_->Notify(9, 0, 64, 999);  // the client has consumed none
+  // The client has consumed none: not delivered, and the writer is told so.
+  EXPECT_FALSE(queue_->Notify(9, 0, 64, 999));
   EXPECT_TRUE(queue_->stopped());
+  EXPECT_FALSE(queue_->Notify(9, 0, 64, 1000)) << "a stopped queue takes none";
   const absl::Status s = queue::StopStatus(client_);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("overflowed"));

@@ -4,9 +4,13 @@
 // across a concurrent free.
 #include "daemon/transport/tcp/data_server.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -338,6 +342,70 @@ TEST_F(TcpDataServerTest, UnexportStopsQueuedReadReplies) {
   // sequence somewhere.
   EXPECT_LT(ok, kReads);
   ::testing::Test::RecordProperty("replies_refused", refused);
+}
+
+// A peer that sends small requests and reads none of the replies: every
+// reply waits in the daemon's memory (a rejected 48-byte READ's reply
+// carries a few hundred bytes of message), and the READ payload bound does
+// not see them. The connection must stop reading once its replies hold
+// max_queued_reply_memory, and carry on once the peer reads them.
+TEST_F(TcpDataServerTest, APeerThatReadsNoRepliesStopsBeingRead) {
+  TcpDataServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tuning.buffer_bytes = 64 << 10;  // small socket buffers
+  auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto conn = RawConnection::Connect((*server)->port());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  const int small = 64 << 10;
+  ::setsockopt(conn->fd(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  ::setsockopt(conn->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+
+  // 50000 READs with a wrong key (2.4 MB of requests, some 20 MB of
+  // replies): far more than the socket buffers and the bound together.
+  constexpr uint64_t kRequests = 50000;
+  std::string requests;
+  for (uint64_t i = 0; i < kRequests; ++i) {
+    requests += EncodeRequestFrame(FrameType::kRead, i, rw_->id(),
+                                   Key(rw_) ^ 1, 0, 16);
+  }
+  // Send without reading until the server stops taking them (no progress
+  // for 2 s) or all are sent.
+  size_t sent = 0;
+  while (sent < requests.size()) {
+    pollfd p{conn->fd(), POLLOUT, 0};
+    if (::poll(&p, 1, 2000) == 0) break;  // stalled: the server stopped reading
+    const ssize_t n = ::send(conn->fd(), requests.data() + sent,
+                             requests.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) sent += static_cast<size_t>(n);
+    if (n < 0) {
+      ASSERT_TRUE(errno == EAGAIN || errno == EINTR) << errno;
+    }
+  }
+  EXPECT_LT(sent, requests.size())
+      << "the server took every request while its replies went unread";
+  const uint64_t read_before_stall = (*server)->stats().requests;
+  EXPECT_LT(read_before_stall, kRequests);
+  ::testing::Test::RecordProperty("requests_read_unanswered",
+                                  static_cast<int>(read_before_stall));
+
+  // Once the replies are read, every request is answered, in order.
+  uint64_t answered = 0;
+  std::thread reader([&] {
+    for (; answered < kRequests; ++answered) {
+      auto reply = conn->ReadReply();
+      if (!reply.ok() || reply->header.request_id != answered ||
+          reply->status().code() != absl::StatusCode::kPermissionDenied) {
+        return;
+      }
+    }
+  });
+  const absl::Status rest = conn->Send(requests.substr(sent));
+  reader.join();
+  EXPECT_TRUE(rest.ok()) << rest;
+  EXPECT_EQ(answered, kRequests);
+  EXPECT_EQ((*server)->stats().requests, kRequests);
 }
 
 // With an access list, a data connection must come from an admitted

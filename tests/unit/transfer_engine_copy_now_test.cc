@@ -292,9 +292,10 @@ TEST_F(TransferEngineCopyNowTest, ReportsEachCopyOnce) {
 
 class RecordingSink : public NotificationSink {
  public:
-  void Notify(const Region& region, uint64_t offset, uint64_t length,
-              uint32_t immediate) override {
+  absl::Status Notify(const Region& region, uint64_t offset, uint64_t length,
+                      uint32_t immediate) override {
     seen.push_back({region.id(), offset, length, immediate});
+    return absl::OkStatus();
   }
   struct Seen {
     uint64_t region, offset, length;

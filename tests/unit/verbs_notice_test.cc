@@ -281,6 +281,7 @@ TEST(NoticeResultStatusTest, RefusalsGetTheCodesTheTcpTransportGives) {
       {NoticeResult::kOutOfRange, absl::StatusCode::kOutOfRange},
       {NoticeResult::kReadOnly, absl::StatusCode::kPermissionDenied},
       {NoticeResult::kNotServed, absl::StatusCode::kUnavailable},
+      {NoticeResult::kNotTold, absl::StatusCode::kResourceExhausted},
   };
   for (const auto& c : cases) {
     const absl::Status s = NoticeResultStatus(c.result, "10.0.0.2:7471", "region 'a'");

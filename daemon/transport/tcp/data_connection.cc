@@ -28,6 +28,15 @@ constexpr uint64_t kReadBudget = 16ull << 20;
 // Scratch space for the payload of rejected WRITEs.
 constexpr size_t kDrainBufferSize = 256 << 10;
 
+// One per loop thread, shared by its connections: what lands there is
+// thrown away. (One per connection cost 256 KiB for each connection that
+// had sent the 48-byte header of a rejected WRITE, up to 256 MiB held for
+// as long as max_open_connections such connections stayed idle.)
+char* DrainBuffer() {
+  thread_local std::vector<char> buffer(kDrainBufferSize);
+  return buffer.data();
+}
+
 // Compares keys without an early exit, so response timing says nothing
 // about how much of a guessed key was right.
 bool KeysEqual(uint64_t a, uint64_t b) {
@@ -110,8 +119,16 @@ void DataConnection::Close(absl::string_view why) {
   if (closed_) return;
   closed_ = true;
   if (!why.empty()) {
-    spdlog::info("tcp data server: closing connection from {}: {}", remote_,
-                 std::string(why));
+    // Anyone who reaches the port can make connections close this way (a
+    // bad magic, half a frame), as fast as it can connect: log the first
+    // and then every 1000th, as refusals at accept are, so that it cannot
+    // flood the log.
+    const uint64_t n = ++ctx_->counters->closed_on_error;
+    spdlog::log(n % 1000 == 1 ? spdlog::level::info : spdlog::level::debug,
+                "tcp data server: closing connection from {}: {} ({} closed "
+                "on errors so far; the first and every 1000th are logged at "
+                "info)",
+                remote_, std::string(why), n);
   }
   if (watch_ != 0) {
     loop_->Unwatch(watch_);
@@ -165,9 +182,8 @@ bool DataConnection::OnReadable() {
         iov[0] = {dest_, first};
         break;
       case In::kDrain:
-        if (drain_.empty()) drain_.resize(kDrainBufferSize);
-        first = std::min<uint64_t>(left_, drain_.size());
-        iov[0] = {drain_.data(), first};
+        first = std::min<uint64_t>(left_, kDrainBufferSize);
+        iov[0] = {DrainBuffer(), first};
         break;
     }
     if (in_ != In::kHeader && first == left_) {
@@ -220,12 +236,15 @@ bool DataConnection::OnReadable() {
 void DataConnection::FinishBody() {
   if (in_ == In::kPayload) {
     ctx_->counters->bytes_written += write_len_;
+    absl::Status told;
     if (write_immediate_.has_value() && ctx_->options->notifications != nullptr) {
-      // The data is in place: tell the region's owner before the reply.
-      ctx_->options->notifications->Notify(*region_, write_offset_, write_len_,
-                                           *write_immediate_);
+      // The data is in place: tell the region's owner before the reply,
+      // which says whether it was told.
+      told = ctx_->options->notifications->Notify(
+          *region_, write_offset_, write_len_, *write_immediate_);
+      if (!told.ok()) ctx_->counters->rejected++;
     }
-    QueueReply(FrameType::kWriteReply, request_id_, absl::OkStatus());
+    QueueReply(FrameType::kWriteReply, request_id_, told);
     region_.reset();
     dest_ = nullptr;
   } else {
@@ -313,12 +332,9 @@ bool DataConnection::OnHeader() {
   reply.payload = reply.region->data() + h.offset;
   reply.payload_length = h.length;
   queued_payload_ += h.length;
+  queued_memory_ += reply.memory();
   ctx_->counters->bytes_read += h.length;
-  if (queued_payload_ > ctx_->options->max_queued_reply_bytes) {
-    // Backpressure: the peer is not reading its replies fast enough.
-    reading_ = false;
-    UpdateInterest();
-  }
+  PauseReadingIfBacklogged();
   return true;
 }
 
@@ -329,6 +345,24 @@ void DataConnection::QueueReply(FrameType type, uint64_t request_id,
   EncodeReply(type, request_id, static_cast<uint32_t>(status.code()),
               static_cast<uint32_t>(reply.message.size()), 0,
               reply.header.data());
+  queued_memory_ += reply.memory();
+  PauseReadingIfBacklogged();
+}
+
+void DataConnection::PauseReadingIfBacklogged() {
+  if (!reading_) return;
+  if (queued_payload_ > ctx_->options->max_queued_reply_bytes ||
+      queued_memory_ > ctx_->options->max_queued_reply_memory) {
+    // Backpressure: the peer is not reading its replies fast enough.
+    reading_ = false;
+    UpdateInterest();
+  }
+}
+
+void DataConnection::PopReply() {
+  queued_payload_ -= out_.front().payload_length;
+  queued_memory_ -= out_.front().memory();
+  out_.pop_front();
 }
 
 bool DataConnection::RevokedReply(Reply& reply, const absl::Status& why) {
@@ -339,10 +373,12 @@ bool DataConnection::RevokedReply(Reply& reply, const absl::Status& why) {
     return false;
   }
   queued_payload_ -= reply.payload_length;
+  queued_memory_ -= reply.memory();
   reply.region.reset();
   reply.payload = nullptr;
   reply.payload_length = 0;
   reply.message = std::string(ClipMessage(why.message()));
+  queued_memory_ += reply.memory();
   EncodeReply(FrameType::kReadReply, reply.request_id,
               static_cast<uint32_t>(why.code()),
               static_cast<uint32_t>(reply.message.size()), 0,
@@ -413,13 +449,13 @@ void DataConnection::Flush() {
         break;
       }
       done -= rest;
-      queued_payload_ -= front.payload_length;
-      out_.pop_front();
+      PopReply();
     }
     if (static_cast<uint64_t>(n) < asked) break;  // socket buffer full
   }
   if (!reading_ &&
-      queued_payload_ <= ctx_->options->max_queued_reply_bytes / 2) {
+      queued_payload_ <= ctx_->options->max_queued_reply_bytes / 2 &&
+      queued_memory_ <= ctx_->options->max_queued_reply_memory / 2) {
     reading_ = true;
   }
   UpdateInterest();

@@ -59,6 +59,9 @@ struct DataServerCounters {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> protocol_errors{0};
   std::atomic<uint64_t> refused{0};
+  // Connections closed for a reason worth a log line (garbage, a frame cut
+  // off, a socket error); only the first and every 1000th are logged.
+  std::atomic<uint64_t> closed_on_error{0};
 };
 
 // What the connections of one server share. Not owned by them; outlives
@@ -103,6 +106,8 @@ class DataConnection {
     uint64_t total() const {
       return kReplyHeaderSize + message.size() + payload_length;
     }
+    // The heap it holds while queued (the payload is the region's).
+    uint64_t memory() const { return sizeof(Reply) + message.capacity(); }
   };
 
   enum class In { kHeader, kPayload, kDrain };
@@ -115,6 +120,12 @@ class DataConnection {
   bool OnHeader();
   void QueueReply(FrameType type, uint64_t request_id,
                   const absl::Status& status);
+  // Stops reading requests while the replies queued exceed the server's
+  // bounds (TcpDataServerOptions::max_queued_reply_*), so that a peer that
+  // reads no replies cannot make the daemon queue without bound; Flush
+  // reads again once they are half drained.
+  void PauseReadingIfBacklogged();
+  void PopReply();
   // Turns a READ reply whose export was revoked before its payload went
   // out into an error reply. False if the connection had to be closed
   // instead (part of the reply, whose header says OK, is on the wire).
@@ -145,11 +156,11 @@ class DataConnection {
   absl::Status drain_status_;  // why the WRITE being drained was rejected
   // Sending.
   std::deque<Reply> out_;
-  uint64_t queued_payload_ = 0;
+  uint64_t queued_payload_ = 0;  // READ bytes of the replies in out_
+  uint64_t queued_memory_ = 0;   // Reply::memory() of those in out_
   bool want_write_ = false;          // EPOLLOUT registered
   bool reading_ = true;              // wants EPOLLIN
   bool reading_registered_ = true;   // EPOLLIN registered
-  std::vector<char> drain_;
 };
 
 }  // namespace rdmad::tcp

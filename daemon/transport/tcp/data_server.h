@@ -57,6 +57,12 @@ struct TcpDataServerOptions {
   // waits to be sent on it, so a peer cannot make the daemon queue without
   // bound.
   uint64_t max_queued_reply_bytes = 64ull << 20;
+  // It also stops reading while the replies waiting on it hold more than
+  // this much of the daemon's memory (each its bookkeeping and error
+  // message, whatever its payload): a peer that sends small requests and
+  // never reads the answers would otherwise make every 48-byte request cost
+  // up to a kilobyte of heap, without bound.
+  uint64_t max_queued_reply_memory = 256ull << 10;
   // Peers allowed to connect (config peer_allow); others are closed at
   // accept, before a byte is read. Empty: everyone.
   core::PeerAllowList allow;

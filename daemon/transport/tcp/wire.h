@@ -28,7 +28,9 @@
 //   44     4    immediate
 // followed, for WRITE and WRITE_IMM, by `length` payload bytes. A
 // WRITE_IMM is answered with a WRITE_REPLY once its data is in place and
-// the owner was told.
+// the owner was told: RESOURCE_EXHAUSTED when the owner has a notification
+// queue and none took it (full or stopped), the data being in place all the
+// same.
 //
 // Replies (WRITE_REPLY, READ_REPLY) are 32 bytes:
 //   16     4    status      an absl::StatusCode value; 0 = OK

@@ -274,8 +274,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
     std::shared_ptr<core::Region> region;
     const NoticeResult result =
         CheckNotice(*regions, options_.device, notice, &region);
-    if (result == NoticeResult::kDelivered) {
-      sink->Notify(*region, notice.offset, notice.length, notice.immediate);
+    if (result == NoticeResult::kDelivered &&
+        !sink->Notify(*region, notice.offset, notice.length, notice.immediate)
+             .ok()) {
+      return NoticeResult::kNotTold;
     }
     return result;
   }

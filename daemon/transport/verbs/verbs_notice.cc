@@ -172,6 +172,8 @@ absl::string_view NoticeResultName(NoticeResult result) {
       return "read-only";
     case NoticeResult::kNotServed:
       return "not served";
+    case NoticeResult::kNotTold:
+      return "owner not told";
   }
   return "unknown";
 }
@@ -202,6 +204,11 @@ absl::Status NoticeResultStatus(NoticeResult result, absl::string_view peer,
       return absl::UnavailableError(absl::StrCat(
           "peer ", peer,
           " is not serving notifications yet (starting or stopping); retry"));
+    case NoticeResult::kNotTold:
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the data was written to ", where,
+          " but its owner was not told: its notification queue is full or "
+          "stopped (the owner polls none of its completions)"));
   }
   return absl::InternalError("unknown notice result");
 }

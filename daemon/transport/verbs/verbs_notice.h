@@ -84,8 +84,9 @@ enum class NoticeResult : uint32_t {
   kOutOfRange = 3,    // the range is not inside the region (or is empty)
   kReadOnly = 4,      // the export grants no write access
   kNotServed = 5,     // the responder has nobody to tell (not set up yet)
+  kNotTold = 6,       // the owner's notification queue took none (full)
 };
-inline constexpr uint32_t kMaxNoticeResult = 5;
+inline constexpr uint32_t kMaxNoticeResult = 6;
 
 struct NoticeAck {
   uint64_t tag = 0;

@@ -1056,10 +1056,11 @@ class RecordingSink final : public core::NotificationSink {
     uint64_t length = 0;
     uint32_t immediate = 0;
   };
-  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
-              uint32_t immediate) override {
+  absl::Status Notify(const core::Region& region, uint64_t offset,
+                      uint64_t length, uint32_t immediate) override {
     absl::MutexLock lock(&mu_);
     notes_.push_back({region.id(), offset, length, immediate});
+    return absl::OkStatus();
   }
   std::vector<Note> notes() const {
     absl::MutexLock lock(&mu_);
