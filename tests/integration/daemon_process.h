@@ -43,6 +43,10 @@ class TempDir {
 // (after a SIGSTOP, which is delivered asynchronously).
 bool WaitAllThreadsStopped(pid_t pid, absl::Duration timeout);
 
+// A TCP port on 127.0.0.1 that nothing listened on a moment ago (the
+// kernel's pick for a bound socket); 0 if none could be had.
+int FreeLoopbackPort();
+
 struct ProcessResult {
   int exit_code = -1;    // -1 if killed by a signal or timed out
   int signal = 0;        // the signal that ended it, if any

@@ -41,19 +41,6 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int FreePort() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-            0);
-  socklen_t length = sizeof(addr);
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &length);
-  return ntohs(addr.sin_port);
-}
-
 // User plus system CPU time of `pid` so far, in clock ticks.
 int64_t CpuTicks(pid_t pid) {
   const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
@@ -107,15 +94,15 @@ TEST(DaemonCommandLineTest, HelpVersionAndMistypedFlags) {
 
 TEST(DaemonPortsTest, ASecondDaemonOnATakenPortStopsAndNamesTheHolder) {
   TempDir dir;
-  // FreePort's ports are free when it returns, but another process (tests
-  // run in parallel) may take one before the daemon binds it: then pick
-  // new ones, a bounded number of times.
+  // FreeLoopbackPort's ports are free when it returns, but another
+  // process (tests run in parallel) may take one before the daemon binds
+  // it: then pick new ones, a bounded number of times.
   int data_port = 0;
   int metrics_port = 0;
   absl::StatusOr<std::unique_ptr<DaemonProcess>> first;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    data_port = FreePort();
-    metrics_port = FreePort();
+    data_port = FreeLoopbackPort();
+    metrics_port = FreeLoopbackPort();
     first = DaemonProcess::Start(
         dir.path(), "first",
         {.extra_args = {"--data_listen", absl::StrCat("127.0.0.1:", data_port),

@@ -13,22 +13,6 @@
 namespace rdmad::testing {
 namespace {
 
-// A port nothing listens on now (the kernel's pick for a bound socket).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 bool Accepts(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -66,8 +50,8 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
     const std::string& dir) {
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
   etcd->dir_ = dir;
-  etcd->client_port_ = FreePort();
-  etcd->peer_port_ = FreePort();
+  etcd->client_port_ = FreeLoopbackPort();
+  etcd->peer_port_ = FreeLoopbackPort();
   if (absl::Status s = etcd->Launch(); !s.ok()) return s;
   return etcd;
 }

@@ -103,8 +103,9 @@ class TransferTest : public ::testing::Test {
     // The port was free a moment ago; another test may take it first.
     for (int attempt = 0; attempt < 5; ++attempt) {
       DaemonOptions options;
-      options.extra_args = {"--config", config_, "--data_listen",
-                            absl::StrCat("127.0.0.1:", FreePort())};
+      options.extra_args = {
+          "--config", config_, "--data_listen",
+          absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort())};
       daemon = DaemonProcess::Start(dir_.path(), name, options);
       if (daemon.ok() ||
           !absl::StrContains(daemon.status().message(), "cannot listen")) {
@@ -113,19 +114,6 @@ class TransferTest : public ::testing::Test {
     }
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;
-  }
-
-  // A TCP port on 127.0.0.1 that was free a moment ago.
-  static int FreePort() {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(
-        ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    socklen_t length = sizeof(addr);
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &length);
-    return ntohs(addr.sin_port);
   }
 
   TempDir dir_;
