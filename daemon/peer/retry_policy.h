@@ -9,6 +9,9 @@
 //     cache: the cached key may be stale (re-exported, freed, recreated).
 //     Drop the name, resolve it again and retry — through a new Hello,
 //     because a stale rkey also breaks the verbs QP that carried it.
+// A WRITE with an immediate is not retried after UNAVAILABLE (TransferFlow):
+// its notification may have been delivered, and notifications are at most
+// once.
 // Nothing else is retried: the peer's other answers (OUT_OF_RANGE,
 // INTERNAL, UNIMPLEMENTED...) would only repeat, and DEADLINE_EXCEEDED
 // means the time is up. At most one retry per transfer, within its

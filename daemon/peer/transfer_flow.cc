@@ -269,6 +269,19 @@ void TransferFlow::Fail(RunningPtr r, absl::Status status) {
     // under the old one fails UNAVAILABLE "restarted since Hello".
     r->peer->connection->MarkStale(status);
   }
+  // A WRITE with an immediate is not idempotent: when the connection was
+  // lost under it, the peer may have placed it and told the region's owner
+  // already, and a retry would tell the owner twice. Notifications are at
+  // most once; the writer learns that this one is in doubt.
+  if (retry == Retry::kReconnect && r->t.immediate.has_value()) {
+    return Finish(
+        std::move(r),
+        absl::UnavailableError(absl::StrCat(
+            "a WRITE with an immediate is not retried (its data may be in "
+            "place and its owner told; write it again only if the owner can "
+            "take the notification twice): ",
+            status.message())));
+  }
   if (retry != Retry::kNo && r->retries_left > 0 && !draining_.load() &&
       timers_->Now() < r->t.deadline) {
     --r->retries_left;

@@ -123,7 +123,9 @@ struct Op {
   // WRITE only: the session that owns the target region is told (region,
   // offset, length, immediate) on its notification queue. If that queue
   // has no room (it is then stopped) the WRITE completes RESOURCE_EXHAUSTED:
-  // the data is in place, but the owner was not told.
+  // the data is in place, but the owner was not told. The owner is told at
+  // most once: such a WRITE is not retried when the connection to the peer
+  // is lost under it (UNAVAILABLE then says the notification is in doubt).
   std::optional<uint32_t> immediate;
   // 0 (or less): the queue's default. Rounded up to milliseconds, at most
   // an hour. When it passes, the op completes DEADLINE_EXCEEDED with its

@@ -153,6 +153,25 @@ TEST_F(PeerTableTest, UnavailableIsRetriedOnceAfterANewHello) {
   EXPECT_EQ(s.message(), "lost again");
 }
 
+// Its notification may have reached the owner before the connection was
+// lost: a retry could tell the owner twice (found by the peer review).
+TEST_F(PeerTableTest, AWriteWithAnImmediateIsNotRetriedAfterUnavailable) {
+  ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
+  const size_t before = Channel()->posted();
+  Channel()->FailNext({absl::UnavailableError("connection lost")});
+  core::Transfer t = Make(kPeer, "kv");
+  t.immediate = 42;
+  absl::Status s = RunStatus(std::move(t));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("connection lost"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("a WRITE with an immediate is not retried"));
+  EXPECT_EQ(Channel()->posted(), before + 1) << "retried";
+  // The connection is still marked stale: the next transfer says Hello.
+  EXPECT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
+  EXPECT_EQ(connector_.hellos(kPeer), 2);
+}
+
 TEST_F(PeerTableTest, OtherErrorsAreNotRetriedAndKeepTheirCodes) {
   ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
   for (absl::StatusCode code :
