@@ -79,7 +79,10 @@ TEST(DaemonThreadsTest, ThirtyTwoPeersRunOnTheThreadsOfOne) {
   ASSERT_EQ(peers->size(), 32u);
   for (const auto& p : *peers) EXPECT_EQ(p.state, "READY") << p.address;
   const int many_peers = SettledThreads((*a)->pid());
-  EXPECT_EQ(many_peers, one_peer)
+  // A thread per peer would add 31 or more. gRPC's own pools may grow by a
+  // thread under load (19 against 18 once, under ASan on a busy machine):
+  // a slack of 2 that does not grow with the peers.
+  EXPECT_LE(many_peers, one_peer + 2)
       << "1 peer: " << one_peer << " threads; 32 peers: " << many_peers;
 }
 
