@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "daemon/core/region.h"
 
 namespace rdmad::core {
@@ -25,6 +26,12 @@ class NotificationSink {
   virtual absl::Status Notify(const Region& region, uint64_t offset,
                               uint64_t length, uint32_t immediate) = 0;
 };
+
+// The RESOURCE_EXHAUSTED a sink's Notify returns when the owner of
+// `region` (a label, as Region::Label) was not told; also what a verbs
+// writer rebuilds from its peer's ack (verbs_notice.h), so that both
+// transports say the same.
+absl::Status OwnerNotToldError(absl::string_view region);
 
 }  // namespace rdmad::core
 

@@ -130,6 +130,8 @@ class Region {
 
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
+  // "region 'NAME'", or "region #ID" for one without a name: for messages.
+  std::string Label() const;
   uint64_t size() const { return segment_.size(); }
   uint64_t mapped_size() const { return segment_.mapped_size(); }
   RegionOwnerKind owner() const { return owner_; }
@@ -213,7 +215,6 @@ class Region {
 
   friend class ExportUse;
   void EndExportUse(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
-  std::string Label() const;
 
   mutable absl::Mutex mu_;
   RegionAcl acl_ ABSL_GUARDED_BY(mu_);

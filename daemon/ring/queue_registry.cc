@@ -187,12 +187,7 @@ absl::Status QueueRegistry::Notify(const core::Region& region,
     told |= q->Notify(region.id(), offset, length, immediate);
   }
   if (told) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      region.name().empty() ? absl::StrCat("region #", region.id())
-                            : absl::StrCat("region '", region.name(), "'"),
-      ": the data was written but its owner was not told: its notification "
-      "queue is full or stopped (the owner polls none of its completions); "
-      "the owner must poll it, or open a new one if it was stopped"));
+  return core::OwnerNotToldError(region.Label());
 }
 
 void QueueRegistry::EndSession(uint64_t session_id) {

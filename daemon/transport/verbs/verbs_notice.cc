@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/notification_sink.h"
 
 namespace rdmad::verbs {
 namespace {
@@ -205,10 +206,7 @@ absl::Status NoticeResultStatus(NoticeResult result, absl::string_view peer,
           "peer ", peer,
           " is not serving notifications yet (starting or stopping); retry"));
     case NoticeResult::kNotTold:
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the data was written to ", where,
-          " but its owner was not told: its notification queue is full or "
-          "stopped (the owner polls none of its completions)"));
+      return core::OwnerNotToldError(where);
   }
   return absl::InternalError("unknown notice result");
 }
