@@ -103,6 +103,19 @@ absl::StatusOr<std::vector<QpInfo>> Client::ListQps() {
   return qps;
 }
 
+absl::StatusOr<std::vector<QueueInfo>> Client::ListQueues() {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  v1::ListQueuesResponse response;
+  RDMAD_RETURN_IF_ERROR(FromGrpc(
+      call.stub->ListQueues(&context, v1::ListQueuesRequest(), &response)));
+  std::vector<QueueInfo> queues;
+  for (const v1::QueueInfo& q : response.queues()) {
+    queues.push_back(FromProto(q));
+  }
+  return queues;
+}
+
 absl::StatusOr<std::vector<RemoteRegionInfo>> Client::ListRemoteRegions(
     absl::string_view peer) {
   std::vector<RemoteRegionInfo> regions;

@@ -196,6 +196,37 @@ QpInfo FromProto(const v1::QpInfo& q) {
   return out;
 }
 
+QueueInfo FromProto(const v1::QueueInfo& q) {
+  QueueInfo out;
+  out.id = q.queue_id();
+  out.session_id = q.session_id();
+  out.pid = q.pid();
+  out.uid = q.uid();
+  out.submission_entries = q.submission_entries();
+  out.completion_entries = q.completion_entries();
+  out.notifications = q.notifications();
+  out.engine = q.engine();
+  out.opened = absl::FromUnixMillis(q.opened_unix_ms());
+  out.in_flight = q.in_flight();
+  out.submitted = q.submitted();
+  out.completed = q.completed();
+  out.failed = q.failed();
+  out.notified = q.notified();
+  out.client_wakeups = q.client_wakeups();
+  out.doorbells = q.doorbells();
+  if (q.stopped()) {
+    // A code this library does not know (or OK, which a stop never is)
+    // still says the queue stopped.
+    const int code = q.stop_code();
+    out.stop_reason = absl::Status(
+        code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+            ? static_cast<absl::StatusCode>(code)
+            : absl::StatusCode::kUnknown,
+        q.stop_message().empty() ? "stopped" : q.stop_message());
+  }
+  return out;
+}
+
 RemoteRegionInfo FromProto(const std::string& peer,
                            const v1::ExportedRegion& region) {
   return RemoteRegionInfo{peer, region.name(), region.length(),

@@ -27,6 +27,7 @@ DeviceList FromProto(const v1::ListDevicesResponse& devices);
 RegionInfo FromProto(const v1::RegionInfo& region);
 PeerInfo FromProto(const v1::PeerInfo& peer);
 QpInfo FromProto(const v1::QpInfo& qp);
+QueueInfo FromProto(const v1::QueueInfo& queue);
 RemoteRegionInfo FromProto(const std::string& peer,
                            const v1::ExportedRegion& region);
 DirectoryStatus FromProto(const v1::DirectoryStatus& directory);

@@ -192,6 +192,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get());
   d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
+  d.metrics->SetQueues(d.queues.get());
 
   // 5. The TCP listeners, in the order tcp_listeners.h gives: metrics when
   // asked for (a scrape before the daemon is ready sees empty tables), the

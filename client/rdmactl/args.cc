@@ -280,6 +280,7 @@ absl::Status FillCommand(const CommandSpec& spec,
     case Command::kDevices:
     case Command::kPeers:
     case Command::kQps:
+    case Command::kQueues:
       return absl::OkStatus();
     case Command::kRegions:
       if (const std::string* peer = option("peer")) {

@@ -44,6 +44,7 @@ enum class Command {
   kRegions,
   kPeers,
   kQps,
+  kQueues,
   kStat,
   kAlloc,
   kFree,

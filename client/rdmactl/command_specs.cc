@@ -64,6 +64,16 @@ constexpr CommandSpec kCommands[] = {
      "Prints the RC queue pairs (verbs) or data connections (TCP) to each\n"
      "peer with their state and counters.\n",
      0, 0, {}},
+    {"queues",
+     Command::kQueues,
+     "",
+     "clients' shared-memory queues",
+     "Prints the shared-memory queues open on the daemon (every queue for\n"
+     "root, your own otherwise): the process that opened each, its ring\n"
+     "sizes, the operations it carried, how often a completion had to wake\n"
+     "its client (WAKEUPS; close to COMPLETED means the client's spin is\n"
+     "shorter than its operations take) and, for a stopped queue, why.\n",
+     0, 0, {}},
     {"stat", Command::kStat, "ADDRESS",
      "size and export of one region (local or remote)",
      "Prints the size and export of the region at ADDRESS: a local region\n"

@@ -64,6 +64,7 @@ absl::Status RunDevices(CommandContext& context);
 absl::Status RunRegions(CommandContext& context);
 absl::Status RunPeers(CommandContext& context);
 absl::Status RunQps(CommandContext& context);
+absl::Status RunQueues(CommandContext& context);
 absl::Status RunStat(CommandContext& context);
 
 absl::Status RunAlloc(CommandContext& context);

@@ -110,6 +110,15 @@ absl::Status RunQps(CommandContext& context) {
   return context.Answer(QpsJson(*qps), RenderQps(*qps));
 }
 
+absl::Status RunQueues(CommandContext& context) {
+  auto client = context.client();
+  if (!client.ok()) return client.status();
+  auto queues = (*client)->ListQueues();
+  if (!queues.ok()) return Failed("list queues", queues.status());
+  const absl::Time now = absl::Now();
+  return context.Answer(QueuesJson(*queues, now), RenderQueues(*queues, now));
+}
+
 absl::Status RunStat(CommandContext& context) {
   const RegionOperand& target = context.invocation().src;
   auto client = context.client();

@@ -42,6 +42,8 @@ absl::Status Dispatch(CommandContext& context) {
       return RunPeers(context);
     case Command::kQps:
       return RunQps(context);
+    case Command::kQueues:
+      return RunQueues(context);
     case Command::kStat:
       return RunStat(context);
     case Command::kAlloc:

@@ -35,6 +35,8 @@ std::string RenderStat(const RemoteRegionInfo& region);
 std::string RenderPeers(const std::vector<PeerInfo>& peers);
 // Verbs QPs and TCP connections, each in a table of their own columns.
 std::string RenderQps(const std::vector<QpInfo>& qps);
+// Clients' queues (render_queues.cc); ages against `now`.
+std::string RenderQueues(const std::vector<QueueInfo>& queues, absl::Time now);
 // The cluster directory (render_cluster.cc): one line on it for `status`,
 // `rdmactl ls` (ages against `now`) and `lookup`.
 std::string DirectoryText(const std::optional<DirectoryStatus>& directory);
@@ -50,6 +52,7 @@ Json RemoteRegionsJson(const std::string& peer,
                        const std::vector<RemoteRegionInfo>& regions);
 Json PeersJson(const std::vector<PeerInfo>& peers);
 Json QpsJson(const std::vector<QpInfo>& qps);
+Json QueuesJson(const std::vector<QueueInfo>& queues, absl::Time now);
 // null without a directory.
 Json DirectoryJson(const std::optional<DirectoryStatus>& directory);
 Json ClusterRegionsJson(const ClusterRegionList& list, absl::Time now);

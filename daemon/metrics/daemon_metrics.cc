@@ -136,6 +136,9 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
             directory.load(std::memory_order_acquire)) {
       AddDirectory(d->state(), families);
     }
+    if (const ring::QueueRegistry* q = queues.load(std::memory_order_acquire)) {
+      AddQueues(q->Totals(), families);
+    }
     if (sources.regions != nullptr) {
       const core::RegionTotals totals = sources.regions->Totals();
       MetricFamily regions = Gauge("rdmad_regions", "Registered regions");
@@ -189,6 +192,41 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     return families;
   }
 
+  static void AddQueues(const ring::QueueTotals& t,
+                        std::vector<MetricFamily>& families) {
+    MetricFamily queues =
+        Gauge("rdmad_queues", "Clients' shared-memory queues by state");
+    AddSample(queues, {{"state", "running"}}, static_cast<double>(t.running));
+    AddSample(queues, {{"state", "stopped"}}, static_cast<double>(t.stopped));
+    families.push_back(std::move(queues));
+    auto counter = [&families](const char* name, const char* help,
+                               std::vector<std::pair<std::string, uint64_t>>
+                                   samples,
+                               const char* label) {
+      MetricFamily family = Gauge(name, help);
+      family.type = MetricType::Counter;
+      for (const auto& [value, n] : samples) {
+        ClientMetric m;
+        if (label != nullptr) m.label = {{label, value}};
+        m.counter.value = static_cast<double>(n);
+        family.metric.push_back(std::move(m));
+      }
+      families.push_back(std::move(family));
+    };
+    counter("rdmad_queue_client_wakeups_total",
+            "Completions that woke a client asleep on its queue",
+            {{"", t.client_wakeups}}, nullptr);
+    counter("rdmad_queue_doorbells_total",
+            "Client doorbells that woke a sleeping engine",
+            {{"", t.doorbells}}, nullptr);
+    counter("rdmad_notifications_total",
+            "Notifications of writes with an immediate, by result (not_told: "
+            "the owner's notification queue was full or stopped)",
+            {{"delivered", t.notifications_delivered},
+             {"not_told", t.notifications_not_told}},
+            "result");
+  }
+
   static void AddDirectory(const directory::DirectoryState& d,
                            std::vector<MetricFamily>& families) {
     auto gauge = [&families](const char* name, const char* help,
@@ -234,6 +272,7 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
 
   const MetricSources sources;
   std::atomic<const directory::ClusterDirectory*> directory{nullptr};
+  std::atomic<const ring::QueueRegistry*> queues{nullptr};
   TransferStats transfers;
 };
 
@@ -244,6 +283,10 @@ DaemonMetrics::~DaemonMetrics() = default;
 
 void DaemonMetrics::OnTransferDone(const core::TransferRecord& record) {
   state_->transfers.Record(record);
+}
+
+void DaemonMetrics::SetQueues(const ring::QueueRegistry* queues) {
+  state_->queues.store(queues, std::memory_order_release);
 }
 
 void DaemonMetrics::SetDirectory(

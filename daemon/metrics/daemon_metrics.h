@@ -14,6 +14,13 @@
 //   rdmad_qps{transport,state}                          QPs / TCP connections
 //   rdmad_peers{state}                                  remote daemons
 //   rdmad_regions, rdmad_region_bytes, rdmad_pinned_bytes, rdmad_sessions
+//   rdmad_queues{state}                                 clients' queues:
+//                                                       running, stopped
+//   rdmad_queue_client_wakeups_total                    completions that
+//                                                       woke a sleeping client
+//   rdmad_queue_doorbells_total                         doorbells that woke
+//                                                       an engine
+//   rdmad_notifications_total{result}                   delivered, not_told
 //   rdmad_build_info{version,transport}                 always 1
 //   rdmad_directory_connected                           1 if etcd is reached
 //   rdmad_directory_published_regions, _cached_regions, _conflicts
@@ -39,6 +46,7 @@
 #include "daemon/core/transfer_observer.h"
 #include "daemon/directory/cluster_directory.h"
 #include "daemon/peer/peer_table.h"
+#include "daemon/ring/queue_registry.h"
 
 namespace prometheus {
 class Collectable;
@@ -70,6 +78,8 @@ class DaemonMetrics final : public core::TransferObserver {
   // Adds the cluster directory's gauges (not owned; null: none). Set it
   // before the first scrape; it must outlive the DaemonMetrics.
   void SetDirectory(const directory::ClusterDirectory* directory);
+  // Adds the clients' queues (not owned; null: none), likewise.
+  void SetQueues(const ring::QueueRegistry* queues);
 
   // Everything to expose: the registry of counters plus the scrape-time
   // gauges. Shared so an exposer can hold it weakly.

@@ -111,6 +111,7 @@ absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
       auto& queues = it->second.queues;
       for (auto q = queues.begin(); q != queues.end(); ++q) {
         if ((*q)->id() == queue_id) {
+          Retire(**q);
           closed = std::move(*q);
           queues.erase(q);
           break;
@@ -187,6 +188,7 @@ absl::Status QueueRegistry::Notify(const core::Region& region,
     told |= q->Notify(region.id(), offset, length, immediate);
   }
   if (told) return absl::OkStatus();
+  not_told_.fetch_add(1, std::memory_order_relaxed);
   return core::OwnerNotToldError(region.Label());
 }
 
@@ -198,6 +200,7 @@ void QueueRegistry::EndSession(uint64_t session_id) {
     if (it == sessions_.end()) return;
     session = std::move(it->second);
     sessions_.erase(it);
+    for (const auto& q : session.queues) Retire(*q);
   }
   for (const auto& q : session.queues) {
     q->Stop(absl::CancelledError("the session ended"));
@@ -212,6 +215,9 @@ void QueueRegistry::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     sessions.swap(sessions_);
+    for (auto& [id, session] : sessions) {
+      for (const auto& q : session.queues) Retire(*q);
+    }
   }
   for (auto& [id, session] : sessions) {
     for (const auto& q : session.queues) {
@@ -226,6 +232,57 @@ size_t QueueRegistry::queue_count() const {
   size_t n = 0;
   for (const auto& [id, session] : sessions_) n += session.queues.size();
   return n;
+}
+
+
+void QueueRegistry::Retire(const RingQueue& queue) {
+  const RingQueueStats s = queue.stats();
+  retired_.client_wakeups += s.client_wakeups;
+  retired_.doorbells += s.doorbells;
+  retired_.notifications_delivered += s.notified;
+}
+
+std::vector<QueueSnapshot> QueueRegistry::List() const {
+  std::vector<QueueSnapshot> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [session_id, session] : sessions_) {
+      for (const auto& q : session.queues) {
+        QueueSnapshot& snapshot = out.emplace_back();
+        snapshot.id = q->id();
+        snapshot.caller = q->caller();
+        snapshot.caller.groups.clear();  // not shown
+        snapshot.geometry = q->geometry();
+        snapshot.notifications = q->notifications();
+        snapshot.engine = EngineOf(q->id())->loop_name();
+        snapshot.stats = q->stats();
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const QueueSnapshot& a, const QueueSnapshot& b) {
+              return a.id < b.id;
+            });
+  return out;
+}
+
+QueueTotals QueueRegistry::Totals() const {
+  QueueTotals totals;
+  {
+    absl::MutexLock lock(&mu_);
+    totals = retired_;
+    for (const auto& [session_id, session] : sessions_) {
+      for (const auto& q : session.queues) {
+        const RingQueueStats s = q->stats();
+        ++(q->stopped() ? totals.stopped : totals.running);
+        totals.client_wakeups += s.client_wakeups;
+        totals.doorbells += s.doorbells;
+        totals.notifications_delivered += s.notified;
+      }
+    }
+  }
+  totals.notifications_not_told = not_told_.load(std::memory_order_relaxed);
+  return totals;
 }
 
 }  // namespace rdmad::ring

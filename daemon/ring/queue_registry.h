@@ -7,7 +7,9 @@
 #define RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +26,29 @@
 #include "daemon/runtime/io_runtime.h"
 
 namespace rdmad::ring {
+
+// One open queue, as ListQueues shows it.
+struct QueueSnapshot {
+  uint64_t id = 0;
+  core::Caller caller;  // the session that opened it
+  queue::Geometry geometry;
+  bool notifications = false;
+  std::string engine;  // the engine loop that polls it
+  RingQueueStats stats;
+};
+
+// The daemon's queues as a whole, for its metrics. The counts include
+// queues closed since the daemon started (as they were when closed), so
+// they only grow.
+struct QueueTotals {
+  uint64_t running = 0;  // open queues served
+  uint64_t stopped = 0;  // open queues stopped (RingQueueStats::stop_reason)
+  uint64_t client_wakeups = 0;
+  uint64_t doorbells = 0;
+  uint64_t notifications_delivered = 0;
+  // Notifications that found the owner's queues full or stopped.
+  uint64_t notifications_not_told = 0;
+};
 
 // Which descriptor of a queue the session socket hands out.
 enum class QueueFd : uint32_t { kSegment = 0, kDoorbell = 1, kWakeup = 2 };
@@ -84,6 +109,9 @@ class QueueRegistry final : public core::NotificationSink {
   void Shutdown();
 
   size_t queue_count() const;
+  // Every open queue (stopped ones included until closed), by id.
+  std::vector<QueueSnapshot> List() const;
+  QueueTotals Totals() const;
 
  private:
   struct Session {
@@ -93,6 +121,8 @@ class QueueRegistry final : public core::NotificationSink {
     absl::flat_hash_map<uint64_t, core::MemoryCharge> charges;
   };
   RingEngine* EngineOf(uint64_t queue_id) const;
+  // Adds what a queue leaving the registry counted to retired_.
+  void Retire(const RingQueue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAUTHENTICATED unless `session_id` is open (checked under mu_, which
   // EndSession takes after the session closed: see the constructor).
   absl::Status RequireOpen(uint64_t session_id) const
@@ -110,6 +140,9 @@ class QueueRegistry final : public core::NotificationSink {
   uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // The counts of queues closed so far (running and stopped stay 0).
+  QueueTotals retired_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> not_told_{0};
 };
 
 }  // namespace rdmad::ring

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "daemon/core/transfer_engine.h"
@@ -51,6 +52,8 @@ class RingEngine final : public runtime::Poller {
   void Attach(std::shared_ptr<RingQueue> queue);
   // Stops polling the queue with that id.
   void Detach(uint64_t queue_id);
+  // The name of the loop it polls on ("rdmad-io0"...), for ListQueues.
+  const std::string& loop_name() const { return loop_->name(); }
   // Detaches everything and leaves the loop; waits (bounded) until done.
   void Shutdown();
 

@@ -106,6 +106,7 @@ size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
       if (took.ok()) {
         taken = *took;
         in_flight_ += static_cast<uint32_t>(taken);
+        submitted_ += taken;
       } else {
         bad = took.status();
       }
@@ -152,6 +153,7 @@ void RingQueue::Awake() { submissions_.Awake(); }
 void RingQueue::ClearDoorbell() {
   uint64_t count;
   [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
+  doorbells_.fetch_add(1, std::memory_order_relaxed);
 }
 
 const RemoteHandle* RingQueue::FindHandle(uint64_t id) {
@@ -172,8 +174,24 @@ void RingQueue::PublishLocked() {
   if (completions_.Publish()) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
+    ++client_wakeups_;
     if (queue::ClientSleepsHere(segment_.data())) t_yield_hint = true;
   }
+}
+
+RingQueueStats RingQueue::stats() const {
+  RingQueueStats s;
+  s.opened = opened_;
+  s.doorbells = doorbells_.load(std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  s.in_flight = in_flight_;
+  s.submitted = submitted_;
+  s.completed = completed_;
+  s.failed = failed_;
+  s.notified = notified_;
+  s.client_wakeups = client_wakeups_;
+  s.stop_reason = stop_reason_;
+  return s;
 }
 
 bool RingQueue::TakeYieldHint() { return std::exchange(t_yield_hint, false); }
@@ -203,6 +221,8 @@ void RingQueue::PushCompletionLocked(const queue::CompletionEntry& entry,
   absl::StatusOr<uint32_t> space = completions_.Space(1);
   if (!space.ok() || *space == 0) return;
   completions_.Push(entry, message);
+  ++completed_;
+  if (entry.code != 0) ++failed_;
 }
 
 void RingQueue::Complete(uint64_t tag, const absl::Status& status,
@@ -251,6 +271,7 @@ bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
       entry.bytes = length;
       entry.immediate = immediate;
       completions_.Push(entry, "");
+      ++notified_;
       PublishLocked();
     }
   }
@@ -266,6 +287,10 @@ bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
 
 void RingQueue::Stop(const absl::Status& why) {
   if (stopped_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_reason_ = why;
+  }
   // Closed by its client, or with its session: nothing to warn about.
   if (absl::IsCancelled(why)) {
     spdlog::debug("queue {} of session {} closed: {}", id_,

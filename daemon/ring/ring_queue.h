@@ -45,6 +45,25 @@ struct RingQueueOptions {
   bool notifications = false;
 };
 
+// What an operator sees of a queue (ListQueues, `rdmactl queues`): counts
+// since it was opened.
+struct RingQueueStats {
+  absl::Time opened;
+  uint32_t in_flight = 0;  // taken, completion not published yet
+  uint64_t submitted = 0;  // entries taken from the submission ring
+  uint64_t completed = 0;  // completions published (of taken entries)
+  uint64_t failed = 0;     // of those, with a status other than OK
+  uint64_t notified = 0;   // notifications delivered on the ring
+  // Times the daemon wrote the wake-up eventfd for a client that slept
+  // waiting for a completion: each costs the client a wake-up, so a
+  // count close to `completed` says its spin is shorter than its
+  // operations take.
+  uint64_t client_wakeups = 0;
+  // Times the client's doorbell woke the engine from its sleep.
+  uint64_t doorbells = 0;
+  absl::Status stop_reason;  // OK while it runs
+};
+
 class RingQueue {
  public:
   // A new queue of `caller`'s session. `handles` (the session's) is shared.
@@ -87,7 +106,7 @@ class RingQueue {
   // completion head is impossible.
   SleepCheck SleepUnlessWork();
   void Awake();
-  // Drains the doorbell eventfd.
+  // Drains the doorbell eventfd (it rang: counted in stats()).
   void ClearDoorbell();
   // Tells the client which CPU the engine runs on (queue_layout.h).
   void SetEngineCpu(int cpu);
@@ -122,6 +141,8 @@ class RingQueue {
   // Stops taking submissions; the status shows in the segment's header.
   void Stop(const absl::Status& why);
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // Its counts, and why it stopped (ListQueues).
+  RingQueueStats stats() const;
   // Submissions taken and not completed.
   uint32_t in_flight() const {
     absl::MutexLock lock(&mu_);
@@ -157,7 +178,10 @@ class RingQueue {
   core::ShmSegment segment_;
   const UniqueFd doorbell_;  // eventfd the client writes
   const UniqueFd wakeup_;    // eventfd the daemon writes
+  const absl::Time opened_ = absl::Now();
   std::atomic<bool> stopped_{false};
+  // Written by the engine's thread, read by any (stats()).
+  std::atomic<uint64_t> doorbells_{0};
 
   queue::SubmissionConsumer submissions_;  // engine thread only
   core::RegionCache region_cache_;         // engine thread only
@@ -169,6 +193,13 @@ class RingQueue {
   mutable absl::Mutex mu_;
   queue::CompletionProducer completions_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // stats(): counted where the lock is held anyway.
+  uint64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t notified_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t client_wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status stop_reason_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmad::ring

@@ -75,6 +75,9 @@ class LocalService final : public v1::Local::CallbackService {
   grpc::ServerUnaryReactor* CloseQueue(grpc::CallbackServerContext* context,
                                        const v1::CloseQueueRequest* request,
                                        v1::CloseQueueResponse* response) override;
+  grpc::ServerUnaryReactor* ListQueues(grpc::CallbackServerContext* context,
+                                       const v1::ListQueuesRequest* request,
+                                       v1::ListQueuesResponse* response) override;
   grpc::ServerUnaryReactor* OpenRemote(grpc::CallbackServerContext* context,
                                        const v1::OpenRemoteRequest* request,
                                        v1::OpenRemoteResponse* response) override;

@@ -73,6 +73,42 @@ grpc::ServerUnaryReactor* LocalService::CloseQueue(
               state_->queues->Close(caller->session_id, request->queue_id()));
 }
 
+grpc::ServerUnaryReactor* LocalService::ListQueues(
+    grpc::CallbackServerContext* context, const v1::ListQueuesRequest*,
+    v1::ListQueuesResponse* response) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  if (state_->queues == nullptr) return Done(context, absl::OkStatus());
+  for (const ring::QueueSnapshot& q : state_->queues->List()) {
+    // A user sees the queues of its own uid, as ps(1) under hidepid would
+    // show its own processes; root sees all.
+    if (caller->uid != 0 && q.caller.uid != caller->uid) continue;
+    v1::QueueInfo* info = response->add_queues();
+    info->set_queue_id(q.id);
+    info->set_session_id(q.caller.session_id);
+    info->set_pid(q.caller.pid);
+    info->set_uid(q.caller.uid);
+    info->set_submission_entries(q.geometry.sq_entries);
+    info->set_completion_entries(q.geometry.cq_entries);
+    info->set_notifications(q.notifications);
+    info->set_engine(q.engine);
+    info->set_opened_unix_ms(absl::ToUnixMillis(q.stats.opened));
+    info->set_in_flight(q.stats.in_flight);
+    info->set_submitted(q.stats.submitted);
+    info->set_completed(q.stats.completed);
+    info->set_failed(q.stats.failed);
+    info->set_notified(q.stats.notified);
+    info->set_client_wakeups(q.stats.client_wakeups);
+    info->set_doorbells(q.stats.doorbells);
+    if (!q.stats.stop_reason.ok()) {
+      info->set_stopped(true);
+      info->set_stop_code(static_cast<int32_t>(q.stats.stop_reason.code()));
+      info->set_stop_message(std::string(q.stats.stop_reason.message()));
+    }
+  }
+  return Done(context, absl::OkStatus());
+}
+
 grpc::ServerUnaryReactor* LocalService::OpenRemote(
     grpc::CallbackServerContext* context, const v1::OpenRemoteRequest* request,
     v1::OpenRemoteResponse* response) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -251,6 +252,33 @@ struct QpInfo {
   uint32_t connection = 0;     // index of the connection in its channel
   std::string local_address;   // HOST:PORT of this end of the socket
   std::string remote_address;  // HOST:PORT of the peer's end
+};
+
+// One shared-memory queue open on the daemon (Client::ListQueues): who
+// opened it and what went through it since. A stopped queue stays listed
+// until its client closes it or its session ends.
+struct QueueInfo {
+  uint64_t id = 0;
+  uint64_t session_id = 0;
+  int32_t pid = 0;  // the process whose session opened it
+  uint32_t uid = 0;
+  uint32_t submission_entries = 0;
+  uint32_t completion_entries = 0;
+  bool notifications = false;  // the session's notification queue
+  std::string engine;          // the daemon's engine loop that polls it
+  absl::Time opened;
+  uint32_t in_flight = 0;  // taken by the daemon, completion not yet out
+  uint64_t submitted = 0;  // operations the daemon took
+  uint64_t completed = 0;  // completions it published
+  uint64_t failed = 0;     // of those, not OK
+  uint64_t notified = 0;   // notifications delivered on it
+  // Completions that had to wake the client asleep on the queue (each
+  // costs a wake-up: close to `completed` means Wait's spin is shorter
+  // than the operations take), and doorbells that woke the daemon.
+  uint64_t client_wakeups = 0;
+  uint64_t doorbells = 0;
+  // OK while it runs; once stopped, why (the status Queue::status() says).
+  absl::Status stop_reason;
 };
 
 // One exported region of the cluster, as the directory lists it

@@ -294,6 +294,18 @@ class OtherUidTest : public ::testing::Test {
   std::unique_ptr<Client> owner_;
 };
 
+TEST_F(OtherUidTest, QueuesOfOtherUsersAreNotListed) {
+  auto queue = owner_->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  ProcessResult theirs = RdmactlAsNobody({"queues", "--json"});
+  EXPECT_EQ(theirs.exit_code, 0) << theirs.err;
+  EXPECT_THAT(theirs.out, HasSubstr("\"queues\": []")) << theirs.out;
+  auto mine = owner_->ListQueues();  // root's: every queue
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].id, (*queue)->id());
+}
+
 TEST_F(OtherUidTest, ConfinedToWhatTheModeGrants) {
   // Root's private region, a world-readable one, and an exported target
   // that everyone may write (a target on this daemon needs its own mode;

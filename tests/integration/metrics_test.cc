@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "rdmad/queue.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
@@ -203,6 +204,60 @@ TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
       << scrape;
   EXPECT_EQ(Value(scrape, "rdmad_build_info", {{"transport", transport}}), 1);
   buf->Release().IgnoreError();
+}
+
+TEST(MetricsTest, CountsQueuesAndNotifications) {
+  TempDir dir;
+  DaemonOptions with_metrics;
+  with_metrics.extra_args = {"--metrics_listen", "127.0.0.1:0"};
+  auto a = DaemonProcess::Start(dir.path(), "a", with_metrics);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string address = MetricsAddress((*a)->log_path());
+  ASSERT_FALSE(address.empty()) << (*a)->LogTail();
+  auto client = Client::Connect({.socket_path = (*a)->socket()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->CreateRegion("inbox", 4096, Access::kReadWrite).ok());
+  auto notes = (*client)->OpenQueue(
+      {.depth = 8, .completion_depth = 8, .notifications = true});
+  auto writer = (*client)->OpenQueue();
+  ASSERT_TRUE(notes.ok() && writer.ok());
+  auto inbox = (*client)->OpenRemote(*RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto buf = (*client)->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  // Nine WRITEs with an immediate: eight told, the ninth finds the
+  // notification queue full (and stops it).
+  for (uint32_t i = 0; i < 9; ++i) {
+    std::vector<Op> op = {{.kind = Op::Kind::kWrite, .local = &*buf,
+                           .remote = &*inbox, .remote_offset = i * 8,
+                           .length = 8, .tag = i, .immediate = i}};
+    ASSERT_TRUE((*writer)->Submit(op).ok());
+    Completion done[1];
+    while ((*writer)->Poll(absl::MakeSpan(done)) == 0) {
+      ASSERT_TRUE((*writer)->Wait(absl::Now() + absl::Seconds(30)).ok());
+    }
+  }
+  std::string scrape = Scrape(address);
+  ASSERT_FALSE(scrape.empty());
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
+                  {{"result", "delivered"}}),
+            8)
+      << scrape;
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
+                  {{"result", "not_told"}}),
+            1);
+  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "stopped"}}), 1);
+  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "running"}}), 1);
+  EXPECT_GE(Value(scrape, "rdmad_queue_client_wakeups_total"), 0);
+  EXPECT_GE(Value(scrape, "rdmad_queue_doorbells_total"), 0);
+  // Closed queues leave the gauge; their counts stay in the counters.
+  notes->reset();
+  writer->reset();
+  scrape = Scrape(address);
+  EXPECT_EQ(Value(scrape, "rdmad_queues"), 0) << scrape;
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
+                  {{"result", "delivered"}}),
+            8);
 }
 
 TEST(MetricsTest, ReloadTurnsTheEndpointOn) {

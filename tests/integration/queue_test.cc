@@ -429,6 +429,68 @@ TEST_F(QueueTest, AWriteWhoseNotificationIsLostFails) {
       << done[0].status;
 }
 
+// What an operator sees (Client::ListQueues, `rdmactl queues`): each queue
+// with its process, what went through it, and why a stopped one stopped.
+TEST_F(QueueTest, ListQueuesShowsCountsAndWhyAQueueStopped) {
+  auto owner = Connect(*b_);
+  ASSERT_TRUE(owner);
+  ASSERT_TRUE(owner->CreateRegion("inbox", 64 * 1024, Access::kReadWrite).ok());
+  auto notes = owner->OpenQueue(
+      {.depth = 8, .completion_depth = 8, .notifications = true});
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  auto writer = owner->OpenQueue();
+  ASSERT_TRUE(writer.ok());
+  auto inbox = owner->OpenRemote(*RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto buf = owner->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  // Ten WRITEs with an immediate: eight notifications fit, then the
+  // notification queue stops and the last two fail.
+  for (uint32_t i = 0; i < 10; ++i) {
+    std::vector<Op> ops = {{.kind = Op::Kind::kWrite, .local = &*buf,
+                            .remote = &*inbox, .remote_offset = i * 64,
+                            .length = 64, .tag = i, .immediate = i}};
+    ASSERT_EQ(RunAll(**writer, ops).size(), 1u);
+  }
+
+  auto queues = owner->ListQueues();
+  ASSERT_TRUE(queues.ok()) << queues.status();
+  const QueueInfo* stopped = nullptr;
+  const QueueInfo* busy = nullptr;
+  for (const QueueInfo& q : *queues) {
+    if (q.id == (*notes)->id()) stopped = &q;
+    if (q.id == (*writer)->id()) busy = &q;
+  }
+  ASSERT_NE(stopped, nullptr);
+  ASSERT_NE(busy, nullptr);
+  EXPECT_EQ(busy->pid, ::getpid());
+  EXPECT_EQ(busy->uid, ::getuid());
+  EXPECT_EQ(busy->session_id, stopped->session_id);
+  EXPECT_FALSE(busy->engine.empty());
+  EXPECT_GT(busy->submission_entries, 0u);
+  EXPECT_EQ(busy->submitted, 10u);
+  EXPECT_EQ(busy->completed, 10u);
+  EXPECT_EQ(busy->failed, 2u);
+  EXPECT_EQ(busy->in_flight, 0u);
+  EXPECT_TRUE(busy->stop_reason.ok()) << busy->stop_reason;
+  EXPECT_LE(busy->opened, absl::Now());
+  EXPECT_GT(busy->opened, absl::Now() - absl::Minutes(5));
+  EXPECT_TRUE(stopped->notifications);
+  EXPECT_EQ(stopped->submission_entries, 8u);
+  EXPECT_EQ(stopped->notified, 8u);
+  EXPECT_EQ(stopped->stop_reason.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(stopped->stop_reason.message(), HasSubstr("overflowed"));
+  EXPECT_EQ(stopped->stop_reason, (*notes)->status())
+      << "the reason the client itself reads";
+
+  // Closed: no longer listed.
+  const uint64_t closed = (*notes)->id();
+  notes->reset();
+  queues = owner->ListQueues();
+  ASSERT_TRUE(queues.ok());
+  for (const QueueInfo& q : *queues) EXPECT_NE(q.id, closed);
+}
+
 // QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
 // still sees every completion, through the wake-up eventfd). A
 // default_timeout must be more than 0.

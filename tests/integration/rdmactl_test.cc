@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "rdmad/queue.h"
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/json_reader.h"
@@ -641,6 +642,59 @@ TEST_F(RdmactlTest, PeersShowTheLastErrorAndQpsShowWhatTcpHas) {
   EXPECT_THAT(text.out, HasSubstr("ROLE"));
   EXPECT_THAT(text.out, HasSubstr("TRANSPORT"));
   EXPECT_THAT(text.out, Not(HasSubstr("QPN")));
+}
+
+// --- queues -----------------------------------------------------------------
+
+TEST_F(RdmactlTest, QueuesShowsTheClientsQueuesAndWhatWentThrough) {
+  auto a = StartDaemon("a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(Run(*a, {"queues"}).out, "no queues\n");
+  auto client = Connect(*a);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->CreateRegion("dst", 4096, Access::kReadWrite).ok());
+  auto queue = client->OpenQueue({.depth = 16});
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  auto dst = client->OpenRemote(*RemoteRegion::Parse("dst"));
+  ASSERT_TRUE(dst.ok()) << dst.status();
+  auto buf = client->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  // Three WRITEs, the last one past the end of the region.
+  for (uint64_t offset : {0u, 8u, 4096u}) {
+    std::vector<Op> op = {{.kind = Op::Kind::kWrite, .local = &*buf,
+                           .remote = &*dst, .remote_offset = offset,
+                           .length = 8, .tag = offset}};
+    ASSERT_TRUE((*queue)->Submit(op).ok());
+    Completion done[1];
+    while ((*queue)->Poll(absl::MakeSpan(done)) == 0) {
+      ASSERT_TRUE((*queue)->Wait(absl::Now() + absl::Seconds(30)).ok());
+    }
+  }
+
+  JsonValue json = Json(*a, {"queues"});
+  const auto& list = Field(json, "queues").array();
+  ASSERT_EQ(list.size(), 1u);
+  const JsonValue& q = list[0];
+  EXPECT_EQ(Field(q, "queue").number(), static_cast<double>((*queue)->id()));
+  EXPECT_EQ(Field(q, "pid").number(), ::getpid());
+  EXPECT_EQ(Field(q, "uid").number(), ::getuid());
+  EXPECT_EQ(Field(q, "submission_entries").number(), 16);
+  EXPECT_EQ(Field(q, "notifications").boolean(), false);
+  EXPECT_EQ(Field(q, "submitted").number(), 3);
+  EXPECT_EQ(Field(q, "completed").number(), 3);
+  EXPECT_EQ(Field(q, "failed").number(), 1);
+  EXPECT_EQ(Field(q, "in_flight").number(), 0);
+  EXPECT_TRUE(IsNumber(Field(q, "wakeups")));
+  EXPECT_TRUE(IsNumber(Field(q, "doorbells")));
+  EXPECT_TRUE(IsNumber(Field(q, "age_ms")));
+  EXPECT_EQ(Field(q, "state").string(), "running");
+  EXPECT_TRUE(Field(q, "stop_code").is_null());
+
+  ProcessResult text = Run(*a, {"queues"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("WAKEUPS"));
+  EXPECT_THAT(text.out, HasSubstr("16/"));
+  EXPECT_THAT(text.out, HasSubstr("running"));
 }
 
 // Each rdmactl call opens and ends a session: that is debug, not info.

@@ -51,6 +51,31 @@ TEST(ClientConvertTest, QpsSayWhichTransportTheyBelongTo) {
   EXPECT_EQ(FromProto(old_verbs).local_qpn, 17u);
 }
 
+TEST(ClientConvertTest, AStoppedQueueKeepsItsReasonWhateverItsCode) {
+  v1::QueueInfo q;
+  q.set_queue_id(3);
+  q.set_pid(77);
+  q.set_opened_unix_ms(1500);
+  q.set_client_wakeups(5);
+  QueueInfo running = FromProto(q);
+  EXPECT_EQ(running.id, 3u);
+  EXPECT_EQ(running.pid, 77);
+  EXPECT_EQ(running.opened, absl::FromUnixMillis(1500));
+  EXPECT_EQ(running.client_wakeups, 5u);
+  EXPECT_TRUE(running.stop_reason.ok());
+  q.set_stopped(true);
+  q.set_stop_code(static_cast<int>(absl::StatusCode::kDataLoss));
+  q.set_stop_message("entry 3 is corrupt");
+  EXPECT_EQ(FromProto(q).stop_reason,
+            absl::DataLossError("entry 3 is corrupt"));
+  // A code this library does not know, or none: still stopped.
+  q.set_stop_code(99);
+  EXPECT_EQ(FromProto(q).stop_reason.code(), absl::StatusCode::kUnknown);
+  q.set_stop_code(0);
+  q.set_stop_message("");
+  EXPECT_FALSE(FromProto(q).stop_reason.ok());
+}
+
 TEST(ClientConvertTest, RegionsAndAccess) {
   v1::RegionInfo r;
   r.set_id(9);

@@ -198,5 +198,61 @@ TEST_F(QueueRegistryTest, SegmentsCountAgainstTheUidsMemoryQuota) {
   registry.Shutdown();
 }
 
+TEST_F(QueueRegistryTest, ListAndTotalsShowEveryQueueAndKeepClosedOnesCounts) {
+  const core::Caller alice = Open();
+  core::SessionTable::Opened opened = sessions_.Open(2000, 2000, 77);
+  const core::Caller bob{opened.id, 2000, 2000, 77, {}};
+  auto notified = registry_->Open(alice, Small(/*notifications=*/true));
+  auto plain = registry_->Open(bob, Small());
+  ASSERT_TRUE(notified.ok() && plain.ok());
+
+  std::vector<QueueSnapshot> list = registry_->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, (*notified)->id());
+  EXPECT_EQ(list[0].caller.session_id, alice.session_id);
+  EXPECT_EQ(list[0].caller.pid, 42);
+  EXPECT_EQ(list[0].caller.uid, 1000u);
+  EXPECT_TRUE(list[0].notifications);
+  EXPECT_EQ(list[0].geometry.sq_entries, 8u);
+  EXPECT_EQ(list[0].geometry.cq_entries, 16u);
+  EXPECT_FALSE(list[0].engine.empty());
+  EXPECT_EQ(list[1].id, (*plain)->id());
+  EXPECT_EQ(list[1].caller.uid, 2000u);
+  EXPECT_FALSE(list[1].notifications);
+
+  // Alice's buffer: its notifications go to her queue until it is full.
+  core::AllocateOptions buffer;
+  buffer.size = 4096;
+  auto region = regions_.Allocate(alice, buffer);
+  ASSERT_TRUE(region.ok()) << region.status();
+  int delivered = 0;
+  absl::Status last;
+  while ((last = registry_->Notify(**region, 0, 8, 1)).ok()) ++delivered;
+  EXPECT_EQ(delivered, 16);
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+  QueueTotals totals = registry_->Totals();
+  EXPECT_EQ(totals.running, 1u);
+  EXPECT_EQ(totals.stopped, 1u);
+  EXPECT_EQ(totals.notifications_delivered, 16u);
+  EXPECT_EQ(totals.notifications_not_told, 1u);
+  list = registry_->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].stats.notified, 16u);
+  EXPECT_EQ(list[0].stats.stop_reason.code(),
+            absl::StatusCode::kResourceExhausted)
+      << "a stopped queue stays listed, with why, until it is closed";
+
+  // Closed: gone from the list, its counts kept in the totals.
+  ASSERT_TRUE(registry_->Close(alice.session_id, (*notified)->id()).ok());
+  totals = registry_->Totals();
+  EXPECT_EQ(totals.running, 1u);
+  EXPECT_EQ(totals.stopped, 0u);
+  EXPECT_EQ(totals.notifications_delivered, 16u);
+  registry_->EndSession(bob.session_id);
+  EXPECT_TRUE(registry_->List().empty());
+  EXPECT_EQ(registry_->Totals().running, 0u);
+  EXPECT_EQ(registry_->Totals().notifications_delivered, 16u);
+}
+
 }  // namespace
 }  // namespace rdmad::ring

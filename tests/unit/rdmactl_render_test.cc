@@ -70,6 +70,39 @@ TEST(RenderQpsTest, VerbsQpsKeepTheirColumnsInATableOfTheirOwn) {
   EXPECT_THAT(json, HasSubstr("\"mtu\": 1024"));
 }
 
+TEST(RenderQueuesTest, AStoppedQueueSaysWhyInTextAndJson) {
+  const absl::Time now = absl::FromUnixSeconds(1000000);
+  QueueInfo q;
+  q.id = 4;
+  q.session_id = 9;
+  q.pid = 1234;
+  q.uid = 1000;
+  q.submission_entries = 8;
+  q.completion_entries = 16;
+  q.notifications = true;
+  q.engine = "rdmad-io0";
+  q.opened = now - absl::Seconds(75);
+  q.submitted = 10;
+  q.completed = 10;
+  q.failed = 2;
+  q.notified = 8;
+  q.client_wakeups = 3;
+  q.stop_reason = absl::ResourceExhaustedError("notification queue 4 overflowed");
+  const std::string text = RenderQueues({q}, now);
+  EXPECT_THAT(text, HasSubstr("WAKEUPS"));
+  EXPECT_THAT(text, HasSubstr("8/16 +n"));
+  EXPECT_THAT(text, HasSubstr("1m 15s"));
+  EXPECT_THAT(text, HasSubstr(
+      "stopped: RESOURCE_EXHAUSTED: notification queue 4 overflowed"));
+  const std::string json = QueuesJson({q}, now).Dump();
+  EXPECT_THAT(json, HasSubstr("\"age_ms\": 75000"));
+  EXPECT_THAT(json, HasSubstr("\"notifications\": true"));
+  EXPECT_THAT(json, HasSubstr("\"wakeups\": 3"));
+  EXPECT_THAT(json, HasSubstr("\"state\": \"stopped\""));
+  EXPECT_THAT(json, HasSubstr("\"stop_code\": \"RESOURCE_EXHAUSTED\""));
+  EXPECT_EQ(RenderQueues({}, now), "no queues\n");
+}
+
 TEST(RenderPeersTest, LastErrorIsShown) {
   PeerInfo p;
   p.address = "10.0.0.2:7471";

@@ -245,6 +245,49 @@ TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
   EXPECT_EQ(done[3].immediate, 103u);
 }
 
+TEST_F(RingQueueTest, StatsCountWhatWentThroughAndWhyItStopped) {
+  const absl::Time before = absl::Now();
+  queue::CompletionConsumer reaper(client_);
+  queue::SubmissionEntry out[8];
+  queue::CompletionEntry done[8];
+  Submit(3);
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 3u);
+  RingQueueStats s = queue_->stats();
+  EXPECT_EQ(s.submitted, 3u);
+  EXPECT_EQ(s.in_flight, 3u);
+  EXPECT_EQ(s.completed, 0u);
+  EXPECT_LE(s.opened, before);
+  queue_->Complete(out[0].tag, absl::OkStatus(), 8, core::TransportKind::kTcp);
+  // The client sleeps: this completion has to wake it.
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 1u);
+  ASSERT_FALSE(reaper.WaitUnlessReady());
+  queue_->Complete(out[1].tag, absl::NotFoundError("gone"), 0,
+                   core::TransportKind::kNone);
+  reaper.Done();
+  queue_->Complete(out[2].tag, absl::OkStatus(), 8, core::TransportKind::kTcp);
+  EXPECT_TRUE(queue_->Notify(9, 0, 64, 5));
+  queue_->ClearDoorbell();
+  s = queue_->stats();
+  EXPECT_EQ(s.submitted, 3u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.completed, 3u);
+  EXPECT_EQ(s.failed, 1u);
+  EXPECT_EQ(s.notified, 1u);
+  EXPECT_EQ(s.client_wakeups, 1u) << "only the client asleep was woken";
+  EXPECT_EQ(s.doorbells, 1u);
+  EXPECT_TRUE(s.stop_reason.ok());
+  // A corrupt entry stops it; the reason stays for ListQueues.
+  SubmissionSlot(3)->sequence = 777;
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 0u);
+  s = queue_->stats();
+  EXPECT_EQ(s.stop_reason.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.stop_reason, queue::StopStatus(client_))
+      << "the reason the client reads in its header";
+  // A later Stop does not replace the first reason.
+  queue_->Stop(absl::CancelledError("the queue was closed"));
+  EXPECT_EQ(queue_->stats().stop_reason.code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(RingQueueTest, NotificationsNeverTakeReservedSlots) {
   Submit(7);
   queue::SubmissionEntry out[8];
