@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/queue_layout.h"
 #include "common/size.h"
@@ -96,6 +97,7 @@ absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
     if (absl::Status s = CheckLimits(session, options); !s.ok()) return s;
     session.queues.push_back(*queue);
     session.charges.emplace(id, *std::move(charge));
+    if (options.notifications) AddNotifier(session, *queue);
   }
   EngineOf(id)->Attach(*queue);
   return queue;
@@ -112,6 +114,7 @@ absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
       for (auto q = queues.begin(); q != queues.end(); ++q) {
         if ((*q)->id() == queue_id) {
           Retire(**q);
+          if ((*q)->notifications()) RemoveNotifier(it->second, **q);
           closed = std::move(*q);
           queues.erase(q);
           break;
@@ -169,17 +172,18 @@ absl::StatusOr<QueueRegistry::QueueDescriptor> QueueRegistry::Descriptor(
 absl::Status QueueRegistry::Notify(const core::Region& region,
                                    uint64_t offset, uint64_t length,
                                    uint32_t immediate) {
-  std::vector<std::shared_ptr<RingQueue>> targets;
+  // Most often one queue: kept inline, no allocation per notification.
+  absl::InlinedVector<std::shared_ptr<RingQueue>, 2> targets;
   {
     absl::MutexLock lock(&mu_);
-    const bool buffer = region.owner() == core::RegionOwnerKind::kSession;
-    for (const auto& [session_id, session] : sessions_) {
-      for (const auto& q : session.queues) {
-        if (!q->notifications()) continue;
-        const bool owner = buffer ? session_id == region.creator().session_id
-                                  : q->caller().uid == region.acl().uid;
-        if (owner) targets.push_back(q);
+    if (region.owner() == core::RegionOwnerKind::kSession) {
+      auto it = sessions_.find(region.creator().session_id);
+      if (it != sessions_.end() && it->second.notifications != nullptr) {
+        targets.push_back(it->second.notifications);
       }
+    } else if (auto it = notifications_by_uid_.find(region.acl().uid);
+               it != notifications_by_uid_.end()) {
+      targets.assign(it->second.begin(), it->second.end());
     }
   }
   if (targets.empty()) return absl::OkStatus();  // nobody to tell
@@ -201,6 +205,9 @@ void QueueRegistry::EndSession(uint64_t session_id) {
     session = std::move(it->second);
     sessions_.erase(it);
     for (const auto& q : session.queues) Retire(*q);
+    if (session.notifications != nullptr) {
+      RemoveNotifier(session, *session.notifications);
+    }
   }
   for (const auto& q : session.queues) {
     q->Stop(absl::CancelledError("the session ended"));
@@ -215,6 +222,7 @@ void QueueRegistry::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     sessions.swap(sessions_);
+    notifications_by_uid_.clear();
     for (auto& [id, session] : sessions) {
       for (const auto& q : session.queues) Retire(*q);
     }
@@ -234,6 +242,22 @@ size_t QueueRegistry::queue_count() const {
   return n;
 }
 
+
+void QueueRegistry::AddNotifier(Session& session,
+                                const std::shared_ptr<RingQueue>& queue) {
+  session.notifications = queue;
+  notifications_by_uid_[queue->caller().uid].push_back(queue);
+}
+
+void QueueRegistry::RemoveNotifier(Session& session, const RingQueue& queue) {
+  if (session.notifications.get() == &queue) session.notifications.reset();
+  auto it = notifications_by_uid_.find(queue.caller().uid);
+  if (it == notifications_by_uid_.end()) return;
+  std::erase_if(it->second, [&queue](const std::shared_ptr<RingQueue>& q) {
+    return q.get() == &queue;
+  });
+  if (it->second.empty()) notifications_by_uid_.erase(it);
+}
 
 void QueueRegistry::Retire(const RingQueue& queue) {
   const RingQueueStats s = queue.stats();

@@ -119,8 +119,16 @@ class QueueRegistry final : public core::NotificationSink {
     std::shared_ptr<RemoteHandles> handles;
     // The memory of each open queue's segment, by queue id.
     absl::flat_hash_map<uint64_t, core::MemoryCharge> charges;
+    // Its notification queue (one of `queues`), if it opened one.
+    std::shared_ptr<RingQueue> notifications;
   };
   RingEngine* EngineOf(uint64_t queue_id) const;
+  // Keeps notifications_by_uid_ and Session::notifications in step with
+  // the queues that take notifications, as they open and close.
+  void AddNotifier(Session& session, const std::shared_ptr<RingQueue>& queue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveNotifier(Session& session, const RingQueue& queue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds what a queue leaving the registry counted to retired_.
   void Retire(const RingQueue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAUTHENTICATED unless `session_id` is open (checked under mu_, which
@@ -139,6 +147,12 @@ class QueueRegistry final : public core::NotificationSink {
   mutable absl::Mutex mu_;
   uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  // The notification queues of every session, by the uid that opened them:
+  // a notification for a named region goes to those of its owner's uid,
+  // found without a walk over every session (Notify runs per WRITE with an
+  // immediate).
+  absl::flat_hash_map<uint32_t, std::vector<std::shared_ptr<RingQueue>>>
+      notifications_by_uid_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // The counts of queues closed so far (running and stopped stay 0).
   QueueTotals retired_ ABSL_GUARDED_BY(mu_);

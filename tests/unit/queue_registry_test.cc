@@ -198,6 +198,65 @@ TEST_F(QueueRegistryTest, SegmentsCountAgainstTheUidsMemoryQuota) {
   registry.Shutdown();
 }
 
+// A notification goes to the notification queue of the session that owns a
+// session buffer, or to those of every session of a named region's owner
+// uid, and to none once they are closed or their sessions ended.
+TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOnly) {
+  auto open_as = [this](uint32_t uid) {
+    core::SessionTable::Opened opened = sessions_.Open(uid, uid, 42);
+    return core::Caller{opened.id, uid, uid, 42, {}};
+  };
+  const core::Caller first = open_as(1000);
+  const core::Caller second = open_as(1000);
+  const core::Caller stranger = open_as(2000);
+  auto q1 = registry_->Open(first, Small(true));
+  auto q2 = registry_->Open(second, Small(true));
+  auto q3 = registry_->Open(stranger, Small(true));
+  auto plain = registry_->Open(first, Small());  // takes none
+  ASSERT_TRUE(q1.ok() && q2.ok() && q3.ok() && plain.ok());
+  auto notified = [](const absl::StatusOr<std::shared_ptr<RingQueue>>& q) {
+    return (*q)->stats().notified;
+  };
+
+  core::AllocateOptions named;
+  named.size = 4096;
+  named.name = "inbox";
+  named.daemon_owned = true;
+  auto inbox = regions_.Allocate(first, named);
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  core::AllocateOptions buffer;
+  buffer.size = 4096;
+  auto mine = regions_.Allocate(first, buffer);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+
+  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 1).ok());
+  EXPECT_EQ(notified(q1), 1u);
+  EXPECT_EQ(notified(q2), 1u) << "every session of the owner's uid";
+  EXPECT_EQ(notified(q3), 0u) << "not another uid's";
+  EXPECT_EQ(notified(plain), 0u);
+  ASSERT_TRUE(registry_->Notify(**mine, 0, 8, 2).ok());
+  EXPECT_EQ(notified(q1), 2u);
+  EXPECT_EQ(notified(q2), 1u) << "a session buffer: its own session only";
+
+  // Closed: no longer told; the other session of the uid still is.
+  ASSERT_TRUE(registry_->Close(first.session_id, (*q1)->id()).ok());
+  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 3).ok());
+  ASSERT_TRUE(registry_->Notify(**mine, 0, 8, 4).ok())
+      << "nobody to tell: dropped, OK";
+  EXPECT_EQ(notified(q1), 2u);
+  EXPECT_EQ(notified(q2), 2u);
+  // Ended: nobody of uid 1000 left to tell.
+  registry_->EndSession(second.session_id);
+  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 5).ok());
+  EXPECT_EQ(notified(q2), 2u);
+  EXPECT_EQ(notified(q3), 0u);
+  // A new notification queue of the uid is told again.
+  auto again = registry_->Open(first, Small(true));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 6).ok());
+  EXPECT_EQ(notified(again), 1u);
+}
+
 TEST_F(QueueRegistryTest, ListAndTotalsShowEveryQueueAndKeepClosedOnesCounts) {
   const core::Caller alice = Open();
   core::SessionTable::Opened opened = sessions_.Open(2000, 2000, 77);
