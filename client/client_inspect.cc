@@ -23,16 +23,17 @@ namespace {
 
 // Follows a paged listing from `request`: `fetch(context, request,
 // response)` makes one call (a fresh context each), `take(response)` keeps
-// its entries. Stops at the last page, an empty one, or one whose token
-// does not move on (which would loop forever).
+// its entries and returns how many there were. Stops at the last page, an
+// empty one, or one whose token does not move on (which would loop
+// forever).
 template <typename Response, typename Request, typename Fetch, typename Take>
 absl::Status FollowPages(Request request, Fetch fetch, Take take) {
   do {
     grpc::ClientContext context;
     Response response;
     RDMAD_RETURN_IF_ERROR(fetch(context, request, response));
-    take(response);
-    if (response.regions().empty() ||
+    const size_t taken = take(response);
+    if (taken == 0 ||
         response.next_page_token() == request.page_token()) {
       break;
     }
@@ -75,6 +76,7 @@ absl::StatusOr<std::vector<RegionInfo>> Client::ListRegions() {
         for (const v1::RegionInfo& region : response.regions()) {
           regions.push_back(FromProto(region));
         }
+        return static_cast<size_t>(response.regions_size());
       }));
   return regions;
 }
@@ -104,15 +106,21 @@ absl::StatusOr<std::vector<QpInfo>> Client::ListQps() {
 }
 
 absl::StatusOr<std::vector<QueueInfo>> Client::ListQueues() {
-  grpc::ClientContext context;
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
-  v1::ListQueuesResponse response;
-  RDMAD_RETURN_IF_ERROR(FromGrpc(
-      call.stub->ListQueues(&context, v1::ListQueuesRequest(), &response)));
   std::vector<QueueInfo> queues;
-  for (const v1::QueueInfo& q : response.queues()) {
-    queues.push_back(FromProto(q));
-  }
+  RDMAD_RETURN_IF_ERROR(FollowPages<v1::ListQueuesResponse>(
+      v1::ListQueuesRequest(),
+      [this](grpc::ClientContext& context, const v1::ListQueuesRequest& request,
+             v1::ListQueuesResponse& response) -> absl::Status {
+        RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call,
+                               impl_->link->Prepare(context));
+        return FromGrpc(call.stub->ListQueues(&context, request, &response));
+      },
+      [&queues](const v1::ListQueuesResponse& response) {
+        for (const v1::QueueInfo& q : response.queues()) {
+          queues.push_back(FromProto(q));
+        }
+        return static_cast<size_t>(response.queues_size());
+      }));
   return queues;
 }
 
@@ -136,6 +144,7 @@ absl::StatusOr<std::vector<RemoteRegionInfo>> Client::ListRemoteRegions(
         for (const v1::ExportedRegion& region : response.regions()) {
           regions.push_back(FromProto(peer, region));
         }
+        return static_cast<size_t>(response.regions_size());
       }));
   return regions;
 }

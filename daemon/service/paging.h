@@ -1,5 +1,5 @@
 // Page sizes and page tokens of the listing RPCs (Local.ListRegions,
-// Local.ListRemoteRegions, Peer.ListExports).
+// Local.ListRemoteRegions, Local.ListQueues, Peer.ListExports).
 //
 // A token is where the previous page ended: the last region id (by id) or
 // the last name (by name), as text. It is not secret and not signed: a

@@ -8,6 +8,7 @@
 #include "daemon/core/access_control.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/local_service.h"
+#include "daemon/service/paging.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/self_route.h"
 #include "daemon/service/transfer_decoder.h"
@@ -74,15 +75,24 @@ grpc::ServerUnaryReactor* LocalService::CloseQueue(
 }
 
 grpc::ServerUnaryReactor* LocalService::ListQueues(
-    grpc::CallbackServerContext* context, const v1::ListQueuesRequest*,
+    grpc::CallbackServerContext* context, const v1::ListQueuesRequest* request,
     v1::ListQueuesResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
+  auto after = ParseIdToken(request->page_token());
+  if (!after.ok()) return Done(context, after.status());
+  const size_t page = PageSize(request->page_size());
   if (state_->queues == nullptr) return Done(context, absl::OkStatus());
   for (const ring::QueueSnapshot& q : state_->queues->List()) {
     // A user sees the queues of its own uid, as ps(1) under hidepid would
     // show its own processes; root sees all.
+    if (q.id <= *after) continue;
     if (caller->uid != 0 && q.caller.uid != caller->uid) continue;
+    if (static_cast<size_t>(response->queues_size()) == page) {
+      response->set_next_page_token(
+          IdToken(response->queues(response->queues_size() - 1).queue_id()));
+      break;
+    }
     v1::QueueInfo* info = response->add_queues();
     info->set_queue_id(q.id);
     info->set_session_id(q.caller.session_id);

@@ -253,7 +253,8 @@ class Client {
   absl::StatusOr<std::vector<RegionInfo>> ListRegions();
   absl::StatusOr<std::vector<PeerInfo>> ListPeers();
   absl::StatusOr<std::vector<QpInfo>> ListQps();
-  // The daemon's open queues: all for root, this uid's otherwise.
+  // The daemon's open queues, in id order (fetched a page at a time): all
+  // for root, this uid's otherwise.
   absl::StatusOr<std::vector<QueueInfo>> ListQueues();
   // The regions the daemon at `peer` ("HOST:PORT") exports to this node.
   absl::StatusOr<std::vector<RemoteRegionInfo>> ListRemoteRegions(

@@ -428,6 +428,24 @@ TEST_F(BadInputTest, EveryMalformedRequestGetsAPreciseStatus) {
          return s.stub().ListRegions(&ctx, request, &response);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "next_page_token"},
+      {"list queues with a forged page token",
+       [&] {
+         grpc::ClientContext ctx;
+         s.Authorize(&ctx);
+         v1::ListQueuesRequest request;
+         request.set_page_token("-1");
+         v1::ListQueuesResponse response;
+         return s.stub().ListQueues(&ctx, request, &response);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "next_page_token"},
+      {"list queues without a session",
+       [&] {
+         grpc::ClientContext ctx;
+         v1::ListQueuesRequest request;
+         v1::ListQueuesResponse response;
+         return s.stub().ListQueues(&ctx, request, &response);
+       },
+       grpc::StatusCode::UNAUTHENTICATED, "session"},
       {"list regions by a bad name",
        [&] {
          grpc::ClientContext ctx;

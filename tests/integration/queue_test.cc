@@ -491,6 +491,39 @@ TEST_F(QueueTest, ListQueuesShowsCountsAndWhyAQueueStopped) {
   for (const QueueInfo& q : *queues) EXPECT_NE(q.id, closed);
 }
 
+TEST_F(QueueTest, ListQueuesComesInPages) {
+  auto client = Connect(*b_);
+  ASSERT_TRUE(client);
+  std::vector<std::unique_ptr<Queue>> queues;
+  for (int i = 0; i < 5; ++i) {
+    auto q = client->OpenQueue({.depth = 8});
+    ASSERT_TRUE(q.ok()) << q.status();
+    queues.push_back(*std::move(q));
+  }
+  auto raw = RawSession::Open(b_->socket());
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  std::vector<uint64_t> seen;
+  v1::ListQueuesRequest request;
+  request.set_page_size(2);
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    (*raw)->Authorize(&context);
+    v1::ListQueuesResponse response;
+    ASSERT_TRUE((*raw)->stub().ListQueues(&context, request, &response).ok());
+    EXPECT_LE(response.queues_size(), 2);
+    for (const v1::QueueInfo& q : response.queues()) seen.push_back(q.queue_id());
+    request.set_page_token(response.next_page_token());
+    ASSERT_LT(++pages, 10);
+  } while (!request.page_token().empty());
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(seen.size(), 5u) << "another session of the same uid sees them";
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], queues[i]->id());
+  auto all = client->ListQueues();  // the library follows the pages
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 5u);
+}
+
 // QueueOptions::spin: bounded, and 0 means a Wait sleeps at once (it
 // still sees every completion, through the wake-up eventfd). A
 // default_timeout must be more than 0.
