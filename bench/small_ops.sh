@@ -12,7 +12,10 @@
 #   remote       two daemons on 127.0.0.1 over TCP: 8-byte WRITE p50 via the
 #                ring and via gRPC, next to `sockperf ping-pong --tcp
 #                --full-rtt` on the same loopback (14-byte messages,
-#                sockperf's smallest)
+#                sockperf's smallest); and rdmad_write_pingpong: two
+#                clients WRITE into each other's regions in turn and poll
+#                their memory, half of each round trip (one way, as
+#                ib_write_lat measures), next to half sockperf's round trip
 #
 #   bench/small_ops.sh [BUILD_DIR]
 #
@@ -46,9 +49,11 @@ ENGINES=${BENCH_ENGINE_THREADS:-1}
 RDMAD=$BUILD/daemon/rdmad
 RDMACTL=$BUILD/client/rdmactl/rdmactl
 PINGPONG=$BUILD/bench/rdmad_shm_pingpong
+WRITE_PINGPONG=$BUILD/bench/rdmad_write_pingpong
 
 if [[ -z ${RDMAD_LAB:-} && -z ${BENCH_NO_BUILD:-} ]]; then
-  cmake --build "$BUILD" --target rdmad rdmactl rdmad_shm_pingpong >/dev/null
+  cmake --build "$BUILD" --target rdmad rdmactl rdmad_shm_pingpong \
+    rdmad_write_pingpong >/dev/null
 fi
 
 # shellcheck source=bench/lib.sh
@@ -63,6 +68,7 @@ fi
 start_daemon a --peer_listen 127.0.0.1:0 --transport tcp
 start_daemon b --peer_listen 127.0.0.1:0 --transport tcp
 A_PID=${PIDS[0]}
+A_PEER=$(peer_address a)
 B_PEER=$(peer_address b)
 "$RDMACTL" --socket "$TMP/a.sock" alloc small-ops 64K --export rw >/dev/null
 "$RDMACTL" --socket "$TMP/b.sock" alloc small-ops 64K --export rw >/dev/null
@@ -122,6 +128,12 @@ for run in $(seq "$RUNS"); do
     --path ring --iters "$REMOTE_ITERS"
   bench_json "$TMP/remote-grpc-$run.json" "$TMP/a.sock" --peer "$B_PEER" \
     --path grpc --iters "$GRPC_ITERS"
+  if ! timeout 120 "$WRITE_PINGPONG" --socket-a "$TMP/a.sock" \
+       --socket-b "$TMP/b.sock" --peer-a "$A_PEER" --peer-b "$B_PEER" \
+       --iters "$REMOTE_ITERS" --json >"$TMP/oneway-$run.json"; then
+    echo "rdmad_write_pingpong failed" >&2
+    exit 1
+  fi
   if [[ $HAVE_SOCKPERF == 1 ]]; then
     sockperf_rtt "$TMP/sockperf-$run.txt"
   fi
@@ -176,6 +188,7 @@ ring50, ring99 = series("ring", "p50_us"), series("ring", "p99_us")
 grpc50, grpc99 = series("grpc", "p50_us"), series("grpc", "p99_us")
 rring50, rring99 = series("remote-ring", "p50_us"), series("remote-ring", "p99_us")
 rgrpc50, rgrpc99 = series("remote-grpc", "p50_us"), series("remote-grpc", "p99_us")
+oneway50, oneway99 = series("oneway", "p50_us"), series("oneway", "p99_us")
 sp50 = [sockperf(r, "p50") for r in range(1, runs + 1)]
 sp99 = [sockperf(r, "p99") for r in range(1, runs + 1)]
 
@@ -211,6 +224,10 @@ row("remote: rdmad ring WRITE over TCP", rring50, rring99, "2 daemons",
     ratios(rring50, sp50) if any(sp50) else None, " sockperf")
 row("remote: rdmad gRPC WRITE over TCP", rgrpc50, rgrpc99, "2 daemons",
     ratios(rgrpc50, sp50) if any(sp50) else None, " sockperf")
+half_sp50 = [x / 2 if x is not None else None for x in sp50]
+row("remote: rdmad WRITE one way (ping-pong / 2)", oneway50, oneway99,
+    "2 daemons", ratios(oneway50, half_sp50) if any(sp50) else None,
+    " sockperf/2")
 
 print("8-byte operations, %d runs each: median [min..max]; latency in us"
       % runs)
