@@ -99,8 +99,11 @@ PY
   start_daemon d "$port_d" --directory "$directory"
   C=(--socket "$work/c.sock")
   D=(--socket "$work/d.sock")
+  # Both daemons: one that started before etcd listened retries after a
+  # back-off, and its status says unreachable until then.
   for _ in $(seq 100); do
-    "$rdmactl" "${D[@]}" status | grep -q "directory: .*: connected" && break
+    "$rdmactl" "${C[@]}" status | grep -q "directory: .*: connected" &&
+      "$rdmactl" "${D[@]}" status | grep -q "directory: .*: connected" && break
     sleep 0.1
   done
   echo "== D exports 'demo/shard-0'; C names it without a peer"
