@@ -154,6 +154,10 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
           std::min(impl_->completion_depth, impl_->in_flight));
   const size_t n = std::min<size_t>(room, ops.size());
   if (n == 0 && !ops.empty()) {
+    // A daemon killed outright consumes nothing: its ring fills up, and
+    // "Poll completions first" would send the caller waiting for ones that
+    // never come. Looked at only here (a poll(2)), not on every Submit.
+    if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
     return absl::ResourceExhaustedError(absl::StrCat(
         "queue ", impl_->id, " is full (", impl_->in_flight,
         " operations in flight): Poll completions first"));

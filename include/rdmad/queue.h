@@ -161,7 +161,10 @@ class Queue {
   // queued (fewer than ops.size() when the ring is full: Poll some
   // completions and submit the rest; 0 for an empty span), or
   // RESOURCE_EXHAUSTED when not even the first fits (the submission ring
-  // is full, or completion_depth operations are in flight).
+  // is full, or completion_depth operations are in flight); UNAVAILABLE
+  // then instead when the daemon died without stopping the queue (Submit
+  // does not look for that on every call: until the ring is full it
+  // queues into it, and status() tells at once).
   // INVALID_ARGUMENT, before anything is queued, for an op without a buffer
   // of this client or a handle (the message names the op and its tag);
   // the queue's status once the daemon stopped it. Everything else

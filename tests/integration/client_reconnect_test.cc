@@ -242,6 +242,38 @@ TEST_P(ClientReconnectTest, ArmAndStatusOnTheQueueOfAKilledDaemonSaySo) {
   EXPECT_EQ((*queue)->Poll(done), 0u);
 }
 
+// Submit does not look for the daemon on every call (a poll(2) each), so
+// it queues into the ring of a killed daemon until the ring is full; then
+// it says the daemon is gone, not "Poll completions first" (there will be
+// none).
+TEST_P(ClientReconnectTest, SubmitIntoTheFullRingOfAKilledDaemonSaysSo) {
+  auto queue = client_->OpenQueue({.depth = 8});
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  auto buf = client_->Allocate(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE(client_->CreateRegion("dst", 4096, Access::kNone).ok());
+  auto handle = client_->OpenRemote({.name = "dst"});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  daemon_->Kill();
+  const Op op{.kind = Op::Kind::kWrite,
+              .local = &*buf,
+              .remote = &*handle,
+              .length = 8};
+  absl::StatusOr<size_t> queued;
+  size_t total = 0;
+  // Bounded: the ring holds `depth` entries, its completions twice that.
+  for (int i = 0; i < 64; ++i) {
+    queued = (*queue)->Submit({&op, 1});
+    if (!queued.ok()) break;
+    total += *queued;
+  }
+  ASSERT_FALSE(queued.ok()) << "Submit took " << total << " operations";
+  EXPECT_EQ(queued.status().code(), absl::StatusCode::kUnavailable)
+      << queued.status();
+  EXPECT_THAT(queued.status().message(), HasSubstr("stopped or restarted"));
+  EXPECT_EQ(total, (*queue)->depth());
+}
+
 TEST_P(ClientReconnectTest, WhileTheDaemonIsDownCallsSaySoThenRecover) {
   ASSERT_TRUE(daemon_->Stop().ok());
   auto down = client_->GetStatus();
