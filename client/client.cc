@@ -122,10 +122,13 @@ absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
 // ---------------------------------------------------------------------------
 // Buffer
 
-Buffer::Buffer(Client* client, uint64_t id, std::string name, char* data,
-               size_t size, size_t mapped_size, bool owned, bool writable,
+Buffer::Buffer(Client* client,
+               std::shared_ptr<client_internal::SessionLink> link,
+               uint64_t id, std::string name, char* data, size_t size,
+               size_t mapped_size, bool owned, bool writable,
                uint64_t generation)
     : client_(client),
+      link_(std::move(link)),
       id_(id),
       name_(std::move(name)),
       data_(data),
@@ -141,6 +144,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     (void)Release();
     client_ = std::exchange(other.client_, nullptr);
+    link_ = std::move(other.link_);
     id_ = std::exchange(other.id_, 0);
     name_ = std::move(other.name_);
     data_ = std::exchange(other.data_, nullptr);
@@ -167,8 +171,9 @@ absl::Status Buffer::Release() {
   // already, and its id may name another region of the new one: FreeById
   // frees only in the buffer's own session.
   const absl::Status status =
-      owned_ ? client_->FreeById(id_, generation_) : absl::OkStatus();
+      owned_ ? FreeRegionIn(*link_, id_, generation_) : absl::OkStatus();
   client_ = nullptr;
+  link_.reset();
   return status;
 }
 
@@ -222,13 +227,18 @@ absl::StatusOr<Buffer> Client::MapById(uint64_t id, const std::string& name,
     if (owned) (void)FreeById(id, generation);
     return status;
   }
-  return Buffer(this, id, name, static_cast<char*>(data), size, mapped, owned,
-                writable, generation);
+  return Buffer(this, impl_->link, id, name, static_cast<char*>(data), size,
+                mapped, owned, writable, generation);
 }
 
 absl::Status Client::FreeById(uint64_t id, uint64_t generation) {
+  return FreeRegionIn(*impl_->link, id, generation);
+}
+
+absl::Status FreeRegionIn(client_internal::SessionLink& link, uint64_t id,
+                          uint64_t generation) {
   grpc::ClientContext context;
-  auto call = impl_->link->PrepareIn(context, generation);
+  auto call = link.PrepareIn(context, generation);
   if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
   if (!call.ok()) return call.status();
   v1::FreeRegionRequest request;

@@ -23,6 +23,12 @@ struct Client::Impl {
   std::unique_ptr<SharedQueue> transfers;
 };
 
+// Frees region `id` of session `generation` through `link`: what a Buffer
+// does when it goes, with or without its Client. OK when that session is
+// gone already (its regions went with it).
+absl::Status FreeRegionIn(client_internal::SessionLink& link, uint64_t id,
+                          uint64_t generation);
+
 }  // namespace rdmad
 
 #endif  // RDMAD_CLIENT_CLIENT_IMPL_H_

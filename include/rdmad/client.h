@@ -98,6 +98,9 @@ struct RemoteRegion {
 
 class Client;
 class SharedQueue;
+namespace client_internal {
+class SessionLink;
+}  // namespace client_internal
 
 // A region mapped into this process. Move-only.
 //
@@ -105,7 +108,9 @@ class SharedQueue;
 // frees the region in the daemon (and unmaps it here). A Buffer from
 // MapRegion is a view of a daemon-owned named region: destroying it only
 // unmaps it; it is mapped read-only when the region's mode grants this
-// process read but not write. The Client must outlive its Buffers.
+// process read but not write. A Buffer may outlive its Client: it shares
+// the Client's session, which stays open (and the region with it) until
+// the last Buffer and Queue of the Client are gone.
 class Buffer {
  public:
   Buffer(Buffer&& other) noexcept;
@@ -131,12 +136,16 @@ class Buffer {
  private:
   friend class Client;
   friend class Queue;
-  Buffer(Client* client, uint64_t id, std::string name, char* data,
-         size_t size, size_t mapped_size, bool owned, bool writable,
-         uint64_t generation);
+  Buffer(Client* client, std::shared_ptr<client_internal::SessionLink> link,
+         uint64_t id, std::string name, char* data, size_t size,
+         size_t mapped_size, bool owned, bool writable, uint64_t generation);
   void Unmap();
 
-  Client* client_ = nullptr;  // Not owned.
+  // Which Client it came from (compared, never followed: the Client may be
+  // gone). Null once released.
+  Client* client_ = nullptr;
+  // The session it frees its region through.
+  std::shared_ptr<client_internal::SessionLink> link_;
   // A view re-mapped after a daemon restart gets the new region's id and
   // the new session's generation (Client::Usable); they change only in the
   // thread that uses the Buffer.

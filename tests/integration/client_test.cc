@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "client/shared_queue.h"
 #include "gtest/gtest.h"
@@ -109,6 +110,43 @@ TEST_F(ClientTest, ReleasingBuffersFreesThemInTheDaemon) {
     EXPECT_EQ(RegionCount(), 1u);
   }
   EXPECT_EQ(RegionCount(), 0u);
+}
+
+// A Buffer destroyed after its Client frees its region through the session
+// they share (it used to call into the destroyed Client: a use after free,
+// which ASan reports). Until then the session and the region stay, and the
+// memory stays usable.
+TEST_F(ClientTest, ABufferMayOutliveItsClient) {
+  auto other = Client::Connect({.socket_path = daemon_->socket()});
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto buf = (*other)->Allocate(4096, {.name = "kept"});
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto moved = std::make_unique<Buffer>(*std::move(buf));
+  other->reset();
+  std::memset(moved->data(), 7, moved->size());
+  auto status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->session_count, 2u) << "the buffer keeps its session";
+  auto regions = client_->ListRegions();
+  ASSERT_TRUE(regions.ok()) << regions.status();
+  bool listed = false;
+  for (const RegionInfo& r : *regions) listed |= r.name == "kept";
+  EXPECT_TRUE(listed) << "the region went with its Client";
+  EXPECT_TRUE(moved->Release().ok());
+  regions = client_->ListRegions();
+  ASSERT_TRUE(regions.ok()) << regions.status();
+  for (const RegionInfo& r : *regions) EXPECT_NE(r.name, "kept");
+  moved.reset();
+  // The daemon sees the session's socket close a moment later.
+  uint64_t sessions = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto now = client_->GetStatus();
+    ASSERT_TRUE(now.ok()) << now.status();
+    sessions = now->session_count;
+    if (sessions == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(sessions, 1u) << "the session outlived its last buffer";
 }
 
 TEST_F(ClientTest, RegistersTheClientsOwnMemfd) {
