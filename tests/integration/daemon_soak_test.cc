@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/sanitized.h"
 #include "rdmad/client.h"
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
@@ -151,7 +152,7 @@ TEST(DaemonSoakTest, ThousandCyclesLeaveNothingBehind) {
     // A descriptor or two may be in flux (a gRPC poller's eventfd); a leak
     // of one per cycle would be a thousand.
     EXPECT_LE(after.fds, before.fds + 4);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifndef RDMAD_SANITIZED
     // Allocator noise, not a per-cycle leak (64 KiB x 1000 = 62 MiB).
     // Under the sanitizers the daemon (built the same way) keeps freed
     // memory in quarantine, so RSS says nothing; LeakSanitizer checks the

@@ -23,19 +23,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/sanitized.h"
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RDMAD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RDMAD_SANITIZED 1
-#endif
-#endif
 
 [[maybe_unused]] uint64_t ResidentKiB(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));

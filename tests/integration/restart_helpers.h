@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/sanitized.h"
 
 namespace rdmad::testing {
 
@@ -161,14 +162,8 @@ inline std::string ReadAll(const std::string& path) {
 
 // Whether the sanitizers' runtime (and its memory use) is in this build.
 inline bool SanitizerBuild() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RDMAD_SANITIZED
   return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
 #else
   return false;
 #endif

@@ -7,17 +7,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/sanitized.h"
 
 namespace rdmad {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RDMAD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RDMAD_SANITIZED 1
-#endif
-#endif
 
 TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
 #ifdef RDMAD_SANITIZED

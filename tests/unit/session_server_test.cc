@@ -21,17 +21,10 @@
 #include "common/session_wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/sanitized.h"
 
 namespace rdmad::service {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RDMAD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RDMAD_SANITIZED 1
-#endif
-#endif
 
 using session_wire::Message;
 using session_wire::MessageType;

@@ -12,7 +12,7 @@
 
 namespace rdmad::verbs {
 
-uint32_t MtuToBytes(ibv_mtu mtu) {
+uint32_t MtuToBytes(int mtu) {
   switch (mtu) {
     case IBV_MTU_256:
       return 256;
@@ -102,7 +102,7 @@ std::string GuidToText(uint64_t guid_network_order) {
                          b[2], b[3], b[4], b[5], b[6], b[7]);
 }
 
-std::string PortStateName(ibv_port_state state) {
+std::string PortStateName(int state) {
   switch (state) {
     case IBV_PORT_NOP:
       return "NOP";
@@ -117,7 +117,7 @@ std::string PortStateName(ibv_port_state state) {
     case IBV_PORT_ACTIVE_DEFER:
       return "ACTIVE_DEFER";
   }
-  return absl::StrCat("UNKNOWN(", static_cast<int>(state), ")");
+  return absl::StrCat("UNKNOWN(", state, ")");
 }
 
 std::string LinkLayerName(uint8_t link_layer) {
@@ -168,7 +168,7 @@ std::string QpStateName(ibv_qp_state state) {
     case IBV_QPS_UNKNOWN:
       break;
   }
-  return absl::StrCat("UNKNOWN(", static_cast<int>(state), ")");
+  return absl::StrCat("UNKNOWN(", state, ")");
 }
 
 int MrAccessFlags(core::RemoteAccess remote) {

@@ -35,7 +35,10 @@ inline constexpr absl::string_view kGidTypeRoceV2 = "RoCEv2";
 inline constexpr absl::string_view kGidTypeIbRoceV1 = "IB/RoCEv1";
 
 // Returns the MTU in bytes (256..4096), or 0 for a value outside the enum.
-uint32_t MtuToBytes(ibv_mtu mtu);
+// Takes the raw value (an ibv_mtu converts): a provider may report one that
+// this libibverbs does not define, and an ibv_mtu cannot hold that (loading
+// it is undefined behaviour, which UBSan reports).
+uint32_t MtuToBytes(int mtu);
 
 // Returns the enum for an MTU of exactly `bytes` (256, 512, 1024, 2048 or
 // 4096); InvalidArgument for anything else.
@@ -66,7 +69,8 @@ absl::string_view GidTypeName(uint32_t ibv_gid_type);
 std::string GuidToText(uint64_t guid_network_order);
 
 // "ACTIVE", "DOWN", "INIT", "ARMED", "ACTIVE_DEFER", "NOP" or "UNKNOWN(n)".
-std::string PortStateName(ibv_port_state state);
+// Takes the raw value, as MtuToBytes does.
+std::string PortStateName(int state);
 
 // "InfiniBand", "Ethernet" or "Unspecified".
 std::string LinkLayerName(uint8_t link_layer);
