@@ -30,6 +30,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/held_remote.h"
+#include "tests/unit/tcp_test_util.h"
 
 namespace rdmad::core {
 namespace {
@@ -393,6 +394,99 @@ TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
   EXPECT_EQ((*server)->stats().refused, 1u);
   EXPECT_EQ((*server)->stats().connections_open, 2u);
   for (int fd : fds) ::close(fd);
+  (*server)->Stop();
+}
+
+// Waits (up to 10 s) until the server counts `n` open connections.
+bool WaitForOpen(const tcp::TcpDataServer& server, uint64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (server.stats().connections_open == n) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+// Whether the server closed `fd` without a byte sent (10 s at most).
+bool ClosedAtAccept(int fd) {
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char byte = 0;
+  return ::recv(fd, &byte, 1, 0) == 0;
+}
+
+// One address cannot take every slot of the data port: past its cap its
+// connections are closed at accept, while another address still gets in;
+// a slot comes back when its connection closes.
+TEST(DataServerLimitsTest, OneAddressCannotHoldEverySlot) {
+  NullRegistrar registrar;
+  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
+  auto runtime = runtime::IoRuntime::Start({.threads = 2});
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  tcp::TcpDataServerOptions options;
+  options.max_open_connections = 8;
+  options.max_connections_per_address = 3;
+  options.cap_loopback = true;  // loopback is all a test may use
+  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint16_t port = (*server)->port();
+
+  std::vector<tcp::testing::RawConnection> mine;
+  for (int i = 0; i < 3; ++i) {
+    auto c = tcp::testing::RawConnection::Connect(port, "127.0.0.1");
+    ASSERT_TRUE(c.ok()) << c.status();
+    mine.push_back(*std::move(c));
+  }
+  ASSERT_TRUE(WaitForOpen(**server, 3));
+  auto fourth = tcp::testing::RawConnection::Connect(port, "127.0.0.1");
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_TRUE(ClosedAtAccept(fourth->fd()));
+  EXPECT_EQ((*server)->stats().refused, 1u);
+
+  // Another address is not affected, and is served.
+  auto other = tcp::testing::RawConnection::Connect(port, "127.0.0.2");
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(WaitForOpen(**server, 4));
+  ASSERT_TRUE(other->Send(tcp::EncodeRequestFrame(tcp::FrameType::kRead, 1,
+                                                  12345, 1, 0, 8))
+                  .ok());
+  auto reply = other->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kNotFound);
+
+  // Closing one of its connections gives the first address a slot back.
+  mine.pop_back();
+  ASSERT_TRUE(WaitForOpen(**server, 3));
+  auto again = tcp::testing::RawConnection::Connect(port, "127.0.0.1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(WaitForOpen(**server, 4));
+  EXPECT_EQ((*server)->stats().refused, 1u);
+  (*server)->Stop();
+}
+
+// By default loopback is not capped per address (daemons sharing a host
+// all connect from it); the cap on all connections still holds.
+TEST(DataServerLimitsTest, LoopbackIsNotCappedPerAddressByDefault) {
+  NullRegistrar registrar;
+  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
+  auto runtime = runtime::IoRuntime::Start({.threads = 1});
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  tcp::TcpDataServerOptions options;
+  options.max_open_connections = 6;
+  options.max_connections_per_address = 2;
+  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<tcp::testing::RawConnection> held;
+  for (int i = 0; i < 6; ++i) {
+    auto c = tcp::testing::RawConnection::Connect((*server)->port());
+    ASSERT_TRUE(c.ok()) << c.status();
+    held.push_back(*std::move(c));
+  }
+  ASSERT_TRUE(WaitForOpen(**server, 6));
+  EXPECT_EQ((*server)->stats().refused, 0u);
+  auto seventh = tcp::testing::RawConnection::Connect((*server)->port());
+  ASSERT_TRUE(seventh.ok()) << seventh.status();
+  EXPECT_TRUE(ClosedAtAccept(seventh->fd()));
+  EXPECT_EQ((*server)->stats().refused, 1u);
   (*server)->Stop();
 }
 

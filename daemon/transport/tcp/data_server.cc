@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +25,9 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(10);
 
 TcpDataServer::TcpDataServer(const core::RegionTable* regions,
                              TcpDataServerOptions options)
-    : regions_(regions), options_(std::move(options)) {
+    : regions_(regions),
+      options_(std::move(options)),
+      slots_(options_.max_connections_per_address) {
   context_.regions = regions_;
   context_.options = &options_;
   context_.counters = &counters_;
@@ -101,15 +105,36 @@ void TcpDataServer::OnListenerReadable() {
       Refuse(fd.get(), "too many open data connections");
       continue;
     }
+    // Loopback is not capped unless asked (data_server.h says why), nor is
+    // a peer gone before it could be named (the connection dies anyway).
+    const std::string host = PeerHostOf(fd.get());
+    const bool capped =
+        !host.empty() && (options_.cap_loopback || !IsLoopbackHost(host));
+    std::optional<AddressSlots::Slot> slot =
+        capped ? slots_.TryTake(host) : AddressSlots::Slot();
+    if (!slot.has_value()) {
+      Refuse(fd.get(), absl::StrCat("its address already holds ",
+                                    options_.max_connections_per_address,
+                                    " data connections (the most one "
+                                    "address may)"));
+      continue;
+    }
     TuneSocket(fd.get(), options_.tuning);
     counters_.connections_accepted++;
     Shard* shard = shards_[next_shard_++ % shards_.size()].get();
     if (shard->loop->InLoopThread()) {
-      AddConnection(shard, &context_, std::move(fd));
+      AddConnection(shard, &context_, std::move(fd), *std::move(slot));
     } else {
-      auto moved = std::make_shared<UniqueFd>(std::move(fd));
+      // The slot goes with the task: returned if the loop drops it.
+      struct Accepted {
+        UniqueFd fd;
+        AddressSlots::Slot slot;
+      };
+      auto moved = std::make_shared<Accepted>(
+          Accepted{std::move(fd), *std::move(slot)});
       shard->loop->Post([shard, context = &context_, moved] {
-        AddConnection(shard, context, std::move(*moved));
+        AddConnection(shard, context, std::move(moved->fd),
+                      std::move(moved->slot));
       });
     }
   }
@@ -129,7 +154,7 @@ void TcpDataServer::PauseAccepting() {
 
 void TcpDataServer::AddConnection(Shard* shard,
                                   const DataServerContext* context,
-                                  UniqueFd fd) {
+                                  UniqueFd fd, AddressSlots::Slot slot) {
   auto connection = std::make_unique<DataConnection>(
       std::move(fd), shard->loop, context,
       [shard](DataConnection* c) { shard->connections.erase(c); });
@@ -139,7 +164,8 @@ void TcpDataServer::AddConnection(Shard* shard,
     return;
   }
   DataConnection* key = connection.get();
-  shard->connections.emplace(key, std::move(connection));
+  shard->connections.emplace(key,
+                             Held{std::move(connection), std::move(slot)});
 }
 
 // Counts a connection closed at accept. Logs the first and then every

@@ -37,6 +37,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/accept_backoff.h"
 #include "daemon/runtime/io_runtime.h"
+#include "daemon/transport/tcp/address_slots.h"
 #include "daemon/transport/tcp/data_connection.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "daemon/transport/transport.h"
@@ -70,6 +71,15 @@ struct TcpDataServerOptions {
   // closed at accept, so that a peer cannot exhaust the daemon's file
   // descriptors.
   uint32_t max_open_connections = 1024;
+  // Most data connections open at once from one source address; more from
+  // it are closed at accept, so that one address cannot hold every slot
+  // (address_slots.h). 0: no cap. Loopback sources are not capped unless
+  // cap_loopback: daemons sharing one host (a test, a lab, 32 peers in
+  // DaemonThreadsTest) all connect from it, and a process on this host has
+  // other ways to use up the daemon's descriptors; max_open_connections
+  // still bounds them. (Tests set cap_loopback: loopback is all they use.)
+  uint32_t max_connections_per_address = 64;
+  bool cap_loopback = false;
   // Told of every WRITE_IMM that landed (not owned; null: nobody).
   core::NotificationSink* notifications = nullptr;
 };
@@ -85,7 +95,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     uint64_t bytes_read = 0;     // out of local regions by peers' READs
     uint64_t protocol_errors = 0;  // connections closed for garbage
     // Connections closed at accept: not in peer_allow, or over
-    // max_open_connections.
+    // max_open_connections or max_connections_per_address.
     uint64_t refused = 0;
   };
 
@@ -117,10 +127,14 @@ class TcpDataServer final : public transport::ConnectAcceptor {
 
  private:
   // The connections living on one loop; touched only on that loop.
+  // A connection and its source address's slot, returned with it.
+  struct Held {
+    std::unique_ptr<DataConnection> connection;
+    AddressSlots::Slot slot;
+  };
   struct Shard {
     runtime::EventLoop* loop = nullptr;
-    absl::flat_hash_map<DataConnection*, std::unique_ptr<DataConnection>>
-        connections;
+    absl::flat_hash_map<DataConnection*, Held> connections;
   };
 
   TcpDataServer(const core::RegionTable* regions, TcpDataServerOptions options);
@@ -128,11 +142,12 @@ class TcpDataServer final : public transport::ConnectAcceptor {
   void Refuse(int fd, absl::string_view why);
   void PauseAccepting();
   static void AddConnection(Shard* shard, const DataServerContext* context,
-                            UniqueFd fd);
+                            UniqueFd fd, AddressSlots::Slot slot);
 
   const core::RegionTable* const regions_;  // Not owned.
   const TcpDataServerOptions options_;
   DataServerCounters counters_;
+  AddressSlots slots_;
   DataServerContext context_;
   std::string address_;
   std::string advertise_host_;
