@@ -371,18 +371,32 @@ int ConnectLoopback(uint16_t port) {
   return fd;
 }
 
-TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
+// A TCP data server with `options` on its own loops, serving an empty
+// region table: what DataServerLimitsTest connects to.
+struct DataServerOnLoopback {
+  void Start(const tcp::TcpDataServerOptions& options, int threads) {
+    auto started = runtime::IoRuntime::Start({.threads = threads});
+    ASSERT_TRUE(started.ok()) << started.status();
+    runtime = *std::move(started);
+    auto made = tcp::TcpDataServer::Start(&table, options, runtime.get());
+    ASSERT_TRUE(made.ok()) << made.status();
+    server = *std::move(made);
+  }
   NullRegistrar registrar;
-  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
-  auto runtime = runtime::IoRuntime::Start({.threads = 1});
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  RegionTable table{&registrar, RegionLimits{0, 1ull << 30}};
+  std::unique_ptr<runtime::IoRuntime> runtime;  // outlives the server
+  std::unique_ptr<tcp::TcpDataServer> server;
+};
+
+TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
+  DataServerOnLoopback s;
   tcp::TcpDataServerOptions options;
   options.max_open_connections = 2;
-  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NO_FATAL_FAILURE(s.Start(options, 1));
+  auto& server = s.server;
   std::vector<int> fds;
   for (int i = 0; i < 3; ++i) {
-    fds.push_back(ConnectLoopback((*server)->port()));
+    fds.push_back(ConnectLoopback(server->port()));
     ASSERT_GE(fds.back(), 0);
   }
   // The third is closed by the server without a byte sent (if it were kept,
@@ -391,10 +405,10 @@ TEST(DataServerLimitsTest, ConnectionsOverTheCapAreClosedAtAccept) {
   ::setsockopt(fds[2], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   char byte = 0;
   EXPECT_EQ(::recv(fds[2], &byte, 1, 0), 0);
-  EXPECT_EQ((*server)->stats().refused, 1u);
-  EXPECT_EQ((*server)->stats().connections_open, 2u);
+  EXPECT_EQ(server->stats().refused, 1u);
+  EXPECT_EQ(server->stats().connections_open, 2u);
   for (int fd : fds) ::close(fd);
-  (*server)->Stop();
+  server->Stop();
 }
 
 // Waits (up to 10 s) until the server counts `n` open connections.
@@ -418,17 +432,14 @@ bool ClosedAtAccept(int fd) {
 // connections are closed at accept, while another address still gets in;
 // a slot comes back when its connection closes.
 TEST(DataServerLimitsTest, OneAddressCannotHoldEverySlot) {
-  NullRegistrar registrar;
-  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
-  auto runtime = runtime::IoRuntime::Start({.threads = 2});
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  DataServerOnLoopback s;
   tcp::TcpDataServerOptions options;
   options.max_open_connections = 8;
   options.max_connections_per_address = 3;
   options.cap_loopback = true;  // loopback is all a test may use
-  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
-  ASSERT_TRUE(server.ok()) << server.status();
-  const uint16_t port = (*server)->port();
+  ASSERT_NO_FATAL_FAILURE(s.Start(options, 2));
+  auto& server = s.server;
+  const uint16_t port = server->port();
 
   std::vector<tcp::testing::RawConnection> mine;
   for (int i = 0; i < 3; ++i) {
@@ -436,16 +447,16 @@ TEST(DataServerLimitsTest, OneAddressCannotHoldEverySlot) {
     ASSERT_TRUE(c.ok()) << c.status();
     mine.push_back(*std::move(c));
   }
-  ASSERT_TRUE(WaitForOpen(**server, 3));
+  ASSERT_TRUE(WaitForOpen(*server, 3));
   auto fourth = tcp::testing::RawConnection::Connect(port, "127.0.0.1");
   ASSERT_TRUE(fourth.ok()) << fourth.status();
   EXPECT_TRUE(ClosedAtAccept(fourth->fd()));
-  EXPECT_EQ((*server)->stats().refused, 1u);
+  EXPECT_EQ(server->stats().refused, 1u);
 
   // Another address is not affected, and is served.
   auto other = tcp::testing::RawConnection::Connect(port, "127.0.0.2");
   ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_TRUE(WaitForOpen(**server, 4));
+  ASSERT_TRUE(WaitForOpen(*server, 4));
   ASSERT_TRUE(other->Send(tcp::EncodeRequestFrame(tcp::FrameType::kRead, 1,
                                                   12345, 1, 0, 8))
                   .ok());
@@ -455,39 +466,36 @@ TEST(DataServerLimitsTest, OneAddressCannotHoldEverySlot) {
 
   // Closing one of its connections gives the first address a slot back.
   mine.pop_back();
-  ASSERT_TRUE(WaitForOpen(**server, 3));
+  ASSERT_TRUE(WaitForOpen(*server, 3));
   auto again = tcp::testing::RawConnection::Connect(port, "127.0.0.1");
   ASSERT_TRUE(again.ok()) << again.status();
-  ASSERT_TRUE(WaitForOpen(**server, 4));
-  EXPECT_EQ((*server)->stats().refused, 1u);
-  (*server)->Stop();
+  ASSERT_TRUE(WaitForOpen(*server, 4));
+  EXPECT_EQ(server->stats().refused, 1u);
+  server->Stop();
 }
 
 // By default loopback is not capped per address (daemons sharing a host
 // all connect from it); the cap on all connections still holds.
 TEST(DataServerLimitsTest, LoopbackIsNotCappedPerAddressByDefault) {
-  NullRegistrar registrar;
-  RegionTable table(&registrar, RegionLimits{0, 1ull << 30});
-  auto runtime = runtime::IoRuntime::Start({.threads = 1});
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  DataServerOnLoopback s;
   tcp::TcpDataServerOptions options;
   options.max_open_connections = 6;
   options.max_connections_per_address = 2;
-  auto server = tcp::TcpDataServer::Start(&table, options, runtime->get());
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NO_FATAL_FAILURE(s.Start(options, 1));
+  auto& server = s.server;
   std::vector<tcp::testing::RawConnection> held;
   for (int i = 0; i < 6; ++i) {
-    auto c = tcp::testing::RawConnection::Connect((*server)->port());
+    auto c = tcp::testing::RawConnection::Connect(server->port());
     ASSERT_TRUE(c.ok()) << c.status();
     held.push_back(*std::move(c));
   }
-  ASSERT_TRUE(WaitForOpen(**server, 6));
-  EXPECT_EQ((*server)->stats().refused, 0u);
-  auto seventh = tcp::testing::RawConnection::Connect((*server)->port());
+  ASSERT_TRUE(WaitForOpen(*server, 6));
+  EXPECT_EQ(server->stats().refused, 0u);
+  auto seventh = tcp::testing::RawConnection::Connect(server->port());
   ASSERT_TRUE(seventh.ok()) << seventh.status();
   EXPECT_TRUE(ClosedAtAccept(seventh->fd()));
-  EXPECT_EQ((*server)->stats().refused, 1u);
-  (*server)->Stop();
+  EXPECT_EQ(server->stats().refused, 1u);
+  server->Stop();
 }
 
 // --- stale handshakes -------------------------------------------------------
