@@ -1,18 +1,11 @@
 // AddressSlots: the per-address cap on the TCP data port's connections.
 #include "daemon/transport/tcp/address_slots.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "common/host_port.h"
-#include "daemon/transport/tcp/socket_util.h"
 #include "gtest/gtest.h"
-#include "tests/unit/tcp_test_util.h"
 
 namespace rdmad::tcp {
 namespace {
@@ -94,27 +87,6 @@ TEST(AddressSlotsTest, ADefaultSlotHoldsNothing) {
   ASSERT_TRUE(a.has_value());
   *a = std::move(none);  // returns a's slot, takes nothing
   EXPECT_EQ(slots.held("10.0.0.1"), 0u);
-}
-
-TEST(PeerHostOfTest, LoopbackHosts) {
-  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
-  EXPECT_TRUE(IsLoopbackHost("127.3.2.1"));
-  EXPECT_TRUE(IsLoopbackHost("::1"));
-  EXPECT_FALSE(IsLoopbackHost("10.127.0.1"));
-  EXPECT_FALSE(IsLoopbackHost("::ffff:10.0.0.1"));
-  EXPECT_FALSE(IsLoopbackHost(""));
-}
-
-TEST(PeerHostOfTest, NamesTheSourceAddressWithoutItsPort) {
-  auto listener = Listen(HostPort{"127.0.0.1", 0});
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  const uint16_t port = LocalPortOf(listener->get());
-  auto client = testing::RawConnection::Connect(port, "127.0.0.3");
-  ASSERT_TRUE(client.ok()) << client.status();
-  UniqueFd accepted(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(accepted);
-  EXPECT_EQ(PeerHostOf(accepted.get()), "127.0.0.3");
-  EXPECT_EQ(PeerHostOf(listener->get()), "");  // not connected
 }
 
 }  // namespace

@@ -80,13 +80,6 @@ class AddressSlots {
   const std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
-// The address part of a connected socket's peer ("192.0.2.7", "2001:db8::1";
-// an IPv4-mapped IPv6 peer as its IPv4 address), or "" when it has none.
-std::string PeerHostOf(int fd);
-
-// Whether PeerHostOf's `host` is a loopback address (127.0.0.0/8, ::1).
-bool IsLoopbackHost(const std::string& host);
-
 }  // namespace rdmad::tcp
 
 #endif  // RDMAD_DAEMON_TRANSPORT_TCP_ADDRESS_SLOTS_H_

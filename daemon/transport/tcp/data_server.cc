@@ -91,23 +91,25 @@ void TcpDataServer::OnListenerReadable() {
       return;  // EAGAIN: all taken
     }
     backoff_.Succeeded();
-    if (!options_.allow.empty()) {
-      sockaddr_storage peer{};
-      socklen_t length = sizeof(peer);
-      if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer),
-                        &length) != 0 ||
-          !options_.allow.AllowsSockaddr(peer)) {
-        Refuse(fd.get(), "not in peer_allow");
-        continue;  // closes it
-      }
+    // AF_UNSPEC if it cannot be named (gone already): refused by an
+    // allow-list, and uncapped below (the connection dies anyway).
+    sockaddr_storage peer{};
+    socklen_t length = sizeof(peer);
+    if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer),
+                      &length) != 0) {
+      peer.ss_family = AF_UNSPEC;
+    }
+    if (!options_.allow.empty() && (peer.ss_family == AF_UNSPEC ||
+                                    !options_.allow.AllowsSockaddr(peer))) {
+      Refuse(fd.get(), "not in peer_allow");
+      continue;  // closes it
     }
     if (counters_.connections_open.load() >= options_.max_open_connections) {
       Refuse(fd.get(), "too many open data connections");
       continue;
     }
-    // Loopback is not capped unless asked (data_server.h says why), nor is
-    // a peer gone before it could be named (the connection dies anyway).
-    const std::string host = PeerHostOf(fd.get());
+    // Loopback is not capped unless asked (data_server.h says why).
+    const std::string host = HostOf(peer);
     const bool capped =
         !host.empty() && (options_.cap_loopback || !IsLoopbackHost(host));
     std::optional<AddressSlots::Slot> slot =

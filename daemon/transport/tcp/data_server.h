@@ -126,12 +126,12 @@ class TcpDataServer final : public transport::ConnectAcceptor {
   Stats stats() const;
 
  private:
-  // The connections living on one loop; touched only on that loop.
   // A connection and its source address's slot, returned with it.
   struct Held {
     std::unique_ptr<DataConnection> connection;
     AddressSlots::Slot slot;
   };
+  // The connections living on one loop; touched only on that loop.
   struct Shard {
     runtime::EventLoop* loop = nullptr;
     absl::flat_hash_map<DataConnection*, Held> connections;

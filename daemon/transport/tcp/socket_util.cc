@@ -10,23 +10,30 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace rdmad::tcp {
 namespace {
 
-std::string FormatSockaddr(const sockaddr* sa) {
+// An address of `family` as text; inet_ntop cannot fail for AF_INET or
+// AF_INET6 with a buffer this large.
+std::string InetText(int family, const void* address) {
   char text[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(family, address, text, sizeof(text));
+  return text;
+}
+
+std::string FormatSockaddr(const sockaddr* sa) {
   if (sa->sa_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    return JoinHostPort(text, ntohs(in->sin_port));
+    return JoinHostPort(InetText(AF_INET, &in->sin_addr), ntohs(in->sin_port));
   }
   if (sa->sa_family == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    return JoinHostPort(text, ntohs(in6->sin6_port));
+    return JoinHostPort(InetText(AF_INET6, &in6->sin6_addr),
+                        ntohs(in6->sin6_port));
   }
   return "";
 }
@@ -84,6 +91,26 @@ std::string RemoteAddressOf(int fd) {
   socklen_t len = sizeof(ss);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
   return FormatSockaddr(reinterpret_cast<sockaddr*>(&ss));
+}
+
+std::string HostOf(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    return InetText(AF_INET, &in->sin_addr);
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    // ::ffff:a.b.c.d is a.b.c.d: one peer, whichever way it came.
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      return InetText(AF_INET, &in6->sin6_addr.s6_addr[12]);
+    }
+    return InetText(AF_INET6, &in6->sin6_addr);
+  }
+  return "";
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return absl::StartsWith(host, "127.") || host == "::1";
 }
 
 uint16_t LocalPortOf(int fd) {

@@ -37,6 +37,12 @@ std::string FormatAddress(const SocketAddress& address);
 // Local / remote address of a connected or bound socket ("" on error).
 std::string LocalAddressOf(int fd);
 std::string RemoteAddressOf(int fd);
+// The host part of a socket address as text ("192.0.2.7", "2001:db8::1";
+// an IPv4-mapped IPv6 address as its IPv4 address), or "" for any other
+// family (AF_UNSPEC: a peer that getpeername could not name).
+std::string HostOf(const sockaddr_storage& address);
+// Whether HostOf's `host` is a loopback address (127.0.0.0/8, ::1).
+bool IsLoopbackHost(absl::string_view host);
 // The port a socket is bound to (0 on error).
 uint16_t LocalPortOf(int fd);
 

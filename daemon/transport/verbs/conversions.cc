@@ -168,7 +168,7 @@ std::string QpStateName(ibv_qp_state state) {
     case IBV_QPS_UNKNOWN:
       break;
   }
-  return absl::StrCat("UNKNOWN(", state, ")");
+  return absl::StrCat("UNKNOWN(", static_cast<int>(state), ")");
 }
 
 int MrAccessFlags(core::RemoteAccess remote) {
