@@ -5,8 +5,9 @@
 // library and the daemon's ring engine do (common/queue_layout.h):
 //
 //   pinger ("client", client/queue.cc Queue::Wait): after sending, busy-polls
-//     for --client-spin-us (default 30, the client's kSpin) unless the
-//     ponger said it runs on the pinger's CPU, then raises its `waiting`
+//     for --client-spin-us (default 30, the client's kSpin), or polls
+//     between sched_yield calls as long if the ponger said it runs on the
+//     pinger's CPU (saying so: `client_cpu`), then raises its `waiting`
 //     flag (saying on which CPU), looks once more and sleeps in poll(2) on
 //     its eventfd;
 //   ponger ("engine", daemon/runtime/event_loop.cc + ring engine): polls
@@ -14,7 +15,9 @@
 //     engine_spin_us) after it, then raises its `sleeping` flag, looks once
 //     more and sleeps in epoll_wait(2) on its doorbell eventfd; it says
 //     which CPU it runs on whenever that changes, and yields (sched_yield)
-//     after waking a pinger that sleeps on its own CPU.
+//     after answering a pinger that waits on its own CPU, asleep or
+//     yielding; one that keeps yielding there makes it step aside to
+//     another CPU (daemon/ring/cpu_step_aside.h).
 //   Each side writes the other's eventfd only when it sees that flag after
 //   publishing (a sequentially consistent store, then load, as in
 //   common/queue_ring.cc).
@@ -49,6 +52,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "daemon/ring/cpu_step_aside.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -62,6 +68,7 @@ struct alignas(64) Shared {
   uint64_t pong_payload;
   alignas(64) std::atomic<uint32_t> engine_sleeping;  // ponger writes
   alignas(64) std::atomic<uint32_t> client_waiting;   // pinger writes
+  // Where the pinger waits (asleep or yielding); -1 while it busy-polls.
   std::atomic<int32_t> client_cpu;                    // pinger writes
   alignas(64) std::atomic<int32_t> engine_cpu;        // ponger writes
   alignas(64) std::atomic<uint32_t> stop;             // pinger writes
@@ -146,6 +153,7 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
   const auto spin = std::chrono::microseconds(o.engine_spin_us);
   uint32_t seen = 0;
   int cpu = -1;
+  rdmad::ring::CpuStepAside step_aside;
   Clock::time_point spin_until = Clock::now() + spin;
   while (s->stop.load(std::memory_order_relaxed) == 0) {
     if (const int now_on = ::sched_getcpu(); now_on != cpu) {
@@ -157,9 +165,14 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
       seen = seq;
       s->pong_payload = s->ping_payload + 1;
       s->pong_seq.store(seq, std::memory_order_seq_cst);
-      if (s->client_waiting.load(std::memory_order_seq_cst) != 0) {
-        Signal(wakeup);
-        if (s->client_cpu.load(std::memory_order_relaxed) == cpu) {
+      const bool asleep =
+          s->client_waiting.load(std::memory_order_seq_cst) != 0;
+      if (asleep) Signal(wakeup);
+      if (s->client_cpu.load(std::memory_order_relaxed) == cpu) {
+        if (!asleep && step_aside.Yielded(absl::Now())) {
+          cpu = ::sched_getcpu();
+          s->engine_cpu.store(cpu, std::memory_order_relaxed);
+        } else {
           ::sched_yield();
         }
       }
@@ -193,12 +206,18 @@ bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
     Signal(doorbell);
   }
   const Clock::time_point start = Clock::now();
-  const bool spin =
-      s->engine_cpu.load(std::memory_order_relaxed) != ::sched_getcpu();
+  const int here = ::sched_getcpu();
+  const bool yield = s->engine_cpu.load(std::memory_order_relaxed) == here;
+  // Stored on a change only, as CompletionConsumer::Say does.
+  const int32_t waits_on = yield ? here : -1;
+  if (s->client_cpu.load(std::memory_order_relaxed) != waits_on) {
+    s->client_cpu.store(waits_on, std::memory_order_relaxed);
+  }
   const Clock::time_point spin_until =
-      spin ? start + std::chrono::microseconds(o.client_spin_us) : start;
+      start + std::chrono::microseconds(o.client_spin_us);
   const Clock::time_point give_up = start + std::chrono::seconds(10);
   while (s->pong_seq.load(std::memory_order_acquire) != seq) {
+    if (yield) ::sched_yield();
     const Clock::time_point now = Clock::now();
     if (now < spin_until) continue;
     if (now > give_up) return false;

@@ -3,6 +3,7 @@
 #include "rdmad/queue.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -259,12 +260,20 @@ absl::Status Queue::Wait(absl::Duration timeout) {
 absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Completions on the ring would be the parent's.
   if (impl_->link->Forked()) return impl_->link->ForkedError();
-  // Spinning helps only while the engine runs on another CPU: on ours it
-  // would keep the engine from running until the spin runs out (a loaded
-  // machine puts both on one CPU), and sleeping lets it run at once.
-  const bool spin = impl_->spin > absl::ZeroDuration() &&
-                    !queue::EngineRunsHere(impl_->base);
-  // While spinning, the status and the clock are looked at every
+  // Busy-polling helps only while the engine runs on another CPU: on ours
+  // it would keep the engine from running until the spin runs out. There
+  // the spin polls between sched_yield calls instead, which let the
+  // engine run at once (it yields back once it completed our work), and
+  // which keep this thread runnable: the scheduler moves one of two
+  // runnable threads to an idle CPU, never a sleeper (queue_layout.h).
+  const bool spin = impl_->spin > absl::ZeroDuration();
+  const bool yield = spin && queue::EngineRunsHere(impl_->base);
+  if (yield) {
+    impl_->completions.Yielding();
+  } else if (spin) {
+    impl_->completions.Spinning();
+  }
+  // While busy-polling, the status and the clock are looked at every
   // kPollsPerCheck polls only: each costs as much as a poll (absl::Now most
   // of all), and the longer one turn of the loop, the later a completion is
   // seen. The spin's end is set at the first clock reading.
@@ -273,7 +282,11 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   absl::Time spin_until = absl::InfinitePast();
   bool clock_read = false;
   while (impl_->completions.Empty()) {
-    if (spin && ++polls % kPollsPerCheck != 0) continue;
+    if (yield) {
+      ::sched_yield();
+    } else if (spin && ++polls % kPollsPerCheck != 0) {
+      continue;
+    }
     if (absl::Status s = impl_->Usable(); !s.ok()) return s;
     absl::Time now = absl::Now();
     if (!clock_read) {

@@ -322,7 +322,16 @@ CompletionConsumer::CompletionConsumer(void* base)
       ring_(At<CompletionEntry>(base, Header(base)->cq_offset)),
       errors_(At<ErrorSlot>(base, Header(base)->errors_offset)),
       entries_(Header(base)->cq_entries),
-      head_(Header(base)->cq_head.load(std::memory_order_relaxed)) {}
+      head_(Header(base)->cq_head.load(std::memory_order_relaxed)),
+      said_cpu_(Header(base)->client_cpu.load(std::memory_order_relaxed)) {}
+
+void CompletionConsumer::Say(int32_t cpu_plus_one) {
+  if (cpu_plus_one == said_cpu_) return;
+  said_cpu_ = cpu_plus_one;
+  header_->client_cpu.store(cpu_plus_one, std::memory_order_relaxed);
+}
+
+void CompletionConsumer::Yielding() { Say(::sched_getcpu() + 1); }
 
 bool CompletionConsumer::Empty() const {
   return Load(ring_[head_ & (entries_ - 1)].sequence,
@@ -356,7 +365,9 @@ size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
 }
 
 bool CompletionConsumer::WaitUnlessReady() {
-  header_->client_cpu.store(::sched_getcpu() + 1, std::memory_order_relaxed);
+  // Stored even if unchanged: going to sleep costs more than the store.
+  said_cpu_ = ::sched_getcpu() + 1;
+  header_->client_cpu.store(said_cpu_, std::memory_order_relaxed);
   header_->client_waiting.store(1, std::memory_order_seq_cst);
   // Pairs with CompletionProducer::Publish. Completions polled through
   // their sequences may have taken head_ past the tail (signed compare).
@@ -385,7 +396,7 @@ void SetEngineCpu(void* base, int cpu) {
                                  std::memory_order_relaxed);
 }
 
-bool ClientSleepsHere(const void* base) {
+bool ClientWaitsHere(const void* base) {
   const int32_t client =
       static_cast<const QueueHeader*>(base)->client_cpu.load(
           std::memory_order_relaxed);

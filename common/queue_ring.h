@@ -146,13 +146,23 @@ class CompletionConsumer {
   bool WaitUnlessReady();
   void Done();
   bool Empty() const;
+  // Says how the client waits for what it submitted (client_cpu), storing
+  // only a change: the engine reads that line at every publish.
+  //   Spinning: busy-polling, on a CPU the engine is not on;
+  //   Yielding: polling between sched_yield calls on this CPU, which the
+  //   engine runs on too (it yields back after completing work).
+  void Spinning() { Say(0); }
+  void Yielding();
 
  private:
+  void Say(int32_t cpu_plus_one);
+
   QueueHeader* const header_;
   const CompletionEntry* const ring_;
   const ErrorSlot* const errors_;
   const uint32_t entries_;
   uint32_t head_;
+  int32_t said_cpu_;  // what client_cpu holds: only this side writes it
 };
 
 // Which CPU each side runs on (queue_layout.h), as hints: a thread can
@@ -164,9 +174,9 @@ bool EngineRunsHere(const void* base);
 // The daemon: says which CPU the engine runs on (when it changes; -1:
 // not known).
 void SetEngineCpu(void* base, int cpu);
-// The daemon: true when the client went to sleep on this thread's CPU
-// (then the engine should yield to it after waking it).
-bool ClientSleepsHere(const void* base);
+// The daemon: true when the client waits (asleep, or yielding) on this
+// thread's CPU: then the engine should yield to it after completing work.
+bool ClientWaitsHere(const void* base);
 
 // The queue's state as the daemon left it: OK while active, else the
 // status it was stopped with.

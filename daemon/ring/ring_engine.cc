@@ -196,9 +196,24 @@ bool RingEngine::Poll() {
   // By index, and Serve takes its own reference when it has work: a
   // completion run inline never detaches (Detach is a task), but stay safe.
   for (size_t i = 0; i < queues_.size(); ++i) work |= Serve(queues_[i].queue);
-  // A client woken on this CPU (by a round here, or by a completion the
-  // loop ran since) runs now rather than after this loop's spin.
-  if (RingQueue::TakeYieldHint()) ::sched_yield();
+  // A client waiting on this CPU for a round here (or for a completion the
+  // loop ran since) runs now rather than after this loop's spin; one that
+  // keeps doing so gets this CPU to itself (CpuStepAside).
+  switch (RingQueue::TakeYieldHint()) {
+    case RingQueue::YieldHint::kNone:
+      break;
+    case RingQueue::YieldHint::kToYielder:
+      if (step_aside_.Yielded(absl::Now())) {
+        cpu_ = -1;  // tell the clients where it went
+        NoteCpu();
+        break;
+      }
+      ::sched_yield();
+      break;
+    case RingQueue::YieldHint::kToSleeper:
+      ::sched_yield();
+      break;
+  }
   return work;
 }
 
@@ -241,6 +256,7 @@ void RingEngine::ScheduleStallCheck() {
 }
 
 void RingEngine::Woke() {
+  step_aside_.Slept();
   for (const Attached& a : queues_) a.queue->Awake();
 }
 

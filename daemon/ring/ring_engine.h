@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "daemon/core/transfer_engine.h"
+#include "daemon/ring/cpu_step_aside.h"
 #include "daemon/ring/ring_queue.h"
 #include "daemon/runtime/event_loop.h"
 
@@ -83,6 +84,7 @@ class RingEngine final : public runtime::Poller {
   std::vector<core::TransferRequest> batch_;
   bool registered_ = false;       // loop thread only
   int cpu_ = -1;                  // loop thread only: where queues think we run
+  CpuStepAside step_aside_;       // loop thread only
   // The stall check (loop thread only): its timer (0: none) and the wait
   // before the next one, doubled from kFirstStallCheck up to
   // kMaxStallCheck while a queue stays stalled, back to zero once none is.

@@ -23,8 +23,9 @@ absl::StatusOr<UniqueFd> NewEventFd() {
 // The queue whose round the calling thread is in (RingQueue::BeginRound):
 // its completions are deferred to EndRound.
 thread_local const RingQueue* t_round_queue = nullptr;
-// Set when this thread woke a client on its own CPU (TakeYieldHint).
-thread_local bool t_yield_hint = false;
+// Set when this thread completed work for a client waiting on its own CPU
+// (TakeYieldHint).
+thread_local RingQueue::YieldHint t_yield_hint = RingQueue::YieldHint::kNone;
 
 uint8_t TransportCode(core::TransportKind kind) {
   switch (kind) {
@@ -171,11 +172,16 @@ void RingQueue::SetEngineCpu(int cpu) {
 }
 
 void RingQueue::PublishLocked() {
-  if (completions_.Publish()) {
+  const bool asleep = completions_.Publish();
+  if (asleep) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
     ++client_wakeups_;
-    if (queue::ClientSleepsHere(segment_.data())) t_yield_hint = true;
+  }
+  // Asleep (woken just now) or yielding on this CPU, the client runs only
+  // when this thread gives way (queue_layout.h).
+  if (queue::ClientWaitsHere(segment_.data())) {
+    t_yield_hint = asleep ? YieldHint::kToSleeper : YieldHint::kToYielder;
   }
 }
 
@@ -194,7 +200,9 @@ RingQueueStats RingQueue::stats() const {
   return s;
 }
 
-bool RingQueue::TakeYieldHint() { return std::exchange(t_yield_hint, false); }
+RingQueue::YieldHint RingQueue::TakeYieldHint() {
+  return std::exchange(t_yield_hint, YieldHint::kNone);
+}
 
 queue::CompletionEntry RingQueue::MakeEntry(uint64_t tag,
                                             const absl::Status& status,

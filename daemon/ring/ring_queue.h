@@ -113,10 +113,13 @@ class RingQueue {
   // The session's handle `id`, or null: the one found last while no
   // handle was removed since, else looked up again (remote_handles.h).
   const RemoteHandle* FindHandle(uint64_t id);
-  // True (once) when a completion published by this thread woke a client
-  // that sleeps on this thread's CPU: the thread should yield to it soon,
-  // holding no lock, instead of spinning on (queue_layout.h).
-  static bool TakeYieldHint();
+  // Whether this thread published completions for a client that waits on
+  // this thread's CPU since it last asked: then it should yield to it
+  // soon, holding no lock, instead of spinning on (queue_layout.h). The
+  // client either slept (and was just woken) or polls between yields (and
+  // would rather have a CPU of its own: CpuStepAside).
+  enum class YieldHint { kNone, kToSleeper, kToYielder };
+  static YieldHint TakeYieldHint();
   // Around one round of the engine: completions this thread makes in
   // between (local copies and failed checks finish inline) are kept and
   // published together by EndRound, with one lock, one release of the

@@ -420,7 +420,7 @@ TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
   EXPECT_FALSE(EngineRunsHere(base())) << "not known yet: the client spins";
   SetEngineCpu(base(), -1);
   EXPECT_FALSE(EngineRunsHere(base()));
-  EXPECT_FALSE(ClientSleepsHere(base()));
+  EXPECT_FALSE(ClientWaitsHere(base()));
   SetEngineCpu(base(), here.cpu() + 1);
   EXPECT_FALSE(EngineRunsHere(base()));
   SetEngineCpu(base(), here.cpu());
@@ -428,9 +428,43 @@ TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
 
   CompletionConsumer reaper(base());
   EXPECT_FALSE(reaper.WaitUnlessReady());  // goes to sleep, here
-  EXPECT_TRUE(ClientSleepsHere(base()));
+  EXPECT_TRUE(ClientWaitsHere(base()));
   header()->client_cpu.store(here.cpu() + 2);  // another CPU, plus one
-  EXPECT_FALSE(ClientSleepsHere(base()));
+  EXPECT_FALSE(ClientWaitsHere(base()));
+  reaper.Done();
+
+  // Busy-polling, the client waits on no CPU; yielding, on this one.
+  reaper.Spinning();
+  EXPECT_EQ(header()->client_cpu.load(), 0);
+  EXPECT_FALSE(ClientWaitsHere(base()));
+  reaper.Yielding();
+  EXPECT_EQ(header()->client_cpu.load(), here.cpu() + 1);
+  EXPECT_TRUE(ClientWaitsHere(base())) << "yielding here: yield back to it";
+  reaper.Spinning();
+  EXPECT_FALSE(ClientWaitsHere(base()))
+      << "a client that left the engine's CPU is not yielded to";
+}
+
+TEST_F(QueueRingTest, TheClientSaysWhereItWaitsOnlyWhenThatChanges) {
+  // The engine reads client_cpu at every publish: a store per operation
+  // would move its line between the cores every time.
+  Make(8, 8);
+  PinnedHere here;
+  ASSERT_TRUE(here.pinned());
+  CompletionConsumer reaper(base());
+  reaper.Yielding();
+  ASSERT_EQ(header()->client_cpu.load(), here.cpu() + 1);
+  header()->client_cpu.store(-7);  // stands out if stored again
+  reaper.Yielding();
+  EXPECT_EQ(header()->client_cpu.load(), -7) << "unchanged: not stored";
+  reaper.Spinning();
+  EXPECT_EQ(header()->client_cpu.load(), 0) << "changed: stored";
+  header()->client_cpu.store(-7);
+  reaper.Spinning();
+  EXPECT_EQ(header()->client_cpu.load(), -7);
+  // Going to sleep always says where.
+  EXPECT_FALSE(reaper.WaitUnlessReady());
+  EXPECT_EQ(header()->client_cpu.load(), here.cpu() + 1);
   reaper.Done();
 }
 

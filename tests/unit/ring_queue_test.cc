@@ -182,7 +182,7 @@ TEST_F(RingQueueTest, CompletionsOfARoundArePublishedAtItsEnd) {
   EXPECT_EQ(Published(), 4u);
 }
 
-TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
+TEST_F(RingQueueTest, CompletingForAClientWaitingOnThisCpuAsksToYield) {
   // Keep this thread on one CPU so that the hints compare equal.
   cpu_set_t saved, one;
   ASSERT_EQ(::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved),
@@ -202,21 +202,32 @@ TEST_F(RingQueueTest, WakingAClientOnThisCpuAsksTheThreadToYield) {
     queue::CompletionEntry done[8];
     ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 1u);
   };
-  EXPECT_FALSE(RingQueue::TakeYieldHint());
-  // The client is awake (spinning or busy): no wake-up, nothing to yield.
+  using Hint = RingQueue::YieldHint;
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
+  // The client is awake (busy): no wake-up, nothing to yield.
   complete_one();
-  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   // Asleep on another CPU: woken, but it runs elsewhere.
   ASSERT_FALSE(reaper.WaitUnlessReady());
   header()->client_cpu.store(cpu + 2);  // another CPU, plus one
   complete_one();
-  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   // Asleep on this CPU: yield to it, once.
   ASSERT_FALSE(reaper.WaitUnlessReady());
   complete_one();
-  EXPECT_TRUE(RingQueue::TakeYieldHint());
-  EXPECT_FALSE(RingQueue::TakeYieldHint());
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kToSleeper);
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   reaper.Done();
+  // Polling between yields on this CPU (not asleep: no wake-up written).
+  reaper.Yielding();
+  const uint64_t wakeups = queue_->stats().client_wakeups;
+  complete_one();
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kToYielder);
+  EXPECT_EQ(queue_->stats().client_wakeups, wakeups);
+  // Busy-polling (so on another CPU): nothing to yield.
+  reaper.Spinning();
+  complete_one();
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   queue_->SetEngineCpu(cpu);
   EXPECT_TRUE(queue::EngineRunsHere(client_));
   ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved),
