@@ -287,6 +287,20 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
 std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyNow(
     const Caller& caller, const LocalCopyRequest& request, absl::Time start,
     RegionCache& cache) {
+  std::optional<absl::StatusOr<TransferResult>> result =
+      CopyUnreported(caller, request, start, cache);
+  if (result.has_value()) ReportCopy(request.op, *result);
+  return result;
+}
+
+void TransferEngine::ReportCopy(OpType op,
+                                const absl::StatusOr<TransferResult>& result) {
+  Report(op, NoName(), result);
+}
+
+std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyUnreported(
+    const Caller& caller, const LocalCopyRequest& request, absl::Time start,
+    RegionCache& cache) {
   absl::StatusOr<TransferResult> result;
   // The one slot an inline copy of a batch holds while it runs.
   if (absl::Status quota = Acquire(caller.uid); !quota.ok()) {
@@ -303,7 +317,6 @@ std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyNow(
       result = copied->status();
     }
   }
-  Report(request.op, NoName(), result);
   return result;
 }
 

@@ -143,6 +143,15 @@ class TransferEngine {
   std::optional<absl::StatusOr<TransferResult>> CopyNow(
       const Caller& caller, const LocalCopyRequest& request, absl::Time start,
       RegionCache& cache);
+  // CopyNow in two steps, for a caller that completes the operation before
+  // it accounts for it (the counters and the observer's metrics take locks
+  // and atomics, which then delay no completion): CopyUnreported is
+  // CopyNow without the report, and ReportCopy(request.op, result) must
+  // follow for every result it returned.
+  std::optional<absl::StatusOr<TransferResult>> CopyUnreported(
+      const Caller& caller, const LocalCopyRequest& request, absl::Time start,
+      RegionCache& cache);
+  void ReportCopy(OpType op, const absl::StatusOr<TransferResult>& result);
 
   TransferCounters counters() const;
 

@@ -71,7 +71,9 @@ void CompleteWith(RingQueue& queue, uint64_t tag,
 
 RingEngine::RingEngine(runtime::EventLoop* loop,
                        core::TransferEngine* transfers)
-    : loop_(loop), transfers_(transfers) {}
+    : loop_(loop), transfers_(transfers) {
+  unreported_.reserve(kRoundBudget);
+}
 
 RingEngine::~RingEngine() = default;
 
@@ -150,13 +152,16 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
       continue;
     }
     // A region of this daemon: copied now, in the round's order, as the
-    // batch would have copied it (TransferEngine::CopyNow).
+    // batch would have copied it (TransferEngine::CopyNow), and accounted
+    // for once the round's completions are out.
     if (handle->target.is_local()) {
       std::optional<absl::StatusOr<core::TransferResult>> copied =
-          transfers_->CopyNow(queue->caller(), ToLocalCopy(decoded, *handle),
-                              now, queue->region_cache());
+          transfers_->CopyUnreported(queue->caller(),
+                                     ToLocalCopy(decoded, *handle), now,
+                                     queue->region_cache());
       if (copied.has_value()) {
         CompleteWith(*queue, tag, *copied);
+        unreported_.push_back({decoded.op, *std::move(copied)});
         continue;
       }
       // A name the cluster directory may know: through the batch.
@@ -179,6 +184,8 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   }
   // Publishes what finished inline (local copies, failed checks) at once.
   queue->EndRound();
+  for (const Unreported& u : unreported_) transfers_->ReportCopy(u.op, u.result);
+  unreported_.clear();
   return true;
 }
 

@@ -82,6 +82,13 @@ class RingEngine final : public runtime::Poller {
   std::vector<Attached> queues_;  // loop thread only
   // One round's requests (loop thread only; kept for its capacity).
   std::vector<core::TransferRequest> batch_;
+  // The round's local copies, reported after its completions are
+  // published (TransferEngine::CopyUnreported; loop thread only).
+  struct Unreported {
+    core::OpType op;
+    absl::StatusOr<core::TransferResult> result;
+  };
+  std::vector<Unreported> unreported_;
   bool registered_ = false;       // loop thread only
   int cpu_ = -1;                  // loop thread only: where queues think we run
   CpuStepAside step_aside_;       // loop thread only

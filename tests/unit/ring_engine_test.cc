@@ -397,6 +397,13 @@ TEST_F(RingEngineTest, ARoundCopiesHereAndSendsTheRestOn) {
   EXPECT_EQ(std::string((*region)->data() + 16, 8), "12345678");
   EXPECT_EQ(std::string((*buffer)->data() + 100, 8), "hhhhhhhh");
   EXPECT_EQ(std::string((*region)->data() + 56, 8), "hhhhhhhh");
+  // The local copies were accounted for (after their round's completions
+  // were published: TransferEngine::ReportCopy), each once; the remote
+  // ones are not done yet.
+  EXPECT_EQ(transfers_.counters().ops_ok, 2u);
+  EXPECT_EQ(transfers_.counters().ops_failed, 1u);
+  EXPECT_EQ(transfers_.counters().bytes_written, 8u);
+  EXPECT_EQ(transfers_.counters().bytes_read, 8u);
 
   // The remote WRITE in the round's batch; the name not here asked of the
   // directory and sent to the daemon it named.

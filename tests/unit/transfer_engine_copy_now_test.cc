@@ -290,6 +290,40 @@ TEST_F(TransferEngineCopyNowTest, ReportsEachCopyOnce) {
   engine.SetObserver(nullptr);
 }
 
+// The ring engine copies first and reports after publishing the round's
+// completions: CopyUnreported reports nothing, ReportCopy exactly what
+// CopyNow would have.
+TEST_F(TransferEngineCopyNowTest, CopyUnreportedLeavesTheReportToReportCopy) {
+  TransferEngine engine(&regions_, &remote_);
+  RecordingObserver observer;
+  engine.SetObserver(&observer);
+  RegionCache cache;
+  const Case ok{"", kAlice, OpType::kWrite, "src", 8, ByName("dst"), 16, 40};
+  const Case bad{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 4990, 40};
+  auto copied = engine.CopyUnreported(kAlice, AsCopy(ok), absl::Now(), cache);
+  ASSERT_TRUE(copied.has_value() && copied->ok());
+  EXPECT_EQ((*copied)->bytes, 40u);
+  EXPECT_EQ(std::memcmp(Data("dst") + 16, Data("src") + 8, 40), 0)
+      << "copied already";
+  auto refused = engine.CopyUnreported(kAlice, AsCopy(bad), absl::Now(), cache);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(observer.records.empty());
+  EXPECT_EQ(engine.counters().ops_ok + engine.counters().ops_failed, 0u);
+
+  engine.ReportCopy(OpType::kWrite, *copied);
+  engine.ReportCopy(OpType::kWrite, *refused);
+  ASSERT_EQ(observer.records.size(), 2u);
+  EXPECT_EQ(observer.records[0].code, absl::StatusCode::kOk);
+  EXPECT_EQ(observer.records[0].bytes, 40u);
+  EXPECT_EQ(observer.records[0].transport, TransportKind::kLocal);
+  EXPECT_EQ(observer.records[1].code, absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(engine.counters().ops_ok, 1u);
+  EXPECT_EQ(engine.counters().ops_failed, 1u);
+  EXPECT_EQ(engine.counters().bytes_written, 40u);
+  engine.SetObserver(nullptr);
+}
+
 class RecordingSink : public NotificationSink {
  public:
   absl::Status Notify(const Region& region, uint64_t offset, uint64_t length,
