@@ -14,6 +14,7 @@
 #include "daemon/core/pinned_cap.h"
 #include "daemon/daemon_impl.h"
 #include "daemon/memory_releaser.h"
+#include "daemon/rdmad_version.h"
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
 #include "daemon/state/kept_regions.h"

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/config/config_file.h"
 #include "daemon/daemon.h"
+#include "daemon/rdmad_version.h"
 #include "daemon/startup/command_line.h"
 #include "daemon/startup/port_check.h"
 #include "daemon/startup/process_limits.h"
