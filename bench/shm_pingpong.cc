@@ -196,23 +196,9 @@ void Ponger(Shared* s, int doorbell, int wakeup, const Options& o) {
   ::close(epoll);
 }
 
-// The client's side: one round trip; returns false if the ponger never
-// answered (within 10 s).
-bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
-               const Options& o) {
-  s->ping_payload = seq;
-  s->ping_seq.store(seq, std::memory_order_seq_cst);
-  if (s->engine_sleeping.load(std::memory_order_seq_cst) != 0) {
-    Signal(doorbell);
-  }
-  const Clock::time_point start = Clock::now();
-  const int here = ::sched_getcpu();
-  const bool yield = s->engine_cpu.load(std::memory_order_relaxed) == here;
-  // Stored on a change only, as CompletionConsumer::Say does.
-  const int32_t waits_on = yield ? here : -1;
-  if (s->client_cpu.load(std::memory_order_relaxed) != waits_on) {
-    s->client_cpu.store(waits_on, std::memory_order_relaxed);
-  }
+// RoundTrip's wait for the pong of `seq`: false if none came within 10 s.
+bool WaitForPong(Shared* s, int wakeup, uint32_t seq,
+                 Clock::time_point start, bool yield, const Options& o) {
   const Clock::time_point spin_until =
       start + std::chrono::microseconds(o.client_spin_us);
   const Clock::time_point give_up = start + std::chrono::seconds(10);
@@ -232,7 +218,29 @@ bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
     s->client_waiting.store(0, std::memory_order_relaxed);
     if (rc > 0) Drain(wakeup);
   }
-  return s->pong_payload == uint64_t{seq} + 1;
+  return true;
+}
+
+// The client's side: one round trip; returns false if the ponger never
+// answered (within 10 s).
+bool RoundTrip(Shared* s, int doorbell, int wakeup, uint32_t seq,
+               const Options& o) {
+  s->ping_payload = seq;
+  s->ping_seq.store(seq, std::memory_order_seq_cst);
+  if (s->engine_sleeping.load(std::memory_order_seq_cst) != 0) {
+    Signal(doorbell);
+  }
+  const Clock::time_point start = Clock::now();
+  const int here = ::sched_getcpu();
+  const bool yield = s->engine_cpu.load(std::memory_order_relaxed) == here;
+  // Says where it waits while it does, as CompletionConsumer does: -1
+  // (stored only if not already) while it busy-polls or runs.
+  if (yield) s->client_cpu.store(here, std::memory_order_relaxed);
+  const bool answered = WaitForPong(s, wakeup, seq, start, yield, o);
+  if (s->client_cpu.load(std::memory_order_relaxed) != -1) {
+    s->client_cpu.store(-1, std::memory_order_relaxed);
+  }
+  return answered && s->pong_payload == uint64_t{seq} + 1;
 }
 
 void PauseFor(long us) {

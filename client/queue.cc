@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
 #include "client/queue_impl.h"
@@ -271,8 +272,13 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   if (yield) {
     impl_->completions.Yielding();
   } else if (spin) {
-    impl_->completions.Spinning();
+    impl_->completions.NotWaiting();
   }
+  // Yielding ends with the wait, however it ends. (On the engine's CPU
+  // this store moves no cache line between cores.)
+  absl::Cleanup stop_yielding = [this, yield] {
+    if (yield) impl_->completions.NotWaiting();
+  };
   // While busy-polling, the status and the clock are looked at every
   // kPollsPerCheck polls only: each costs as much as a poll (absl::Now most
   // of all), and the longer one turn of the loop, the later a completion is

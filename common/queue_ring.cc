@@ -374,7 +374,7 @@ bool CompletionConsumer::WaitUnlessReady() {
   const uint32_t tail = header_->cq_tail.load(std::memory_order_seq_cst);
   if (static_cast<int32_t>(tail - head_) > 0 || !Empty() ||
       header_->state.load() != static_cast<uint32_t>(QueueState::kActive)) {
-    header_->client_waiting.store(0, std::memory_order_relaxed);
+    Done();
     return true;
   }
   return false;
@@ -382,6 +382,9 @@ bool CompletionConsumer::WaitUnlessReady() {
 
 void CompletionConsumer::Done() {
   header_->client_waiting.store(0, std::memory_order_relaxed);
+  // Awake, it is not to be yielded to: the engine reads client_cpu at
+  // every publish, not only while the client waits.
+  NotWaiting();
 }
 
 bool EngineRunsHere(const void* base) {

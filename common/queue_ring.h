@@ -141,17 +141,19 @@ class CompletionConsumer {
   // into `messages` when given, same positions); frees their slots.
   size_t Poll(absl::Span<CompletionEntry> out, std::string* messages = nullptr);
   // Before sleeping: sets the waiting flag (and says on which CPU) and says
-  // whether completions are there already (then the caller clears it with
-  // Done and polls).
+  // whether completions are there already (then it is cleared again, and
+  // the caller polls). Done: awake again, the client waits no more.
   bool WaitUnlessReady();
   void Done();
   bool Empty() const;
   // Says how the client waits for what it submitted (client_cpu), storing
   // only a change: the engine reads that line at every publish.
-  //   Spinning: busy-polling, on a CPU the engine is not on;
+  //   NotWaiting: busy-polling on a CPU the engine is not on, or not
+  //   waiting at all (Done says so too): nothing for the engine to yield
+  //   to;
   //   Yielding: polling between sched_yield calls on this CPU, which the
   //   engine runs on too (it yields back after completing work).
-  void Spinning() { Say(0); }
+  void NotWaiting() { Say(0); }
   void Yielding();
 
  private:

@@ -206,20 +206,13 @@ bool RingEngine::Poll() {
   // A client waiting on this CPU for a round here (or for a completion the
   // loop ran since) runs now rather than after this loop's spin; one that
   // keeps doing so gets this CPU to itself (CpuStepAside).
-  switch (RingQueue::TakeYieldHint()) {
-    case RingQueue::YieldHint::kNone:
-      break;
-    case RingQueue::YieldHint::kToYielder:
-      if (step_aside_.Yielded(absl::Now())) {
-        cpu_ = -1;  // tell the clients where it went
-        NoteCpu();
-        break;
-      }
-      ::sched_yield();
-      break;
-    case RingQueue::YieldHint::kToSleeper:
-      ::sched_yield();
-      break;
+  const RingQueue::YieldHint hint = RingQueue::TakeYieldHint();
+  if (hint == RingQueue::YieldHint::kToYielder &&
+      step_aside_.Yielded(absl::Now())) {
+    cpu_ = -1;  // tell the clients where it went
+    NoteCpu();
+  } else if (hint != RingQueue::YieldHint::kNone) {
+    ::sched_yield();
   }
   return work;
 }

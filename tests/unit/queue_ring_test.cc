@@ -432,15 +432,20 @@ TEST_F(QueueRingTest, EachSideSaysWhichCpuItRunsOn) {
   header()->client_cpu.store(here.cpu() + 2);  // another CPU, plus one
   EXPECT_FALSE(ClientWaitsHere(base()));
   reaper.Done();
+  EXPECT_FALSE(reaper.WaitUnlessReady());
+  EXPECT_TRUE(ClientWaitsHere(base()));
+  reaper.Done();
+  EXPECT_FALSE(ClientWaitsHere(base()))
+      << "awake again, the client is not to be yielded to";
 
   // Busy-polling, the client waits on no CPU; yielding, on this one.
-  reaper.Spinning();
+  reaper.NotWaiting();
   EXPECT_EQ(header()->client_cpu.load(), 0);
   EXPECT_FALSE(ClientWaitsHere(base()));
   reaper.Yielding();
   EXPECT_EQ(header()->client_cpu.load(), here.cpu() + 1);
   EXPECT_TRUE(ClientWaitsHere(base())) << "yielding here: yield back to it";
-  reaper.Spinning();
+  reaper.NotWaiting();
   EXPECT_FALSE(ClientWaitsHere(base()))
       << "a client that left the engine's CPU is not yielded to";
 }
@@ -457,15 +462,16 @@ TEST_F(QueueRingTest, TheClientSaysWhereItWaitsOnlyWhenThatChanges) {
   header()->client_cpu.store(-7);  // stands out if stored again
   reaper.Yielding();
   EXPECT_EQ(header()->client_cpu.load(), -7) << "unchanged: not stored";
-  reaper.Spinning();
+  reaper.NotWaiting();
   EXPECT_EQ(header()->client_cpu.load(), 0) << "changed: stored";
   header()->client_cpu.store(-7);
-  reaper.Spinning();
+  reaper.NotWaiting();
   EXPECT_EQ(header()->client_cpu.load(), -7);
-  // Going to sleep always says where.
+  // Going to sleep always says where; waking up says it waits no more.
   EXPECT_FALSE(reaper.WaitUnlessReady());
   EXPECT_EQ(header()->client_cpu.load(), here.cpu() + 1);
   reaper.Done();
+  EXPECT_EQ(header()->client_cpu.load(), 0);
 }
 
 TEST_F(QueueRingTest, StopIsVisibleWithItsStatus) {

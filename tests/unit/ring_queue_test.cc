@@ -218,6 +218,9 @@ TEST_F(RingQueueTest, CompletingForAClientWaitingOnThisCpuAsksToYield) {
   EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kToSleeper);
   EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   reaper.Done();
+  // Woken and awake again: nothing to yield to.
+  complete_one();
+  EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   // Polling between yields on this CPU (not asleep: no wake-up written).
   reaper.Yielding();
   const uint64_t wakeups = queue_->stats().client_wakeups;
@@ -225,7 +228,7 @@ TEST_F(RingQueueTest, CompletingForAClientWaitingOnThisCpuAsksToYield) {
   EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kToYielder);
   EXPECT_EQ(queue_->stats().client_wakeups, wakeups);
   // Busy-polling (so on another CPU): nothing to yield.
-  reaper.Spinning();
+  reaper.NotWaiting();
   complete_one();
   EXPECT_EQ(RingQueue::TakeYieldHint(), Hint::kNone);
   queue_->SetEngineCpu(cpu);
