@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -33,7 +34,8 @@ class MetricsServer {
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen,
       std::shared_ptr<prometheus::Collectable> collectable);
-  // Stops the HTTP server and joins its threads.
+  // Stops the HTTP server and joins its threads, at once (not after
+  // civetweb's next 2-second poll: listening_sockets.h).
   ~MetricsServer();
 
   // HOST:PORT as bound.
@@ -48,6 +50,8 @@ class MetricsServer {
   std::shared_ptr<prometheus::Collectable> collectable_;
   std::string address_;
   uint16_t port_ = 0;
+  // civetweb's listening sockets, woken before it is stopped.
+  std::vector<int> listener_fds_;
 };
 
 }  // namespace rdmad::metrics
