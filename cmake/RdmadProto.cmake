@@ -26,6 +26,9 @@ function(rdmad_proto_library target)
     list(APPEND gen_srcs ${outs})
   endforeach()
   add_library(${target} STATIC ${gen_srcs})
+  # protoc gives every generated file the same file-local names (schemas,
+  # file_default_instances): they cannot share a unity source.
+  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
   target_include_directories(${target} PUBLIC ${gen_dir})
   target_link_libraries(${target} PUBLIC protobuf::libprotobuf gRPC::grpc++)
   # Generated code is not ours to fix.

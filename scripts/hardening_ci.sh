@@ -21,6 +21,8 @@ jobs="$(nproc)"
 fuzz_seconds="${FUZZ_SECONDS:-45}"
 # Line tables only: all a sanitizer report needs (scripts/test.sh says why).
 ci_flags="${RDMAD_CI_FLAGS:--DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG}"
+# From-scratch builds: unity sources (scripts/test.sh says why).
+ci_unity="${RDMAD_CI_UNITY:--DRDMAD_UNITY_BUILD=ON}"
 start=$SECONDS
 
 if [[ -z "${SKIP_FUZZ:-}" ]]; then
@@ -33,7 +35,7 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     cmake -S "$here" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DRDMAD_FUZZ=ON -DRDMAD_BUILD_TESTS=OFF \
-      "$ci_flags" \
+      "$ci_flags" "$ci_unity" \
       > /dev/null
   fi
   cmake --build "$fuzz" --target rdmad_fuzzers
@@ -80,7 +82,7 @@ if [[ -z "${SKIP_TSAN:-}" ]]; then
   cmake -S "$here" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DRDMAD_TSAN=ON \
-    "$ci_flags" \
+    "$ci_flags" "$ci_unity" \
     > /dev/null
   cmake --build "$tsan"
   echo "ThreadSanitizer build took $((SECONDS - tsan_start)) s"

@@ -12,13 +12,16 @@
 #include "absl/synchronization/mutex.h"
 
 namespace rdmad::metrics {
-namespace {
 
+// Outside the anonymous namespace: TransferStats::Shard, a class with
+// linkage, holds a map that uses it.
 struct SeriesKeyHash {
   size_t operator()(const TransferStats::SeriesKey& k) const {
     return absl::HashOf(k.peer, k.op, k.transport);
   }
 };
+
+namespace {
 
 absl::string_view PeerOf(const core::TransferRecord& record) {
   return record.peer == nullptr || record.peer->empty()

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
 #include "daemon/core/access_control.h"
+#include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/peer_identity.h"
 #include "daemon/service/paging.h"
@@ -13,13 +14,6 @@
 
 namespace rdmad::service {
 namespace {
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
-                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 // The caller's own Peer address in Hello/Connect: optional, but when given
 // it must be one.

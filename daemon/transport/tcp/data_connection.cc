@@ -21,10 +21,6 @@
 namespace rdmad::tcp {
 namespace {
 
-constexpr int kMaxIov = 64;
-// Bytes one connection may read per readable event before the loop moves
-// on to the others (level-triggered epoll brings it back).
-constexpr uint64_t kReadBudget = 16ull << 20;
 // Scratch space for the payload of rejected WRITEs.
 constexpr size_t kDrainBufferSize = 256 << 10;
 

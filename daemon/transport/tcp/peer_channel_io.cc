@@ -12,15 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/transport/tcp/peer_channel_impl.h"
+#include "daemon/transport/tcp/socket_util.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::tcp {
 namespace {
 
-constexpr int kMaxIov = 64;
-// Bytes one connection may read per readable event before the loop moves
-// on to the others (level-triggered epoll brings it back).
-constexpr uint64_t kReadBudget = 16ull << 20;
 constexpr size_t kDiscardBufferSize = 256 << 10;
 
 }  // namespace

@@ -49,6 +49,12 @@ uint16_t LocalPortOf(int fd);
 // Opens a nonblocking, close-on-exec TCP listener on `address`.
 absl::StatusOr<UniqueFd> Listen(const HostPort& address, int backlog = 128);
 
+// Most iovecs one sendmsg of a data connection gathers.
+inline constexpr int kMaxIov = 64;
+// Bytes one connection may read per readable event before its event loop
+// moves on to the others (level-triggered epoll brings it back).
+inline constexpr uint64_t kReadBudget = 16ull << 20;
+
 // Socket options of every data connection.
 struct SocketTuning {
   // SO_SNDBUF / SO_RCVBUF in bytes; 0 leaves the kernel's autotuning on

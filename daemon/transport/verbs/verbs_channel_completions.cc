@@ -14,16 +14,16 @@
 namespace rdmad::verbs {
 namespace {
 
-constexpr size_t kPollBatch = 32;
+constexpr size_t kCompletionsPerPoll = 32;
 
 }  // namespace
 
 bool VerbsChannel::Impl::Drain() {
   if (torn_down_) return false;
-  ibv_wc wcs[kPollBatch];
+  ibv_wc wcs[kCompletionsPerPoll];
   bool any = false;
   for (;;) {
-    auto polled = cq_->Poll(absl::MakeSpan(wcs, kPollBatch));
+    auto polled = cq_->Poll(absl::MakeSpan(wcs, kCompletionsPerPoll));
     if (!polled.ok()) {
       spdlog::error("peer {}: {}", options_.peer,
                     std::string(polled.status().message()));
@@ -31,7 +31,7 @@ bool VerbsChannel::Impl::Drain() {
     }
     for (size_t i = 0; i < *polled; ++i) OnCompletion(wcs[i]);
     any |= *polled > 0;
-    if (*polled < kPollBatch || torn_down_) break;
+    if (*polled < kCompletionsPerPoll || torn_down_) break;
   }
   if (any) Pump();
   return any;

@@ -203,6 +203,7 @@ class VerbsChannel::Impl : public runtime::Poller,
 inline constexpr int kWrIdQpShift = 56;
 inline constexpr uint64_t kWrIdRecv = uint64_t{1} << 55;
 inline constexpr uint64_t kWrIdSeqMask = kWrIdRecv - 1;
+inline constexpr uint64_t kWrIdSlotMask = (uint64_t{1} << 32) - 1;
 
 }  // namespace rdmad::verbs
 

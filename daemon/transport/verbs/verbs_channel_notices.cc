@@ -18,8 +18,6 @@
 namespace rdmad::verbs {
 namespace {
 
-constexpr uint64_t kSlotMask = (uint64_t{1} << 32) - 1;
-
 uint64_t AckWrId(size_t qp_index, size_t slot) {
   return (uint64_t{qp_index} << kWrIdQpShift) | kWrIdRecv | slot;
 }
@@ -139,7 +137,7 @@ void VerbsChannel::Impl::PrepareNotice(size_t qp_index, const Chunk& chunk,
 
 void VerbsChannel::Impl::OnAck(const ibv_wc& wc) {
   const size_t index = static_cast<size_t>(wc.wr_id >> kWrIdQpShift);
-  const size_t slot = static_cast<size_t>(wc.wr_id & kSlotMask);
+  const size_t slot = static_cast<size_t>(wc.wr_id & kWrIdSlotMask);
   if (index >= qps_.size() || notice_buffers_ == nullptr ||
       slot / kNoticeCredits != index) {
     return;  // not one of ours: cannot happen
