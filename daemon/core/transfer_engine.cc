@@ -78,23 +78,21 @@ const std::string& NoName() {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Region>> FindCached(const RegionTable& regions,
-                                                   const Caller& caller,
-                                                   uint64_t id,
-                                                   const std::string& name,
-                                                   uint32_t need,
-                                                   CachedRegion& cache) {
-  if (cache.id == id && cache.need == need && cache.name == name) {
-    if (std::shared_ptr<Region> region = cache.region.lock()) return region;
+absl::StatusOr<Region*> FindCached(const RegionTable& regions,
+                                   const Caller& caller, uint64_t id,
+                                   const std::string& name, uint32_t need,
+                                   CachedRegion& cache) {
+  if (cache.region != nullptr && cache.id == id && cache.need == need &&
+      cache.name == name) {
+    return cache.region.get();
   }
   auto found = regions.FindForUse(caller, RegionKey{id, name}, need);
-  if (found.ok()) {
-    cache.id = id;
-    cache.name = name;
-    cache.need = need;
-    cache.region = *found;
-  }
-  return found;
+  if (!found.ok()) return found.status();
+  cache.id = id;
+  cache.name = name;
+  cache.need = need;
+  cache.region = *std::move(found);
+  return cache.region.get();
 }
 
 std::string RemoteRegionLabel(const RemoteRegionInfo& region) {
@@ -105,6 +103,10 @@ std::string RemoteRegionLabel(const RemoteRegionInfo& region) {
 TransferEngine::TransferEngine(RegionTable* regions, RemoteTransfers* remote,
                                TransferLimits limits)
     : regions_(regions), remote_(remote), limits_(limits) {}
+
+void TransferEngine::ForgetStale(RegionCache& cache) const {
+  Revalidate(*regions_, cache);
+}
 
 uint64_t TransferEngine::AcquireUpTo(uint32_t uid, uint64_t n) {
   // Without a quota nothing needs counting: no lock on the data path.
@@ -206,13 +208,13 @@ void TransferEngine::SubmitBatch(const Caller& caller,
     if (transfer.remote.is_local()) {
       // A target named here: a copy. A name with no region here is looked
       // for in the cluster, when there is a directory.
-      absl::StatusOr<std::shared_ptr<Region>> target =
+      absl::StatusOr<Region*> target =
           FindLocalTarget(caller, transfer.op, transfer.remote,
                           batch.regions.target, directory, &by_directory);
       if (!by_directory) {
         absl::StatusOr<uint64_t> copied =
             target.ok() ? CopyLocal(caller, LocalCopyOf(transfer),
-                                    *transfer.local, *std::move(target))
+                                    *transfer.local, *target)
                         : absl::StatusOr<uint64_t>(target.status());
         ++batch.spare_slots;
         inline_done.push_back({transfer.op, std::move(transfer.remote.peer),
@@ -272,7 +274,8 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
   if (!local.ok()) return fail(local.status());
   Transfer t;
   t.op = spec.op;
-  t.local = *std::move(local);
+  // The transfer holds its region while in flight, whatever the cache does.
+  t.local = batch.regions.local.region;
   t.local_offset = spec.local_offset;
   t.length = spec.length;
   t.remote = std::move(request.spec.remote);
@@ -330,15 +333,15 @@ std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(
                                cache.local);
   if (!local.ok()) return local.status();
   bool by_directory = false;
-  absl::StatusOr<std::shared_ptr<Region>> target = FindLocalTarget(
+  absl::StatusOr<Region*> target = FindLocalTarget(
       caller, request.op, *request.target, cache.target,
       directory_.load(std::memory_order_acquire), &by_directory);
   if (by_directory) return std::nullopt;
   if (!target.ok()) return target.status();
-  return CopyLocal(caller, request, **local, *std::move(target));
+  return CopyLocal(caller, request, **local, *target);
 }
 
-absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalRegion(
+absl::StatusOr<Region*> TransferEngine::FindLocalRegion(
     const Caller& caller, OpType op, uint64_t id, const std::string& name,
     uint64_t offset, uint64_t length, CachedRegion& cache) {
   auto local = FindCached(*regions_, caller, id, name, LocalNeed(op), cache);
@@ -348,7 +351,7 @@ absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalRegion(
   return local;
 }
 
-absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalTarget(
+absl::StatusOr<Region*> TransferEngine::FindLocalTarget(
     const Caller& caller, OpType op, const TransferTarget& target,
     CachedRegion& cache, RegionResolver* directory, bool* by_directory) {
   *by_directory = false;
@@ -363,11 +366,12 @@ absl::StatusOr<std::shared_ptr<Region>> TransferEngine::FindLocalTarget(
 
 absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
     const Caller& caller, const LocalCopyRequest& request, const Region& local,
-    std::shared_ptr<Region> by_name) {
+    Region* by_name) {
   const TransferTarget& remote = *request.target;
   const bool write = request.op == OpType::kWrite;
   const uint32_t need = TargetNeed(request.op);
-  std::shared_ptr<Region> target = std::move(by_name);
+  Region* target = by_name;
+  std::shared_ptr<Region> by_descriptor;  // held for the copy
   std::optional<uint64_t> export_key;  // the self route copies under it
   if (remote.self_region_id == 0) {
     if (target == nullptr) {
@@ -377,7 +381,8 @@ absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
     // A descriptor this daemon issued: its export, and the permissions too.
     auto found = regions_->FindExportedById(remote.self_region_id);
     if (!found.ok()) return found.status();
-    target = *std::move(found);
+    by_descriptor = *std::move(found);
+    target = by_descriptor.get();
     const std::string label =
         target->name().empty()
             ? absl::StrCat("region #", target->id())

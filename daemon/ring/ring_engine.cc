@@ -197,8 +197,24 @@ void RingEngine::NoteCpu() {
   for (const Attached& a : queues_) a.queue->SetEngineCpu(cpu);
 }
 
+void RingEngine::ForgetStaleRegions() {
+  // One load a turn; the queues only when a free or permission change
+  // moved it.
+  const uint64_t generation = transfers_->regions_generation();
+  if (generation == regions_generation_) return;
+  regions_generation_ = generation;
+  for (const Attached& a : queues_) {
+    transfers_->ForgetStale(a.queue->region_cache());
+  }
+}
+
+void RingEngine::ForgetAllRegions() {
+  for (const Attached& a : queues_) a.queue->region_cache() = {};
+}
+
 bool RingEngine::Poll() {
   NoteCpu();
+  ForgetStaleRegions();
   bool work = false;
   // By index, and Serve takes its own reference when it has work: a
   // completion run inline never detaches (Detach is a task), but stay safe.
@@ -241,6 +257,9 @@ bool RingEngine::PrepareToSleep() {
   } else {
     stall_wait_ = absl::ZeroDuration();
   }
+  // Asleep, this thread would notice no free: let go of every region now
+  // (the first round after waking looks them up again).
+  ForgetAllRegions();
   return false;
 }
 

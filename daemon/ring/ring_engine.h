@@ -73,6 +73,12 @@ class RingEngine final : public runtime::Poller {
   bool Serve(const std::shared_ptr<RingQueue>& polled);
   // Tells every queue's client when this thread moved to another CPU.
   void NoteCpu();
+  // Region caches hold their regions (core::CachedRegion): after a free or
+  // a permission change every queue's lets go of what went stale, and an
+  // engine going to sleep lets go of all, so that no idle queue keeps a
+  // freed region's memory.
+  void ForgetStaleRegions();
+  void ForgetAllRegions();
   // A queue is stalled (RingQueue::SleepCheck::kStalled): wakes the loop
   // after a while to look again, backing off while it stays stalled.
   void ScheduleStallCheck();
@@ -90,6 +96,9 @@ class RingEngine final : public runtime::Poller {
   };
   std::vector<Unreported> unreported_;
   bool registered_ = false;       // loop thread only
+  // The region table's generation when the queues' region caches were last
+  // made to forget what went stale (loop thread only).
+  uint64_t regions_generation_ = 0;
   int cpu_ = -1;                  // loop thread only: where queues think we run
   CpuStepAside step_aside_;       // loop thread only
   // The stall check (loop thread only): its timer (0: none) and the wait

@@ -154,6 +154,18 @@ class RingEngineTest : public ::testing::Test {
   // One for the queue's life: it keeps the positions it pushed.
   std::optional<queue::SubmissionProducer> producer_;
   std::optional<queue::CompletionConsumer> reaper_;
+
+ public:
+  // The parts a helper outside the fixture uses.
+  struct Fixture {
+    core::RegionTable& regions;
+    core::TransferEngine& transfers;
+    std::shared_ptr<RingQueue>& queue;
+    std::unique_ptr<RingEngine>& engine;
+    queue::SubmissionProducer& producer;
+    queue::CompletionConsumer& reaper;
+    uint64_t local_id;
+  };
 };
 
 TEST_F(RingEngineTest, TheQueueLivesUntilTheLastCompletionOfItsRounds) {
@@ -425,6 +437,97 @@ TEST_F(RingEngineTest, ARoundCopiesHereAndSendsTheRestOn) {
   ASSERT_EQ(rest.size(), 2u);
   EXPECT_EQ(rest[0].tag + rest[1].tag, 2u + 4u);
   transfers_.SetDirectory(nullptr);
+}
+
+// A queue's region cache holds the regions it names (core::CachedRegion):
+// a region freed while its queue is idle must still go at once, with its
+// memory, whether the engine keeps spinning (the table's generation moved)
+// or goes to sleep. `spin`: how long the engine's loop spins after work.
+void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
+                                        absl::Duration spin);
+
+TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSleeps) {
+  Fixture f{regions_, transfers_, queue_, engine_, *producer_, *reaper_,
+            local_id_};
+  FreedRegionGoesWhileTheQueueIsIdle(f, absl::ZeroDuration());
+}
+
+TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSpins) {
+  Fixture f{regions_, transfers_, queue_, engine_, *producer_, *reaper_,
+            local_id_};
+  // An hour: the loop never sleeps during the test, so only the
+  // generation can make the cache let go.
+  FreedRegionGoesWhileTheQueueIsIdle(f, absl::Hours(1));
+}
+
+void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
+                                        absl::Duration spin) {
+  // The queue moves to an engine on a loop that spins for `spin`.
+  f.engine->Detach(f.queue->id());
+  runtime::EventLoop::Options options;
+  options.spin = spin;
+  auto loop = runtime::EventLoop::Create("ring-engine-spin", options);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  (*loop)->Start();
+  auto engine = std::make_unique<RingEngine>(loop->get(), &f.transfers);
+  engine->Attach(f.queue);
+
+  core::AllocateOptions here;
+  here.name = "here";
+  here.size = 4096;
+  here.daemon_owned = true;
+  auto region = f.regions.Allocate(kAlice, here);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::weak_ptr<core::Region> weak = *region;
+  region->reset();
+  RemoteHandle h;
+  h.target.name = "here";
+  h.size = 4096;
+  h.access = core::RemoteAccess::kReadWrite;
+  h.transport = core::TransportKind::kLocal;
+  auto added = f.queue->handles()->Add(h);
+  ASSERT_TRUE(added.ok()) << added.status();
+
+  queue::SubmissionEntry e{};
+  e.op = static_cast<uint8_t>(queue::OpCode::kWrite);
+  e.tag = 1;
+  e.local_region = f.local_id;
+  e.remote_handle = (*added)->id;
+  e.length = 8;
+  f.producer.Push(e);
+  f.producer.Publish();
+  queue::CompletionEntry done{};
+  for (const absl::Time until = absl::Now() + kPatience;
+       f.reaper.Poll(absl::MakeSpan(&done, 1)) == 0 && absl::Now() < until;) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  ASSERT_EQ(done.tag, 1u);
+  ASSERT_EQ(done.code, 0);
+
+  if (spin == absl::ZeroDuration()) {
+    // An engine that goes to sleep lets go of every region first (it would
+    // notice no free while asleep): the cache empties with no free at all.
+    // Read on the loop's thread, which owns the cache.
+    bool empty = false;
+    for (const absl::Time until = absl::Now() + kPatience;
+         !empty && absl::Now() < until;) {
+      ASSERT_TRUE(runtime::RunOnLoop(loop->get(), [&] {
+                    empty = f.queue->region_cache().target.region == nullptr;
+                    return absl::OkStatus();
+                  }).ok());
+      if (!empty) absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_TRUE(empty) << "the engine slept holding the queue's regions";
+  }
+  ASSERT_TRUE(f.regions.Free(kAlice, {0, "here"}).ok());
+  for (const absl::Time until = absl::Now() + kPatience;
+       !weak.expired() && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_TRUE(weak.expired())
+      << "the idle queue's cache still holds the freed region";
+  engine->Shutdown();
+  (*loop)->Stop();
 }
 
 }  // namespace
