@@ -408,6 +408,75 @@ TEST_F(TcpDataServerTest, APeerThatReadsNoRepliesStopsBeingRead) {
   EXPECT_EQ((*server)->stats().requests, kRequests);
 }
 
+// The stall timeout: a connection that sends nothing, or stops in the
+// middle of a request, loses its slot; one idle between requests keeps it.
+class TcpDataServerStallTest : public TcpDataServerTest {
+ protected:
+  static constexpr absl::Duration kStall = absl::Milliseconds(200);
+
+  void SetUp() override {
+    TcpDataServerTest::SetUp();
+    TcpDataServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.stall_timeout = kStall;
+    auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    stalling_ = *std::move(server);
+  }
+
+  // A connection to the stalling server whose reads give up after 20 s, so
+  // that a server that never closes it fails the test instead of hanging.
+  RawConnection Connect() {
+    auto conn = RawConnection::Connect(stalling_->port());
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    timeval patience{20, 0};
+    ::setsockopt(conn->fd(), SOL_SOCKET, SO_RCVTIMEO, &patience,
+                 sizeof(patience));
+    return *std::move(conn);
+  }
+
+  std::unique_ptr<TcpDataServer> stalling_;
+};
+
+TEST_F(TcpDataServerStallTest, AConnectionThatSendsNothingIsClosed) {
+  RawConnection conn = Connect();
+  EXPECT_TRUE(conn.ClosedByPeer()) << "still open after 20 s";
+  EXPECT_EQ(stalling_->stats().stalled, 1u);
+}
+
+TEST_F(TcpDataServerStallTest, HalfARequestIsClosed) {
+  RawConnection conn = Connect();
+  const std::string frame =
+      EncodeRequestFrame(FrameType::kRead, 1, rw_->id(), Key(rw_), 0, 4);
+  ASSERT_TRUE(conn.Send(frame.substr(0, frame.size() / 2)).ok());
+  EXPECT_TRUE(conn.ClosedByPeer()) << "still open after 20 s";
+  // And a WRITE whose payload stops short.
+  RawConnection writer = Connect();
+  ASSERT_TRUE(writer.Send(EncodeRequestFrame(FrameType::kWrite, 2, rw_->id(),
+                                             Key(rw_), 0, 1000,
+                                             std::string(1000, 'x'))
+                              .substr(0, kRequestHeaderSize + 10))
+                  .ok());
+  EXPECT_TRUE(writer.ClosedByPeer()) << "still open after 20 s";
+  EXPECT_EQ(stalling_->stats().stalled, 2u);
+}
+
+TEST_F(TcpDataServerStallTest, AConnectionIdleBetweenRequestsStaysOpen) {
+  RawConnection conn = Connect();
+  for (uint64_t id = 1; id <= 2; ++id) {
+    ASSERT_TRUE(conn.Send(EncodeRequestFrame(FrameType::kRead, id, rw_->id(),
+                                             Key(rw_), 0, 4))
+                    .ok());
+    auto reply = conn.ReadReply();
+    ASSERT_TRUE(reply.ok()) << "request " << id << ": " << reply.status();
+    EXPECT_EQ(reply->header.request_id, id);
+    EXPECT_TRUE(reply->status().ok()) << reply->status();
+    // Five stall timeouts with nothing under way.
+    absl::SleepFor(5 * kStall);
+  }
+  EXPECT_EQ(stalling_->stats().stalled, 0u);
+}
+
 // With an access list, a data connection must come from an admitted
 // address (the key alone is not enough).
 TEST_F(TcpDataServerTest, AccessListRefusesOtherAddresses) {

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/size.h"
 #include "common/status_macros.h"
 #include "daemon/transport/tcp/data_server.h"
@@ -100,6 +102,7 @@ DataConnection::DataConnection(
 
 DataConnection::~DataConnection() {
   if (watch_ != 0) loop_->Unwatch(watch_);
+  if (stall_timer_ != 0) loop_->CancelTimer(stall_timer_);
   ctx_->counters->connections_open--;
 }
 
@@ -108,7 +111,39 @@ absl::Status DataConnection::Start() {
       watch_, loop_->Watch(fd_.get(), EPOLLIN,
                            [this](uint32_t events) { OnEvent(events); }));
   spdlog::debug("tcp data server: connection from {}", remote_);
+  last_progress_ = absl::Now();
+  ArmStallCheck(last_progress_ + ctx_->options->stall_timeout);
   return absl::OkStatus();
+}
+
+void DataConnection::ArmStallCheck(absl::Time when) {
+  if (ctx_->options->stall_timeout <= absl::ZeroDuration()) return;
+  stall_timer_ = loop_->RunAt(when, [this] {
+    stall_timer_ = 0;
+    CheckStall();
+  });
+}
+
+void DataConnection::CheckStall() {
+  if (closed_) return;
+  const absl::Duration timeout = ctx_->options->stall_timeout;
+  const absl::Time now = absl::Now();
+  if (!UnderWay()) {
+    // Idle between requests: nothing to time. Look again a timeout from
+    // now (a check per connection per timeout costs nothing).
+    ArmStallCheck(now + timeout);
+    return;
+  }
+  if (now - last_progress_ < timeout) {
+    ArmStallCheck(last_progress_ + timeout);
+    return;
+  }
+  const char* what = !got_request_         ? "before sending a request"
+                     : !out_.empty()       ? "with replies it does not read"
+                                           : "in the middle of a request";
+  ctx_->counters->stalled++;
+  Close(absl::StrCat("no byte moved for ", absl::FormatDuration(timeout),
+                     " ", what, " (stall_timeout)"));
 }
 
 void DataConnection::Close(absl::string_view why) {
@@ -133,6 +168,10 @@ void DataConnection::Close(absl::string_view why) {
   fd_.reset();
   region_.reset();
   out_.clear();  // releases the regions replies held
+  if (stall_timer_ != 0) {
+    loop_->CancelTimer(stall_timer_);
+    stall_timer_ = 0;
+  }
   // The owner destroys us after the handler that closed us has returned.
   loop_->Post([this] { closed_callback_(this); });
 }
@@ -204,6 +243,7 @@ bool DataConnection::OnReadable() {
       return false;
     }
     budget -= std::min<uint64_t>(budget, n);
+    Progressed();
     const size_t got = static_cast<size_t>(n);
     if (in_ == In::kHeader) {
       header_have_ += got;
@@ -271,6 +311,7 @@ bool DataConnection::CheckPartialHeader() {
 
 bool DataConnection::OnHeader() {
   header_have_ = 0;
+  got_request_ = true;
   auto decoded = DecodeHeader(header_);
   if (!decoded.ok() || !decoded->has_value() || !IsRequest((*decoded)->type)) {
     ctx_->counters->protocol_errors++;
@@ -437,6 +478,7 @@ void DataConnection::Flush() {
       return;
     }
     uint64_t done = static_cast<uint64_t>(n);
+    if (done > 0) Progressed();
     while (done > 0) {
       Reply& front = out_.front();
       const uint64_t rest = front.total() - front.sent;

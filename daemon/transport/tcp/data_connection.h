@@ -62,6 +62,8 @@ struct DataServerCounters {
   // Connections closed for a reason worth a log line (garbage, a frame cut
   // off, a socket error); only the first and every 1000th are logged.
   std::atomic<uint64_t> closed_on_error{0};
+  // Closed by the stall check (TcpDataServerOptions::stall_timeout).
+  std::atomic<uint64_t> stalled{0};
 };
 
 // What the connections of one server share. Not owned by them; outlives
@@ -132,6 +134,19 @@ class DataConnection {
   bool RevokedReply(Reply& reply, const absl::Status& why);
   void Flush();
   void UpdateInterest();
+  // Bytes moved one way or the other: the stall clock starts again.
+  void Progressed() { last_progress_ = loop_->turn_start(); }
+  // Whether the connection waits on its peer for something: a first
+  // request, the rest of one, or the reading of its replies.
+  bool UnderWay() const {
+    return !got_request_ || header_have_ > 0 || in_ != In::kHeader ||
+           !out_.empty();
+  }
+  // The stall check (TcpDataServerOptions::stall_timeout): closes a
+  // connection under way that moved nothing for the timeout, else looks
+  // again when it next could have.
+  void ArmStallCheck(absl::Time when);
+  void CheckStall();
 
   runtime::EventLoop* const loop_;      // Not owned.
   const DataServerContext* const ctx_;  // Not owned.
@@ -161,6 +176,10 @@ class DataConnection {
   bool want_write_ = false;          // EPOLLOUT registered
   bool reading_ = true;              // wants EPOLLIN
   bool reading_registered_ = true;   // EPOLLIN registered
+  // Stall check.
+  bool got_request_ = false;  // a whole request header arrived
+  absl::Time last_progress_;
+  uint64_t stall_timer_ = 0;  // 0: none armed
 };
 
 }  // namespace rdmad::tcp

@@ -262,6 +262,7 @@ TcpDataServer::Stats TcpDataServer::stats() const {
   s.bytes_read = counters_.bytes_read.load();
   s.protocol_errors = counters_.protocol_errors.load();
   s.refused = counters_.refused.load();
+  s.stalled = counters_.stalled.load();
   return s;
 }
 

@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/core/notification_sink.h"
 #include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
@@ -80,6 +81,13 @@ struct TcpDataServerOptions {
   // still bounds them. (Tests set cap_loopback: loopback is all they use.)
   uint32_t max_connections_per_address = 64;
   bool cap_loopback = false;
+  // A connection with something under way (no request received yet, a
+  // request half received, or replies not all sent) that moves no byte
+  // either way for this long is closed: connections that never complete a
+  // frame, or never send one, cannot hold the slots above for good. One
+  // idle between requests stays open (peers keep theirs for the next
+  // transfer). Zero: never.
+  absl::Duration stall_timeout = absl::Seconds(30);
   // Told of every WRITE_IMM that landed (not owned; null: nobody).
   core::NotificationSink* notifications = nullptr;
 };
@@ -97,6 +105,8 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     // Connections closed at accept: not in peer_allow, or over
     // max_open_connections or max_connections_per_address.
     uint64_t refused = 0;
+    // Connections closed for moving nothing while under way (stall_timeout).
+    uint64_t stalled = 0;
   };
 
   // `regions` and `runtime` are not owned and must outlive the server.
