@@ -1,12 +1,13 @@
 #include "daemon/metrics/listening_sockets.h"
 
 #include <dirent.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+
+#include "daemon/transport/tcp/socket_util.h"
 
 namespace rdmad::metrics {
 namespace {
@@ -24,18 +25,10 @@ std::optional<uint16_t> ListeningPort(int fd) {
       value == 0) {
     return std::nullopt;
   }
-  sockaddr_storage addr{};
-  len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return std::nullopt;
-  }
-  if (addr.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
-  }
-  if (addr.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
-  }
-  return std::nullopt;  // a Unix socket
+  // 0 for a Unix socket (or an error): no listening TCP socket has it.
+  const uint16_t port = tcp::LocalPortOf(fd);
+  if (port == 0) return std::nullopt;
+  return port;
 }
 
 }  // namespace

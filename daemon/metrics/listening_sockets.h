@@ -11,7 +11,7 @@
 //
 // Example:
 //   for (const ListeningSocket& s : ListeningTcpSockets()) {
-//     if (s.port == 9471) WakeListener(s.fd);
+//     if (s.port == 9471) WakeListener(s.fd, s.port);
 //   }
 #ifndef RDMAD_DAEMON_METRICS_LISTENING_SOCKETS_H_
 #define RDMAD_DAEMON_METRICS_LISTENING_SOCKETS_H_
