@@ -348,11 +348,15 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
       UidUsage& used = usage_[caller.uid];
       ++used.regions;
       used.pinned_bytes += pinned;
-      region = std::make_shared<Region>(
-          id, options.name,
-          options.daemon_owned ? RegionOwnerKind::kDaemon
-                               : RegionOwnerKind::kSession,
-          caller, std::move(segment), *std::move(local), acl, std::move(kept));
+      // Its last holder may be an event loop: the deleter hands the
+      // teardown (milliseconds for a large region) to the releaser then.
+      region = std::shared_ptr<Region>(
+          new Region(id, options.name,
+                     options.daemon_owned ? RegionOwnerKind::kDaemon
+                                          : RegionOwnerKind::kSession,
+                     caller, std::move(segment), *std::move(local), acl,
+                     std::move(kept)),
+          RegionReleaser::Deleter{releaser_});
       if (options.export_access != RemoteAccess::kNone) {
         // A new region: nothing can be using it yet, so nothing to wait
         // for.

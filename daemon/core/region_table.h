@@ -19,8 +19,9 @@
 #include "daemon/core/access_control.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
-#include "daemon/core/region_observer.h"
 #include "daemon/core/region_keeper.h"
+#include "daemon/core/region_observer.h"
+#include "daemon/core/region_releaser.h"
 
 namespace rdmad::core {
 
@@ -122,6 +123,9 @@ class RegionTable {
   RegionTable(MemoryRegistrar* registrar, RegionLimits limits,
               RegionKeeper* keeper = nullptr);
   ~RegionTable();
+
+  // Tears down the regions an event loop dropped last (region_releaser.h).
+  RegionReleaser& releaser() const { return *releaser_; }
 
   // Creates a daemon-allocated region for `caller`. Session buffers need a
   // session; daemon-owned regions need a name.
@@ -256,6 +260,10 @@ class RegionTable {
   // Call outside mu_.
   void Notify(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // First, so destroyed last: every region the table held is torn down
+  // before its releaser's thread is joined.
+  const std::shared_ptr<RegionReleaser> releaser_ =
+      std::make_shared<RegionReleaser>();
   MemoryRegistrar* const registrar_;  // Not owned.
   const RegionLimits limits_;
   std::atomic<RegionObserver*> observer_{nullptr};  // Not owned.

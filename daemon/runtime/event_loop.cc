@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/serving_thread.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::runtime {
@@ -202,6 +203,9 @@ bool EventLoop::PollAll() {
 
 void EventLoop::Run() {
   loop_thread_id_.store(std::this_thread::get_id());
+  // What this thread runs serves many clients: work of milliseconds that
+  // need not happen here goes elsewhere (common/serving_thread.h).
+  MarkServingThread();
   // Thread names are limited to 15 characters.
   ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
   sleeping_.store(false);

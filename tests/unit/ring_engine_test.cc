@@ -526,6 +526,12 @@ void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
   }
   EXPECT_TRUE(weak.expired())
       << "the idle queue's cache still holds the freed region";
+  // Whoever dropped it last tore it down: the test's thread (Free) when the
+  // sleeping engine had let go already; the spinning engine's loop hands
+  // the teardown to the table's releaser, not making its queues wait.
+  EXPECT_TRUE(f.regions.releaser().WaitIdle(kPatience));
+  EXPECT_EQ(f.regions.releaser().handed_over(),
+            spin == absl::ZeroDuration() ? 0u : 1u);
   engine->Shutdown();
   (*loop)->Stop();
 }
