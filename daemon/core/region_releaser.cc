@@ -81,6 +81,11 @@ uint64_t RegionReleaser::released() const {
   return released_;
 }
 
+bool RegionReleaser::busy() const {
+  absl::MutexLock lock(&mu_);
+  return released_ != handed_over_;
+}
+
 bool RegionReleaser::WaitIdle(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);

@@ -50,6 +50,8 @@ class RegionReleaser {
   // Regions handed over, and of those the ones torn down, so far.
   uint64_t handed_over() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t released() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a region handed over is not torn down yet.
+  bool busy() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until every region handed over so far is torn down; false if
   // that took longer than `timeout`.
   bool WaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);

@@ -295,17 +295,31 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
                 info.acl, /*restoring=*/true, std::move(allow));
 }
 
+absl::StatusOr<std::unique_ptr<Registration>> RegionTable::Register(
+    void* addr, size_t length, RemoteAccess access) {
+  auto registered = registrar_->Register(addr, length, access);
+  // ENOMEM (RESOURCE_EXHAUSTED) or EAGAIN (UNAVAILABLE) from ibv_reg_mr.
+  const auto short_of_memory = [](const absl::Status& s) {
+    return absl::IsResourceExhausted(s) || absl::IsUnavailable(s);
+  };
+  if (registered.ok() || !short_of_memory(registered.status()) ||
+      !releaser_->busy()) {
+    return registered;
+  }
+  releaser_->WaitIdle(kReleaseWait);
+  return registrar_->Register(addr, length, access);
+}
+
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     const Caller& caller, const AllocateOptions& options, ShmSegment segment,
     std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
     bool restoring, std::shared_ptr<const ExportAccessList> allow) {
   // Registration pins and maps pages; it runs outside the table lock.
-  auto local = registrar_->Register(segment.data(), segment.size(),
-                                    RemoteAccess::kNone);
+  auto local = Register(segment.data(), segment.size(), RemoteAccess::kNone);
   std::unique_ptr<Registration> exported;
   if (local.ok() && options.export_access != RemoteAccess::kNone) {
-    auto reg = registrar_->Register(segment.data(), segment.size(),
-                                    options.export_access);
+    auto reg =
+        Register(segment.data(), segment.size(), options.export_access);
     if (!reg.ok()) local = reg.status();
     else exported = *std::move(reg);
   }

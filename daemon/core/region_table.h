@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "daemon/core/access_control.h"
 #include "daemon/core/memory_registrar.h"
@@ -235,6 +236,15 @@ class RegionTable {
       std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
       bool restoring,
       std::shared_ptr<const ExportAccessList> allow = nullptr);
+  // Registers a new region's memory. When the devices refuse it for lack
+  // of locked memory while freed regions are still being torn down (their
+  // registrations not yet undone, region_releaser.h), waits for those, at
+  // most kReleaseWait, and tries once more: a region freed just before
+  // leaves its room to the next one, as it did when torn down at once.
+  absl::StatusOr<std::unique_ptr<Registration>> Register(void* addr,
+                                                         size_t length,
+                                                         RemoteAccess access);
+  static constexpr absl::Duration kReleaseWait = absl::Seconds(10);
   // The memory of a new region: from the keeper for a kept region, else a
   // memfd.
   absl::StatusOr<KeptMemory> NewMemory(const Caller& caller,

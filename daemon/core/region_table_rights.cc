@@ -46,8 +46,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
         "so peers can resolve them"));
   }
   RDMAD_ASSIGN_OR_RETURN(auto registration,
-                         registrar_->Register(region->data(), region->size(),
-                                              access));
+                         Register(region->data(), region->size(), access));
   absl::MutexLock export_lock(&export_mu_);
   // The record first: if it cannot be written, the export does not change
   // (the new registration is dropped), so a restart brings back what peers

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/serving_thread.h"
 #include "daemon/core/region_table.h"
@@ -167,6 +168,78 @@ TEST_F(RegionReleaserTest, DestroyingTheTableTearsDownEverythingHandedOver) {
   const std::vector<std::string> on = registrar_.torn_down_on();
   EXPECT_EQ(on.size(), static_cast<size_t>(kRegions));
   for (const std::string& name : on) EXPECT_EQ(name, "rdmad-release");
+}
+
+// Room for one registration at a time, like a locked-memory limit; the
+// teardown of a registration waits for `hold` to be notified.
+class OneAtATimeRegistrar final : public MemoryRegistrar {
+ public:
+  class Held final : public Registration {
+   public:
+    explicit Held(OneAtATimeRegistrar* owner) : owner_(owner) {}
+    ~Held() override {
+      owner_->hold.WaitForNotification();
+      absl::MutexLock lock(&owner_->mu_);
+      owner_->held_ = false;
+    }
+    const std::vector<DeviceRegistration>& keys() const override {
+      return keys_;
+    }
+
+   private:
+    OneAtATimeRegistrar* owner_;
+    std::vector<DeviceRegistration> keys_;
+  };
+
+  absl::StatusOr<std::unique_ptr<Registration>> Register(
+      void*, size_t, RemoteAccess) override {
+    absl::MutexLock lock(&mu_);
+    ++attempts_;
+    if (held_) {
+      return absl::ResourceExhaustedError("ibv_reg_mr: Cannot allocate memory");
+    }
+    held_ = true;
+    return std::make_unique<Held>(this);
+  }
+  int attempts() const {
+    absl::MutexLock lock(&mu_);
+    return attempts_;
+  }
+
+  absl::Notification hold;
+
+ private:
+  mutable absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(RegionReleaserWaitTest, AnAllocationShortOfMemoryWaitsForTeardownsUnderWay) {
+  OneAtATimeRegistrar registrar;
+  RegionTable table(&registrar,
+                    RegionLimits{1ull << 30, 1ull << 30, 0, 0, "the limit"});
+  AllocateOptions o;
+  o.name = "old";
+  o.size = 1 << 20;
+  o.daemon_owned = true;
+  auto old = table.Allocate(kAlice, o);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(table.Free(kAlice, {0, "old"}).ok());
+  // An event loop drops it last: its teardown is under way, held.
+  OnServingThread("test-loop", [&] { old->reset(); });
+  ASSERT_TRUE(table.releaser().busy());
+
+  std::thread finish([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    registrar.hold.Notify();
+  });
+  o.name = "new";
+  auto fresh = table.Allocate(kAlice, o);
+  finish.join();
+  // Refused while the old one held the room, then registered once it went.
+  EXPECT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(registrar.attempts(), 3);
+  EXPECT_FALSE(table.releaser().busy());
 }
 
 TEST_F(RegionReleaserTest, WaitIdleWithNothingHandedOverReturnsAtOnce) {
