@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "daemon/core/region_releaser.h"
 #include "daemon/metrics/transfer_stats.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -152,6 +153,22 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
       families.push_back(std::move(regions));
       families.push_back(std::move(bytes));
       families.push_back(std::move(pinned));
+      // Released first: whatever is handed over meanwhile only adds to the
+      // second reading, so the difference is never negative.
+      const core::RegionReleaser& releaser = sources.regions->releaser();
+      const uint64_t released = releaser.released();
+      const uint64_t handed_over = releaser.handed_over();
+      MetricFamily off_loop = Counter(
+          "rdmad_region_teardowns_off_loop_total",
+          "Freed regions an event loop dropped last, torn down on "
+          "rdmad-release instead");
+      AddCount(off_loop, {}, static_cast<double>(handed_over));
+      MetricFamily pending = Gauge(
+          "rdmad_region_teardowns_pending",
+          "Of those, the ones not torn down yet (their memory still held)");
+      AddSample(pending, {}, static_cast<double>(handed_over - released));
+      families.push_back(std::move(off_loop));
+      families.push_back(std::move(pending));
     }
     if (sources.sessions != nullptr) {
       MetricFamily sessions = Gauge("rdmad_sessions", "Open client sessions");

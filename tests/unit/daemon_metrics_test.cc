@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/serving_thread.h"
+#include "daemon/core/region_table.h"
 #include "gtest/gtest.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -171,6 +173,34 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
 
   directory.state_.state = "disconnected";
   EXPECT_EQ(Samples(metrics)["rdmad_directory_connected"], 0);
+}
+
+TEST(DaemonMetricsTest, RegionTeardownsOffTheLoopsAreCountedAndPendingOnesShown) {
+  core::NullRegistrar registrar;
+  core::RegionTable regions(
+      &registrar, core::RegionLimits{1ull << 30, 1ull << 30, 0, 0, "limit"});
+  DaemonMetrics metrics(MetricSources{.regions = &regions});
+  auto samples = Samples(metrics);
+  EXPECT_EQ(samples["rdmad_region_teardowns_off_loop_total"], 0);
+  EXPECT_EQ(samples["rdmad_region_teardowns_pending"], 0);
+
+  core::AllocateOptions o;
+  o.name = "r";
+  o.size = 4096;
+  o.daemon_owned = true;
+  auto region = regions.Allocate({1, 1000, 1000, 11}, o);
+  ASSERT_TRUE(region.ok()) << region.status();
+  ASSERT_TRUE(regions.Free({1, 1000, 1000, 11}, {0, "r"}).ok());
+  // Dropped last on a thread that serves, as an event loop's does.
+  std::thread loop([&] {
+    MarkServingThread();
+    region->reset();
+  });
+  loop.join();
+  ASSERT_TRUE(regions.releaser().WaitIdle(absl::Seconds(30)));
+  samples = Samples(metrics);
+  EXPECT_EQ(samples["rdmad_region_teardowns_off_loop_total"], 1);
+  EXPECT_EQ(samples["rdmad_region_teardowns_pending"], 0);
 }
 
 // The `peer` label values of the samples of `family`.
