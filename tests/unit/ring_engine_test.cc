@@ -57,6 +57,42 @@ class KeptRemote final : public core::RemoteTransfers {
   std::vector<size_t> batches_;
 };
 
+// Registrations without keys (as core::NullRegistrar's), noting the name
+// of each thread one was dropped on: the thread that tore its region down.
+class TeardownRecorder final : public core::MemoryRegistrar {
+ public:
+  class Recorded final : public core::Registration {
+   public:
+    explicit Recorded(TeardownRecorder* owner) : owner_(owner) {}
+    ~Recorded() override {
+      char name[16] = {};
+      ::pthread_getname_np(::pthread_self(), name, sizeof(name));
+      std::lock_guard<std::mutex> lock(owner_->mu_);
+      owner_->threads_.push_back(name);
+    }
+    const std::vector<core::DeviceRegistration>& keys() const override {
+      return keys_;
+    }
+
+   private:
+    TeardownRecorder* owner_;
+    std::vector<core::DeviceRegistration> keys_;
+  };
+
+  absl::StatusOr<std::unique_ptr<core::Registration>> Register(
+      void*, size_t, core::RemoteAccess) override {
+    return std::make_unique<Recorded>(this);
+  }
+  std::vector<std::string> threads() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> threads_;
+};
+
 class RingEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,7 +176,7 @@ class RingEngineTest : public ::testing::Test {
     return out;
   }
 
-  core::NullRegistrar registrar_;
+  TeardownRecorder registrar_;
   core::RegionTable regions_{&registrar_, core::RegionLimits{}};
   KeptRemote remote_;
   core::TransferEngine transfers_{&regions_, &remote_};
@@ -158,6 +194,7 @@ class RingEngineTest : public ::testing::Test {
  public:
   // The parts a helper outside the fixture uses.
   struct Fixture {
+    const TeardownRecorder& registrar;
     core::RegionTable& regions;
     core::TransferEngine& transfers;
     std::shared_ptr<RingQueue>& queue;
@@ -447,13 +484,13 @@ void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
                                         absl::Duration spin);
 
 TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSleeps) {
-  Fixture f{regions_, transfers_, queue_, engine_, *producer_, *reaper_,
+  Fixture f{registrar_, regions_, transfers_, queue_, engine_, *producer_, *reaper_,
             local_id_};
   FreedRegionGoesWhileTheQueueIsIdle(f, absl::ZeroDuration());
 }
 
 TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSpins) {
-  Fixture f{regions_, transfers_, queue_, engine_, *producer_, *reaper_,
+  Fixture f{registrar_, regions_, transfers_, queue_, engine_, *producer_, *reaper_,
             local_id_};
   // An hour: the loop never sleeps during the test, so only the
   // generation can make the cache let go.
@@ -526,12 +563,26 @@ void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
   }
   EXPECT_TRUE(weak.expired())
       << "the idle queue's cache still holds the freed region";
-  // Whoever dropped it last tore it down: the test's thread (Free) when the
-  // sleeping engine had let go already; the spinning engine's loop hands
-  // the teardown to the table's releaser, not making its queues wait.
+  // Whoever dropped it last tore it down, never the engine's loop: the
+  // test's thread (Free) when the sleeping engine had let go already; when
+  // it spins, Free or the loop, whichever lets go last (Free's own
+  // reference races the loop's look at the generation), and the loop
+  // hands the teardown to the table's releaser, not making its queues
+  // wait (RegionReleaserTest checks the hand-over itself).
+  // (`weak` expires before the deleter runs: wait for the teardown.)
+  for (const absl::Time until = absl::Now() + kPatience;
+       f.registrar.threads().empty() && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   EXPECT_TRUE(f.regions.releaser().WaitIdle(kPatience));
-  EXPECT_EQ(f.regions.releaser().handed_over(),
-            spin == absl::ZeroDuration() ? 0u : 1u);
+  if (spin == absl::ZeroDuration()) {
+    EXPECT_EQ(f.regions.releaser().handed_over(), 0u);
+  }
+  const std::string loop_thread = std::string("ring-engine-spin").substr(0, 15);
+  for (const std::string& thread : f.registrar.threads()) {
+    EXPECT_NE(thread, loop_thread) << "the engine's loop tore a region down";
+  }
+  EXPECT_FALSE(f.registrar.threads().empty());
   engine->Shutdown();
   (*loop)->Stop();
 }
