@@ -46,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/rdmactl/bench_stats.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
 
@@ -106,7 +107,7 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
-// A client with a queue and an 8-byte-capable buffer, writing to `region`.
+// A client with a queue and --region opened as a remote handle.
 struct Side {
   std::unique_ptr<rdmad::Client> client;
   rdmad::RemoteHandle target;
@@ -161,14 +162,6 @@ absl::Duration TeardownReference(uint64_t bytes) {
   return absl::Now() - start;
 }
 
-double Percentile(std::vector<int64_t>& ns, double p) {
-  if (ns.empty()) return 0;
-  const size_t i = std::min(ns.size() - 1,
-                            static_cast<size_t>(p / 100.0 * ns.size()));
-  std::nth_element(ns.begin(), ns.begin() + i, ns.end());
-  return ns[i] / 1000.0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,10 +212,14 @@ int main(int argc, char** argv) {
   probe.join();
 
   const size_t ops = latencies.size();
-  const double p50 = Percentile(latencies, 50);
-  const double p99 = Percentile(latencies, 99);
-  const double p999 = Percentile(latencies, 99.9);
-  const double max_us = *std::max_element(latencies.begin(), latencies.end()) / 1000.0;
+  std::sort(latencies.begin(), latencies.end());
+  const auto us = [&](double percent) {
+    return rdmad::rdmactl::Percentile(latencies, percent) / 1000.0;
+  };
+  const double p50 = us(50);
+  const double p99 = us(99);
+  const double p999 = us(99.9);
+  const double max_us = us(100);
   const double ref_us = absl::ToDoubleMicroseconds(reference);
   const double free_us =
       absl::ToDoubleMicroseconds(free_calls) / static_cast<double>(o.rounds);

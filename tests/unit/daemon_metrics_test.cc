@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/serving_thread.h"
 #include "daemon/core/region_table.h"
 #include "gtest/gtest.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "tests/unit/teardown_recorder.h"
 
 namespace rdmad::metrics {
 namespace {
@@ -192,11 +192,7 @@ TEST(DaemonMetricsTest, RegionTeardownsOffTheLoopsAreCountedAndPendingOnesShown)
   ASSERT_TRUE(region.ok()) << region.status();
   ASSERT_TRUE(regions.Free({1, 1000, 1000, 11}, {0, "r"}).ok());
   // Dropped last on a thread that serves, as an event loop's does.
-  std::thread loop([&] {
-    MarkServingThread();
-    region->reset();
-  });
-  loop.join();
+  core::testing::RunOnServingThread("test-loop", [&] { region->reset(); });
   ASSERT_TRUE(regions.releaser().WaitIdle(absl::Seconds(30)));
   samples = Samples(metrics);
   EXPECT_EQ(samples["rdmad_region_teardowns_off_loop_total"], 1);

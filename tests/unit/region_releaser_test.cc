@@ -17,51 +17,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/serving_thread.h"
 #include "daemon/core/region_table.h"
 #include "gtest/gtest.h"
+#include "tests/unit/teardown_recorder.h"
 
 namespace rdmad::core {
 namespace {
 
+using ::rdmad::core::testing::RunOnServingThread;
+using ::rdmad::core::testing::TeardownRecorder;
+
 constexpr Caller kAlice{1, 1000, 1000, 11};
 constexpr absl::Duration kPatience = absl::Seconds(30);
-
-// Records the name of the thread each registration was dropped on: the
-// thread that tore its region down.
-class ThreadRecordingRegistrar final : public MemoryRegistrar {
- public:
-  class Recorded final : public Registration {
-   public:
-    explicit Recorded(ThreadRecordingRegistrar* owner) : owner_(owner) {}
-    ~Recorded() override {
-      char name[16] = {};
-      ::pthread_getname_np(::pthread_self(), name, sizeof(name));
-      absl::MutexLock lock(&owner_->mu_);
-      owner_->torn_down_on_.push_back(name);
-    }
-    const std::vector<DeviceRegistration>& keys() const override {
-      return keys_;
-    }
-
-   private:
-    ThreadRecordingRegistrar* owner_;
-    std::vector<DeviceRegistration> keys_;
-  };
-
-  absl::StatusOr<std::unique_ptr<Registration>> Register(
-      void*, size_t, RemoteAccess) override {
-    return std::make_unique<Recorded>(this);
-  }
-  std::vector<std::string> torn_down_on() const {
-    absl::MutexLock lock(&mu_);
-    return torn_down_on_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> torn_down_on_ ABSL_GUARDED_BY(mu_);
-};
 
 // Whether `addr` is still mapped in this process (mincore says ENOMEM for
 // an unmapped page).
@@ -71,18 +38,6 @@ bool Mapped(const void* addr) {
                          ~static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE) - 1);
   return ::mincore(reinterpret_cast<void*>(page), 1, &in_core) == 0 ||
          errno != ENOMEM;
-}
-
-// Runs `fn` on a new thread marked as serving (as an event loop's is),
-// named `name`, and waits for it.
-template <typename Fn>
-void OnServingThread(const char* name, Fn fn) {
-  std::thread t([&] {
-    ::pthread_setname_np(::pthread_self(), name);
-    MarkServingThread();
-    fn();
-  });
-  t.join();
 }
 
 class RegionReleaserTest : public ::testing::Test {
@@ -102,7 +57,7 @@ class RegionReleaserTest : public ::testing::Test {
     return *std::move(r);
   }
 
-  ThreadRecordingRegistrar registrar_;
+  TeardownRecorder registrar_;
   std::unique_ptr<RegionTable> table_ = std::make_unique<RegionTable>(
       &registrar_, RegionLimits{1ull << 30, 1ull << 30, 0, 0, "the limit"});
 };
@@ -112,7 +67,7 @@ TEST_F(RegionReleaserTest, ALastReferenceDroppedOnAServingThreadIsHandedOver) {
   ASSERT_NE(region, nullptr);
   const void* addr = region->data();
   uint64_t handed_over_there = 0;
-  OnServingThread("test-loop", [&] {
+  RunOnServingThread("test-loop", [&] {
     region.reset();
     // Handed over, not torn down here: the loop goes on at once.
     handed_over_there = table_->releaser().handed_over();
@@ -121,7 +76,7 @@ TEST_F(RegionReleaserTest, ALastReferenceDroppedOnAServingThreadIsHandedOver) {
   ASSERT_TRUE(table_->releaser().WaitIdle(kPatience));
   EXPECT_EQ(table_->releaser().released(), 1u);
   EXPECT_FALSE(Mapped(addr));
-  EXPECT_EQ(registrar_.torn_down_on(),
+  EXPECT_EQ(registrar_.threads(),
             std::vector<std::string>{"rdmad-release"});
 }
 
@@ -137,7 +92,7 @@ TEST_F(RegionReleaserTest, ALastReferenceDroppedElsewhereIsTornDownAtOnce) {
   });
   t.join();
   EXPECT_EQ(table_->releaser().handed_over(), 0u);
-  EXPECT_EQ(registrar_.torn_down_on(),
+  EXPECT_EQ(registrar_.threads(),
             std::vector<std::string>{"test-handler"});
 }
 
@@ -146,11 +101,11 @@ TEST_F(RegionReleaserTest, ARegionThatOutlivesItsTableIsTornDownWhereDropped) {
   ASSERT_NE(region, nullptr);
   const void* addr = region->data();
   table_.reset();
-  OnServingThread("test-loop", [&] {
+  RunOnServingThread("test-loop", [&] {
     region.reset();
     EXPECT_FALSE(Mapped(addr));
   });
-  EXPECT_EQ(registrar_.torn_down_on(), std::vector<std::string>{"test-loop"});
+  EXPECT_EQ(registrar_.threads(), std::vector<std::string>{"test-loop"});
 }
 
 TEST_F(RegionReleaserTest, DestroyingTheTableTearsDownEverythingHandedOver) {
@@ -162,10 +117,10 @@ TEST_F(RegionReleaserTest, DestroyingTheTableTearsDownEverythingHandedOver) {
     ASSERT_NE(regions.back(), nullptr);
     addrs.push_back(regions.back()->data());
   }
-  OnServingThread("test-loop", [&] { regions.clear(); });
+  RunOnServingThread("test-loop", [&] { regions.clear(); });
   table_.reset();  // joins the releaser after its last teardown
   for (const void* addr : addrs) EXPECT_FALSE(Mapped(addr));
-  const std::vector<std::string> on = registrar_.torn_down_on();
+  const std::vector<std::string> on = registrar_.threads();
   EXPECT_EQ(on.size(), static_cast<size_t>(kRegions));
   for (const std::string& name : on) EXPECT_EQ(name, "rdmad-release");
 }
@@ -226,7 +181,7 @@ TEST(RegionReleaserWaitTest, AnAllocationShortOfMemoryWaitsForTeardownsUnderWay)
   ASSERT_TRUE(old.ok()) << old.status();
   ASSERT_TRUE(table.Free(kAlice, {0, "old"}).ok());
   // An event loop drops it last: its teardown is under way, held.
-  OnServingThread("test-loop", [&] { old->reset(); });
+  RunOnServingThread("test-loop", [&] { old->reset(); });
   ASSERT_TRUE(table.releaser().busy());
 
   std::thread finish([&] {

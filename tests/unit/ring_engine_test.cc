@@ -26,6 +26,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "gtest/gtest.h"
+#include "tests/unit/teardown_recorder.h"
 
 namespace rdmad::ring {
 namespace {
@@ -55,42 +56,6 @@ class KeptRemote final : public core::RemoteTransfers {
   std::mutex mu_;
   std::vector<core::Transfer> kept_;
   std::vector<size_t> batches_;
-};
-
-// Registrations without keys (as core::NullRegistrar's), noting the name
-// of each thread one was dropped on: the thread that tore its region down.
-class TeardownRecorder final : public core::MemoryRegistrar {
- public:
-  class Recorded final : public core::Registration {
-   public:
-    explicit Recorded(TeardownRecorder* owner) : owner_(owner) {}
-    ~Recorded() override {
-      char name[16] = {};
-      ::pthread_getname_np(::pthread_self(), name, sizeof(name));
-      std::lock_guard<std::mutex> lock(owner_->mu_);
-      owner_->threads_.push_back(name);
-    }
-    const std::vector<core::DeviceRegistration>& keys() const override {
-      return keys_;
-    }
-
-   private:
-    TeardownRecorder* owner_;
-    std::vector<core::DeviceRegistration> keys_;
-  };
-
-  absl::StatusOr<std::unique_ptr<core::Registration>> Register(
-      void*, size_t, core::RemoteAccess) override {
-    return std::make_unique<Recorded>(this);
-  }
-  std::vector<std::string> threads() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return threads_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> threads_;
 };
 
 class RingEngineTest : public ::testing::Test {
@@ -176,7 +141,7 @@ class RingEngineTest : public ::testing::Test {
     return out;
   }
 
-  TeardownRecorder registrar_;
+  core::testing::TeardownRecorder registrar_;
   core::RegionTable regions_{&registrar_, core::RegionLimits{}};
   KeptRemote remote_;
   core::TransferEngine transfers_{&regions_, &remote_};
@@ -194,7 +159,7 @@ class RingEngineTest : public ::testing::Test {
  public:
   // The parts a helper outside the fixture uses.
   struct Fixture {
-    const TeardownRecorder& registrar;
+    const core::testing::TeardownRecorder& registrar;
     core::RegionTable& regions;
     core::TransferEngine& transfers;
     std::shared_ptr<RingQueue>& queue;
@@ -484,14 +449,14 @@ void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
                                         absl::Duration spin);
 
 TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSleeps) {
-  Fixture f{registrar_, regions_, transfers_, queue_, engine_, *producer_, *reaper_,
-            local_id_};
+  Fixture f{registrar_, regions_,   transfers_, queue_,
+            engine_,    *producer_, *reaper_,   local_id_};
   FreedRegionGoesWhileTheQueueIsIdle(f, absl::ZeroDuration());
 }
 
 TEST_F(RingEngineTest, AFreedRegionGoesWhileTheQueueIsIdleAndTheEngineSpins) {
-  Fixture f{registrar_, regions_, transfers_, queue_, engine_, *producer_, *reaper_,
-            local_id_};
+  Fixture f{registrar_, regions_,   transfers_, queue_,
+            engine_,    *producer_, *reaper_,   local_id_};
   // An hour: the loop never sleeps during the test, so only the
   // generation can make the cache let go.
   FreedRegionGoesWhileTheQueueIsIdle(f, absl::Hours(1));
