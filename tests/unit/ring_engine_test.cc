@@ -466,6 +466,10 @@ void FreedRegionGoesWhileTheQueueIsIdle(RingEngineTest::Fixture& f,
                                         absl::Duration spin) {
   // The queue moves to an engine on a loop that spins for `spin`.
   f.engine->Detach(f.queue->id());
+  // Detach is posted to the old loop: until it runs, that engine may still
+  // empty this queue's cache while the new one does (a race TSan caught).
+  // Shutdown returns once the old loop let go of every queue.
+  f.engine->Shutdown();
   runtime::EventLoop::Options options;
   options.spin = spin;
   auto loop = runtime::EventLoop::Create("ring-engine-spin", options);
