@@ -288,8 +288,8 @@ absl::StatusOr<Transfer> TransferEngine::Check(Batch& batch,
 }
 
 std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyNow(
-    const Caller& caller, const LocalCopyRequest& request, absl::Time start,
-    RegionCache& cache) {
+    const Caller& caller, const LocalCopyRequest& request,
+    TickClock::Ticks start, RegionCache& cache) {
   std::optional<absl::StatusOr<TransferResult>> result =
       CopyUnreported(caller, request, start, cache);
   if (result.has_value()) ReportCopy(request.op, *result);
@@ -302,8 +302,8 @@ void TransferEngine::ReportCopy(OpType op,
 }
 
 std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyUnreported(
-    const Caller& caller, const LocalCopyRequest& request, absl::Time start,
-    RegionCache& cache) {
+    const Caller& caller, const LocalCopyRequest& request,
+    TickClock::Ticks start, RegionCache& cache) {
   absl::StatusOr<TransferResult> result;
   // The one slot an inline copy of a batch holds while it runs.
   if (absl::Status quota = Acquire(caller.uid); !quota.ok()) {
@@ -315,7 +315,7 @@ std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyUnreported(
     if (!copied.has_value()) return std::nullopt;
     if (copied->ok()) {
       result = TransferResult{**copied, TransportKind::kLocal,
-                              absl::Now() - start};
+                              TickClock::Since(start)};
     } else {
       result = copied->status();
     }

@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/tick_clock.h"
 #include "daemon/core/notification_sink.h"
 #include "daemon/core/region_resolver.h"
 #include "daemon/core/region_table.h"
@@ -143,19 +144,21 @@ class TransferEngine {
   // reports it as SubmitBatch does; returns what SubmitBatch's `done` would
   // have been given. nullopt, with nothing done or reported: the target is
   // a name with no region here and there is a cluster directory to ask;
-  // SubmitBatch it. `start` and `cache` as for SubmitBatch.
+  // SubmitBatch it. `start`: when the caller took the request, on the tick
+  // clock (the result's latency runs from it; absl::Now() would cost more
+  // than the copy); `cache` as for SubmitBatch.
   // No callback and no allocation: for callers of many small copies.
   std::optional<absl::StatusOr<TransferResult>> CopyNow(
-      const Caller& caller, const LocalCopyRequest& request, absl::Time start,
-      RegionCache& cache);
+      const Caller& caller, const LocalCopyRequest& request,
+      TickClock::Ticks start, RegionCache& cache);
   // CopyNow in two steps, for a caller that completes the operation before
   // it accounts for it (the counters and the observer's metrics take locks
   // and atomics, which then delay no completion): CopyUnreported is
   // CopyNow without the report, and ReportCopy(request.op, result) must
   // follow for every result it returned.
   std::optional<absl::StatusOr<TransferResult>> CopyUnreported(
-      const Caller& caller, const LocalCopyRequest& request, absl::Time start,
-      RegionCache& cache);
+      const Caller& caller, const LocalCopyRequest& request,
+      TickClock::Ticks start, RegionCache& cache);
   void ReportCopy(OpType op, const absl::StatusOr<TransferResult>& result);
 
   // The region table's generation (RegionTable::generation): one load.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/tick_clock.h"
 #include "daemon/ring/ring_decoder.h"
 #include "spdlog/spdlog.h"
 
@@ -73,6 +74,8 @@ RingEngine::RingEngine(runtime::EventLoop* loop,
                        core::TransferEngine* transfers)
     : loop_(loop), transfers_(transfers) {
   unreported_.reserve(kRoundBudget);
+  // Not on the first operation: measuring the clock's rate sleeps.
+  TickClock::Calibrate();
 }
 
 RingEngine::~RingEngine() = default;
@@ -132,8 +135,12 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
   const size_t n = polled->Take(absl::MakeSpan(entries));
   if (n == 0) return false;
   RingQueue* const queue = polled.get();
-  // Deadlines are a timeout away: the turn's clock is close enough.
-  const absl::Time now = loop_->turn_start();
+  // The daemon time of each operation runs from here. Deadlines are a
+  // timeout away: the turn's clock is close enough for them, and is read
+  // only for a round that has operations to pass on (the local copies
+  // that most rounds hold need none, and absl::Now() costs more than one).
+  const TickClock::Ticks taken = TickClock::Now();
+  absl::Time now = absl::InfinitePast();
   queue->BeginRound();
   batch_.clear();
   // `polled` is an element of queues_: the round keeps its own reference
@@ -157,7 +164,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
     if (handle->target.is_local()) {
       std::optional<absl::StatusOr<core::TransferResult>> copied =
           transfers_->CopyUnreported(queue->caller(),
-                                     ToLocalCopy(decoded, *handle), now,
+                                     ToLocalCopy(decoded, *handle), taken,
                                      queue->region_cache());
       if (copied.has_value()) {
         CompleteWith(*queue, tag, *copied);
@@ -166,6 +173,7 @@ bool RingEngine::Serve(const std::shared_ptr<RingQueue>& polled) {
       }
       // A name the cluster directory may know: through the batch.
     }
+    if (now == absl::InfinitePast()) now = loop_->turn_start();
     core::TransferRequest& request = batch_.emplace_back();
     ToSpec(decoded, *handle, now, queue->default_timeout(), &request.spec);
     if (!round.has_value()) round.emplace(RoundRef::Start(polled));

@@ -162,7 +162,7 @@ TEST_F(TransferEngineCopyNowTest, DecidesWhatTheBatchPathDecides) {
     std::memset(Data("dst"), 'd', 5000);
     std::memset(Data("ro"), 'r', 100);
     std::optional<absl::StatusOr<TransferResult>> now = now_engine.CopyNow(
-        c.caller, AsCopy(c), absl::Now(),
+        c.caller, AsCopy(c), TickClock::Now(),
         c.caller.uid == kAlice.uid ? alices : bobs);
     ASSERT_TRUE(now.has_value()) << "no directory: always decided here";
     const std::string dst_now(Data("dst"), 5000);
@@ -199,12 +199,12 @@ TEST_F(TransferEngineCopyNowTest, MovesTheBytes) {
   TransferEngine engine(&regions_, &remote_);
   RegionCache cache;
   const Case write{"", kAlice, OpType::kWrite, "src", 5, ByName("dst"), 11, 300};
-  auto done = engine.CopyNow(kAlice, AsCopy(write), absl::Now(), cache);
+  auto done = engine.CopyNow(kAlice, AsCopy(write), TickClock::Now(), cache);
   ASSERT_TRUE(done.has_value() && done->ok());
   EXPECT_EQ(std::memcmp(Data("dst") + 11, Data("src") + 5, 300), 0);
   std::memset(Data("dst") + 2000, 'q', 10);
   const Case read{"", kAlice, OpType::kRead, "src", 0, ByName("dst"), 2000, 10};
-  done = engine.CopyNow(kAlice, AsCopy(read), absl::Now(), cache);
+  done = engine.CopyNow(kAlice, AsCopy(read), TickClock::Now(), cache);
   ASSERT_TRUE(done.has_value() && done->ok());
   EXPECT_EQ(std::string(Data("src"), 10), std::string(10, 'q'));
   EXPECT_EQ(engine.counters().bytes_written, 300u);
@@ -217,9 +217,9 @@ TEST_F(TransferEngineCopyNowTest, ACachedTargetIsForgottenWhenFreed) {
   TransferEngine engine(&regions_, &remote_);
   RegionCache cache;
   const Case c{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 0, 8};
-  ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache)->ok());
+  ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache)->ok());
   ASSERT_TRUE(regions_.Free(kAlice, {0, "dst"}).ok());
-  auto after = engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache);
+  auto after = engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache);
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->status().code(), absl::StatusCode::kNotFound);
 }
@@ -231,7 +231,7 @@ TEST_F(TransferEngineCopyNowTest, HoldsAQuotaSlotOnlyWhileItRuns) {
   RegionCache cache;
   const Case c{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 0, 8};
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache)->ok());
+    ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache)->ok());
     EXPECT_EQ(engine.InFlight(kAlice.uid), 0u);
   }
   // A remote transfer in flight holds the uid's only slot.
@@ -242,7 +242,7 @@ TEST_F(TransferEngineCopyNowTest, HoldsAQuotaSlotOnlyWhileItRuns) {
   remote.length = 8;
   engine.Submit(kAlice, std::move(remote), [](auto) {});
   ASSERT_EQ(engine.InFlight(kAlice.uid), 1u);
-  auto refused = engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache);
+  auto refused = engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused->status().message(), HasSubstr("quota_transfers_per_uid"));
@@ -250,7 +250,7 @@ TEST_F(TransferEngineCopyNowTest, HoldsAQuotaSlotOnlyWhileItRuns) {
   EXPECT_EQ(engine.counters().ops_failed, 1u);
   remote_.FinishAll();
   EXPECT_EQ(engine.InFlight(kAlice.uid), 0u);
-  EXPECT_TRUE(engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache)->ok());
+  EXPECT_TRUE(engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache)->ok());
 }
 
 class RecordingObserver : public TransferObserver {
@@ -276,8 +276,8 @@ TEST_F(TransferEngineCopyNowTest, ReportsEachCopyOnce) {
   RegionCache cache;
   const Case ok{"", kAlice, OpType::kRead, "src", 0, ByName("dst"), 0, 40};
   const Case bad{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 4990, 40};
-  ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(ok), absl::Now(), cache)->ok());
-  ASSERT_FALSE(engine.CopyNow(kAlice, AsCopy(bad), absl::Now(), cache)->ok());
+  ASSERT_TRUE(engine.CopyNow(kAlice, AsCopy(ok), TickClock::Now(), cache)->ok());
+  ASSERT_FALSE(engine.CopyNow(kAlice, AsCopy(bad), TickClock::Now(), cache)->ok());
   ASSERT_EQ(observer.records.size(), 2u);
   EXPECT_EQ(observer.records[0].op, OpType::kRead);
   EXPECT_EQ(observer.records[0].peer, "");
@@ -300,12 +300,12 @@ TEST_F(TransferEngineCopyNowTest, CopyUnreportedLeavesTheReportToReportCopy) {
   RegionCache cache;
   const Case ok{"", kAlice, OpType::kWrite, "src", 8, ByName("dst"), 16, 40};
   const Case bad{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 4990, 40};
-  auto copied = engine.CopyUnreported(kAlice, AsCopy(ok), absl::Now(), cache);
+  auto copied = engine.CopyUnreported(kAlice, AsCopy(ok), TickClock::Now(), cache);
   ASSERT_TRUE(copied.has_value() && copied->ok());
   EXPECT_EQ((*copied)->bytes, 40u);
   EXPECT_EQ(std::memcmp(Data("dst") + 16, Data("src") + 8, 40), 0)
       << "copied already";
-  auto refused = engine.CopyUnreported(kAlice, AsCopy(bad), absl::Now(), cache);
+  auto refused = engine.CopyUnreported(kAlice, AsCopy(bad), TickClock::Now(), cache);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_TRUE(observer.records.empty());
@@ -346,7 +346,7 @@ TEST_F(TransferEngineCopyNowTest, AnImmediateIsAnnouncedAfterTheData) {
   const Case c{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 64, 16};
   LocalCopyRequest with = AsCopy(c);
   with.immediate = 0xfeedbeef;
-  ASSERT_TRUE(engine.CopyNow(kAlice, with, absl::Now(), cache)->ok());
+  ASSERT_TRUE(engine.CopyNow(kAlice, with, TickClock::Now(), cache)->ok());
   ASSERT_EQ(sink.seen.size(), 1u);
   EXPECT_EQ(sink.seen[0].region, IdOf("dst"));
   EXPECT_EQ(sink.seen[0].offset, 64u);
@@ -354,7 +354,7 @@ TEST_F(TransferEngineCopyNowTest, AnImmediateIsAnnouncedAfterTheData) {
   EXPECT_EQ(sink.seen[0].immediate, 0xfeedbeefu);
   // A failed copy announces nothing.
   with.target_offset = 4999;
-  ASSERT_FALSE(engine.CopyNow(kAlice, with, absl::Now(), cache)->ok());
+  ASSERT_FALSE(engine.CopyNow(kAlice, with, TickClock::Now(), cache)->ok());
   EXPECT_EQ(sink.seen.size(), 1u);
 }
 
@@ -379,7 +379,7 @@ TEST_F(TransferEngineCopyNowTest, ANameNotHereIsLeftToTheDirectory) {
   RegionCache cache;
   const Case c{"", kAlice, OpType::kWrite, "src", 0, ByName("elsewhere"), 0,
                8};
-  EXPECT_FALSE(engine.CopyNow(kAlice, AsCopy(c), absl::Now(), cache)
+  EXPECT_FALSE(engine.CopyNow(kAlice, AsCopy(c), TickClock::Now(), cache)
                    .has_value());
   EXPECT_EQ(engine.counters().ops_ok + engine.counters().ops_failed, 0u);
   EXPECT_EQ(engine.InFlight(kAlice.uid), 0u);
@@ -388,12 +388,12 @@ TEST_F(TransferEngineCopyNowTest, ANameNotHereIsLeftToTheDirectory) {
   // before looking at the target.
   const Case bad{"", kAlice, OpType::kWrite, "src", 8190, ByName("elsewhere"),
                  0, 8};
-  auto refused = engine.CopyNow(kAlice, AsCopy(bad), absl::Now(), cache);
+  auto refused = engine.CopyNow(kAlice, AsCopy(bad), TickClock::Now(), cache);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status().code(), absl::StatusCode::kOutOfRange);
   // Names that are here are copied here.
   const Case here{"", kAlice, OpType::kWrite, "src", 0, ByName("dst"), 0, 8};
-  EXPECT_TRUE(engine.CopyNow(kAlice, AsCopy(here), absl::Now(), cache)->ok());
+  EXPECT_TRUE(engine.CopyNow(kAlice, AsCopy(here), TickClock::Now(), cache)->ok());
   engine.SetDirectory(nullptr);
 }
 
