@@ -101,8 +101,4 @@ std::string HumanSize(uint64_t bytes) {
   return absl::StrCat(text, " ", kUnits[unit]);
 }
 
-bool RangeInside(uint64_t size, uint64_t offset, uint64_t length) {
-  return length > 0 && offset <= size && length <= size - offset;
-}
-
 }  // namespace rdmad

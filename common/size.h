@@ -29,7 +29,10 @@ std::string HumanSize(uint64_t bytes);
 // Checks that [offset, offset+length) lies inside a region of `size` bytes
 // without computing offset+length (which may overflow). Zero length is
 // rejected: every transfer moves at least one byte.
-bool RangeInside(uint64_t size, uint64_t offset, uint64_t length);
+// Inline: the data path checks two ranges per operation.
+inline bool RangeInside(uint64_t size, uint64_t offset, uint64_t length) {
+  return length > 0 && offset <= size && length <= size - offset;
+}
 
 }  // namespace rdmad
 

@@ -66,16 +66,4 @@ absl::Status CopyShrinkableMemory(char* to, const char* from, uint64_t length) {
   return absl::OkStatus();
 }
 
-absl::Status CopyRegionBytes(const Region& to, uint64_t to_offset,
-                             const Region& from, uint64_t from_offset,
-                             uint64_t length) {
-  char* const dst = to.data() + to_offset;
-  const char* const src = from.data() + from_offset;
-  if (!to.can_shrink() && !from.can_shrink()) {
-    std::memmove(dst, src, length);
-    return absl::OkStatus();
-  }
-  return CopyShrinkableMemory(dst, src, length);
-}
-
 }  // namespace rdmad::core

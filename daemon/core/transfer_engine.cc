@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -21,9 +23,11 @@ namespace {
 // whole large copy.
 constexpr uint64_t kCopyChunk = 1ull << 20;
 
-absl::Status CheckRange(const char* what, const std::string& region_name,
-                        uint64_t size, uint64_t offset, uint64_t length) {
-  if (RangeInside(size, offset, length)) return absl::OkStatus();
+// Why a range does not fit (CheckRange's slow half, out of the way).
+ABSL_ATTRIBUTE_NOINLINE absl::Status RangeError(const char* what,
+                                                const std::string& region_name,
+                                                uint64_t size, uint64_t offset,
+                                                uint64_t length) {
   if (length == 0) {
     return absl::InvalidArgumentError(
         "transfer length is 0: move at least one byte");
@@ -33,6 +37,15 @@ absl::Status CheckRange(const char* what, const std::string& region_name,
       region_name.empty() ? "the region"
                           : absl::StrCat("region '", region_name, "'"),
       " of ", size, " bytes"));
+}
+
+inline absl::Status CheckRange(const char* what, const std::string& region_name,
+                               uint64_t size, uint64_t offset,
+                               uint64_t length) {
+  if (ABSL_PREDICT_TRUE(RangeInside(size, offset, length))) {
+    return absl::OkStatus();
+  }
+  return RangeError(what, region_name, size, offset, length);
 }
 
 // What an operation needs of the caller's own region: a WRITE sends its
@@ -78,14 +91,10 @@ const std::string& NoName() {
 
 }  // namespace
 
-absl::StatusOr<Region*> FindCached(const RegionTable& regions,
-                                   const Caller& caller, uint64_t id,
-                                   const std::string& name, uint32_t need,
-                                   CachedRegion& cache) {
-  if (cache.region != nullptr && cache.id == id && cache.need == need &&
-      cache.name == name) {
-    return cache.region.get();
-  }
+absl::StatusOr<Region*> FindCachedSlow(const RegionTable& regions,
+                                       const Caller& caller, uint64_t id,
+                                       const std::string& name, uint32_t need,
+                                       CachedRegion& cache) {
   auto found = regions.FindForUse(caller, RegionKey{id, name}, need);
   if (!found.ok()) return found.status();
   cache.id = id;
@@ -304,23 +313,21 @@ void TransferEngine::ReportCopy(OpType op,
 std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyUnreported(
     const Caller& caller, const LocalCopyRequest& request,
     TickClock::Ticks start, RegionCache& cache) {
-  absl::StatusOr<TransferResult> result;
-  // The one slot an inline copy of a batch holds while it runs.
-  if (absl::Status quota = Acquire(caller.uid); !quota.ok()) {
-    result = std::move(quota);
-  } else {
-    std::optional<absl::StatusOr<uint64_t>> copied =
-        CheckAndCopy(caller, request, cache);
-    Release(caller.uid);
-    if (!copied.has_value()) return std::nullopt;
-    if (copied->ok()) {
-      result = TransferResult{**copied, TransportKind::kLocal,
-                              TickClock::Since(start)};
-    } else {
-      result = copied->status();
+  // The one slot an inline copy of a batch holds while it runs (none to
+  // take without a quota: not even a call).
+  const bool counted = limits_.max_in_flight_per_uid != 0;
+  if (counted) {
+    if (absl::Status quota = Acquire(caller.uid); !quota.ok()) {
+      return absl::StatusOr<TransferResult>(std::move(quota));
     }
   }
-  return result;
+  std::optional<absl::StatusOr<uint64_t>> copied =
+      CheckAndCopy(caller, request, cache);
+  if (counted) Release(caller.uid);
+  if (!copied.has_value()) return std::nullopt;
+  if (!copied->ok()) return absl::StatusOr<TransferResult>(copied->status());
+  return absl::StatusOr<TransferResult>(TransferResult{
+      **copied, TransportKind::kLocal, TickClock::Since(start)});
 }
 
 std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(

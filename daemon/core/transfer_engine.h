@@ -107,10 +107,21 @@ struct RegionCache {
 };
 // RegionTable::FindForUse through `cache` (which keeps only successes). The
 // region stays valid while `cache` holds it.
-absl::StatusOr<Region*> FindCached(const RegionTable& regions,
-                                   const Caller& caller, uint64_t id,
-                                   const std::string& name, uint32_t need,
-                                   CachedRegion& cache);
+absl::StatusOr<Region*> FindCachedSlow(const RegionTable& regions,
+                                       const Caller& caller, uint64_t id,
+                                       const std::string& name, uint32_t need,
+                                       CachedRegion& cache);
+// Inline: a steady stream of operations hits the cache every time.
+inline absl::StatusOr<Region*> FindCached(const RegionTable& regions,
+                                          const Caller& caller, uint64_t id,
+                                          const std::string& name,
+                                          uint32_t need, CachedRegion& cache) {
+  if (cache.region != nullptr && cache.id == id && cache.need == need &&
+      cache.name == name) {
+    return cache.region.get();
+  }
+  return FindCachedSlow(regions, caller, id, name, need, cache);
+}
 
 // One request of a batch: what was asked and whom to tell.
 struct TransferRequest {

@@ -91,7 +91,7 @@ size_t RingQueue::Take(absl::Span<queue::SubmissionEntry> out) {
   {
     // Completions may be published from other threads meanwhile; copying
     // a round's entries under the lock holds them up for nanoseconds.
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     // Room for one more is all a round needs: the client's head (a line
     // its core wrote) is read only when the room seen last runs out, not
     // every round (asking for a whole round's budget would read it every
@@ -130,7 +130,7 @@ RingQueue::SleepCheck RingQueue::SleepUnlessWork() {
   bool room = false;
   {
     // As Take decides: room for one more than is in flight.
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     absl::StatusOr<uint32_t> space = completions_.Space(in_flight_ + 1);
     if (space.ok()) {
       room = *space > in_flight_;
@@ -171,25 +171,28 @@ void RingQueue::SetEngineCpu(int cpu) {
   queue::SetEngineCpu(segment_.data(), cpu);
 }
 
-void RingQueue::PublishLocked() {
+bool RingQueue::PublishLocked() {
   const bool asleep = completions_.Publish();
-  if (asleep) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
-    ++client_wakeups_;
-  }
+  if (asleep) ++client_wakeups_;
   // Asleep (woken just now) or yielding on this CPU, the client runs only
   // when this thread gives way (queue_layout.h).
   if (queue::ClientWaitsHere(segment_.data())) {
     t_yield_hint = asleep ? YieldHint::kToSleeper : YieldHint::kToYielder;
   }
+  return asleep;
+}
+
+void RingQueue::WakeClient() {
+  // Outside the lock: a system call would keep other threads spinning.
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wakeup_.get(), &one, sizeof(one));
 }
 
 RingQueueStats RingQueue::stats() const {
   RingQueueStats s;
   s.opened = opened_;
   s.doorbells = doorbells_.load(std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   s.in_flight = in_flight_;
   s.submitted = submitted_;
   s.completed = completed_;
@@ -239,12 +242,18 @@ void RingQueue::Complete(uint64_t tag, const absl::Status& status,
   const queue::CompletionEntry entry =
       MakeEntry(tag, status, bytes, transport, daemon_time);
   if (t_round_queue == this) {
-    deferred_.push_back({entry, std::string(status.message())});
+    Deferred& d = deferred_.emplace_back();
+    d.entry = entry;
+    if (!status.ok()) d.message = std::string(status.message());
     return;
   }
-  absl::MutexLock lock(&mu_);
-  PushCompletionLocked(entry, status.message());
-  PublishLocked();
+  bool wake;
+  {
+    SpinLockHolder lock(&mu_);
+    PushCompletionLocked(entry, status.message());
+    wake = PublishLocked();
+  }
+  if (wake) WakeClient();
 }
 
 void RingQueue::BeginRound() { t_round_queue = this; }
@@ -252,13 +261,15 @@ void RingQueue::BeginRound() { t_round_queue = this; }
 void RingQueue::EndRound() {
   t_round_queue = nullptr;
   if (deferred_.empty()) return;
+  bool wake;
   {
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     for (const Deferred& d : deferred_) {
       PushCompletionLocked(d.entry, d.message);
     }
-    PublishLocked();
+    wake = PublishLocked();
   }
+  if (wake) WakeClient();
   deferred_.clear();
 }
 
@@ -266,8 +277,9 @@ bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
                        uint32_t immediate) {
   if (stopped()) return false;
   bool full = false;
+  bool wake = false;
   {
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     absl::StatusOr<uint32_t> space = completions_.Space(in_flight_ + 1);
     // Slots reserved for submissions in flight are not ours to take.
     full = !space.ok() || *space <= in_flight_;
@@ -280,9 +292,10 @@ bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
       entry.immediate = immediate;
       completions_.Push(entry, "");
       ++notified_;
-      PublishLocked();
+      wake = PublishLocked();
     }
   }
+  if (wake) WakeClient();
   if (full) {
     Stop(absl::ResourceExhaustedError(absl::StrCat(
         "notification queue ", id_,
@@ -296,7 +309,7 @@ bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
 void RingQueue::Stop(const absl::Status& why) {
   if (stopped_.exchange(true)) return;
   {
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     stop_reason_ = why;
   }
   // Closed by its client, or with its session: nothing to warn about.

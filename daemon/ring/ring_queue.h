@@ -24,11 +24,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/queue_layout.h"
 #include "common/queue_ring.h"
+#include "common/spin_lock.h"
 #include "common/unique_fd.h"
 #include "daemon/core/region.h"
 #include "daemon/core/shm_segment.h"
@@ -148,7 +148,7 @@ class RingQueue {
   RingQueueStats stats() const;
   // Submissions taken and not completed.
   uint32_t in_flight() const {
-    absl::MutexLock lock(&mu_);
+    SpinLockHolder lock(&mu_);
     return in_flight_;
   }
 
@@ -170,8 +170,10 @@ class RingQueue {
   void PushCompletionLocked(const queue::CompletionEntry& entry,
                             absl::string_view message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Publishes what was pushed and wakes the client if it waits.
-  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes what was pushed; true if the client waits, and WakeClient
+  // must follow once the lock is released.
+  bool PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeClient();
 
   const uint64_t id_;
   const core::Caller caller_;
@@ -193,7 +195,9 @@ class RingQueue {
   uint64_t last_handle_removals_ = 0;
   std::vector<Deferred> deferred_;          // engine thread only, in a round
 
-  mutable absl::Mutex mu_;
+  // Held for nanoseconds: an engine's round takes it twice, another
+  // thread's completion once (spin_lock.h).
+  mutable SpinLock mu_;
   queue::CompletionProducer completions_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // stats(): counted where the lock is held anyway.
