@@ -20,24 +20,12 @@ T* At(void* base, uint64_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
 }
 
-// The sequence a slot holds once the entry of `position` is in it.
-uint32_t SubmissionSequence(uint32_t position) { return position + 1; }
-uint64_t CompletionSequence(uint32_t position) {
-  return uint64_t{position} + 1;
-}
-
-// The entries' sequences are read and written as atomics in place (the
-// rest of an entry is plain memory ordered by them).
-template <typename T>
-T Load(const T& field, std::memory_order order) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
-}
-template <typename T>
-void Store(T& field, T value, std::memory_order order) {
-  std::atomic_ref<T>(field).store(value, order);
-}
-
 }  // namespace
+
+using ring_internal::CompletionSequence;
+using ring_internal::Load;
+using ring_internal::Store;
+using ring_internal::SubmissionSequence;
 
 absl::Status CheckSegment(const void* base, uint64_t size) {
   if (size < kHeaderSize) {
@@ -120,33 +108,6 @@ uint32_t SubmissionProducer::Space() {
   return used > mask_ + 1 ? 0 : mask_ + 1 - used;
 }
 
-uint32_t SubmissionProducer::Space(uint32_t want) {
-  const uint32_t used = tail_ - head_seen_;
-  if (used <= mask_ + 1 && mask_ + 1 - used >= want) return mask_ + 1 - used;
-  return Space();
-}
-
-void SubmissionProducer::Push(const SubmissionEntry& entry) {
-  std::memcpy(&ring_[tail_ & mask_], &entry,
-              offsetof(SubmissionEntry, sequence));
-  ++tail_;
-}
-
-bool SubmissionProducer::Publish() {
-  for (; published_ != tail_; ++published_) {
-    Store(ring_[published_ & mask_].sequence, SubmissionSequence(published_),
-          std::memory_order_release);
-  }
-  // Sequentially consistent store, then load: pairs with the engine's
-  // store of engine_sleeping and its look at sq_tail (SleepUnlessWork), so
-  // one of the two sees the other. The engine polls the sequences, not the
-  // tail, while it is awake: this line stays in this core's cache and the
-  // store costs no transfer. (Not a fence between relaxed operations:
-  // ThreadSanitizer does not understand fences.)
-  header_->sq_tail.store(tail_, std::memory_order_seq_cst);
-  return header_->engine_sleeping.load(std::memory_order_seq_cst) != 0;
-}
-
 // --- daemon: submissions ----------------------------------------------------
 
 SubmissionConsumer::SubmissionConsumer(void* base, const Geometry& g)
@@ -154,20 +115,6 @@ SubmissionConsumer::SubmissionConsumer(void* base, const Geometry& g)
       ring_(At<SubmissionEntry>(base, g.sq_offset)),
       entries_(g.sq_entries),
       head_(0) {}
-
-SubmissionConsumer::Slot SubmissionConsumer::Look(
-    uint32_t position, std::memory_order order) const {
-  const uint32_t sequence =
-      Load(ring_[position & (entries_ - 1)].sequence, order);
-  if (sequence == SubmissionSequence(position)) return Slot::kReady;
-  // Before the client writes it, a slot holds the entry one lap back (or,
-  // on the first lap, the zeroes the daemon left).
-  if (sequence == SubmissionSequence(position - entries_) ||
-      (sequence == 0 && position < entries_)) {
-    return Slot::kNotYet;
-  }
-  return Slot::kCorrupt;
-}
 
 absl::Status SubmissionConsumer::Overwritten(uint32_t position) const {
   const uint32_t sequence = Load(ring_[position & (entries_ - 1)].sequence,
@@ -177,18 +124,6 @@ absl::Status SubmissionConsumer::Overwritten(uint32_t position) const {
       ", which no entry of that slot can have (", SubmissionSequence(position),
       " when written, ", SubmissionSequence(position - entries_),
       " before): the queue's memory was overwritten"));
-}
-
-absl::StatusOr<bool> SubmissionConsumer::Ready() const {
-  switch (Look(head_, std::memory_order_acquire)) {
-    case Slot::kReady:
-      return true;
-    case Slot::kNotYet:
-      return false;
-    case Slot::kCorrupt:
-      break;
-  }
-  return Overwritten(head_);
 }
 
 absl::StatusOr<size_t> SubmissionConsumer::Take(
@@ -275,14 +210,6 @@ absl::StatusOr<uint32_t> CompletionProducer::Space() {
   return entries_ - used;
 }
 
-absl::StatusOr<uint32_t> CompletionProducer::Space(uint32_t want) {
-  // tail_ - head_seen_ <= entries_: head_seen_ was checked, and the tail
-  // only moves within the space it gave.
-  const uint32_t space = entries_ - (tail_ - head_seen_);
-  if (space >= want) return space;
-  return Space();
-}
-
 void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) {
   const uint32_t slot = tail_ & (entries_ - 1);
   entry.error = kNoError;
@@ -303,18 +230,6 @@ void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) 
   ++tail_;
 }
 
-bool CompletionProducer::Publish() {
-  const uint32_t mask = entries_ - 1;
-  for (; published_ != tail_; ++published_) {
-    Store(ring_[published_ & mask].sequence, CompletionSequence(published_),
-          std::memory_order_release);
-  }
-  // Pairs with CompletionConsumer::WaitUnlessReady as the submission side
-  // does (SubmissionProducer::Publish).
-  header_->cq_tail.store(tail_, std::memory_order_seq_cst);
-  return header_->client_waiting.load(std::memory_order_seq_cst) != 0;
-}
-
 // --- client: completions ----------------------------------------------------
 
 CompletionConsumer::CompletionConsumer(void* base)
@@ -332,11 +247,6 @@ void CompletionConsumer::Say(int32_t cpu_plus_one) {
 }
 
 void CompletionConsumer::Yielding() { Say(::sched_getcpu() + 1); }
-
-bool CompletionConsumer::Empty() const {
-  return Load(ring_[head_ & (entries_ - 1)].sequence,
-              std::memory_order_acquire) != CompletionSequence(head_);
-}
 
 size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
                                 std::string* messages) {

@@ -14,7 +14,9 @@
 #define RDMAD_COMMON_QUEUE_RING_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
@@ -185,6 +187,112 @@ bool ClientWaitsHere(const void* base);
 absl::Status StopStatus(const void* base);
 // Stops the queue (the daemon): it takes no more submissions.
 void StopQueue(void* base, const absl::Status& why);
+
+// --- Inline: what each side runs per operation. -------------------------
+
+namespace ring_internal {
+
+// The sequence a slot holds once the entry of `position` is in it.
+inline uint32_t SubmissionSequence(uint32_t position) { return position + 1; }
+inline uint64_t CompletionSequence(uint32_t position) {
+  return uint64_t{position} + 1;
+}
+
+// The entries' sequences are read and written as atomics in place (the
+// rest of an entry is plain memory ordered by them).
+template <typename T>
+T Load(const T& field, std::memory_order order) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
+}
+template <typename T>
+void Store(T& field, T value, std::memory_order order) {
+  std::atomic_ref<T>(field).store(value, order);
+}
+
+}  // namespace ring_internal
+
+inline uint32_t SubmissionProducer::Space(uint32_t want) {
+  const uint32_t used = tail_ - head_seen_;
+  if (used <= mask_ + 1 && mask_ + 1 - used >= want) return mask_ + 1 - used;
+  return Space();
+}
+
+inline void SubmissionProducer::Push(const SubmissionEntry& entry) {
+  std::memcpy(&ring_[tail_ & mask_], &entry,
+              offsetof(SubmissionEntry, sequence));
+  ++tail_;
+}
+
+inline bool SubmissionProducer::Publish() {
+  for (; published_ != tail_; ++published_) {
+    ring_internal::Store(ring_[published_ & mask_].sequence,
+                         ring_internal::SubmissionSequence(published_),
+                         std::memory_order_release);
+  }
+  // Sequentially consistent store, then load: pairs with the engine's
+  // store of engine_sleeping and its look at sq_tail (SleepUnlessWork), so
+  // one of the two sees the other. The engine polls the sequences, not the
+  // tail, while it is awake: this line stays in this core's cache and the
+  // store costs no transfer. (Not a fence between relaxed operations:
+  // ThreadSanitizer does not understand fences.)
+  header_->sq_tail.store(tail_, std::memory_order_seq_cst);
+  return header_->engine_sleeping.load(std::memory_order_seq_cst) != 0;
+}
+
+inline SubmissionConsumer::Slot SubmissionConsumer::Look(
+    uint32_t position, std::memory_order order) const {
+  const uint32_t sequence =
+      ring_internal::Load(ring_[position & (entries_ - 1)].sequence, order);
+  if (sequence == ring_internal::SubmissionSequence(position)) {
+    return Slot::kReady;
+  }
+  // Before the client writes it, a slot holds the entry one lap back (or,
+  // on the first lap, the zeroes the daemon left).
+  if (sequence == ring_internal::SubmissionSequence(position - entries_) ||
+      (sequence == 0 && position < entries_)) {
+    return Slot::kNotYet;
+  }
+  return Slot::kCorrupt;
+}
+
+inline absl::StatusOr<bool> SubmissionConsumer::Ready() const {
+  switch (Look(head_, std::memory_order_acquire)) {
+    case Slot::kReady:
+      return true;
+    case Slot::kNotYet:
+      return false;
+    case Slot::kCorrupt:
+      break;
+  }
+  return Overwritten(head_);
+}
+
+inline absl::StatusOr<uint32_t> CompletionProducer::Space(uint32_t want) {
+  // tail_ - head_seen_ <= entries_: head_seen_ was checked, and the tail
+  // only moves within the space it gave.
+  const uint32_t space = entries_ - (tail_ - head_seen_);
+  if (space >= want) return space;
+  return Space();
+}
+
+inline bool CompletionProducer::Publish() {
+  const uint32_t mask = entries_ - 1;
+  for (; published_ != tail_; ++published_) {
+    ring_internal::Store(ring_[published_ & mask].sequence,
+                         ring_internal::CompletionSequence(published_),
+                         std::memory_order_release);
+  }
+  // Pairs with CompletionConsumer::WaitUnlessReady as the submission side
+  // does (SubmissionProducer::Publish).
+  header_->cq_tail.store(tail_, std::memory_order_seq_cst);
+  return header_->client_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
+inline bool CompletionConsumer::Empty() const {
+  return ring_internal::Load(ring_[head_ & (entries_ - 1)].sequence,
+                             std::memory_order_acquire) !=
+         ring_internal::CompletionSequence(head_);
+}
 
 }  // namespace rdmad::queue
 

@@ -233,6 +233,19 @@ class TransferEngine {
   absl::StatusOr<uint64_t> CopyLocal(const Caller& caller,
                                      const LocalCopyRequest& request,
                                      const Region& local, Region* by_name);
+  // CopyLocal to a self-routed descriptor's region.
+  absl::StatusOr<uint64_t> CopyThroughExport(const Caller& caller,
+                                             const LocalCopyRequest& request,
+                                             const Region& local);
+  // Moves `n` bytes `at` bytes into both ranges of `request`, in its
+  // direction.
+  static absl::Status MoveBytes(const LocalCopyRequest& request,
+                                const Region& local, Region& target,
+                                uint64_t at, uint64_t n);
+  // After a copy: the target's owner hears of a WRITE's immediate; the
+  // bytes moved.
+  absl::StatusOr<uint64_t> NotifyCopied(const LocalCopyRequest& request,
+                                        Region& target);
   // The checks and the copy of CopyNow, without quota and report.
   std::optional<absl::StatusOr<uint64_t>> CheckAndCopy(
       const Caller& caller, const LocalCopyRequest& request,

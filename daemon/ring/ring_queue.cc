@@ -215,7 +215,8 @@ queue::CompletionEntry RingQueue::MakeEntry(uint64_t tag,
   queue::CompletionEntry entry{};
   entry.kind = static_cast<uint8_t>(queue::CompletionKind::kCompletion);
   entry.transport = TransportCode(transport);
-  entry.code = static_cast<int32_t>(status.code());
+  // ok() is inline; code() is a call into Debian's shared abseil.
+  entry.code = status.ok() ? 0 : static_cast<int32_t>(status.code());
   entry.tag = tag;
   entry.bytes = status.ok() ? bytes : 0;
   entry.daemon_ns = static_cast<uint64_t>(
@@ -242,9 +243,11 @@ void RingQueue::Complete(uint64_t tag, const absl::Status& status,
   const queue::CompletionEntry entry =
       MakeEntry(tag, status, bytes, transport, daemon_time);
   if (t_round_queue == this) {
-    Deferred& d = deferred_.emplace_back();
-    d.entry = entry;
-    if (!status.ok()) d.message = std::string(status.message());
+    deferred_.push_back(entry);
+    if (!status.ok()) {
+      deferred_messages_.emplace_back(deferred_.size() - 1,
+                                      std::string(status.message()));
+    }
     return;
   }
   bool wake;
@@ -264,13 +267,20 @@ void RingQueue::EndRound() {
   bool wake;
   {
     SpinLockHolder lock(&mu_);
-    for (const Deferred& d : deferred_) {
-      PushCompletionLocked(d.entry, d.message);
+    size_t next_message = 0;
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+      absl::string_view message;
+      if (next_message < deferred_messages_.size() &&
+          deferred_messages_[next_message].first == i) {
+        message = deferred_messages_[next_message++].second;
+      }
+      PushCompletionLocked(deferred_[i], message);
     }
     wake = PublishLocked();
   }
   if (wake) WakeClient();
   deferred_.clear();
+  deferred_messages_.clear();
 }
 
 bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,

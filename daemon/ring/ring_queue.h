@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -157,11 +158,6 @@ class RingQueue {
             std::shared_ptr<RemoteHandles> handles, RingQueueOptions options,
             queue::Geometry geometry, core::ShmSegment segment,
             UniqueFd doorbell, UniqueFd wakeup);
-  // A completion, kept by the engine's thread during its round.
-  struct Deferred {
-    queue::CompletionEntry entry;
-    std::string message;  // empty when OK
-  };
   queue::CompletionEntry MakeEntry(uint64_t tag, const absl::Status& status,
                                    uint64_t bytes,
                                    core::TransportKind transport,
@@ -193,7 +189,11 @@ class RingQueue {
   // FindHandle's last answer (engine thread only).
   std::shared_ptr<const RemoteHandle> last_handle_;
   uint64_t last_handle_removals_ = 0;
-  std::vector<Deferred> deferred_;          // engine thread only, in a round
+  // The completions of a round (engine thread only), and the messages of
+  // those that failed, by their index in deferred_ (in order): most rounds
+  // fail nothing and build no string.
+  std::vector<queue::CompletionEntry> deferred_;
+  std::vector<std::pair<size_t, std::string>> deferred_messages_;
 
   // Held for nanoseconds: an engine's round takes it twice, another
   // thread's completion once (spin_lock.h).
