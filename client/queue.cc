@@ -180,9 +180,13 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
     e.remote_handle = op.remote->id;
     e.remote_offset = op.remote_offset;
     e.length = op.length;
-    e.timeout_ms = static_cast<uint32_t>(std::clamp<int64_t>(
-        absl::ToInt64Milliseconds(op.timeout + absl::Microseconds(999)), 0,
-        int64_t{3600} * 1000));
+    // No timeout (the queue's default) is the usual case, and needs no
+    // conversion (a call into abseil's shared library).
+    if (op.timeout != absl::ZeroDuration()) {
+      e.timeout_ms = static_cast<uint32_t>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(op.timeout + absl::Microseconds(999)), 0,
+          int64_t{3600} * 1000));
+    }
     impl_->submissions.Push(e);
   }
   impl_->in_flight += static_cast<uint32_t>(n);

@@ -126,25 +126,6 @@ absl::Status SubmissionConsumer::Overwritten(uint32_t position) const {
       " before): the queue's memory was overwritten"));
 }
 
-absl::StatusOr<size_t> SubmissionConsumer::Take(
-    absl::Span<SubmissionEntry> out) {
-  size_t n = 0;
-  for (; n < out.size(); ++n) {
-    const uint32_t position = head_ + static_cast<uint32_t>(n);
-    const Slot slot = Look(position, std::memory_order_acquire);
-    if (slot == Slot::kNotYet) break;
-    if (slot == Slot::kCorrupt) return Overwritten(position);
-    // Copied before anything looks at it: the client may change the slot
-    // at any moment.
-    std::memcpy(&out[n], &ring_[position & (entries_ - 1)],
-                sizeof(SubmissionEntry));
-  }
-  if (n == 0) return 0;
-  head_ += static_cast<uint32_t>(n);
-  header_->sq_head.store(head_, std::memory_order_release);
-  return n;
-}
-
 absl::StatusOr<bool> SubmissionConsumer::SleepUnlessWork() {
   // See SubmissionProducer::Publish.
   header_->engine_sleeping.store(1, std::memory_order_seq_cst);
@@ -210,24 +191,19 @@ absl::StatusOr<uint32_t> CompletionProducer::Space() {
   return entries_ - used;
 }
 
-void CompletionProducer::Push(CompletionEntry entry, absl::string_view message) {
-  const uint32_t slot = tail_ & (entries_ - 1);
-  entry.error = kNoError;
-  if (!message.empty()) {
-    ErrorSlot& e = errors_[slot];
-    const absl::string_view fits = FitErrorMessage(message);
-    std::memcpy(e.text, fits.data(), fits.size());
-    size_t n = fits.size();
-    if (fits.size() < message.size()) {
-      // Said to be cut, not left to read as if it ended there.
-      std::memcpy(e.text + n, kCut.data(), kCut.size());
-      n += kCut.size();
-    }
-    e.length = static_cast<uint32_t>(n);
-    entry.error = slot;
+uint32_t CompletionProducer::WriteMessage(uint32_t slot,
+                                          absl::string_view message) {
+  ErrorSlot& e = errors_[slot];
+  const absl::string_view fits = FitErrorMessage(message);
+  std::memcpy(e.text, fits.data(), fits.size());
+  size_t n = fits.size();
+  if (fits.size() < message.size()) {
+    // Said to be cut, not left to read as if it ended there.
+    std::memcpy(e.text + n, kCut.data(), kCut.size());
+    n += kCut.size();
   }
-  std::memcpy(&ring_[slot], &entry, offsetof(CompletionEntry, sequence));
-  ++tail_;
+  e.length = static_cast<uint32_t>(n);
+  return slot;
 }
 
 // --- client: completions ----------------------------------------------------
@@ -316,12 +292,8 @@ bool ClientWaitsHere(const void* base) {
   return client != 0 && client == ::sched_getcpu() + 1;
 }
 
-absl::Status StopStatus(const void* base) {
+absl::Status StoppedStatus(const void* base) {
   const auto* h = static_cast<const QueueHeader*>(base);
-  if (h->state.load(std::memory_order_acquire) ==
-      static_cast<uint32_t>(QueueState::kActive)) {
-    return absl::OkStatus();
-  }
   const size_t n = ::strnlen(h->stop_message, kErrorMessageSize);
   int code = h->stop_code;
   if (code <= 0 || code > 16) code = static_cast<int>(absl::StatusCode::kUnknown);

@@ -126,6 +126,9 @@ class CompletionProducer {
   bool Publish();
 
  private:
+  // Writes `message` into the error slot `slot`; returns `slot`.
+  uint32_t WriteMessage(uint32_t slot, absl::string_view message);
+
   QueueHeader* const header_;
   CompletionEntry* const ring_;
   ErrorSlot* const errors_;
@@ -184,7 +187,9 @@ bool ClientWaitsHere(const void* base);
 
 // The queue's state as the daemon left it: OK while active, else the
 // status it was stopped with.
-absl::Status StopStatus(const void* base);
+inline absl::Status StopStatus(const void* base);
+// StopStatus of a queue that is not active (its slow half).
+absl::Status StoppedStatus(const void* base);
 // Stops the queue (the daemon): it takes no more submissions.
 void StopQueue(void* base, const absl::Status& why);
 
@@ -267,12 +272,39 @@ inline absl::StatusOr<bool> SubmissionConsumer::Ready() const {
   return Overwritten(head_);
 }
 
+inline absl::StatusOr<size_t> SubmissionConsumer::Take(
+    absl::Span<SubmissionEntry> out) {
+  size_t n = 0;
+  for (; n < out.size(); ++n) {
+    const uint32_t position = head_ + static_cast<uint32_t>(n);
+    const Slot slot = Look(position, std::memory_order_acquire);
+    if (slot == Slot::kNotYet) break;
+    if (slot == Slot::kCorrupt) return Overwritten(position);
+    // Copied before anything looks at it: the client may change the slot
+    // at any moment.
+    std::memcpy(&out[n], &ring_[position & (entries_ - 1)],
+                sizeof(SubmissionEntry));
+  }
+  if (n == 0) return 0;
+  head_ += static_cast<uint32_t>(n);
+  header_->sq_head.store(head_, std::memory_order_release);
+  return n;
+}
+
 inline absl::StatusOr<uint32_t> CompletionProducer::Space(uint32_t want) {
   // tail_ - head_seen_ <= entries_: head_seen_ was checked, and the tail
   // only moves within the space it gave.
   const uint32_t space = entries_ - (tail_ - head_seen_);
   if (space >= want) return space;
   return Space();
+}
+
+inline void CompletionProducer::Push(CompletionEntry entry,
+                                     absl::string_view message) {
+  const uint32_t slot = tail_ & (entries_ - 1);
+  entry.error = message.empty() ? kNoError : WriteMessage(slot, message);
+  std::memcpy(&ring_[slot], &entry, offsetof(CompletionEntry, sequence));
+  ++tail_;
 }
 
 inline bool CompletionProducer::Publish() {
@@ -286,6 +318,16 @@ inline bool CompletionProducer::Publish() {
   // does (SubmissionProducer::Publish).
   header_->cq_tail.store(tail_, std::memory_order_seq_cst);
   return header_->client_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
+inline absl::Status StopStatus(const void* base) {
+  // Checked before every Submit: one load while the queue is active.
+  if (static_cast<const QueueHeader*>(base)->state.load(
+          std::memory_order_acquire) ==
+      static_cast<uint32_t>(QueueState::kActive)) {
+    return absl::OkStatus();
+  }
+  return StoppedStatus(base);
 }
 
 inline bool CompletionConsumer::Empty() const {

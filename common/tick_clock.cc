@@ -7,9 +7,6 @@
 #include <limits>
 #include <string>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace rdmad {
 namespace {
@@ -36,10 +33,6 @@ int64_t MonotonicNanos() {
 TickClock::Ticks TickClock::ReadMonotonicNanos() { return MonotonicNanos(); }
 
 #if defined(__x86_64__)
-
-TickClock::Ticks TickClock::ReadTsc() {
-  return static_cast<Ticks>(__rdtsc());
-}
 
 TickClock::Rate TickClock::Measure() {
   Rate rate;
@@ -77,8 +70,6 @@ TickClock::Rate TickClock::Measure() {
 }
 
 #else  // no TSC: CLOCK_MONOTONIC nanoseconds
-
-TickClock::Ticks TickClock::ReadTsc() { return MonotonicNanos(); }
 
 TickClock::Rate TickClock::Measure() { return Rate(); }
 

@@ -26,6 +26,10 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 #include "absl/time/time.h"
 
 namespace rdmad {
@@ -66,7 +70,13 @@ class TickClock {
     return rate;
   }
   static Rate Measure();
-  static Ticks ReadTsc();
+  static Ticks ReadTsc() {
+#if defined(__x86_64__)
+    return static_cast<Ticks>(__rdtsc());
+#else
+    return ReadMonotonicNanos();
+#endif
+  }
   static Ticks ReadMonotonicNanos();
 };
 
