@@ -224,30 +224,13 @@ void CompletionConsumer::Say(int32_t cpu_plus_one) {
 
 void CompletionConsumer::Yielding() { Say(::sched_getcpu() + 1); }
 
-size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
-                                std::string* messages) {
-  const size_t most = std::min<size_t>(out.size(), entries_);
-  size_t n = 0;
-  for (; n < most; ++n) {
-    const uint32_t position = head_ + static_cast<uint32_t>(n);
-    const uint32_t slot = position & (entries_ - 1);
-    if (Load(ring_[slot].sequence, std::memory_order_acquire) !=
-        CompletionSequence(position)) {
-      break;
-    }
-    out[n] = ring_[slot];
-    if (messages != nullptr) {
-      messages[n].clear();
-      if (out[n].error < entries_) {
-        const ErrorSlot& e = errors_[out[n].error];
-        messages[n].assign(e.text, std::min<size_t>(e.length, kErrorMessageSize));
-      }
-    }
+void CompletionConsumer::CopyMessage(const CompletionEntry& entry,
+                                     std::string* message) const {
+  message->clear();
+  if (entry.error < entries_) {
+    const ErrorSlot& e = errors_[entry.error];
+    message->assign(e.text, std::min<size_t>(e.length, kErrorMessageSize));
   }
-  if (n == 0) return 0;
-  head_ += static_cast<uint32_t>(n);
-  header_->cq_head.store(head_, std::memory_order_release);
-  return n;
 }
 
 bool CompletionConsumer::WaitUnlessReady() {

@@ -13,6 +13,7 @@
 #ifndef RDMAD_COMMON_QUEUE_RING_H_
 #define RDMAD_COMMON_QUEUE_RING_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -162,6 +163,9 @@ class CompletionConsumer {
   void Yielding();
 
  private:
+  // Copies the message of `entry`'s error slot (none: empty) into
+  // `*message`.
+  void CopyMessage(const CompletionEntry& entry, std::string* message) const;
   void Say(int32_t cpu_plus_one);
 
   QueueHeader* const header_;
@@ -328,6 +332,26 @@ inline absl::Status StopStatus(const void* base) {
     return absl::OkStatus();
   }
   return StoppedStatus(base);
+}
+
+inline size_t CompletionConsumer::Poll(absl::Span<CompletionEntry> out,
+                                       std::string* messages) {
+  const size_t most = std::min<size_t>(out.size(), entries_);
+  size_t n = 0;
+  for (; n < most; ++n) {
+    const uint32_t position = head_ + static_cast<uint32_t>(n);
+    const uint32_t slot = position & (entries_ - 1);
+    if (ring_internal::Load(ring_[slot].sequence, std::memory_order_acquire) !=
+        ring_internal::CompletionSequence(position)) {
+      break;
+    }
+    out[n] = ring_[slot];
+    if (messages != nullptr) CopyMessage(out[n], &messages[n]);
+  }
+  if (n == 0) return 0;
+  head_ += static_cast<uint32_t>(n);
+  header_->cq_head.store(head_, std::memory_order_release);
+  return n;
 }
 
 inline bool CompletionConsumer::Empty() const {

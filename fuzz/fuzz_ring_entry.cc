@@ -92,9 +92,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t at = 0; at + sizeof(Record) <= size; at += sizeof(Record)) {
     Record r;
     std::memcpy(&r, data + at, sizeof(r));
-    // Every entry is also decoded on its own.
-    (void)ring::DecodeSubmission(r.entry, *world->handles, absl::Now(),
-                                 absl::Seconds(1));
+    // Every entry is also decoded on its own. DecodeEntry's inline checks
+    // and DescribeBadEntry must agree: an entry refused by one and passed by
+    // the other would be "failed an unknown check" (INTERNAL).
+    if (absl::IsInternal(ring::DecodeSubmission(r.entry, *world->handles,
+                                                absl::Now(), absl::Seconds(1))
+                             .status())) {
+      std::abort();
+    }
     switch (r.action % 5) {
       case 0:  // a submission, published the way the library does
         // (its sequence too, unless the value's low bit keeps the fuzzed

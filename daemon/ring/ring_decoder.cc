@@ -33,15 +33,12 @@ absl::Status DecodeSubmission(const queue::SubmissionEntry& e,
   return absl::OkStatus();
 }
 
-absl::Status DecodeEntry(const queue::SubmissionEntry& e,
-                         const RemoteHandle* handle, DecodedEntry* out) {
-  DecodedEntry& d = *out;
+absl::Status DescribeBadEntry(const queue::SubmissionEntry& e,
+                              const RemoteHandle* handle) {
+  const bool write = e.op == static_cast<uint8_t>(queue::OpCode::kWrite);
   switch (static_cast<queue::OpCode>(e.op)) {
     case queue::OpCode::kWrite:
-      d.op = core::OpType::kWrite;
-      break;
     case queue::OpCode::kRead:
-      d.op = core::OpType::kRead;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
@@ -52,12 +49,8 @@ absl::Status DecodeEntry(const queue::SubmissionEntry& e,
         "submission has unknown flags or non-zero reserved fields: is the "
         "client library the daemon's version?");
   }
-  if ((e.flags & queue::kFlagImmediate) != 0) {
-    if (d.op != core::OpType::kWrite) {
-      return absl::InvalidArgumentError(
-          "only a WRITE can carry an immediate");
-    }
-    d.immediate = e.immediate;
+  if ((e.flags & queue::kFlagImmediate) != 0 && !write) {
+    return absl::InvalidArgumentError("only a WRITE can carry an immediate");
   }
   if (e.length == 0) {
     return absl::InvalidArgumentError(
@@ -71,12 +64,8 @@ absl::Status DecodeEntry(const queue::SubmissionEntry& e,
         "no remote handle ", e.remote_handle,
         " in this session: open the region with OpenRemote first"));
   }
-  d.local_region = e.local_region;
-  d.local_offset = e.local_offset;
-  d.remote_offset = e.remote_offset;
-  d.length = e.length;
-  d.timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
-  return absl::OkStatus();
+  // DecodeEntry sent it here for failing a check this one repeats.
+  return absl::InternalError("submission entry failed an unknown check");
 }
 
 void ToSpec(const DecodedEntry& d, const RemoteHandle& handle, absl::Time now,
@@ -93,17 +82,5 @@ void ToSpec(const DecodedEntry& d, const RemoteHandle& handle, absl::Time now,
                                            : absl::Milliseconds(d.timeout_ms));
 }
 
-core::LocalCopyRequest ToLocalCopy(const DecodedEntry& d,
-                                   const RemoteHandle& handle) {
-  core::LocalCopyRequest copy;
-  copy.op = d.op;
-  copy.local_id = d.local_region;
-  copy.local_offset = d.local_offset;
-  copy.target = &handle.target;
-  copy.target_offset = d.remote_offset;
-  copy.length = d.length;
-  copy.immediate = d.immediate;
-  return copy;
-}
 
 }  // namespace rdmad::ring

@@ -9,9 +9,11 @@
 #ifndef RDMAD_DAEMON_RING_RING_DECODER_H_
 #define RDMAD_DAEMON_RING_RING_DECODER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
+#include "absl/base/optimization.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/queue_layout.h"
@@ -34,19 +36,55 @@ struct DecodedEntry {
   uint32_t timeout_ms = 0;  // 0: the queue's default; <= kMaxTimeoutMs
 };
 
+// What is wrong with an entry that failed DecodeEntry's checks (its slow
+// half, out of line).
+absl::Status DescribeBadEntry(const queue::SubmissionEntry& entry,
+                              const RemoteHandle* handle);
+
 // Validates `entry`, whose handle the caller looked up (null: the session
 // has none with entry.remote_handle), into `*out`. Errors as for
-// DecodeSubmission.
-absl::Status DecodeEntry(const queue::SubmissionEntry& entry,
-                         const RemoteHandle* handle, DecodedEntry* out);
+// DecodeSubmission. Inline: the engine runs it for every entry.
+inline absl::Status DecodeEntry(const queue::SubmissionEntry& e,
+                                const RemoteHandle* handle,
+                                DecodedEntry* out) {
+  const bool write = e.op == static_cast<uint8_t>(queue::OpCode::kWrite);
+  const bool read = e.op == static_cast<uint8_t>(queue::OpCode::kRead);
+  const bool immediate = (e.flags & queue::kFlagImmediate) != 0;
+  if (ABSL_PREDICT_FALSE(!(write || read) ||
+                         (e.flags & ~queue::kKnownFlags) != 0 ||
+                         e.reserved0 != 0 || (immediate && !write) ||
+                         e.length == 0 || e.local_region == 0 ||
+                         handle == nullptr || handle->id != e.remote_handle)) {
+    return DescribeBadEntry(e, handle);
+  }
+  DecodedEntry& d = *out;
+  d.op = write ? core::OpType::kWrite : core::OpType::kRead;
+  if (immediate) d.immediate = e.immediate;
+  d.local_region = e.local_region;
+  d.local_offset = e.local_offset;
+  d.remote_offset = e.remote_offset;
+  d.length = e.length;
+  d.timeout_ms = std::min(e.timeout_ms, kMaxTimeoutMs);
+  return absl::OkStatus();
+}
 // What a decoded entry naming `handle` asks: the spec (into `*out`, a
 // default-constructed one), or, for a handle of a region of this daemon
 // (handle.target.is_local()), the copy (`handle` must outlive it).
 void ToSpec(const DecodedEntry& entry, const RemoteHandle& handle,
             absl::Time now, absl::Duration default_timeout,
             core::TransferSpec* out);
-core::LocalCopyRequest ToLocalCopy(const DecodedEntry& entry,
-                                   const RemoteHandle& handle);
+inline core::LocalCopyRequest ToLocalCopy(const DecodedEntry& d,
+                                          const RemoteHandle& handle) {
+  core::LocalCopyRequest copy;
+  copy.op = d.op;
+  copy.local_id = d.local_region;
+  copy.local_offset = d.local_offset;
+  copy.target = &handle.target;
+  copy.target_offset = d.remote_offset;
+  copy.length = d.length;
+  copy.immediate = d.immediate;
+  return copy;
+}
 
 // INVALID_ARGUMENT for an unknown op, unknown flags, non-zero reserved
 // fields, an immediate on a READ, a zero length, no local region;

@@ -157,13 +157,11 @@ void RingQueue::ClearDoorbell() {
   doorbells_.fetch_add(1, std::memory_order_relaxed);
 }
 
-const RemoteHandle* RingQueue::FindHandle(uint64_t id) {
-  const uint64_t removals = handles_->removals();
-  if (last_handle_ == nullptr || last_handle_->id != id ||
-      last_handle_removals_ != removals) {
-    last_handle_ = handles_->Find(id);
-    last_handle_removals_ = removals;
-  }
+const RemoteHandle* RingQueue::FindHandleSlow(uint64_t id) {
+  // The count first: a handle removed after it is looked up again next
+  // time.
+  last_handle_removals_ = handles_->removals();
+  last_handle_ = handles_->Find(id);
   return last_handle_.get();
 }
 

@@ -113,7 +113,13 @@ class RingQueue {
   void SetEngineCpu(int cpu);
   // The session's handle `id`, or null: the one found last while no
   // handle was removed since, else looked up again (remote_handles.h).
-  const RemoteHandle* FindHandle(uint64_t id);
+  const RemoteHandle* FindHandle(uint64_t id) {
+    if (last_handle_ != nullptr && last_handle_->id == id &&
+        last_handle_removals_ == handles_->removals()) {
+      return last_handle_.get();
+    }
+    return FindHandleSlow(id);
+  }
   // Whether this thread published completions for a client that waits on
   // this thread's CPU since it last asked: then it should yield to it
   // soon, holding no lock, instead of spinning on (queue_layout.h). The
@@ -158,6 +164,7 @@ class RingQueue {
             std::shared_ptr<RemoteHandles> handles, RingQueueOptions options,
             queue::Geometry geometry, core::ShmSegment segment,
             UniqueFd doorbell, UniqueFd wakeup);
+  const RemoteHandle* FindHandleSlow(uint64_t id);
   queue::CompletionEntry MakeEntry(uint64_t tag, const absl::Status& status,
                                    uint64_t bytes,
                                    core::TransportKind transport,
