@@ -149,7 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           std::abort();  // DecodeSubmission accepted it
         }
         auto now = world->engine.CopyNow(
-            kOwner, ring::ToLocalCopy(decoded, *handle), absl::Now(),
+            kOwner, ring::ToLocalCopy(decoded, *handle), TickClock::Now(),
             world->cache);
         if (!now.has_value()) std::abort();  // no directory here
         std::optional<absl::Status> batched;
