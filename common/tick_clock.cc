@@ -7,7 +7,6 @@
 #include <limits>
 #include <string>
 
-
 namespace rdmad {
 namespace {
 
@@ -22,15 +21,13 @@ bool KernelKeepsTimeWithTsc() {
   return static_cast<bool>(in >> source) && source == "tsc";
 }
 
-int64_t MonotonicNanos() {
+}  // namespace
+
+TickClock::Ticks TickClock::ReadMonotonicNanos() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
-
-}  // namespace
-
-TickClock::Ticks TickClock::ReadMonotonicNanos() { return MonotonicNanos(); }
 
 #if defined(__x86_64__)
 
@@ -48,7 +45,7 @@ TickClock::Rate TickClock::Measure() {
     int64_t best_gap = std::numeric_limits<int64_t>::max();
     for (int i = 0; i < 3; ++i) {
       const int64_t before = static_cast<int64_t>(__rdtsc());
-      const int64_t nanos = MonotonicNanos();
+      const int64_t nanos = ReadMonotonicNanos();
       const int64_t after = static_cast<int64_t>(__rdtsc());
       if (after - before < best_gap) {
         best_gap = after - before;

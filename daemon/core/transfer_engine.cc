@@ -330,18 +330,19 @@ std::optional<absl::StatusOr<TransferResult>> TransferEngine::CopyUnreported(
   if (counted) Release(caller.uid);
   if (!copied.has_value()) return std::nullopt;
   if (!copied->ok()) return absl::StatusOr<TransferResult>(copied->status());
-  return absl::StatusOr<TransferResult>(TransferResult{
-      **copied, TransportKind::kLocal, TickClock::Since(start)});
+  return absl::StatusOr<TransferResult>(
+      TransferResult{**copied, TransportKind::kLocal, TickClock::Since(start)});
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::optional<absl::StatusOr<uint64_t>> TransferEngine::CheckAndCopy(
-    const Caller& caller, const LocalCopyRequest& request,
-    RegionCache& cache) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::optional<absl::StatusOr<uint64_t>>
+TransferEngine::CheckAndCopy(const Caller& caller,
+                             const LocalCopyRequest& request,
+                             RegionCache& cache) {
   // As SubmitBatch and Check do, in their order.
   Revalidate(*regions_, cache);
-  auto local = FindLocalRegion(caller, request.op, request.local_id, NoName(),
-                               request.local_offset, request.length,
-                               cache.local);
+  auto local =
+      FindLocalRegion(caller, request.op, request.local_id, NoName(),
+                      request.local_offset, request.length, cache.local);
   if (!local.ok()) return local.status();
   bool by_directory = false;
   absl::StatusOr<Region*> target = FindLocalTarget(
@@ -352,19 +353,22 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::optional<absl::StatusOr<uint64_t>> Tran
   return CopyLocal(caller, request, **local, *target);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Region*> TransferEngine::FindLocalRegion(
-    const Caller& caller, OpType op, uint64_t id, const std::string& name,
-    uint64_t offset, uint64_t length, CachedRegion& cache) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Region*>
+TransferEngine::FindLocalRegion(const Caller& caller, OpType op, uint64_t id,
+                                const std::string& name, uint64_t offset,
+                                uint64_t length, CachedRegion& cache) {
   auto local = FindCached(*regions_, caller, id, name, LocalNeed(op), cache);
   if (!local.ok()) return local.status();
-  RDMAD_RETURN_IF_ERROR(CheckRange("local", (*local)->name(),
-                                   (*local)->size(), offset, length));
+  RDMAD_RETURN_IF_ERROR(
+      CheckRange("local", (*local)->name(), (*local)->size(), offset, length));
   return local;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Region*> TransferEngine::FindLocalTarget(
-    const Caller& caller, OpType op, const TransferTarget& target,
-    CachedRegion& cache, RegionResolver* directory, bool* by_directory) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Region*>
+TransferEngine::FindLocalTarget(const Caller& caller, OpType op,
+                                const TransferTarget& target,
+                                CachedRegion& cache, RegionResolver* directory,
+                                bool* by_directory) {
   *by_directory = false;
   if (target.self_region_id != 0 || target.name.empty()) return nullptr;
   auto found =
@@ -375,9 +379,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Region*> TransferEngine::Find
   return found;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t> TransferEngine::CopyLocal(
-    const Caller& caller, const LocalCopyRequest& request, const Region& local,
-    Region* by_name) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t>
+TransferEngine::CopyLocal(const Caller& caller, const LocalCopyRequest& request,
+                          const Region& local, Region* by_name) {
   if (request.target->self_region_id != 0) {
     return CopyThroughExport(caller, request, local);
   }
@@ -392,9 +396,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t> TransferEngine::Cop
   return NotifyCopied(request, region);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status TransferEngine::MoveBytes(const LocalCopyRequest& request,
-                                       const Region& local, Region& target,
-                                       uint64_t at, uint64_t n) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status TransferEngine::MoveBytes(
+    const LocalCopyRequest& request, const Region& local, Region& target,
+    uint64_t at, uint64_t n) {
   // The two ranges may be the same region; memory a client could truncate
   // is copied without risking SIGBUS (region_copy.h).
   return request.op == OpType::kWrite
@@ -404,8 +408,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status TransferEngine::MoveBytes(const
                                request.target_offset + at, n);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t> TransferEngine::NotifyCopied(
-    const LocalCopyRequest& request, Region& target) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t>
+TransferEngine::NotifyCopied(const LocalCopyRequest& request, Region& target) {
   if (request.op == OpType::kWrite && request.immediate.has_value() &&
       notifications_ != nullptr) {
     RDMAD_RETURN_IF_ERROR(notifications_->Notify(
@@ -423,10 +427,9 @@ absl::StatusOr<uint64_t> TransferEngine::CopyThroughExport(
   auto found = regions_->FindExportedById(remote.self_region_id);
   if (!found.ok()) return found.status();
   const std::shared_ptr<Region> target = *std::move(found);  // held
-  const std::string label =
-      target->name().empty()
-          ? absl::StrCat("region #", target->id())
-          : absl::StrCat("region '", target->name(), "'");
+  const std::string label = target->name().empty()
+                                ? absl::StrCat("region #", target->id())
+                                : absl::StrCat("region '", target->name(), "'");
   if (absl::Status s = CheckLocalAccess(caller, target->acl(),
                                         TargetNeed(request.op), label);
       !s.ok()) {
@@ -439,7 +442,8 @@ absl::StatusOr<uint64_t> TransferEngine::CopyThroughExport(
   const uint64_t length = request.length;
   RDMAD_RETURN_IF_ERROR(CheckRange("remote", region.name(), region.size(),
                                    request.target_offset, length));
-  const RemoteAccess needed = write ? RemoteAccess::kWrite : RemoteAccess::kRead;
+  const RemoteAccess needed =
+      write ? RemoteAccess::kWrite : RemoteAccess::kRead;
   // Chunk by chunk, each under a use of the descriptor's export: an
   // unexport, re-export or free waits for the chunk being copied, and the
   // next chunk then fails.

@@ -82,5 +82,4 @@ void ToSpec(const DecodedEntry& d, const RemoteHandle& handle, absl::Time now,
                                            : absl::Milliseconds(d.timeout_ms));
 }
 
-
 }  // namespace rdmad::ring
