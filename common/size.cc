@@ -47,28 +47,61 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   if (digits == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "invalid size '", original,
-        "': expected a number with an optional suffix, e.g. 4096, 64K, 1Mi, 1G"));
+        "': expected a number with an optional suffix, e.g. 4096, 64K, 1Mi, "
+        "1.5G"));
   }
-  uint64_t value = 0;
+  // The number as an exact fraction, whole / scale: "1.5" is 15 / 10. The
+  // whole part fits in 64 bits and there are at most 18 decimals, so 128
+  // bits hold it; the multiplication by the suffix is checked below.
+  using Wide = unsigned __int128;
+  Wide whole = 0;
+  Wide scale = 1;
+  size_t end = digits;
   for (size_t i = 0; i < digits; ++i) {
-    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-    if (value > (std::numeric_limits<uint64_t>::max() - digit) / 10) {
+    whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+    if (whole > std::numeric_limits<uint64_t>::max()) {
       return absl::InvalidArgumentError(
           absl::StrCat("size '", original, "' does not fit in 64 bits"));
     }
-    value = value * 10 + digit;
   }
-  const std::string suffix = absl::AsciiStrToLower(text.substr(digits));
+  if (end < text.size() && text[end] == '.') {
+    ++end;
+    const size_t first = end;
+    while (end < text.size() && absl::ascii_isdigit(text[end])) {
+      if (end - first >= 18) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "size '", original, "' has too many decimals (at most 18)"));
+      }
+      whole = whole * 10 + static_cast<unsigned>(text[end] - '0');
+      scale *= 10;
+      ++end;
+    }
+    if (end == first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid size '", original, "': no digits after the decimal point"));
+    }
+  }
+  const std::string suffix = absl::AsciiStrToLower(text.substr(end));
   for (const Suffix& s : kSuffixes) {
     if (suffix != s.text) continue;
-    if (value > std::numeric_limits<uint64_t>::max() / s.multiplier) {
+    if (whole > ~Wide{0} / s.multiplier) {
       return absl::InvalidArgumentError(
           absl::StrCat("size '", original, "' does not fit in 64 bits"));
     }
-    return value * s.multiplier;
+    const Wide scaled = whole * s.multiplier;
+    if (scaled % scale != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "size '", original, "' is not a whole number of bytes"));
+    }
+    const Wide bytes = scaled / scale;
+    if (bytes > std::numeric_limits<uint64_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("size '", original, "' does not fit in 64 bits"));
+    }
+    return static_cast<uint64_t>(bytes);
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "invalid size suffix '", text.substr(digits), "' in '", original,
+      "invalid size suffix '", text.substr(end), "' in '", original,
       "': use K, M, G, T (x1024, also Ki/KiB) or KB, MB, GB, TB (x1000)"));
 }
 

@@ -1,4 +1,4 @@
-// Human-readable byte sizes: "4K", "1M", "1Gi", "64KiB", "1MB", "4096".
+// Human-readable byte sizes: "4K", "1M", "1Gi", "64KiB", "1MB", "1.5G", "4096".
 //
 // Binary suffixes (K, M, G, T, with or without "i" and "B") are powers of
 // 1024, as in dd(1) and truncate(1); the SI forms "KB", "MB", "GB", "TB" are
@@ -14,8 +14,10 @@
 
 namespace rdmad {
 
-// Parses a non-negative size. Errors (INVALID_ARGUMENT) for empty input,
-// signs, fractions, unknown suffixes and values that overflow 64 bits.
+// Parses a non-negative size; a decimal fraction is accepted where it makes
+// a whole number of bytes ("1.5M", "0.5K"; not "1.5" or "0.3K"). Errors
+// (INVALID_ARGUMENT) for empty input, signs, fractions of a byte, unknown
+// suffixes and values that overflow 64 bits.
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
 // Formats bytes with a binary suffix when exact ("64Ki", "1Mi"), else bytes:

@@ -17,6 +17,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,7 @@
 #include "common/directory_url.h"
 #include "common/region_address.h"
 #include "daemon/config/resolved_config.h"
+#include "daemon/config/size_values.h"
 #include "daemon/core/peer_allow_list.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -52,6 +54,10 @@ class ErrorCollector final : public google::protobuf::io::ErrorCollector {
                               std::string::npos) {
       absl::StrAppend(&error, " (field '", field, "')");
     }
+    if (const std::string hint = Hint(field, ValueOnLine(line));
+        !hint.empty()) {
+      absl::StrAppend(&error, ": ", hint);
+    }
     errors_.push_back(std::move(error));
   }
   // Warnings (e.g. deprecated syntax) are treated as errors: a config that
@@ -62,6 +68,17 @@ class ErrorCollector final : public google::protobuf::io::ErrorCollector {
   std::string Joined() const { return absl::StrJoin(errors_, "; "); }
 
  private:
+  // The text after "name:" on `line`, up to a comment, without blanks.
+  std::string ValueOnLine(int line) const {
+    if (line < 0 || static_cast<size_t>(line) >= lines_.size()) return "";
+    absl::string_view text = lines_[line];
+    const size_t colon = text.find(':');
+    if (colon == absl::string_view::npos) return "";
+    text.remove_prefix(colon + 1);
+    text = text.substr(0, text.find('#'));
+    return std::string(absl::StripAsciiWhitespace(text));
+  }
+
   std::string FieldOnLine(int line) const {
     if (line < 0 || static_cast<size_t>(line) >= lines_.size()) return "";
     absl::string_view text = absl::StripLeadingAsciiWhitespace(lines_[line]);
@@ -71,6 +88,28 @@ class ErrorCollector final : public google::protobuf::io::ErrorCollector {
       ++end;
     }
     return std::string(text.substr(0, end));
+  }
+
+  // What to do about the parser's complaint, where the field's type says:
+  // its messages say what it expected, not how to write it.
+  static std::string Hint(const std::string& field_name,
+                          const std::string& value) {
+    const auto* field =
+        v1::DaemonConfig::descriptor()->FindFieldByName(field_name);
+    if (field == nullptr) return "";
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_STRING) {
+      return absl::StrCat("quote the value: ", field_name, ": \"",
+                          value.empty() ? "..." : value, "\"");
+    }
+    if (IsSizeField(*field)) {
+      return "give bytes or a size like 4G, 512Mi, 1.5G";
+    }
+    if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_BOOL) {
+      return "give true or false";
+    }
+    return field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_ENUM
+               ? ""
+               : "give a whole number";
   }
 
   std::string source_;
@@ -345,8 +384,12 @@ absl::Status ValidateConfig(const v1::DaemonConfig& config,
       absl::StrCat(source, ": ", absl::StrJoin(lines, "; ")));
 }
 
-absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& text,
+absl::StatusOr<v1::DaemonConfig> ParseConfigText(const std::string& raw_text,
                                                  const std::string& source) {
+  auto expanded =
+      ExpandSizeValues(raw_text, *v1::DaemonConfig::descriptor(), source);
+  if (!expanded.ok()) return expanded.status();
+  const std::string& text = *expanded;
   v1::DaemonConfig config;
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector collector(source, text);

@@ -38,9 +38,33 @@ TEST(ParseSizeTest, DecimalSuffixes) {
   EXPECT_EQ(*ParseSize("1GB"), 1000000000u);
 }
 
+TEST(ParseSizeTest, FractionsThatMakeWholeBytes) {
+  EXPECT_EQ(*ParseSize("1.5M"), 1572864u);
+  EXPECT_EQ(*ParseSize("0.5K"), 512u);
+  EXPECT_EQ(*ParseSize("2.25Gi"), 2415919104u);
+  EXPECT_EQ(*ParseSize("1.5KB"), 1500u);
+  EXPECT_EQ(*ParseSize("4.0"), 4u);
+  EXPECT_EQ(*ParseSize("16777215.5T"), (16777215ull << 40) + (1ull << 39));
+  EXPECT_THAT(ParseSize("16777216.0T").status().message(),
+              HasSubstr("64 bits"));
+  EXPECT_THAT(ParseSize("1.0000000000000000001K").status().message(),
+              HasSubstr("too many decimals"));
+}
+
+TEST(ParseSizeTest, RejectsFractionsOfAByte) {
+  for (const char* bad : {"1.5", "0.3K", "1.1B", "0.0001K"}) {
+    auto parsed = ParseSize(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("whole number of bytes"))
+        << bad;
+  }
+  EXPECT_THAT(ParseSize("1.M").status().message(),
+              HasSubstr("no digits after the decimal point"));
+}
+
 TEST(ParseSizeTest, RejectsGarbage) {
-  for (const char* bad : {"", "K", "-1", "+4", "1.5M", "4X", "4 K", "0x10",
-                          "4KK", "M4"}) {
+  for (const char* bad : {"", "K", "-1", "+4", ".5M", "4X", "4 K", "0x10",
+                          "4KK", "M4", "1.5.5M", "1,5M"}) {
     auto parsed = ParseSize(bad);
     EXPECT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
