@@ -280,6 +280,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       id.version, config.socket(), d.session_server->path(), id.peer_listen,
       id.data_listen, std::string(core::TransportKindName(id.transport)),
       id.transport_reason, d.runtime->size());
+  d.started = true;
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
@@ -336,6 +337,7 @@ void Daemon::Impl::TearDown() {
   d.peer_server.reset();
   d.regions.reset();
   d.transports.registrar.reset();
+  if (!d.started) return;
   spdlog::info("rdmad stopped; {}", d.kept != nullptr
                                         ? d.kept->ShutdownSummary(left)
                                         : std::string("nothing was running"));

@@ -71,6 +71,10 @@ struct Daemon::Impl {
   // Returns memory freed after bursts of connections to the kernel.
   std::unique_ptr<MemoryReleaser> memory_releaser;
   bool shut_down = false;
+  // Set once Start has brought every part up. A start that failed half
+  // way tears down quietly: "stopped" after "cannot start" would read as
+  // a daemon that ran.
+  bool started = false;
 
   // Stops every part in order (daemon.cc); once. Daemon::Shutdown runs it,
   // and so does the destructor after a Start that failed half way: parts

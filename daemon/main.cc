@@ -8,9 +8,11 @@
 //         [--state_dir DIR]
 //
 // Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads the config file.
+// `rdmad --check-config FILE` checks a config file and exits (0 valid, 2
+// not) without starting anything; systemd's ExecReload runs it first.
 // Exit status: 0 after a clean stop; 1 a failure at run time; 2 a wrong
-// command line or configuration, or a taken port (systemd does not restart
-// after 2: RestartPreventExitStatus=2).
+// command line or configuration, a taken port, or a path the daemon may not
+// use (systemd does not restart after 2: RestartPreventExitStatus=2).
 #include <signal.h>
 
 #include <cstdio>
@@ -28,11 +30,11 @@
 #include "daemon/daemon.h"
 #include "daemon/rdmad_version.h"
 #include "daemon/startup/command_line.h"
+#include "daemon/startup/log_setup.h"
 #include "daemon/startup/port_check.h"
 #include "daemon/startup/process_limits.h"
 #include "daemon/service/notify.h"
 #include "daemon/service/self_check.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -64,16 +66,21 @@ ABSL_FLAG(std::string, socket_mode, "",
           "file mode of the Unix sockets (octal, default 0666)");
 ABSL_FLAG(std::string, directory, "",
           "cluster directory of exported regions: etcd://HOST:PORT[,HOST:"
-          "PORT...] (default: none; see docs/DIRECTORY.md)");
+          "PORT...] (default: none; see DIRECTORY.md.gz in "
+          "/usr/share/doc/rdmad)");
 ABSL_FLAG(std::string, directory_prefix, "",
           "key prefix of this cluster in etcd (default /rdmad)");
 ABSL_FLAG(uint32_t, directory_lease_ttl, 0,
           "seconds a dead daemon's entries stay in the directory (its etcd "
           "lease TTL; default 10, 2..3600)");
+ABSL_FLAG(std::string, check_config, "",
+          "check this config file (with the other flags given on top, as a "
+          "start would use them) and exit: 0 if it is valid, 2 with every "
+          "mistake if not; nothing is started (also --check-config)");
 ABSL_FLAG(std::string, state_dir, "",
           "directory on a tmpfs or hugetlbfs where daemon-owned named "
           "regions outlive a restart (default: the systemd fd store under "
-          "systemd, else none; see docs/RESTART.md)");
+          "systemd, else none; see RESTART.md.gz in /usr/share/doc/rdmad)");
 
 namespace {
 
@@ -92,8 +99,10 @@ constexpr char kUsage[] =
     "             [--directory_prefix PREFIX] [--directory_lease_ttl "
     "SECONDS]\n"
     "             [--state_dir DIR]\n"
+    "       rdmad --check-config FILE   (validate a config file and exit)\n"
     "Flags given override the config file (rdmad(8); the config's fields "
-    "are\ndocumented in /etc/rdmad/rdmad.conf).";
+    "are\ndocumented in /etc/rdmad/rdmad.conf; the guides are in "
+    "/usr/share/doc/rdmad).";
 
 // rdmad's own flags: those defined in this file.
 bool IsOwnFlag(const absl::CommandLineFlag& flag) {
@@ -142,10 +151,13 @@ int CheckArguments(int argc, char** argv) {
   return -1;
 }
 
-// Configuration mistakes and taken ports: a restart does not fix them.
+// Configuration mistakes, taken ports and paths the daemon may not use (a
+// socket directory or state_dir it cannot write): a restart does not fix
+// them.
 bool IsSetupError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ||
-         status.code() == absl::StatusCode::kAlreadyExists;
+         status.code() == absl::StatusCode::kAlreadyExists ||
+         status.code() == absl::StatusCode::kPermissionDenied;
 }
 
 // Every TCP port the daemon will listen on must be free: a second daemon
@@ -212,12 +224,57 @@ absl::StatusOr<rdmad::v1::DaemonConfig> BuildConfig() {
 
 }  // namespace
 
+namespace {
+
+// "--check-config" for "--check_config", and so for every flag: people
+// type dashes (as other daemons' flags have them), absl knows underscores.
+// Only the name before '=' changes; values are left alone.
+void UnderscoreFlagNames(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (arg[0] != '-' || arg[1] != '-') continue;
+    if (arg[2] == '\0') break;  // "--": what follows is not a flag
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
+// --check-config FILE: builds the configuration a start would use and
+// reports it, without starting anything (as `nginx -t`, `sshd -t`).
+int CheckConfigOnly(const std::string& path) {
+  if (!absl::GetFlag(FLAGS_config).empty() &&
+      absl::GetFlag(FLAGS_config) != path) {
+    std::fprintf(stderr,
+                 "rdmad: --check-config %s and --config %s name two files: "
+                 "give one\n",
+                 path.c_str(), absl::GetFlag(FLAGS_config).c_str());
+    return kExitBadSetup;
+  }
+  absl::SetFlag(&FLAGS_config, path);
+  auto built = BuildConfig();
+  if (!built.ok()) {
+    std::fprintf(stderr, "rdmad: %s\n",
+                 std::string(built.status().message()).c_str());
+    return kExitBadSetup;
+  }
+  std::printf("rdmad: %s: configuration is valid\n", path.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  UnderscoreFlagNames(argc, argv);
   if (const int status = CheckArguments(argc, argv); status >= 0) {
     return status;
   }
   absl::ParseCommandLine(argc, argv);
+  if (const std::string path = absl::GetFlag(FLAGS_check_config);
+      !path.empty()) {
+    return CheckConfigOnly(path);
+  }
 #ifdef NDEBUG
   // Debian's abseil is built without NDEBUG, so each absl::Mutex lock also
   // updates a lock graph for deadlock detection: a tenth of the daemon's
@@ -226,9 +283,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
 
-  auto logger = spdlog::stderr_color_mt("rdmad");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ rdmad[%P]: %v");
+  rdmad::startup::SetUpLogging();
 
   auto built = BuildConfig();
   if (!built.ok()) {

@@ -31,21 +31,23 @@ absl::StatusOr<TransportChoice> ChooseLocalTransport(
   if (mode == TransportMode::kVerbs && !usable) {
     return absl::FailedPreconditionError(
         devices.empty()
-            ? "--transport=verbs, but libibverbs found no RDMA device: load "
-              "the driver (or rdma_rxe for soft-RoCE) or use --transport=tcp"
-            : "--transport=verbs, but no RDMA port is ACTIVE: check the "
-              "link (ibv_devinfo) or use --transport=tcp");
+            ? "transport is set to verbs, but libibverbs found no RDMA "
+              "device: load the driver (or rdma_rxe for soft-RoCE) or set "
+              "transport to tcp (--transport or the config file)"
+            : "transport is set to verbs, but no RDMA port is ACTIVE: check "
+              "the link (ibv_devinfo) or set transport to tcp (--transport "
+              "or the config file)");
   }
   if (usable) {
     return TransportChoice{
         TransportKind::kVerbs,
         mode == TransportMode::kVerbs
-            ? "forced by --transport=verbs"
+            ? "set to verbs by the transport setting"
             : "an RDMA device with an active port was found"};
   }
   return TransportChoice{
       TransportKind::kTcp,
-      mode == TransportMode::kTcp ? "forced by --transport=tcp"
+      mode == TransportMode::kTcp ? "set to tcp by the transport setting"
       : devices.empty()           ? "no RDMA devices found by libibverbs"
                                   : "no RDMA port is ACTIVE"};
 }
@@ -65,13 +67,15 @@ absl::StatusOr<TransportChoice> ChoosePeerTransport(
   if (mode == TransportMode::kVerbs) {
     if (!verbs_usable || !peer_verbs) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "--transport=verbs, but ",
+          "transport is set to verbs, but ",
           !verbs_usable ? why_not
                         : absl::StrCat("peer ", peer,
                                        " offers no verbs transport"),
-          ": use --transport=auto or tcp"));
+          ": set transport to auto or tcp (--transport or the config "
+          "file)"));
     }
-    return TransportChoice{TransportKind::kVerbs, "forced by --transport=verbs"};
+    return TransportChoice{TransportKind::kVerbs,
+                           "set to verbs by the transport setting"};
   }
   if (mode == TransportMode::kAuto && verbs_usable && peer_verbs) {
     return TransportChoice{TransportKind::kVerbs, "both daemons offer verbs"};
@@ -81,7 +85,7 @@ absl::StatusOr<TransportChoice> ChoosePeerTransport(
         "peer ", peer, " offers no transport this daemon can use"));
   }
   std::string reason = mode == TransportMode::kTcp
-                           ? "forced by --transport=tcp"
+                           ? "set to tcp by the transport setting"
                        : !peer_verbs ? "the peer offers no verbs transport"
                                      : why_not;
   return TransportChoice{TransportKind::kTcp, std::move(reason)};

@@ -2,11 +2,15 @@
 //   - a malformed config (of any kind: syntax, values, peer allow-list,
 //     socket group, TLS files, addresses) stops it with exit status 2 and
 //     FILE:LINE:COLUMN naming the field; a directory given as --config too;
+//   - --check-config validates a file and starts nothing (exit 0 or 2);
+//   - under journald each line carries its syslog priority, no timestamp;
+//   - a start that cannot make its socket exits 2 without a "stopped";
 //   - SIGTERM ends an idle daemon promptly even with a client connected and
 //     idle (it used to wait out the whole 5 s grace period).
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -76,6 +80,78 @@ TEST_F(DaemonMainTest, DirectoryAsConfigIsRefused) {
       "", absl::Seconds(60));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("is a directory"));
+}
+
+TEST_F(DaemonMainTest, CheckConfigValidatesWithoutStartingAnything) {
+  const std::string good = dir_.path() + "/good.conf";
+  std::ofstream(good) << "log_level: \"warn\"\nmax_pinned_bytes: 4G\n"
+                      << "socket: \"" << dir_.path() << "/never.sock\"\n";
+  const std::string bad = dir_.path() + "/bad.conf";
+  std::ofstream(bad) << "log_level: \"warn\"\npeer_listen: 127.0.0.1:7471\n";
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{"--check-config", good},
+                                             {"--check-config=" + good},
+                                             {"--check_config", good}}) {
+    std::vector<std::string> argv = {RdmadBinary()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    ProcessResult r = RunProcess(argv, "", absl::Seconds(60));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("configuration is valid"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/never.sock"));
+  ProcessResult r =
+      RunProcess({RdmadBinary(), "--check-config", bad}, "", absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("bad.conf:2:"));
+  EXPECT_THAT(r.err, HasSubstr("quote the value: peer_listen: "
+                               "\"127.0.0.1:7471\""));
+}
+
+TEST_F(DaemonMainTest, UnderJournaldEachLineCarriesItsPriorityOnly) {
+  const std::string conf = dir_.path() + "/j.conf";
+  std::ofstream(conf) << "log_level: \"info\"\nqp_timeout: 99\n";
+  const std::string log = dir_.path() + "/journal.log";
+  // As systemd starts it: stderr is the journal's stream, and
+  // JOURNAL_STREAM names that stream's device and inode. The second run's
+  // variable names another file (an inherited one): the usual format.
+  for (const bool journal : {true, false}) {
+    SCOPED_TRACE(journal ? "journal" : "inherited variable");
+    const std::string stream =
+        journal ? "$(stat -c %d:%i \"$0\")" : std::string("1:2");
+    ProcessResult r = RunProcess(
+        {"/bin/sh", "-c",
+         absl::StrCat("exec 2>\"$0\"; JOURNAL_STREAM=", stream,
+                      " exec \"$@\""),
+         log, RdmadBinary(), "--socket", dir_.path() + "/j.sock",
+         "--peer_listen", "127.0.0.1:0", "--transport", "tcp", "--config",
+         conf},
+        "", absl::Seconds(60));
+    EXPECT_EQ(r.exit_code, 2);
+    std::ifstream in(log);
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    if (journal) {
+      EXPECT_THAT(line, ::testing::StartsWith("<2>" + conf + ":2:"));
+      EXPECT_THAT(line, ::testing::Not(HasSubstr("rdmad[")));
+    } else {
+      EXPECT_THAT(line, HasSubstr("critical"));
+      EXPECT_THAT(line, HasSubstr("rdmad["));
+    }
+  }
+}
+
+TEST_F(DaemonMainTest, AStartThatCannotMakeItsSocketExitsTwoQuietly) {
+  // The socket's directory cannot be made: a regular file is in the way.
+  const std::string file = dir_.path() + "/not-a-dir";
+  std::ofstream(file) << "x";
+  ProcessResult r = RunProcess(
+      {RdmadBinary(), "--socket", file + "/rdmad.sock", "--peer_listen",
+       "127.0.0.1:0", "--transport", "tcp"},
+      "", absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot start"));
+  // It never ran: no "stopped" line before the reason.
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("stopped"))) << r.err;
 }
 
 TEST_F(DaemonMainTest, SigtermEndsAnIdleDaemonPromptlyWithAClientConnected) {

@@ -62,7 +62,7 @@ done
 
 # rdmad: the flags of its usage text, in the SYNOPSIS.
 synopsis="$(sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' "$tmp/rdmad.txt")"
-for flag in $("$rdmad" --help 2>&1 | sed -n '/^Usage:/,/^Flags given/p' | grep -oE -- '--[a-z_]+' | sort -u); do
+for flag in $("$rdmad" --help 2>&1 | sed -n '/^Usage:/,/^Flags given/p' | grep -oE -- '--[a-z_-]+' | sort -u); do
   if grep -qE -- "\\[$flag( |\\])" <<<"$synopsis"; then
     echo "ok: rdmad(8) SYNOPSIS has $flag"
   else

@@ -5,6 +5,8 @@
 #     docs/man (so Documentation=man:rdmad(8) man:rdmactl(8) must resolve);
 #     verify exits 0 on a misspelt or ignored setting, so any output at all
 #     is a failure too;
+#   * the reload checks the config first (rdmad --check-config), and that
+#     check passes on the shipped config;
 #   * systemd-sysusers and systemd-tmpfiles applied to an empty --root, and
 #     the user, group and directory they should create checked there.
 #
@@ -33,6 +35,17 @@ out="$(cd "$tmp" && MANPATH="$tmp/man" SYSTEMD_LOG_LEVEL=notice \
 if [[ -n "$out" ]]; then
   echo "systemd-analyze verify complained:"; echo "$out"; exit 1
 fi
+
+# systemctl reload: the check comes before the signal, and passes on the
+# config the package ships.
+reloads="$(grep '^ExecReload=' "$tmp/rdmad.service")"
+[[ "$(head -n 1 <<<"$reloads")" == \
+   "ExecReload=$rdmad --check-config /etc/rdmad/rdmad.conf" ]] || {
+  echo "the first ExecReload= is not rdmad --check-config:"; echo "$reloads"
+  exit 1; }
+"$rdmad" --check-config "$src/systemd/rdmad.conf" || {
+  echo "rdmad --check-config fails on the shipped config"; exit 1; }
+echo "reload: checks the config first; the shipped config passes"
 echo "verify: rdmad.service OK"
 
 # What the unit promises, so that an edit that drops one is noticed.
