@@ -18,12 +18,17 @@
 namespace rdmad::client_internal {
 namespace {
 
-absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& path) {
+// Connects to the daemon's session socket, `socket_path` + ".session".
+// Errors name `socket_path`, the path the user gave.
+absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& socket_path) {
+  const std::string path = session_wire::SessionSocketPath(socket_path);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("socket path too long: ", path));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket path too long: ", socket_path, " (at most ",
+        sizeof(addr.sun_path) - 1 - (path.size() - socket_path.size()),
+        " bytes)"));
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
@@ -31,8 +36,18 @@ absl::StatusOr<UniqueFd> ConnectSessionSocket(const std::string& path) {
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
                 sizeof(addr)) != 0) {
     const int error = errno;
+    if (error == EACCES || error == EPERM) {
+      // The daemon runs; this user may not open its socket (it is 0660,
+      // group rdma, where the package installs it).
+      return absl::PermissionDeniedError(absl::StrCat(
+          "no permission to connect to rdmad at ", socket_path, ": ",
+          std::strerror(error),
+          ". Its sockets are open to the group rdma: add this user to it "
+          "(sudo usermod -aG rdma $USER), then log in again"));
+    }
     return absl::UnavailableError(absl::StrCat(
-        "cannot connect to rdmad at ", path, ": ", std::strerror(error),
+        "cannot connect to rdmad at ", socket_path, ": ",
+        std::strerror(error),
         ". Is rdmad running (systemctl status rdmad)? For a daemon on "
         "another socket set RDMAD_SOCKET (or ClientOptions::socket_path; "
         "rdmactl --socket)"));
@@ -101,8 +116,7 @@ absl::Status SessionLink::OpenLocked() {
   }
   RDMAD_ASSIGN_OR_RETURN(
       UniqueFd socket,
-      ConnectSessionSocket(
-          session_wire::SessionSocketPath(options_.socket_path)));
+      ConnectSessionSocket(options_.socket_path));
   RDMAD_ASSIGN_OR_RETURN(session_wire::Message hello,
                          session_wire::Receive(socket.get(), CallBudget()));
   if (hello.type != session_wire::MessageType::kHello || hello.text.empty()) {

@@ -471,6 +471,9 @@ TEST(DaemonLifecycleTest, NoDaemonIsUnavailableWithAHint) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(c.status().message(), HasSubstr("Is rdmad running"));
+  // The path as given, not the session socket beside it.
+  EXPECT_THAT(c.status().message(),
+              HasSubstr(absl::StrCat("rdmad at ", dir.path(), "/none.sock: ")));
 }
 
 }  // namespace

@@ -294,6 +294,24 @@ class OtherUidTest : public ::testing::Test {
   std::unique_ptr<Client> owner_;
 };
 
+TEST_F(OtherUidTest, ASocketThatIsNotOpenToTheUserSaysSoAndHowToJoin) {
+  // The package's sockets: 0660, group rdma (here root's group), and a
+  // user outside it.
+  auto closed = Start(dir_, "closed", "socket_mode: \"0660\"\n");
+  ASSERT_TRUE(closed);
+  ProcessResult r = RunProcess(
+      {"/usr/bin/setpriv", absl::StrCat("--reuid=", kNobody),
+       absl::StrCat("--regid=", kNobody), "--clear-groups", RdmactlBinary(),
+       "--socket", closed->socket(), "status"},
+      "", absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // permission denied, not unreachable
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rdmad at ", closed->socket(),
+                                            ": Permission denied")));
+  EXPECT_THAT(r.err, HasSubstr("usermod -aG rdma"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr(".session")));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("Is rdmad running")));
+}
+
 TEST_F(OtherUidTest, QueuesOfOtherUsersAreNotListed) {
   auto queue = owner_->OpenQueue();
   ASSERT_TRUE(queue.ok()) << queue.status();
