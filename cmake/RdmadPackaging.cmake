@@ -69,7 +69,10 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/copyright
 set(RDMAD_GZIPPED_DOCS)
 foreach(doc ${RDMAD_DOC_DIR}/changelog ${PROJECT_SOURCE_DIR}/README.md
         ${PROJECT_SOURCE_DIR}/docs/SECURITY.md
-        ${PROJECT_SOURCE_DIR}/docs/PERFORMANCE.md)
+        ${PROJECT_SOURCE_DIR}/docs/PERFORMANCE.md
+        ${PROJECT_SOURCE_DIR}/docs/ARCHITECTURE.md
+        ${PROJECT_SOURCE_DIR}/docs/DIRECTORY.md
+        ${PROJECT_SOURCE_DIR}/docs/RESTART.md)
   get_filename_component(doc_name ${doc} NAME)
   add_custom_command(
     OUTPUT ${RDMAD_DOC_DIR}/${doc_name}.gz
@@ -131,6 +134,10 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The verbs providers (mlx5, rxe...) are plugins libibverbs loads at run
 # time; dpkg-shlibdeps cannot see them.
 # bash-completion loads rdmactl's completion file.
+# The maintainer scripts enable and restart the unit through
+# deb-systemd-helper and deb-systemd-invoke (the libraries' dependencies
+# come from dpkg-shlibdeps and are added to this).
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_DEPENDS "init-system-helpers (>= 1.54~)")
 set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS
     "ibverbs-providers, rdma-core, bash-completion")
 # Maintainer scripts and the conffile belong to rdmad only.
