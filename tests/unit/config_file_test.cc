@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,59 @@ TEST(ConfigFileTest, MalformedValueNamesField) {
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("value.conf:3:"));
   EXPECT_THAT(config.status().message(), HasSubstr("qps_per_peer"));
+}
+
+TEST(ConfigFileTest, SizesTakeSizeStrings) {
+  auto config = ParseConfigText(
+      "max_pinned_bytes: 4G  # unquoted\n"
+      "quota_pinned_bytes_per_uid: \"512Mi\"\n"
+      "verbs_chunk_bytes: 1.5M\n"
+      "verbs_read_chunk_bytes: 65536\n",
+      "sizes.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_pinned_bytes(), 4ull << 30);
+  EXPECT_EQ(config->quota_pinned_bytes_per_uid(), 512ull << 20);
+  EXPECT_EQ(config->verbs_chunk_bytes(), 3ull << 19);
+  EXPECT_EQ(config->verbs_read_chunk_bytes(), 65536u);
+}
+
+TEST(ConfigFileTest, SizeStringsOnlyInSizeFields) {
+  // A comment and a string that look like sizes are left alone; a field
+  // that is not a size still wants a number.
+  auto config = ParseConfigText(
+      "# max_pinned_bytes: 4G\n"
+      "socket: \"/run/x/max_pinned_bytes: 4G\"\n",
+      "other.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket(), "/run/x/max_pinned_bytes: 4G");
+  EXPECT_EQ(config->max_pinned_bytes(), 0u);
+  auto threads = ParseConfigText("io_threads: 4G\n", "threads.conf");
+  ASSERT_FALSE(threads.ok());
+  EXPECT_THAT(threads.status().message(), HasSubstr("give a whole number"));
+}
+
+TEST(ConfigFileTest, MistakesComeWithWhatToWrite) {
+  struct Case {
+    std::string line;
+    std::string hint;
+  };
+  const std::vector<Case> cases = {
+      {"peer_listen: 127.0.0.1:7471",
+       "quote the value: peer_listen: \"127.0.0.1:7471\""},
+      {"transport: tcp  # no quotes", "quote the value: transport: \"tcp\""},
+      {"max_pinned_bytes: 4X", "give bytes or a size like 4G"},
+      {"max_pinned_bytes: 0.3K", "whole number of bytes"},
+      {"qps_per_peer: \"four\"", "give a whole number"},
+      {"keep_regions_on_restart: 3", "give true or false"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    auto config = ParseConfigText("log_level: \"info\"\n" + c.line + "\n",
+                                  "hint.conf");
+    ASSERT_FALSE(config.ok()) << "accepted";
+    EXPECT_THAT(config.status().message(), HasSubstr("hint.conf:2:"));
+    EXPECT_THAT(config.status().message(), HasSubstr(c.hint));
+  }
 }
 
 TEST(ConfigFileTest, FieldGivenTwiceIsAnError) {
@@ -232,6 +286,22 @@ TEST(ConfigFileTest, DeployExamplesAreValid) {
   auto config = ParseConfigText(text, "rdmad-daemonset.yaml ConfigMap");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_NE(config->max_pinned_bytes(), 0u);
+  // The sockets are not every pod's: 0660 and a group that the daemon's
+  // pod carries (so it may give the sockets to it) and client pods add.
+  EXPECT_EQ(config->socket_mode(), "0660");
+  ASSERT_FALSE(config->socket_group().empty());
+  std::ifstream yaml(std::filesystem::path(RDMAD_DEPLOY_DIR) / "kubernetes" /
+                     "rdmad-daemonset.yaml");
+  const std::string all((std::istreambuf_iterator<char>(yaml)),
+                        std::istreambuf_iterator<char>());
+  EXPECT_THAT(all, HasSubstr(absl::StrCat("supplementalGroups: [",
+                                          config->socket_group(), "]")));
+  // The image publishes the data port it fixes.
+  std::ifstream docker(std::filesystem::path(RDMAD_DEPLOY_DIR) / "Dockerfile");
+  const std::string image((std::istreambuf_iterator<char>(docker)),
+                          std::istreambuf_iterator<char>());
+  EXPECT_THAT(image, HasSubstr("EXPOSE 7471 7472 9471"));
+  EXPECT_THAT(image, HasSubstr("\"--data_listen\", \"0.0.0.0:7472\""));
 }
 
 // Every kind of malformed config is refused with FILE:LINE:COLUMN and the
