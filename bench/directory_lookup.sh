@@ -8,7 +8,7 @@
 # Two figures per row: the median inside the daemon (LookupRegion's
 # latency_ns: what a transfer by name pays) and the median wall time of one
 # command (rdmactl / etcdctl process start included: the like-for-like
-# comparison with etcdctl). Needs etcd-server and etcd-client (setup.sh).
+# comparison with etcdctl). Needs etcd-server and etcd-client (scripts/deps.sh test).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

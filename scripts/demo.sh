@@ -9,7 +9,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
-"$here/scripts/setup.sh" "$build" >/dev/null
+# Only what the demo runs: the build's packages and etcd, then the daemon,
+# rdmactl and the example (compiled eight sources at a time, which is
+# quickest from scratch). scripts/test.sh installs and builds the rest.
+"$here/scripts/deps.sh" build demo >/dev/null
+cmake -S "$here" -B "$build" -G Ninja -DRDMAD_UNITY_BUILD=ON >/dev/null
+cmake --build "$build" --target rdmad rdmactl hello_transfer >/dev/null
 
 rdmad="$build/daemon/rdmad"
 rdmactl="$build/client/rdmactl/rdmactl"
@@ -75,7 +80,7 @@ echo "== A's view of its peer"
 echo
 
 # The cluster directory (docs/DIRECTORY.md): with etcd, regions are found by
-# name alone. setup.sh installs etcd-server; skipped where it is missing.
+# name alone. deps.sh demo installs etcd-server; skipped where it is missing.
 if command -v etcd >/dev/null; then
   echo
   echo "== cluster directory: etcd and two daemons C and D that use it"

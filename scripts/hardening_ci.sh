@@ -4,7 +4,7 @@
 #      time from the seed corpus in fuzz/corpus (copied, so the repository
 #      is not touched);
 #   2. a ThreadSanitizer build running every unit and integration test.
-# Budget: measured in docs/SECURITY.md (most of it is the TSan build).
+# Budget: measured in docs/DEVELOPMENT.md (most of it is the TSan build).
 #
 #   scripts/hardening_ci.sh BUILD_PREFIX
 #   FUZZ_SECONDS=45   seconds per fuzz target

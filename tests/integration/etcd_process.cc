@@ -42,8 +42,8 @@ std::string EtcdBinary() {
 
 std::string EtcdMissingReason() {
   if (!EtcdBinary().empty()) return "";
-  return "no etcd binary (install Debian's etcd-server: scripts/setup.sh "
-         "does; or set ETCD_BINARY)";
+  return "no etcd binary (install Debian's etcd-server: scripts/deps.sh "
+         "demo does; or set ETCD_BINARY)";
 }
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(

@@ -60,7 +60,7 @@ echo "rdmad: info and contents OK"
 
 # Debian policy as lintian checks it: zero errors.
 command -v lintian >/dev/null ||
-  fail "lintian is not installed (scripts/setup.sh installs it)"
+  fail "lintian is not installed (scripts/deps.sh test installs it)"
 lint="$(lintian --allow-root --fail-on error "$out"/*.deb 2>&1)" || {
   echo "$lint"; fail "lintian reports errors"; }
 [[ -z "$lint" ]] || echo "$lint"
