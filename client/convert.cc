@@ -67,6 +67,9 @@ DaemonStatus FromProto(const v1::GetStatusResponse& s) {
   out.transport_reason = s.transport_reason();
   out.local_socket = s.local_socket();
   out.peer_address = s.peer_listen();
+  out.data_listen = s.data_listen();
+  out.metrics_url = s.metrics_url();
+  out.config_file = s.config_file();
   out.device_count = s.device_count();
   out.region_count = s.region_count();
   out.region_bytes = s.region_bytes();

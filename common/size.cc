@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace rdmad {
 namespace {
@@ -115,6 +116,14 @@ std::string FormatSize(uint64_t bytes) {
     }
   }
   return absl::StrCat(bytes);
+}
+
+std::string ByteCount(uint64_t bytes) {
+  const std::string human = HumanSize(bytes);
+  // HumanSize rounds to one decimal; keep it only where it is exact.
+  auto parsed = ParseSize(absl::StrReplaceAll(human, {{" ", ""}}));
+  if (parsed.ok() && *parsed == bytes) return human;
+  return absl::StrCat(bytes, " B");
 }
 
 std::string HumanSize(uint64_t bytes) {

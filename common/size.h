@@ -28,6 +28,11 @@ std::string FormatSize(uint64_t bytes);
 // "4 KiB", "1.5 MiB", "16 EiB". Exact multiples print without a decimal.
 std::string HumanSize(uint64_t bytes);
 
+// A count of bytes for messages, exact and in one style: "1 B", "512 B",
+// "4 KiB", "1.5 MiB" where the binary unit says it exactly (at most one
+// decimal), else the bytes ("1048577 B").
+std::string ByteCount(uint64_t bytes);
+
 // Checks that [offset, offset+length) lies inside a region of `size` bytes
 // without computing offset+length (which may overflow). Zero length is
 // rejected: every transfer moves at least one byte.

@@ -124,7 +124,7 @@ const std::string& Daemon::peer_address() const {
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
-    const v1::DaemonConfig& input) {
+    const v1::DaemonConfig& input, std::string config_file) {
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   // 1. Configuration: defaults, checks, values resolved once.
@@ -137,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   id.version = RDMAD_VERSION;
   id.incarnation = SecureRandom64();
   id.local_socket = config.socket();
+  id.config_file = std::move(config_file);
   id.started = absl::Now();
   id.memlock_limit = RaiseMemlockLimit();
   const uint64_t file_limit = RaiseFileLimit();
@@ -203,6 +204,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
         d.metrics_server,
         StartMetricsListener(config, d.metrics->collectable()));
     spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
+    d.state.metrics_address.Set(d.metrics_server->address());
   }
   // The TCP data listener serves this daemon's exported regions.
   RDMAD_ASSIGN_OR_RETURN(

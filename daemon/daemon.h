@@ -20,8 +20,10 @@ class Daemon {
  public:
   // Discovers devices, builds the core and starts both gRPC servers and the
   // session socket. On error nothing is left running or bound.
+  // `config_file` is the file `config` was read from ("" for none), for
+  // rdmactl status.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
-      const v1::DaemonConfig& config);
+      const v1::DaemonConfig& config, std::string config_file = "");
 
   // Ends in-flight calls with a status, closes every session (freeing its
   // buffers), frees daemon-owned regions and removes the socket files.

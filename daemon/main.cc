@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
   // Under systemd (Type=notify): READY=1 only now that both gRPC servers
   // listen; a no-op elsewhere.
   rdmad::service::SystemdNotifier notifier;
-  auto daemon = rdmad::Daemon::Start(config);
+  auto daemon = rdmad::Daemon::Start(config, absl::GetFlag(FLAGS_config));
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
     notifier.Status(absl::StrCat("cannot start: ", daemon.status().message()));

@@ -276,6 +276,7 @@ absl::Status FillCommand(const CommandSpec& spec,
         inv.help_topic = pos[0];
       }
       return absl::OkStatus();
+    case Command::kVersion:  // a global option, not a command of its own
     case Command::kStatus:
     case Command::kDevices:
     case Command::kPeers:
@@ -480,6 +481,7 @@ absl::StatusOr<Invocation> ParseCommandLine(
   std::vector<std::string> positional;
   std::map<std::string, std::string> command_options;
   bool help = false;
+  bool version = false;
   bool options_done = false;
 
   for (size_t i = 0; i < args.size(); ++i) {
@@ -541,6 +543,8 @@ absl::StatusOr<Invocation> ParseCommandLine(
       inv.global.json = true;
     } else if (name == "help") {
       help = true;
+    } else if (name == "version") {
+      version = true;
     } else {
       // A command option; checked against the command once it is known
       // (it may come before the command on the line). Flags store "".
@@ -548,6 +552,10 @@ absl::StatusOr<Invocation> ParseCommandLine(
     }
   }
 
+  if (version && !help) {
+    inv.command = Command::kVersion;
+    return inv;
+  }
   if (help || spec == nullptr) {
     // `rdmactl`, `rdmactl --help`, `rdmactl COMMAND --help`.
     if (spec == nullptr && !help) {

@@ -58,6 +58,7 @@ enum class Command {
   kBench,
   kLs,
   kLookup,
+  kVersion,  // --version
 };
 
 struct GlobalOptions {

@@ -12,6 +12,7 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"socket", 0, true, true},      {"timeout", 0, true, true},
     {"json", 0, false, true},       {"help", 'h', false, true},
+    {"version", 0, false, true},
     {"export", 0, true, false},     {"length", 0, true, false},
     {"output", 'o', true, false},   {"peer", 0, true, false},
     {"region", 0, true, false},     {"create-region", 0, false, false},
@@ -300,6 +301,7 @@ std::string Usage() {
       "command)\n"
       "  -h, --help          print help; 'rdmactl COMMAND --help' for one "
       "command\n"
+      "  --version           print rdmactl's version\n"
       "\n"
       "Exit status: 0 done; 1 other failure; 2 usage error; 3 unavailable\n"
       "(daemon or peer unreachable); 4 not found; 5 permission denied; 6 "

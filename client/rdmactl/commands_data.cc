@@ -30,10 +30,7 @@ namespace {
 
 constexpr uint64_t kStagingChunk = uint64_t{64} << 20;
 
-std::string Bytes(uint64_t n) {
-  return n < 1024 ? absl::StrCat(n, " bytes")
-                  : absl::StrCat(n, " bytes (", HumanSize(n), ")");
-}
+std::string Bytes(uint64_t n) { return ByteCount(n); }
 
 // What a command that failed its range check did not do, for the end of
 // its message: a get reads, a put writes, a copy copies.
@@ -59,14 +56,14 @@ absl::Status PastEndError(absl::string_view region, uint64_t size,
       Bytes(size), ")"));
 }
 
-// OUT_OF_RANGE for `data` (e.g. "in.bin: 307200 bytes", "--length 10
-// bytes") that does not fit in `region` of `size` bytes at `offset`,
+// OUT_OF_RANGE for `data` (e.g. "in.bin: 300 KiB", "--length 10 B") that
+// does not fit in `region` of `size` bytes at `offset`,
 // naming every size involved and what was not done.
 absl::Status RangeError(absl::string_view data, absl::string_view region,
                         uint64_t size, uint64_t offset, Untouched untouched) {
   if (offset > size) return PastEndError(region, size, offset);
   return absl::OutOfRangeError(absl::StrCat(
-      data, " do not fit in region '", region, "' at offset ", offset,
+      data, " does not fit in region '", region, "' at offset ", offset,
       ": the region has ", Bytes(size), ", ", Bytes(size - offset),
       " from that offset to its end; ", NothingWas(untouched)));
 }

@@ -6,6 +6,7 @@
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/render.h"
+#include "common/size.h"
 
 namespace rdmad::rdmactl {
 
@@ -125,7 +126,16 @@ absl::Status RunStat(CommandContext& context) {
   if (!client.ok()) return client.status();
   auto info = (*client)->StatRegion(target.region);
   if (!info.ok()) return Failed(absl::StrCat("stat ", target.text), info.status());
-  return context.Answer(RemoteRegionJson(*info), RenderStat(*info));
+  // ADDRESS@OFFSET: where that is, and what follows it; an offset past
+  // the end is an error, not a size shown as if it were not there.
+  const uint64_t offset = target.region.offset;
+  if (offset > info->size) {
+    return Failed(absl::StrCat("stat ", target.text),
+                  absl::OutOfRangeError(absl::StrCat(
+                      "offset ", ByteCount(offset), " is past the end of the "
+                      "region (", ByteCount(info->size), ")")));
+  }
+  return context.Answer(StatJson(*info, offset), RenderStat(*info, offset));
 }
 
 absl::Status RunLs(CommandContext& context) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/rdmactl/args.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
@@ -32,6 +33,12 @@ absl::Status Dispatch(CommandContext& context) {
   switch (context.invocation().command) {
     case Command::kHelp:
       return RunHelp(context);
+    case Command::kVersion: {
+      Json json = Json::Object();
+      json.Set("version", RDMACTL_VERSION);
+      return context.Answer(json, absl::StrCat("rdmactl ", RDMACTL_VERSION,
+                                               "\n"));
+    }
     case Command::kStatus:
       return RunStatus(context);
     case Command::kDevices:

@@ -109,6 +109,11 @@ std::string RenderStatus(const DaemonStatus& s) {
       {"transport", transport},
       {"local socket", OrDash(s.local_socket)},
       {"peer address", OrDash(s.peer_address)},
+      {"data listener", OrDash(s.data_listen)},
+      {"metrics", s.metrics_url.empty() ? std::string("off")
+                                        : s.metrics_url},
+      {"config file", s.config_file.empty() ? std::string("none")
+                                            : s.config_file},
       {"devices", absl::StrCat(s.device_count)},
       {"regions",
        absl::StrCat(s.region_count, " (", HumanSize(s.region_bytes), ")")},
@@ -175,13 +180,19 @@ std::string RenderRemoteRegions(const std::string& peer,
   return table.Render();
 }
 
-std::string RenderStat(const RemoteRegionInfo& r) {
-  return RenderFields({
+std::string RenderStat(const RemoteRegionInfo& r, uint64_t offset) {
+  std::vector<std::pair<std::string, std::string>> fields = {
       {"peer", r.peer.empty() ? std::string("this daemon") : r.peer},
       {"name", OrDash(r.name)},
-      {"size", absl::StrCat(r.size, " bytes (", HumanSize(r.size), ")")},
-      {"export", Str(AccessName(r.access))},
-  });
+      {"size", ByteCount(r.size)},
+  };
+  if (offset != 0 && offset <= r.size) {
+    fields.push_back({"offset", absl::StrCat(ByteCount(offset), ", ",
+                                             ByteCount(r.size - offset),
+                                             " from there to the end")});
+  }
+  fields.push_back({"export", Str(AccessName(r.access))});
+  return RenderFields(fields);
 }
 
 std::string RenderPeers(const std::vector<PeerInfo>& peers) {
@@ -253,6 +264,9 @@ Json StatusJson(const DaemonStatus& s) {
       .Set("transport_reason", s.transport_reason)
       .Set("local_socket", s.local_socket)
       .Set("peer_address", s.peer_address)
+      .Set("data_listen", s.data_listen)
+      .Set("metrics_url", s.metrics_url)
+      .Set("config_file", s.config_file)
       .Set("devices", s.device_count)
       .Set("regions", s.region_count)
       .Set("region_bytes", s.region_bytes)
@@ -362,6 +376,13 @@ Json RemoteRegionJson(const RemoteRegionInfo& r) {
       .Set("name", r.name)
       .Set("size", r.size)
       .Set("export", AccessName(r.access));
+  return out;
+}
+
+Json StatJson(const RemoteRegionInfo& r, uint64_t offset) {
+  Json out = RemoteRegionJson(r);
+  out.Set("offset", offset).Set("bytes_from_offset",
+                                offset <= r.size ? r.size - offset : 0);
   return out;
 }
 

@@ -31,7 +31,9 @@ std::string RenderRegions(const std::vector<RegionInfo>& regions);
 // The exports of the daemon at `peer`.
 std::string RenderRemoteRegions(const std::string& peer,
                                 const std::vector<RemoteRegionInfo>& regions);
-std::string RenderStat(const RemoteRegionInfo& region);
+// One region as `rdmactl stat` shows it; an `offset` (ADDRESS@OFFSET) adds
+// where it is and how many bytes follow it.
+std::string RenderStat(const RemoteRegionInfo& region, uint64_t offset = 0);
 std::string RenderPeers(const std::vector<PeerInfo>& peers);
 // Verbs QPs and TCP connections, each in a table of their own columns.
 std::string RenderQps(const std::vector<QpInfo>& qps);
@@ -48,6 +50,8 @@ Json DevicesJson(const DeviceList& devices);
 Json RegionJson(const RegionInfo& region);
 Json RegionsJson(const std::vector<RegionInfo>& regions);
 Json RemoteRegionJson(const RemoteRegionInfo& region);
+// RemoteRegionJson with "offset" and "bytes_from_offset".
+Json StatJson(const RemoteRegionInfo& region, uint64_t offset);
 Json RemoteRegionsJson(const std::string& peer,
                        const std::vector<RemoteRegionInfo>& regions);
 Json PeersJson(const std::vector<PeerInfo>& peers);

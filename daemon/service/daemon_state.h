@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/device_info.h"
 #include "daemon/core/peer_allow_list.h"
@@ -39,13 +41,34 @@ struct DaemonIdentity {
   std::string local_socket;
   std::string peer_listen;
   std::string data_listen;  // HOST:PORT of the TCP data listener, as bound
+  std::string config_file;  // the file --config named; "" for none
   absl::Time started;
   uint64_t memlock_limit = 0;  // 0 = unlimited
+};
+
+// The Prometheus endpoint's address, which a reload may change while the
+// services read it. Thread-safe.
+class MetricsAddress {
+ public:
+  void Set(std::string address) {
+    absl::MutexLock lock(&mu_);
+    address_ = std::move(address);
+  }
+  // HOST:PORT, "" when metrics are off.
+  std::string Get() const {
+    absl::MutexLock lock(&mu_);
+    return address_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string address_ ABSL_GUARDED_BY(mu_);
 };
 
 // Pointers are not owned; all outlive the services.
 struct DaemonState {
   DaemonIdentity identity;
+  MetricsAddress metrics_address;
   std::vector<core::DeviceInfo> devices;
   core::SessionTable* sessions = nullptr;
   core::RegionTable* regions = nullptr;

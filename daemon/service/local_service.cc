@@ -108,6 +108,12 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   response->set_max_pinned_bytes_source(
       state_->regions->limits().max_pinned_bytes_source);
   response->set_pinned_bytes(totals.pinned_bytes);
+  response->set_data_listen(id.data_listen);
+  if (const std::string metrics = state_->metrics_address.Get();
+      !metrics.empty()) {
+    response->set_metrics_url(absl::StrCat("http://", metrics, "/metrics"));
+  }
+  response->set_config_file(id.config_file);
   if (state_->directory != nullptr) {
     ToProto(state_->directory->state(), response->mutable_directory());
   }

@@ -114,6 +114,9 @@ struct DaemonStatus {
   uint64_t pinned_bytes = 0;            // held now, counted against the cap
   // The cluster directory; nullopt when the daemon has none.
   std::optional<DirectoryStatus> directory;
+  std::string data_listen;  // HOST:PORT of its TCP data listener
+  std::string metrics_url;  // its Prometheus endpoint; "" when off
+  std::string config_file;  // the config file it read; "" for none
 };
 
 struct GidInfo {

@@ -80,6 +80,18 @@ TEST(ParseSizeTest, RejectsOverflow) {
   EXPECT_EQ(*ParseSize("16777215T"), 16777215ull << 40);
 }
 
+TEST(ByteCountTest, OneStyleAndAlwaysExact) {
+  EXPECT_EQ(ByteCount(0), "0 B");
+  EXPECT_EQ(ByteCount(1), "1 B");
+  EXPECT_EQ(ByteCount(1023), "1023 B");
+  EXPECT_EQ(ByteCount(4096), "4 KiB");
+  EXPECT_EQ(ByteCount(3u << 19), "1.5 MiB");
+  EXPECT_EQ(ByteCount(64ull << 30), "64 GiB");
+  // Where one decimal would round, the bytes themselves.
+  EXPECT_EQ(ByteCount((1u << 20) + 1), "1048577 B");
+  EXPECT_EQ(ByteCount(65537), "65537 B");
+}
+
 TEST(FormatSizeTest, ExactBinaryUnits) {
   EXPECT_EQ(FormatSize(0), "0");
   EXPECT_EQ(FormatSize(1000), "1000");
