@@ -79,7 +79,8 @@ constexpr CommandSpec kCommands[] = {
      "size and export of one region (local or remote)",
      "Prints the size and export of the region at ADDRESS: a local region\n"
      "(NAME), one a peer exports (HOST:PORT/NAME; asked from that daemon),\n"
-     "or the one a descriptor names (\"rdmad1:...\").\n",
+     "or the one a descriptor names (\"rdmad1:...\"). With ADDRESS@OFFSET,\n"
+     "also the offset and how many bytes follow it (past the end: exit 7).\n",
      1, 1, {}},
     {"alloc", Command::kAlloc,
      "NAME SIZE [--export r|w|rw] [--mode MODE] [--group GROUP]",
