@@ -21,7 +21,7 @@
 #
 # Every measurement runs BENCH_RUNS times (default 3), interleaved so that
 # each reference ran in the same load as what it is compared with; the
-# table shows the median and [min..max]. Checks issue 14's targets and
+# table shows the median and [min..max]. Checks these targets and
 # exits 3 when one is missed (BENCH_NO_TARGETS=1: only print):
 #   ring local p50 <= 5 us, p99 <= 25 us, p50 <= 3x the floor's p50;
 #   >= 1M ops/s per engine thread with batches of 16 or more;
@@ -251,7 +251,7 @@ checks.append(("batched ops/s per engine thread (best of 16, 64)",
 check("daemon CPU per op, batch 16 (us)", med(batched[16][1]), 2.0, "%.2f")
 check("remote ring p50 / sockperf RTT p50",
       med(ratios(rring50, sp50)) if any(sp50) else None, 2.0, "%.2fx")
-print("\ntargets (issue 14):")
+print("\ntargets:")
 for name, ok, value, limit in checks:
     print("  %-50s %10s  limit %-8s %s" % (name, value, limit,
                                            "met" if ok else "MISSED"))

@@ -1,9 +1,9 @@
 // The cluster directory end to end: a real etcd (Debian etcd-server) on
 // loopback and three rdmad daemons using it, driven through the client
-// library. Covers issue 16's "done means": export on one daemon and
-// transfer by name from another, a move followed by transfers, a SIGKILLed
-// daemon's entries gone within its lease TTL + 2 s, etcd stopped and
-// restarted mid-run, and a name race that exactly one daemon wins.
+// library. Covers export on one daemon and transfer by name from another,
+// a move followed by transfers, a SIGKILLed daemon's entries gone within
+// its lease TTL + 2 s, etcd stopped and restarted mid-run, and a name race
+// that exactly one daemon wins.
 #include <cstring>
 #include <memory>
 #include <string>
