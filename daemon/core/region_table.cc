@@ -17,6 +17,16 @@ std::string DescribeKey(const RegionKey& key) {
   return absl::StrCat("region '", key.name, "'");
 }
 
+absl::Status CheckExportHasName(const AllocateOptions& options) {
+  if (options.export_access == RemoteAccess::kNone || !options.name.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "export_access needs a name: only named regions can be exported, so "
+      "that peers can resolve them; give the region a name or leave "
+      "export_access unset");
+}
+
 RegionTable::RegionTable(MemoryRegistrar* registrar, RegionLimits limits,
                          RegionKeeper* keeper)
     : registrar_(registrar), limits_(limits), keeper_(keeper) {}
@@ -47,6 +57,7 @@ absl::Status RegionTable::CheckNew(const Caller& caller,
         "a daemon-owned region needs a name, so it can be found and freed "
         "later");
   }
+  RDMAD_RETURN_IF_ERROR(CheckExportHasName(options));
   if (!options.daemon_owned && (options.mode != 0 || options.group)) {
     return absl::InvalidArgumentError(
         "mode and group apply to daemon-owned named regions; a session "

@@ -63,6 +63,12 @@ struct AllocateOptions {
   std::optional<uint32_t> group;
 };
 
+// INVALID_ARGUMENT when `options` asks for an export without a name: only
+// named regions can be exported (peers resolve them by name). Also checked
+// by Allocate and Adopt; the service calls it first where a failure later
+// would cost the client its passed descriptor.
+absl::Status CheckExportHasName(const AllocateOptions& options);
+
 // What one uid holds, for quotas.
 struct UidUsage {
   uint64_t regions = 0;

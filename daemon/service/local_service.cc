@@ -264,13 +264,16 @@ grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
   }
   auto access = AccessFromProto(request->export_access(), "export_access");
   if (!access.ok()) return Done(context, access.status());
-  auto fd = state_->session_server->TakePassedFd(caller->session_id,
-                                                 request->fd_token());
-  if (!fd.ok()) return Done(context, fd.status());
   core::AllocateOptions options;
   options.size = request->size();
   options.name = request->name();
   options.export_access = *access;
+  if (absl::Status s = core::CheckExportHasName(options); !s.ok()) {
+    return Done(context, s);
+  }
+  auto fd = state_->session_server->TakePassedFd(caller->session_id,
+                                                 request->fd_token());
+  if (!fd.ok()) return Done(context, fd.status());
   auto region = state_->regions->Adopt(*caller, *std::move(fd), options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());

@@ -409,6 +409,9 @@ TEST_F(ServiceValidationTest, AllocateBuffer) {
       {"export access negative",
        [](auto* r) { r->set_export_access(static_cast<v1::Access>(-1)); },
        Code::INVALID_ARGUMENT},
+      {"export of an unnamed buffer",
+       [](auto* r) { r->set_export_access(v1::ACCESS_READ); },
+       Code::INVALID_ARGUMENT, "only named regions can be exported"},
       {"mode on a session buffer", [](auto* r) { r->set_mode(0600); },
        Code::INVALID_ARGUMENT},
       {"mode with execute bits",
@@ -444,6 +447,9 @@ TEST_F(ServiceValidationTest, RegisterBuffer) {
       {"export access out of range",
        [](auto* r) { r->set_export_access(static_cast<v1::Access>(12)); },
        Code::INVALID_ARGUMENT},
+      {"export of an unnamed buffer",
+       [](auto* r) { r->set_export_access(v1::ACCESS_READ_WRITE); },
+       Code::INVALID_ARGUMENT, "only named regions can be exported"},
   };
   RunTable(&v1::Local::Stub::RegisterBuffer, base, rows);
 }

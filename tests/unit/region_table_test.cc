@@ -231,6 +231,17 @@ TEST_F(RegionTableTest, AnonymousBuffersCannotBeExported) {
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+  // Nor exported at birth: refused, and nothing is made or registered.
+  AllocateOptions exported = Named("", 100, false);
+  exported.export_access = RemoteAccess::kReadWrite;
+  const int registered = registrar_.registered();
+  auto refused = table_.Allocate(kAlice, exported);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("only named regions can be exported"));
+  EXPECT_EQ(registrar_.registered(), registered);
+  EXPECT_EQ(table_.List().size(), 1u);
 }
 
 TEST_F(RegionTableTest, FreeRevokesEvenWhileMemoryIsHeld) {
