@@ -241,7 +241,7 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
         absl::StrCat("state_dir '", path, "' must be an absolute path"));
   }
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "cannot create state_dir ", path, ": ", std::strerror(errno),
         " (its parent must exist and be writable by rdmad)"));
   }
@@ -249,7 +249,7 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
   dir->path = path;
   dir->fd.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir->fd) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "cannot open state_dir ", path, ": ", std::strerror(errno)));
   }
   struct stat st;
@@ -259,7 +259,7 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
   // Its records say who may use each region: whoever could write here
   // could grant themselves any region after the next restart.
   if (st.st_uid != ::geteuid()) {
-    return absl::FailedPreconditionError(
+    return absl::InvalidArgumentError(
         absl::StrCat("state_dir ", path, " belongs to uid ", st.st_uid,
                      ", not to rdmad's "
                      "uid ",
@@ -268,14 +268,14 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
                      "created if missing)"));
   }
   if ((st.st_mode & 022) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return absl::InvalidArgumentError(absl::StrFormat(
         "state_dir %s has mode %04o: others can write to it, and its records "
         "say who may use each region; chmod 700 %s",
         path, st.st_mode & 07777, path));
   }
   if (::flock(dir->fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(
+      return absl::AlreadyExistsError(
           absl::StrCat("state_dir ", path,
                        " is in use by another running rdmad: give "
                        "each daemon a state_dir of its own"));

@@ -37,9 +37,10 @@ namespace rdmad::state {
 class StateDirKeeper final : public RecoveringKeeper {
  public:
   // Opens the directory at `path` (an absolute path), creating it with mode
-  // 0700 if it does not exist, and locks it. FAILED_PRECONDITION when it is
-  // not a directory of this user closed to others' writes, or another
-  // daemon holds it.
+  // 0700 if it does not exist, and locks it. INVALID_ARGUMENT when it is
+  // not a directory of this user closed to others' writes (or cannot be
+  // made one), ALREADY_EXISTS when another daemon holds it: configuration
+  // errors that a restart does not fix (rdmad exits with status 2).
   static absl::StatusOr<std::unique_ptr<StateDirKeeper>> Open(
       const std::string& path);
   ~StateDirKeeper() override;

@@ -5,10 +5,14 @@
 //   - --check-config validates a file and starts nothing (exit 0 or 2);
 //   - under journald each line carries its syslog priority, no timestamp;
 //   - a start that cannot make its socket exits 2 without a "stopped";
+//   - a state_dir it must refuse (others can write it, another owner, a
+//     relative path) exits with status 2 as well;
 //   - SIGTERM ends an idle daemon promptly even with a client connected and
 //     idle (it used to wait out the whole 5 s grace period).
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -152,6 +156,30 @@ TEST_F(DaemonMainTest, AStartThatCannotMakeItsSocketExitsTwoQuietly) {
   EXPECT_THAT(r.err, HasSubstr("cannot start"));
   // It never ran: no "stopped" line before the reason.
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("stopped"))) << r.err;
+}
+
+// A state_dir the daemon must refuse is a configuration error like any
+// other: exit status 2, which the unit does not restart (a restart would
+// refuse it again).
+TEST_F(DaemonMainTest, RefusedStateDirExitsTwo) {
+  const std::string open_dir = dir_.path() + "/open";
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"others_can_write", open_dir}, {"relative", "relative/state"}};
+  if (::geteuid() == 0) {
+    const std::string theirs = dir_.path() + "/theirs";
+    ASSERT_EQ(::mkdir(theirs.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    cases.emplace_back("another_owner", theirs);
+  }
+  for (const auto& [name, state_dir] : cases) {
+    SCOPED_TRACE(name);
+    ProcessResult r =
+        RunWithConfig(name, absl::StrCat("state_dir: \"", state_dir, "\"\n"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("state_dir"));
+  }
 }
 
 TEST_F(DaemonMainTest, SigtermEndsAnIdleDaemonPromptlyWithAClientConnected) {

@@ -94,7 +94,7 @@ TEST_F(StateDirKeeperTest, OneDaemonAtATime) {
   ASSERT_NE(first, nullptr);
   auto second = StateDirKeeper::Open(dir_);
   ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(second.status().message(), HasSubstr("in use by another"));
   first.reset();
   EXPECT_TRUE(StateDirKeeper::Open(dir_).ok());
@@ -105,10 +105,12 @@ TEST_F(StateDirKeeperTest, RefusesADirectoryOthersCanWrite) {
   ASSERT_EQ(::chmod(dir_.c_str(), 0770), 0);
   auto keeper = StateDirKeeper::Open(dir_);
   ASSERT_FALSE(keeper.ok());
-  EXPECT_EQ(keeper.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(keeper.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(keeper.status().message(), HasSubstr("chmod 700"));
-  EXPECT_FALSE(StateDirKeeper::Open("relative/dir").ok());
-  EXPECT_FALSE(StateDirKeeper::Open(scratch_ / "no/such/parent").ok());
+  EXPECT_EQ(StateDirKeeper::Open("relative/dir").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateDirKeeper::Open(scratch_ / "no/such/parent").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StateDirKeeperTest, RegionsComeBackWithTheirBytesAndRecords) {
