@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -81,11 +82,15 @@ core::RegionLimits RegionLimitsFor(const v1::DaemonConfig& config,
   // Pinned memory is counted against the locked-memory limit only where
   // memory is pinned (verbs); see core/pinned_cap.h.
   const core::PinnedCap cap = core::ChoosePinnedCap(
-      pins_memory, config.max_pinned_bytes(), memlock_limit);
+      pins_memory, config.max_pinned_bytes(), memlock_limit, PhysicalMemory());
   limits.max_pinned_bytes = cap.bytes;
   limits.max_pinned_bytes_source = cap.source;
   limits.max_region_size = PhysicalMemory();
-  limits.max_pinned_bytes_per_uid = config.quota_pinned_bytes_per_uid();
+  limits.max_pinned_bytes_per_uid = core::ChooseUidBytesQuota(
+      config.has_quota_pinned_bytes_per_uid()
+          ? std::optional<uint64_t>(config.quota_pinned_bytes_per_uid())
+          : std::nullopt,
+      cap);
   limits.max_regions_per_uid = config.quota_regions_per_uid();
   for (const auto& device : devices) {
     if (device.limits.max_mr_size != 0) {

@@ -169,7 +169,8 @@ TEST(DaemonPortsTest, ASecondDaemonOnATakenPortStopsAndNamesTheHolder) {
 
 // The default `ulimit -l` of 8 MiB says nothing about a TCP-only daemon,
 // which pins nothing: an 80 MiB region, and staging buffers of several MiB,
-// must work there.
+// must work there. What caps its regions instead is half of the node's
+// memory, and one uid may hold half of that.
 TEST(DaemonLimitsTest, TcpDaemonIsNotCappedByTheLockedMemoryLimit) {
   TempDir dir;
   auto d = DaemonProcess::Start(
@@ -182,8 +183,12 @@ TEST(DaemonLimitsTest, TcpDaemonIsNotCappedByTheLockedMemoryLimit) {
   auto status = client->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->memlock_limit, std::optional<uint64_t>(8u << 20));
-  EXPECT_EQ(status->max_pinned_bytes, std::nullopt);
-  EXPECT_THAT(status->max_pinned_bytes_source, HasSubstr("nothing is pinned"));
+  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(status->max_pinned_bytes, std::optional<uint64_t>(memory / 2));
+  EXPECT_THAT(status->max_pinned_bytes_source,
+              HasSubstr("half of this node's"));
+  EXPECT_THAT(status->max_pinned_bytes_source, HasSubstr("no RDMA device"));
 
   auto kv = client->CreateRegion("kv", 80u << 20, Access::kReadWrite);
   ASSERT_TRUE(kv.ok()) << kv.status();
@@ -196,12 +201,22 @@ TEST(DaemonLimitsTest, TcpDaemonIsNotCappedByTheLockedMemoryLimit) {
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->pinned_bytes, 96u << 20);
 
+  // One uid may hold half of the cap (quota_pinned_bytes_per_uid unset):
+  // more than a quarter of the node's memory is refused, naming the quota.
+  // (Refused before any memory is made: nothing is allocated here.)
+  auto greedy =
+      client->CreateRegion("greedy", memory / 4 + (1u << 20), Access::kNone);
+  ASSERT_FALSE(greedy.ok());
+  EXPECT_EQ(greedy.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(greedy.status().message(),
+              HasSubstr("quota_pinned_bytes_per_uid"));
+
   // rdmactl status shows the cap in force, not only the OS limit.
   ProcessResult shown =
       RunProcess({RdmactlBinary(), "--socket", (*d)->socket(), "status"});
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("memlock limit:     8 MiB"));
-  EXPECT_THAT(shown.out, HasSubstr("max pinned bytes:  none (no RDMA device"));
+  EXPECT_THAT(shown.out, HasSubstr("(half of this node's"));
 }
 
 TEST(DaemonLimitsTest, ConfiguredCapIsNamedWithSizesPeopleRead) {
