@@ -186,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     peer::PeerTableOptions table;
     table.mode = d.resolved.transport;
     table.max_peers = config.max_peers();
+    table.max_peers_per_uid = config.max_peers_per_uid();
     d.peers = std::make_unique<peer::PeerTable>(table, d.connector.get(),
                                                 d.timers.get());
   }

@@ -36,6 +36,7 @@ namespace {
 
 constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
 constexpr char kDefaultPeerListen[] = "0.0.0.0:7471";
+constexpr uint32_t kDefaultMaxPeers = 1024;
 
 // Collects text-format errors as "SOURCE:LINE:COLUMN: message". The
 // parser's own messages name unknown fields, but for a malformed value they
@@ -366,6 +367,9 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   }
   CheckAtMost("io_threads", config.io_threads(), 64, "", errors);
   CheckAtMost("max_peers", config.max_peers(), 1u << 20, "", errors);
+  CheckAtMost("max_peers_per_uid", config.max_peers_per_uid(),
+              config.max_peers() != 0 ? config.max_peers() : kDefaultMaxPeers,
+              " (max_peers)", errors);
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);
@@ -476,7 +480,10 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   if (config.log_level().empty()) config.set_log_level("info");
   if (config.socket_mode().empty()) config.set_socket_mode("0666");
   if (config.io_threads() == 0) config.set_io_threads(2);
-  if (config.max_peers() == 0) config.set_max_peers(1024);
+  if (config.max_peers() == 0) config.set_max_peers(kDefaultMaxPeers);
+  if (config.max_peers_per_uid() == 0) {
+    config.set_max_peers_per_uid(std::max(1u, config.max_peers() / 2));
+  }
   if (config.engine_threads() == 0) config.set_engine_threads(1);
   if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);
   if (config.data_listen().empty()) {

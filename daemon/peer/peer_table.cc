@@ -1,6 +1,7 @@
 #include "daemon/peer/peer_table.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -81,23 +82,88 @@ absl::Status PeerTable::TakeNewPeerToken(uint32_t uid, absl::Time now) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<RemotePeer> PeerTable::Victim(absl::Time now) const {
-  std::shared_ptr<RemotePeer> failed, idle;
-  absl::Time failed_at = absl::InfiniteFuture(), idle_since = now;
+// The best peer to forget among those offered: a failed one (the oldest
+// failure first), else the idlest.
+class PeerTable::Candidates {
+ public:
+  void Offer(const std::shared_ptr<RemotePeer>& peer,
+             const PeerConnectionSnapshot& s) {
+    if (s.state == PeerState::kFailed) {
+      if (s.failed_at < failed_at_) {
+        failed_ = peer;
+        failed_at_ = s.failed_at;
+      }
+    } else if (LastUsed(*peer) < idle_since_) {
+      idle_ = peer;
+      idle_since_ = LastUsed(*peer);
+    }
+  }
+  std::shared_ptr<RemotePeer> Best() const {
+    return failed_ != nullptr ? failed_ : idle_;
+  }
+
+ private:
+  std::shared_ptr<RemotePeer> failed_, idle_;
+  absl::Time failed_at_ = absl::InfiniteFuture();
+  absl::Time idle_since_ = absl::InfiniteFuture();
+};
+
+absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::MakeRoomFor(
+    uint32_t uid, absl::Time now) const {
+  const auto mine_it = held_.find(uid);
+  const size_t mine = mine_it != held_.end() ? mine_it->second : 0;
+  const bool at_bound = mine >= options_.max_peers_per_uid;
+  if (!at_bound && peers_.size() < options_.max_peers) return nullptr;
+  // One pass: per holder, the peer it could best give up; and, whoever
+  // holds them, failed and long-idle peers. Peers with transfers under way
+  // or waiting for their handshake are never offered.
+  absl::flat_hash_map<uint32_t, Candidates> by_holder;
+  Candidates stale;
   for (const auto& [address, peer] : peers_) {
     if (peer->in_flight.load() > 0) continue;
     const PeerConnectionSnapshot s = peer->connection->Snapshot();
     if (s.waiters > 0) continue;
-    if (s.state == PeerState::kFailed && s.failed_at < failed_at) {
-      failed = peer;
-      failed_at = s.failed_at;
-    } else if (LastUsed(*peer) + options_.idle_peer_ttl <= now &&
-               LastUsed(*peer) < idle_since) {
-      idle = peer;
-      idle_since = LastUsed(*peer);
+    by_holder[peer->holder_uid].Offer(peer, s);
+    if (s.state == PeerState::kFailed ||
+        LastUsed(*peer) + options_.idle_peer_ttl <= now) {
+      stale.Offer(peer, s);
     }
   }
-  return failed != nullptr ? failed : idle;
+  auto best_of = [&](uint32_t holder) -> std::shared_ptr<RemotePeer> {
+    auto it = by_holder.find(holder);
+    return it != by_holder.end() ? it->second.Best() : nullptr;
+  };
+  if (at_bound) {
+    if (auto own = best_of(uid)) return own;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", uid, " already holds ", mine,
+        " peers (max_peers_per_uid) and each has transfers under way: retry "
+        "once some end, or raise max_peers_per_uid in the rdmad config"));
+  }
+  if (auto any = stale.Best()) return any;
+  // Then the uids that hold more slots than `uid`, the most first, and
+  // last `uid`'s own.
+  std::vector<std::pair<size_t, uint32_t>> holders;
+  for (const auto& [holder, count] : held_) {
+    if (count > mine) holders.emplace_back(count, holder);
+  }
+  std::sort(holders.begin(), holders.end(), std::greater<>());
+  for (const auto& [count, holder] : holders) {
+    if (auto theirs = best_of(holder)) return theirs;
+  }
+  if (auto own = best_of(uid)) return own;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this daemon already talks to ", peers_.size(),
+      " peers (max_peers) and none can make room for uid ", uid,
+      ": those of uids holding more than its ", mine,
+      " have transfers under way; raise max_peers in the rdmad config, or "
+      "retry once transfers to other peers end"));
+}
+
+void PeerTable::Erase(const RemotePeer& peer) {
+  peers_.erase(peer.address);
+  auto it = held_.find(peer.holder_uid);
+  if (it != held_.end() && --it->second == 0) held_.erase(it);
 }
 
 absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
@@ -114,28 +180,24 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
     // Only a new peer needs the time (every transfer comes through here).
     const absl::Time now = timers_->Now();
     if (absl::Status s = ParseHostPort(address).status(); !s.ok()) return s;
-    if (peers_.size() >= options_.max_peers) {
-      evicted = Victim(now);
-      if (evicted == nullptr) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "this daemon already talks to ", peers_.size(),
-            " peers (max_peers) and none is idle: raise max_peers in the "
-            "rdmad config, or retry once transfers to other peers end"));
-      }
-    }
+    auto room = MakeRoomFor(uid, now);
+    if (!room.ok()) return room.status();
+    evicted = *std::move(room);
     if (absl::Status s = TakeNewPeerToken(uid, now); !s.ok()) return s;
-    if (evicted != nullptr) peers_.erase(evicted->address);
-    peer = std::make_shared<RemotePeer>(address, options_.mode, connector_,
+    if (evicted != nullptr) Erase(*evicted);
+    peer = std::make_shared<RemotePeer>(address, uid, options_.mode, connector_,
                                         timers_);
     peer->last_used_ns = absl::ToUnixNanos(now);
     peers_.emplace(address, peer);
+    ++held_[uid];
   }
   if (evicted != nullptr) {
     evicted->connection->Retire(absl::UnavailableError(absl::StrCat(
         "peer ", evicted->address, " was forgotten to make room")));
     connector_->Forget(evicted->address);
-    spdlog::info("forgot peer {} to make room for {}", evicted->address,
-                 address);
+    spdlog::info("forgot peer {} (added for uid {}) to make room for {} ({})",
+                 evicted->address, evicted->holder_uid, address,
+                 absl::StrCat("uid ", uid));
   }
   return peer;
 }
@@ -145,21 +207,16 @@ size_t PeerTable::Sweep() {
   std::vector<std::shared_ptr<RemotePeer>> gone;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = peers_.begin(); it != peers_.end();) {
-      const RemotePeer& peer = *it->second;
-      const PeerConnectionSnapshot s = peer.connection->Snapshot();
+    for (const auto& [address, peer] : peers_) {
+      const PeerConnectionSnapshot s = peer->connection->Snapshot();
       const bool expired =
           s.state == PeerState::kFailed && s.waiters == 0 &&
-          peer.in_flight.load() == 0 &&
-          std::max(s.failed_at, LastUsed(peer)) + options_.failed_peer_ttl <=
+          peer->in_flight.load() == 0 &&
+          std::max(s.failed_at, LastUsed(*peer)) + options_.failed_peer_ttl <=
               now;
-      if (expired) {
-        gone.push_back(it->second);
-        peers_.erase(it++);
-      } else {
-        ++it;
-      }
+      if (expired) gone.push_back(peer);
     }
+    for (const auto& peer : gone) Erase(*peer);
     // Buckets of uids that are full again hold nothing worth keeping.
     for (auto it = buckets_.begin(); it != buckets_.end();) {
       const double refill = absl::ToDoubleSeconds(now - it->second.refilled) *

@@ -5,11 +5,23 @@
 //   TransferFlow    runs transfers: resolve, send, retry once;
 //   PeerConnector   reaches peers' Peer services (gRPC in the daemon, a
 //                   fake in tests).
-// The table is bounded (max_peers). Failed peers with no traffic are
-// forgotten after failed_peer_ttl; when the table is full, failed and then
-// long-idle peers make room, and a new peer is refused RESOURCE_EXHAUSTED
-// if none can. How fast one uid may add peers is limited too, so naming
-// thousands of unreachable addresses cannot grow the daemon.
+// The table is bounded (max_peers), and shared fairly between local users:
+// a peer's slot counts against the uid whose transfer added it, and one uid
+// holds at most max_peers_per_uid slots. Making room for a new peer, in
+// this order:
+//   1. a uid at its own bound gives up its own failed, then idlest, peer;
+//   2. in a full table, a failed peer (anyone's) goes, then one idle for
+//      idle_peer_ttl, then the idlest peer of the uid that holds the most
+//      slots (more than the asking uid holds: one uid cannot take the
+//      slots of another that holds no more than it does), else the asking
+//      uid's own idlest.
+// A peer with transfers in flight or waiting for its handshake never
+// makes room; when none can, the new peer is refused RESOURCE_EXHAUSTED
+// naming the bound. So a local user who names a thousand live addresses
+// of their own cannot deny others new peers: each new peer of another
+// uid takes one of theirs. Failed peers with no traffic are forgotten
+// after failed_peer_ttl. How fast one uid may add peers is limited too, so
+// naming thousands of unreachable addresses cannot grow the daemon.
 //
 // Example:
 //   GrpcPeerConnector connector(connector_options, std::move(connectors));
@@ -43,6 +55,9 @@ struct PeerTableOptions {
   core::TransportMode mode = core::TransportMode::kAuto;
   // Most peers remembered at once (config max_peers).
   size_t max_peers = 1024;
+  // Most of those one uid's transfers may hold (config max_peers_per_uid):
+  // at the bound, that uid's own idlest peer makes room for its next.
+  size_t max_peers_per_uid = 512;
   // A peer whose last handshake failed and that carried no transfer for
   // this long is forgotten (it shows in ListPeers until then).
   absl::Duration failed_peer_ttl = absl::Minutes(1);
@@ -124,9 +139,15 @@ class PeerTable final : public core::RemoteTransfers {
  private:
   // Removes `address` (retiring it). Caller holds no lock.
   void Forget(const std::shared_ptr<RemotePeer>& peer, absl::string_view why);
-  // Picks a peer to make room for a new one, or null.
-  std::shared_ptr<RemotePeer> Victim(absl::Time now) const
+  class Candidates;
+  // Picks the peer that makes room for a new one of `uid` (see the class
+  // comment), or returns RESOURCE_EXHAUSTED saying why none can; null when
+  // no room needs to be made. One pass over the table.
+  absl::StatusOr<std::shared_ptr<RemotePeer>> MakeRoomFor(uint32_t uid,
+                                                          absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Removes `peer` from the table and from its holder's count.
+  void Erase(const RemotePeer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TakeNewPeerToken(uint32_t uid, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleSweep();
@@ -142,6 +163,9 @@ class PeerTable final : public core::RemoteTransfers {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<RemotePeer>> peers_
       ABSL_GUARDED_BY(mu_);
+  // Slots each uid holds (RemotePeer::holder_uid); uids holding none are
+  // not in it.
+  absl::flat_hash_map<uint32_t, size_t> held_ ABSL_GUARDED_BY(mu_);
   struct Bucket {
     double tokens = 0;
     absl::Time refilled;

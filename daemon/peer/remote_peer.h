@@ -17,14 +17,20 @@
 namespace rdmad::peer {
 
 struct RemotePeer {
-  RemotePeer(std::string peer_address, core::TransportMode mode,
-             PeerConnector* connector, runtime::Timers* timers)
+  RemotePeer(std::string peer_address, uint32_t holder,
+             core::TransportMode mode, PeerConnector* connector,
+             runtime::Timers* timers)
       : address(std::move(peer_address)),
-        connection(std::make_shared<PeerConnection>(address, mode, connector,
-                                                    timers)),
+        holder_uid(holder),
+        connection(
+            std::make_shared<PeerConnection>(address, mode, connector, timers)),
         names(std::make_shared<NameCache>(address, connector, timers)) {}
 
   const std::string address;
+  // The local uid whose transfer added this peer: its slot in the table
+  // counts against that uid (PeerTableOptions::max_peers_per_uid), whoever
+  // uses the peer later.
+  const uint32_t holder_uid;
   const std::shared_ptr<PeerConnection> connection;
   const std::shared_ptr<NameCache> names;
 

@@ -6,6 +6,10 @@
 //     sessions ended; everyone else's sessions, old and new, keep working;
 //   - RLIMIT_FSIZE small: a region larger than that is refused with
 //     RESOURCE_EXHAUSTED (EFBIG) instead of SIGXFSZ killing the daemon.
+//   - one local user who runs a daemon of their own and names many live
+//     addresses of it through this daemon holds at most max_peers_per_uid
+//     peer slots, and cannot deny another user new peers once the table is
+//     full: the other user's new peers take that user's idlest slots.
 // Needs root (to run the daemon and the hostile client as other uids);
 // skipped loudly otherwise.
 #include <signal.h>
@@ -16,7 +20,9 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,6 +38,7 @@ using ::testing::HasSubstr;
 // Uids no other test uses: the kernel counts descriptors in flight per user.
 constexpr uint32_t kDaemonUid = 64990;
 constexpr uint32_t kHoarderUid = 64991;
+constexpr uint32_t kPeerHogUid = 64992;
 
 class DaemonLimitsTest : public ::testing::Test {
  protected:
@@ -134,6 +141,76 @@ TEST_F(DaemonLimitsTest, RegionOverTheFileSizeLimitIsRefusedNotFatal) {
   EXPECT_TRUE(client->GetStatus().ok());
   auto small = client->Allocate(512 << 10);
   EXPECT_TRUE(small.ok()) << small.status();
+}
+
+TEST_F(DaemonLimitsTest, OneUidsPeersCannotDenyOtherUidsNewPeers) {
+  // Their own daemon, on every address of this host: through this daemon
+  // it is as many live peers as there are addresses in 127.0.0.0/8.
+  DaemonOptions theirs;
+  theirs.transport = "tcp";
+  theirs.peer_listen = "0.0.0.0:0";
+  theirs.command_prefix = {LIMITED_LAUNCHER_PATH, absl::StrCat(kPeerHogUid),
+                           "-", "-", "--"};
+  auto b = DaemonProcess::Start(dir_.path(), "theirs", theirs);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string& advertised = (*b)->peer_address();
+  const std::string port = advertised.substr(advertised.rfind(':') + 1);
+  {
+    auto cb = Connect(**b);
+    ASSERT_TRUE(cb);
+    ASSERT_TRUE(cb->CreateRegion("dst", 4096, Access::kReadWrite).ok());
+  }
+  // This node's daemon: 8 peer slots, at most 6 for one uid.
+  const std::string config = dir_.path() + "/node.conf";
+  std::ofstream(config) << "max_peers: 8\nmax_peers_per_uid: 6\n";
+  auto a = DaemonProcess::Start(
+      dir_.path(), "node",
+      {.transport = "tcp", .extra_args = {"--config", config}});
+  ASSERT_TRUE(a.ok()) << a.status();
+
+  // The other user names 8 live addresses, one after the other.
+  const std::string uid = absl::StrCat(kPeerHogUid);
+  auto as_them = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {ACCESS_PROBE_PATH, (*a)->socket(), uid,
+                                     uid};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult r = RunProcess(argv, "", absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  ASSERT_EQ(std::atoi(as_them({"alloc", "hog", "4096", "0600"}).c_str()), 0);
+  for (int k = 1; k <= 8; ++k) {
+    const std::string out =
+        as_them({"send", "hog", "dst", absl::StrCat("127.1.0.", k, ":", port)});
+    EXPECT_EQ(std::atoi(out.c_str()), 0) << "peer " << k << ": " << out;
+  }
+  auto root = Connect(**a);
+  ASSERT_TRUE(root);
+  auto count = [&](absl::string_view prefix) {
+    auto peers = root->ListPeers();
+    EXPECT_TRUE(peers.ok()) << peers.status();
+    int n = 0;
+    for (const auto& p : peers.ok() ? *peers : std::vector<PeerInfo>{}) {
+      if (absl::StartsWith(p.address, prefix) && p.state == "READY") ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("127.1."), 6) << "their slots: max_peers_per_uid";
+
+  // Another user (root here) gets new peers: two into the free slots, the
+  // third into the slot of their idlest peer, none refused.
+  auto buffer = root->Allocate(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  for (int k = 1; k <= 3; ++k) {
+    RemoteRegion dst;
+    dst.peer = absl::StrCat("127.2.0.", k, ":", port);
+    dst.name = "dst";
+    auto done = root->Write(*buffer, 0, dst, 0, 16);
+    EXPECT_TRUE(done.ok()) << dst.peer << ": " << done.status();
+  }
+  EXPECT_EQ(count("127.2."), 3);
+  EXPECT_EQ(count("127.1."), 5);
+  EXPECT_THAT((*a)->Log(), HasSubstr("to make room for 127.2.0.3:"));
 }
 
 }  // namespace

@@ -333,11 +333,15 @@ void DaemonProcess::Resume() {
 
 pid_t DaemonProcess::pid() const { return child_ ? child_->pid() : -1; }
 
-std::string DaemonProcess::LogTail() const {
+std::string DaemonProcess::Log() const {
   std::ifstream in(log_path_);
   std::stringstream text;
   text << in.rdbuf();
-  std::string all = text.str();
+  return text.str();
+}
+
+std::string DaemonProcess::LogTail() const {
+  std::string all = Log();
   return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
 }
 

@@ -130,7 +130,9 @@ class DaemonProcess {
   const std::string& socket() const { return socket_; }
   const std::string& peer_address() const { return peer_address_; }
   const std::string& log_path() const { return log_path_; }
+  // The last 4000 characters of its log; Log(): all of it.
   std::string LogTail() const;
+  std::string Log() const;
 
  private:
   DaemonProcess() = default;

@@ -240,6 +240,29 @@ TEST(ConfigFileTest, StateDirMustBeAbsolute) {
   EXPECT_FALSE(config->keep_regions_on_restart());
 }
 
+TEST(ConfigFileTest, OneUidsShareOfThePeerTableDefaultsToHalf) {
+  auto config = ParseConfigText("max_peers: 100\n", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->max_peers_per_uid(), 50u);
+  config = ParseConfigText("", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->max_peers_per_uid(), 512u);
+  config = ParseConfigText("max_peers: 1\n", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->max_peers_per_uid(), 1u) << "never 0";
+  // More than the table holds is a mistake, with or without max_peers.
+  for (const char* text :
+       {"max_peers: 8\nmax_peers_per_uid: 9\n", "max_peers_per_uid: 1025\n"}) {
+    config = ParseConfigText(text, "x.conf");
+    EXPECT_FALSE(config.ok()) << text;
+    EXPECT_THAT(config.status().message(),
+                HasSubstr("field 'max_peers_per_uid'"));
+  }
+}
+
 TEST(ConfigFileTest, ShippedDefaultConfigDocumentsEveryField) {
   std::ifstream in(RDMAD_DEFAULT_CONFIG);
   const std::string text((std::istreambuf_iterator<char>(in)),

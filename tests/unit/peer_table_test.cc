@@ -323,15 +323,101 @@ TEST_F(PeerTableTest, TheTableIsBoundedAndFailedPeersMakeRoom) {
   EXPECT_EQ(table_->size(), 2u);
   EXPECT_EQ(connector_.forgets("10.9.9.9:7471"), 2)
       << "forgotten after the failure and again when evicted";
-  // Two healthy peers in use: a third is refused, and says why.
+  // Two healthy peers with transfers under way: a third is refused, and
+  // says why.
+  for (const char* busy : {kPeer, "10.0.0.3:7471"}) {
+    connector_.channels(busy)[0]->set_hold(true);
+    core::Transfer t = Make(busy, "kv");
+    t.deadline = absl::InfiniteFuture();
+    t.done = [](absl::StatusOr<core::TransferResult>) {};
+    table_->SubmitBatch(absl::MakeSpan(&t, 1));
+  }
   absl::Status s = RunStatus(Make("10.0.0.4:7471", "kv"));
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("max_peers"));
-  // Once one has been idle long enough, it makes room.
-  timers_.Advance(options.idle_peer_ttl + absl::Seconds(1));
+  // Once one is idle, it makes room: the same uid's idlest peer goes.
+  connector_.channels("10.0.0.3:7471")[0]->Release(absl::OkStatus());
   connector_.SetRemote("10.0.0.4:7471", connector_.remote(kPeer));
   EXPECT_TRUE(RunStatus(Make("10.0.0.4:7471", "kv")).ok());
   EXPECT_EQ(table_->size(), 2u);
+  EXPECT_EQ(connector_.forgets("10.0.0.3:7471"), 1);
+  Channel()->Release(absl::OkStatus());
+}
+
+// One uid that fills the table with peers of its own (live, READY, idle)
+// cannot deny another uid new peers: each new peer of the other uid takes
+// the idlest slot of the uid that holds the most, until the two hold as
+// many; from then on each uid makes room from its own.
+TEST_F(PeerTableTest, OneUidFillingTheTableCannotDenyOthersNewPeers) {
+  PeerTableOptions options;
+  options.max_peers = 4;
+  MakeTable(options);
+  auto peer = [](int i) { return absl::StrCat("10.1.0.", i, ":7471"); };
+  for (int i = 1; i <= 7; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  auto use = [&](int i, uint32_t uid) {
+    core::Transfer t = Make(peer(i), "kv");
+    t.uid = uid;
+    absl::Status s = RunStatus(std::move(t));
+    timers_.Advance(absl::Seconds(1));  // so that idleness has an order
+    return s;
+  };
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(use(i, 1000).ok()) << i;
+  ASSERT_TRUE(use(2, 1000).ok());  // 1 is now the idlest, then 3
+  EXPECT_TRUE(use(5, 2000).ok()) << "a full table of another uid's peers";
+  EXPECT_EQ(connector_.forgets(peer(1)), 1);
+  EXPECT_TRUE(use(6, 2000).ok()) << "uid 1000 still holds more";
+  EXPECT_EQ(connector_.forgets(peer(3)), 1);
+  // Two each: uid 2000 now makes room from its own slots (5 is its idlest),
+  // and so does uid 1000.
+  EXPECT_TRUE(use(7, 2000).ok());
+  EXPECT_EQ(connector_.forgets(peer(5)), 1);
+  EXPECT_EQ(connector_.forgets(peer(2)) + connector_.forgets(peer(4)), 0);
+  EXPECT_TRUE(use(1, 1000).ok());
+  EXPECT_EQ(connector_.forgets(peer(4)), 1) << "uid 1000's idlest";
+  EXPECT_EQ(table_->size(), 4u);
+}
+
+// max_peers_per_uid bounds one uid's slots even where the table has room:
+// the uid's own idlest peer makes room for its next one, and a uid whose
+// peers are all busy is refused, naming the bound.
+TEST_F(PeerTableTest, OneUidHoldsAtMostItsShareOfTheSlots) {
+  PeerTableOptions options;
+  options.max_peers = 8;
+  options.max_peers_per_uid = 2;
+  MakeTable(options);
+  auto peer = [](int i) { return absl::StrCat("10.2.0.", i, ":7471"); };
+  for (int i = 1; i <= 4; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  auto make = [&](int i, uint32_t uid) {
+    core::Transfer t = Make(peer(i), "kv");
+    t.uid = uid;
+    return t;
+  };
+  ASSERT_TRUE(RunStatus(make(1, 1000)).ok());
+  timers_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(RunStatus(make(2, 1000)).ok());
+  timers_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(RunStatus(make(3, 1000)).ok());
+  EXPECT_EQ(connector_.forgets(peer(1)), 1) << "its own idlest made room";
+  EXPECT_EQ(table_->size(), 2u);
+  // Another uid is not held to uid 1000's count.
+  ASSERT_TRUE(RunStatus(make(1, 2000)).ok());
+  EXPECT_EQ(table_->size(), 3u);
+  // Both of uid 1000's peers busy: its next peer is refused.
+  for (int i : {2, 3}) {
+    connector_.channels(peer(i)).back()->set_hold(true);
+    core::Transfer t = make(i, 1000);
+    t.deadline = absl::InfiniteFuture();
+    t.done = [](absl::StatusOr<core::TransferResult>) {};
+    table_->SubmitBatch(absl::MakeSpan(&t, 1));
+  }
+  absl::Status s = RunStatus(make(4, 1000));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("uid 1000 already holds 2 peers"));
+  EXPECT_THAT(s.message(), HasSubstr("max_peers_per_uid"));
+  for (int i : {2, 3})
+    connector_.channels(peer(i)).back()->Release(absl::OkStatus());
 }
 
 TEST_F(PeerTableTest, NewPeersPerUidAreRateLimited) {
