@@ -7,12 +7,14 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/size.h"
 #include "common/status_macros.h"
 
 namespace rdmad::core {
@@ -219,9 +221,36 @@ absl::StatusOr<ShmSegment> ShmSegment::CreateFile(int dir_fd,
   return segment;
 }
 
+absl::StatusOr<std::optional<FileExcess>> CutFileBackTo(int fd,
+                                                        uint64_t mapped_size) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, "fstat");
+  const FileExcess held{static_cast<uint64_t>(std::max<off_t>(st.st_size, 0)),
+                        static_cast<uint64_t>(st.st_blocks) * 512};
+  if (held.size <= mapped_size && held.allocated <= mapped_size) {
+    return std::nullopt;
+  }
+  // Also when the size is right: truncating to the same size frees what
+  // was allocated past the end.
+  if (::ftruncate(fd, static_cast<off_t>(mapped_size)) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cutting a ", held.size, "-byte file back to ",
+                            mapped_size, " bytes"));
+  }
+  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, "fstat");
+  if (static_cast<uint64_t>(st.st_size) != mapped_size ||
+      static_cast<uint64_t>(st.st_blocks) * 512 > mapped_size) {
+    return absl::InternalError(absl::StrCat(
+        "a file cut back to ", mapped_size, " bytes still holds ", st.st_size,
+        " bytes (", static_cast<uint64_t>(st.st_blocks) * 512, " allocated)"));
+  }
+  return held;
+}
+
 absl::StatusOr<ShmSegment> ShmSegment::OpenFile(int dir_fd,
                                                 const std::string& name,
-                                                uint64_t size) {
+                                                uint64_t size,
+                                                std::string* cut) {
   // O_NONBLOCK: opening a FIFO or device someone put there must not hang.
   UniqueFd fd(::openat(dir_fd, name.c_str(),
                        O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
@@ -245,6 +274,20 @@ absl::StatusOr<ShmSegment> ShmSegment::OpenFile(int dir_fd,
   }
   RDMAD_ASSIGN_OR_RETURN(ShmSegment segment,
                          MapExisting(std::move(fd), size, name));
+  // Whoever held the descriptor could make the file larger than the region
+  // (a state-directory file cannot be sealed): what lies past the mapping
+  // is no part of the region, and nobody is charged for it.
+  auto excess = CutFileBackTo(segment.fd(), segment.mapped_size());
+  if (!excess.ok()) {
+    return absl::Status(excess.status().code(),
+                        absl::StrCat(name, ": ", excess.status().message()));
+  }
+  if (excess->has_value() && cut != nullptr) {
+    *cut = absl::StrCat(name, " had grown to ", HumanSize((*excess)->size),
+                        " holding ", HumanSize((*excess)->allocated),
+                        " of memory; cut back to the region's ",
+                        HumanSize(segment.mapped_size()));
+  }
   segment.backing_ =
       OnHugetlbfs(segment.fd()) ? "state-file-hugetlb" : "state-file";
   segment.can_shrink_ = true;

@@ -9,6 +9,7 @@
 #define RDMAD_DAEMON_CORE_SHM_SEGMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,22 @@
 #include "common/unique_fd.h"
 
 namespace rdmad::core {
+
+// A file that held more than its region, before CutFileBackTo cut it.
+struct FileExcess {
+  uint64_t size = 0;       // st_size
+  uint64_t allocated = 0;  // st_blocks * 512: the memory it held
+};
+
+// Keeps a state-directory file (which cannot be sealed) to `mapped_size`
+// bytes: truncates whatever lies past them and frees memory allocated past
+// them (fallocate with FALLOC_FL_KEEP_SIZE allocates past the end without
+// growing the file; truncating to the same size frees it). Returns what
+// the file held when it held more than `mapped_size` (size or memory), or
+// nullopt when it did not, so nothing was done. Never touches the first
+// `mapped_size` bytes: a mapping of the region is unaffected.
+absl::StatusOr<std::optional<FileExcess>> CutFileBackTo(int fd,
+                                                        uint64_t mapped_size);
 
 // Move-only owner of a memfd and the daemon's mapping of it.
 class ShmSegment {
@@ -45,10 +62,13 @@ class ShmSegment {
   // OpenFile maps the first `size` bytes of a file CreateFile made in an
   // earlier run. Refuses a symlink, anything but a regular file owned by
   // this user with a single link, and a file shorter than the mapping
-  // (truncated) with a message saying which.
+  // (truncated) with a message saying which. A file that grew past the
+  // mapping, or holds memory past it, is cut back to it first
+  // (CutFileBackTo); `cut` (if not null) then says what it held.
   static absl::StatusOr<ShmSegment> OpenFile(int dir_fd,
                                              const std::string& name,
-                                             uint64_t size);
+                                             uint64_t size,
+                                             std::string* cut = nullptr);
   // AdoptKept maps a memfd that Create() made in an earlier run and the
   // service manager kept: it must still be sealed against shrinking and
   // growing and hold at least the mapping.

@@ -90,6 +90,9 @@ AdoptionSummary KeptRegions::Adopt(core::RegionTable& regions) {
   for (const std::string& note : found.notes) {
     spdlog::info("{}: {}", keeper_->Describe(), note);
   }
+  for (const std::string& warning : found.warnings) {
+    spdlog::warn("{}: {}", keeper_->Describe(), warning);
+  }
   for (RecoveredRegion& region : found.regions) {
     const std::string name = region.info.name;
     const uint64_t size = region.info.size;

@@ -33,6 +33,9 @@ struct Recovery {
   std::vector<SkippedRegion> skipped;
   // Other things worth a log line (leftovers cleaned up, unknown files).
   std::vector<std::string> notes;
+  // Things that were wrong and were put right, worth a warning (a file that
+  // had grown past its region, cut back).
+  std::vector<std::string> warnings;
 };
 
 // A keeper that can also hand back what an earlier daemon kept.

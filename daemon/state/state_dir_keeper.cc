@@ -25,6 +25,7 @@
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "daemon/state/region_record.h"
+#include "daemon/state/state_file_guard.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::state {
@@ -101,6 +102,28 @@ struct StateDirKeeper::Dir {
   std::string path;
   UniqueFd fd;     // holds the flock
   absl::Mutex mu;  // serializes moves into damaged/
+  // Keeps live regions' files at their sizes; declared after `fd`, so that
+  // it stops before the directory is closed.
+  std::unique_ptr<StateFileGuard> guard;
+
+  // Cuts the memory file `name` back to `mapped_size` bytes, if it grew
+  // (see StateFileGuard); logs what it held.
+  void CutBack(const std::string& name, uint64_t mapped_size) {
+    UniqueFd file(::openat(fd.get(), name.c_str(),
+                           O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!file) return;
+    auto excess = core::CutFileBackTo(file.get(), mapped_size);
+    if (!excess.ok()) {
+      spdlog::warn("state directory {}: {}: {}", path, name,
+                   std::string(excess.status().message()));
+    } else if (excess->has_value()) {
+      spdlog::warn(
+          "state directory {}: {} had grown to {} holding {} of memory; cut "
+          "back to its region's {}",
+          path, name, HumanSize((*excess)->size),
+          HumanSize((*excess)->allocated), HumanSize(mapped_size));
+    }
+  }
 
   // Writes a record: a temporary file, fsync, rename over the old one,
   // fsync of the directory. The record is either the old one or the new
@@ -176,8 +199,16 @@ namespace {
 // One region's kept state in the directory.
 class StateDirRegion final : public core::KeptRegion {
  public:
-  StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record)
-      : dir_(std::move(dir)), record_(std::move(record)) {}
+  // `mapped_size`: the bytes of the memory file the region is (its size
+  // rounded up to the file's blocks). From now on the file is kept to them.
+  StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record,
+                 uint64_t mapped_size)
+      : dir_(std::move(dir)),
+        mapped_size_(mapped_size),
+        record_(std::move(record)) {
+    dir_->guard->Watch(MemFile(record_.slot), mapped_size_,
+                       absl::StrCat("region '", record_.info.name, "'"));
+  }
 
   absl::Status SetExportAccess(
       core::RemoteAccess access,
@@ -213,7 +244,9 @@ class StateDirRegion final : public core::KeptRegion {
     absl::MutexLock lock(&mu_);
     if (std::exchange(gone_, true)) return;
     // Record first: a crash in between leaves a memory file without a
-    // record, which the next start removes.
+    // record, which the next start removes. The memory as it was made:
+    // whatever a client's descriptor added goes before the file does.
+    LetGo();
     dir_->Remove(RecFile(record_.slot));
     dir_->Remove(MemFile(record_.slot));
   }
@@ -221,12 +254,20 @@ class StateDirRegion final : public core::KeptRegion {
   void Discard(const std::string& why) override {
     absl::MutexLock lock(&mu_);
     if (std::exchange(gone_, true)) return;
+    LetGo();
     dir_->PutAside(record_.slot,
                    absl::StrCat("region '", record_.info.name, "': ", why));
   }
 
  private:
+  // The file stops being watched, cut back to its region's size.
+  void LetGo() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    dir_->guard->Unwatch(MemFile(record_.slot));
+    dir_->CutBack(MemFile(record_.slot), mapped_size_);
+  }
+
   const std::shared_ptr<StateDirKeeper::Dir> dir_;
+  const uint64_t mapped_size_;
   absl::Mutex mu_;
   RegionRecord record_ ABSL_GUARDED_BY(mu_);
   bool gone_ ABSL_GUARDED_BY(mu_) = false;
@@ -282,6 +323,8 @@ absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("flock of ", path));
   }
+  RDMAD_ASSIGN_OR_RETURN(dir->guard,
+                         StateFileGuard::Start(dir->fd.get(), path));
   return std::unique_ptr<StateDirKeeper>(new StateDirKeeper(std::move(dir)));
 }
 
@@ -334,8 +377,9 @@ absl::StatusOr<core::KeptMemory> StateDirKeeper::Create(
     dir_->Remove(MemFile(record.slot));
     return s;
   }
-  return core::KeptMemory{std::move(segment),
-                          std::make_unique<StateDirRegion>(dir_, record)};
+  const uint64_t mapped_size = segment.mapped_size();
+  return core::KeptMemory{std::move(segment), std::make_unique<StateDirRegion>(
+                                                  dir_, record, mapped_size)};
 }
 
 Recovery StateDirKeeper::Recover() {
@@ -423,15 +467,20 @@ Recovery StateDirKeeper::Recover() {
       skipped(absl::StrCat("its memory file ", MemFile(slot), " is missing"));
       continue;
     }
+    std::string cut;
     auto segment = core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot),
-                                              record->info.size);
+                                              record->info.size, &cut);
     if (!segment.ok()) {
       skipped(absl::StrCat("its memory: ", segment.status().message()));
       continue;
     }
-    found.regions.push_back(
-        RecoveredRegion{record->info, *std::move(segment),
-                        std::make_unique<StateDirRegion>(dir_, *record)});
+    if (!cut.empty()) {
+      found.warnings.push_back(absl::StrCat("kept ", skip.region, ": ", cut));
+    }
+    const uint64_t mapped_size = segment->mapped_size();
+    found.regions.push_back(RecoveredRegion{
+        record->info, *std::move(segment),
+        std::make_unique<StateDirRegion>(dir_, *record, mapped_size)});
   }
   return found;
 }

@@ -13,9 +13,14 @@
 //   - a damaged record and a truncated memory file are skipped, with a
 //     message, and put aside; the other regions are adopted;
 //   - a client that truncates a region's file (it holds its descriptor)
-//     gets errors, never a dead daemon;
+//     gets errors, never a dead daemon; one that grows it (ftruncate,
+//     writes past the end) sees it cut back to the region at once, and at
+//     the next start if no daemon ran; a memfd region's descriptor cannot
+//     change its size at all;
 //   - keep_regions_on_restart: false and rdmactl free give the old
 //     behaviour; two daemons cannot share one state directory.
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +32,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +87,20 @@ class StateDirRestartTest : public ::testing::Test {
     auto daemon = DaemonProcess::Start(tmp_.path(), name);
     EXPECT_TRUE(daemon.ok()) << daemon.status();
     return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  // Creates region `name` (1 MiB, exported read-write, mode 0666) through
+  // `client` and returns the descriptor any client that may write it gets
+  // for it: what such a client can do to the memory itself.
+  static absl::StatusOr<UniqueFd> WritableRegion(Client& client,
+                                                 const DaemonProcess& daemon,
+                                                 const std::string& name) {
+    auto made =
+        client.CreateRegion(name, kMiB, Access::kReadWrite, {.mode = 0666});
+    if (!made.ok()) return made.status();
+    auto raw = testing::RawSession::Open(daemon.socket());
+    if (!raw.ok()) return raw.status();
+    return (*raw)->TakeFd(made->id);
   }
 
   // Restarts `daemon` after SIGKILL or SIGTERM, on the same ports.
@@ -343,14 +363,9 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   ASSERT_TRUE(a && b);
   auto ca = Connect(*a);
   ASSERT_TRUE(ca);
-  auto made =
-      ca->CreateRegion("victim", kMiB, Access::kReadWrite, {.mode = 0666});
-  ASSERT_TRUE(made.ok());
   // Any client that may map the region gets its descriptor: a state-dir
   // file cannot be sealed, so it can shrink it under the daemon.
-  auto raw = testing::RawSession::Open(a->socket());
-  ASSERT_TRUE(raw.ok()) << raw.status();
-  auto fd = (*raw)->TakeFd(made->id);
+  auto fd = WritableRegion(*ca, *a, "victim");
   ASSERT_TRUE(fd.ok()) << fd.status();
   ASSERT_EQ(::ftruncate(fd->get(), 4096), 0);
 
@@ -377,7 +392,6 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
 
   // The next start finds the file truncated and does not adopt it.
   local = absl::InternalError("released");
-  raw->reset();
   ca.reset();
   ASSERT_TRUE(a->Restart().ok());
   EXPECT_THAT(a->LogTail(), HasSubstr("kept region 'victim'"));
@@ -385,6 +399,109 @@ TEST_F(StateDirRestartTest, AClientTruncatingARegionGetsErrorsNotADeadDaemon) {
   auto listed = again->ListRegions();
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 0u);
+}
+
+// What a file holds: its size and the memory allocated to it.
+std::pair<uint64_t, uint64_t> Held(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_size),
+          static_cast<uint64_t>(st.st_blocks) * 512};
+}
+
+// A client with write access holds the state file itself (a tmpfs file
+// cannot be sealed, and a writable shared mapping needs a writable
+// descriptor). Through it: ftruncate to 1 GiB and a 64 MiB write, under a
+// 32 MiB quota. The daemon cuts the file back to its region at once, and a
+// restart cuts back what grew while no daemon ran; the region's own bytes
+// stay, and nobody holds more than the region.
+TEST_F(StateDirRestartTest, AClientCannotGrowAKeptRegionPastItsSize) {
+  WriteConfig("quota_pinned_bytes_per_uid: 33554432\n");
+  auto a = StartKeeping("a");
+  ASSERT_TRUE(a);
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto fd = WritableRegion(*ca, *a, "victim");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  {
+    auto view = ca->MapRegion("victim");
+    ASSERT_TRUE(view.ok()) << view.status();
+    FillPattern(view->data(), kMiB, 5);
+  }
+  const std::vector<char> chunk(kMiB, 'x');
+  auto grow = [&] {
+    (void)::ftruncate(fd->get(), static_cast<off_t>(1024 * kMiB));
+    for (uint64_t i = 0; i < 64; ++i) {
+      (void)::pwrite(fd->get(), chunk.data(), chunk.size(),
+                     static_cast<off_t>((512 + i) * kMiB));
+    }
+  };
+
+  // While the daemon runs: cut back at once.
+  grow();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Held(fd->get()) != std::make_pair(kMiB, kMiB) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Held(fd->get()), std::make_pair(kMiB, kMiB))
+      << "size and allocated bytes of the region's file";
+  EXPECT_LE(testing::UsageOf(state_.state_dir()).bytes, kMiB + 4 * kKiB);
+  EXPECT_THAT(a->Log(), HasSubstr("through a descriptor a client holds; cut "
+                                  "back to the region's 1 MiB"));
+  auto status = ca->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->pinned_bytes, kMiB);
+
+  // While no daemon runs, nothing cuts it back: the next start does,
+  // before it adopts the region.
+  ca.reset();
+  a->Kill();
+  grow();
+  EXPECT_GE(Held(fd->get()).second, 64 * kMiB) << "the growth took place";
+  ASSERT_TRUE(a->Restart().ok()) << a->LogTail();
+  EXPECT_THAT(a->Log(), HasSubstr("had grown to 1 GiB holding 65 MiB of "
+                                  "memory; cut back to the region's 1 MiB"));
+  EXPECT_EQ(Held(fd->get()), std::make_pair(kMiB, kMiB));
+  EXPECT_LE(testing::UsageOf(state_.state_dir()).bytes, kMiB + 4 * kKiB);
+  ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto listed = ca->ListRegions();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].size, kMiB);
+  auto view = ca->MapRegion("victim");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(PatternMismatch(view->data(), kMiB, 5), -1);
+
+  // Freed: the file is cut back before it goes, whoever still holds it.
+  view = absl::InternalError("unmapped");
+  ASSERT_TRUE(ca->FreeRegion("victim").ok());
+  EXPECT_EQ(Held(fd->get()), std::make_pair(kMiB, kMiB));
+  EXPECT_EQ(testing::UsageOf(state_.state_dir()).files, 0);
+}
+
+// A region kept in a memfd (no state_dir: the fd store, or nowhere) is
+// sealed: the descriptor a writer gets cannot change its size at all.
+TEST_F(StateDirRestartTest, AMemfdRegionsDescriptorCannotChangeItsSize) {
+  auto a = StartPlain("a");
+  ASSERT_TRUE(a);
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto fd = WritableRegion(*ca, *a, "sealed");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_EQ(::ftruncate(fd->get(), static_cast<off_t>(1024 * kMiB)), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::ftruncate(fd->get(), 4096), -1);
+  EXPECT_EQ(errno, EPERM);
+  const char byte = 'x';
+  EXPECT_EQ(::pwrite(fd->get(), &byte, 1, static_cast<off_t>(2 * kMiB)), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::fallocate(fd->get(), FALLOC_FL_KEEP_SIZE,
+                        static_cast<off_t>(kMiB), static_cast<off_t>(kMiB)),
+            0);
+  EXPECT_EQ(Held(fd->get()).first, kMiB);
+  EXPECT_LE(Held(fd->get()).second, kMiB);
 }
 
 TEST_F(StateDirRestartTest, FreeAndKeepRegionsOnRestartFalseEndRegions) {

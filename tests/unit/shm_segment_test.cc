@@ -2,16 +2,19 @@
 // (CreateFile/OpenFile) and memfds back from the fd store (AdoptKept). The
 // bytes written by one mapping are there in the next; anything that is not
 // what rdmad made (truncated, a symlink, another mode, unsealed) is refused
-// with a message.
+// with a message; a file that grew past its region is cut back to it
+// (CutFileBackTo), its region's bytes untouched.
 #include "daemon/core/shm_segment.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -75,6 +78,81 @@ TEST_F(StateFileTest, OpenRefusesATruncatedFile) {
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(again.status().message(), HasSubstr("truncated"));
+}
+
+// What a client holding the file's descriptor can do to it: grow it with
+// ftruncate, write past the end, allocate past the end without growing it.
+void GrowThroughAnotherDescriptor(const std::string& path, uint64_t size) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
+  const std::string bytes(64 << 10, 'x');
+  ASSERT_EQ(::pwrite(fd.get(), bytes.data(), bytes.size(),
+                     static_cast<off_t>(size / 2)),
+            static_cast<ssize_t>(bytes.size()));
+  ASSERT_EQ(::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(size),
+                        1 << 20),
+            0);
+}
+
+std::pair<uint64_t, uint64_t> SizeAndAllocated(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_size),
+          static_cast<uint64_t>(st.st_blocks) * 512};
+}
+
+TEST_F(StateFileTest, CutFileBackToLeavesTheRegionAndNothingPastIt) {
+  auto segment = ShmSegment::CreateFile(dir_fd_.get(), "g.mem", 1 << 20);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  std::memcpy(segment->data(), "region bytes", 12);
+  auto none = CutFileBackTo(segment->fd(), segment->mapped_size());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value()) << "nothing to cut";
+
+  GrowThroughAnotherDescriptor(dir_ / "g.mem", 64 << 20);
+  auto excess = CutFileBackTo(segment->fd(), segment->mapped_size());
+  ASSERT_TRUE(excess.ok()) << excess.status();
+  ASSERT_TRUE(excess->has_value());
+  EXPECT_EQ((*excess)->size, 64u << 20);
+  EXPECT_EQ((*excess)->allocated, (1u << 20) + (64u << 10) + (1u << 20));
+  EXPECT_EQ(SizeAndAllocated(dir_ / "g.mem"),
+            std::make_pair(uint64_t{1} << 20, uint64_t{1} << 20));
+  EXPECT_EQ(std::memcmp(segment->data(), "region bytes", 12), 0);
+
+  // Memory allocated past the end alone (the size unchanged) is freed too.
+  {
+    UniqueFd fd(::open((dir_ / "g.mem").c_str(), O_RDWR));
+    ASSERT_EQ(::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 1 << 20, 4 << 20), 0);
+  }
+  excess = CutFileBackTo(segment->fd(), segment->mapped_size());
+  ASSERT_TRUE(excess.ok() && excess->has_value());
+  EXPECT_EQ((*excess)->size, 1u << 20);
+  EXPECT_EQ((*excess)->allocated, 5u << 20);
+  EXPECT_EQ(SizeAndAllocated(dir_ / "g.mem").second, uint64_t{1} << 20);
+}
+
+TEST_F(StateFileTest, OpenCutsBackAFileThatGrewAndSaysWhatItHeld) {
+  {
+    auto segment = ShmSegment::CreateFile(dir_fd_.get(), "h.mem", 1 << 20);
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    std::memcpy(segment->data(), "kept", 4);
+  }
+  GrowThroughAnotherDescriptor(dir_ / "h.mem", 1 << 30);
+  std::string cut;
+  auto again = ShmSegment::OpenFile(dir_fd_.get(), "h.mem", 1 << 20, &cut);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(std::memcmp(again->data(), "kept", 4), 0);
+  EXPECT_EQ(cut,
+            "h.mem had grown to 1 GiB holding 2.1 MiB of memory; cut back to "
+            "the region's 1 MiB");
+  EXPECT_EQ(SizeAndAllocated(dir_ / "h.mem"),
+            std::make_pair(uint64_t{1} << 20, uint64_t{1} << 20));
+  // A file that did not grow says nothing.
+  again = absl::InternalError("unmapped");
+  cut.clear();
+  ASSERT_TRUE(ShmSegment::OpenFile(dir_fd_.get(), "h.mem", 1 << 20, &cut).ok());
+  EXPECT_EQ(cut, "");
 }
 
 TEST_F(StateFileTest, OpenRefusesWhatRdmadDidNotMake) {
