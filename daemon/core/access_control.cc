@@ -71,6 +71,12 @@ absl::StatusOr<RegionAcl> MakeAcl(const Caller& caller, uint32_t mode,
   return acl;
 }
 
+bool TakesRightsAway(const RegionAcl& before, const RegionAcl& after) {
+  constexpr uint32_t kGroupBits = 0060;
+  return (before.mode & ~after.mode) != 0 ||
+         (before.gid != after.gid && (before.mode & kGroupBits) != 0);
+}
+
 std::string FormatMode(uint32_t mode) { return absl::StrFormat("%04o", mode); }
 
 }  // namespace rdmad::core

@@ -62,6 +62,11 @@ absl::Status CheckOwner(const Caller& caller, const RegionAcl& acl,
 absl::StatusOr<RegionAcl> MakeAcl(const Caller& caller, uint32_t mode,
                                   std::optional<uint32_t> group);
 
+// True if changing a region's ACL from `before` to `after` may take access
+// away from someone: a permission bit goes, or the group changes while the
+// group class has bits (the old group's members fall to the others' bits).
+bool TakesRightsAway(const RegionAcl& before, const RegionAcl& after);
+
 // "0640" for messages and listings.
 std::string FormatMode(uint32_t mode);
 

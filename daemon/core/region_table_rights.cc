@@ -1,7 +1,8 @@
 // RegionTable: who may use a region, changed by its owner — remote access
-// (Export) and local permissions (SetPermissions, like chmod/chgrp). For a
-// kept region the keeper's record changes first, so that the next daemon
-// gives the region the rights in force now.
+// (Export) and local permissions (SetPermissions, like chmod/chgrp; one
+// that takes rights away also re-keys the export). For a kept region the
+// keeper's record changes first, so that the next daemon gives the region
+// the rights in force now.
 #include <memory>
 #include <optional>
 #include <utility>
@@ -108,6 +109,18 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
     }
     acl.gid = *group;
   }
+  // A change that takes rights away from someone also ends the keys of the
+  // region's export: a descriptor (GetDescriptor, which needs the local
+  // rights the export grants) is a bearer capability that its holder may
+  // have kept or passed on, and only new keys take it back. Peers that
+  // name the region resolve it again by themselves.
+  const ExportState exported = region->exported();
+  std::unique_ptr<Registration> rekeyed;
+  if (TakesRightsAway(region->acl(), acl) &&
+      exported.access != RemoteAccess::kNone) {
+    RDMAD_ASSIGN_OR_RETURN(
+        rekeyed, Register(region->data(), region->size(), exported.access));
+  }
   // The record first: if it cannot be written, nothing changes, so a
   // restart brings back what is in force now.
   if (KeptRegion* kept = region->kept()) {
@@ -115,6 +128,16 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
   }
   region->SetAcl(acl);
   generation_.fetch_add(1, std::memory_order_release);
+  if (rekeyed != nullptr) {
+    // As a re-export: once this returns, nothing under the old keys
+    // touches the region (or the wait timed out, and the new keys are in
+    // force all the same).
+    absl::Status changed =
+        region->SetExport(exported.access, SecureRandom64(), std::move(rekeyed),
+                          exported.allow, limits_.revoke_drain_timeout);
+    Notify(region->name());
+    RDMAD_RETURN_IF_ERROR(changed);
+  }
   return region;
 }
 

@@ -4,8 +4,9 @@
 //   - socket_group/socket_mode give the Unix sockets that owner and mode;
 //   - a client of another uid (setuid nobody; needs root, skipped loudly
 //     otherwise) is confined to what a region's mode grants;
-//   - revocation: a peer's next access after unexport, re-export and free
-//     fails with a precise status (by name and by saved descriptor);
+//   - revocation: a peer's next access after unexport, re-export, free and
+//     a chmod/chgrp that takes rights away fails with a precise status (by
+//     name and by saved descriptor);
 //   - peer_allow refuses Peer calls and TCP data connections from others;
 //   - mutual TLS between daemons: two daemons with certificates from one
 //     CA move data; a daemon without a certificate, or with one from
@@ -683,56 +684,104 @@ TEST_F(OtherUidTest, StatThroughTheOwnPeerAddressShowsWhatTheModeLeaves) {
 
 // --- revocation -------------------------------------------------------------
 
-TEST(DaemonAccessTest, UnexportReexportAndFreeRevokePeersAccess) {
-  TempDir dir;
-  auto a = Start(dir, "a");
-  auto b = Start(dir, "b");
-  ASSERT_TRUE(a && b);
-  auto ca = Connect(*a);
-  auto cb = Connect(*b);
-  ASSERT_TRUE(ca && cb);
-  ASSERT_TRUE(cb->CreateRegion("kv", 8192, Access::kReadWrite).ok());
-  auto descriptor = cb->GetDescriptor("kv");
-  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
-  RemoteRegion by_descriptor;
-  by_descriptor.descriptor = *descriptor;
-  auto buf = ca->Allocate(4096);
+// Daemon A's client reaches the regions of daemon B, by name and by
+// descriptor.
+class PeerRevocationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = Start(dir_, "a");
+    b_ = Start(dir_, "b");
+    ASSERT_TRUE(a_ && b_);
+    ca_ = Connect(*a_);
+    cb_ = Connect(*b_);
+    ASSERT_TRUE(ca_ && cb_);
+  }
+
+  // B's region `name` as a descriptor from B's client (GetDescriptor).
+  RemoteRegion DescriptorOf(const std::string& name) {
+    auto descriptor = cb_->GetDescriptor(name);
+    EXPECT_TRUE(descriptor.ok()) << descriptor.status();
+    RemoteRegion by_descriptor;
+    by_descriptor.descriptor = descriptor.ok() ? *descriptor : "";
+    return by_descriptor;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> a_, b_;
+  std::unique_ptr<Client> ca_, cb_;
+};
+
+TEST_F(PeerRevocationTest, UnexportReexportAndFreeRevokePeersAccess) {
+  ASSERT_TRUE(cb_->CreateRegion("kv", 8192, Access::kReadWrite).ok());
+  const RemoteRegion by_descriptor = DescriptorOf("kv");
+  auto buf = ca_->Allocate(4096);
   ASSERT_TRUE(buf.ok());
   std::memset(buf->data(), 0x5a, 4096);
-  ASSERT_TRUE(ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
-  ASSERT_TRUE(ca->Write(*buf, 0, by_descriptor, 0, 4096).ok());
+  ASSERT_TRUE(ca_->Write(*buf, 0, Remote(*b_, "kv"), 0, 4096).ok());
+  ASSERT_TRUE(ca_->Write(*buf, 0, by_descriptor, 0, 4096).ok());
 
   // Unexport: by name NOT_FOUND (resolve fails), by descriptor NOT_FOUND.
-  ASSERT_TRUE(cb->Export("kv", Access::kNone).ok());
-  auto w = ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  ASSERT_TRUE(cb_->Export("kv", Access::kNone).ok());
+  auto w = ca_->Write(*buf, 0, Remote(*b_, "kv"), 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
   EXPECT_THAT(w.status().message(), HasSubstr("no exported region named 'kv'"));
-  w = ca->Write(*buf, 0, by_descriptor, 0, 4096);
+  w = ca_->Write(*buf, 0, by_descriptor, 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
   EXPECT_THAT(w.status().message(), HasSubstr("not exported"));
 
   // Re-export read-only: the old descriptor's key is dead, the name works
   // with the new grant only.
-  ASSERT_TRUE(cb->Export("kv", Access::kRead).ok());
-  w = ca->Read(*buf, 0, by_descriptor, 0, 4096);
+  ASSERT_TRUE(cb_->Export("kv", Access::kRead).ok());
+  w = ca_->Read(*buf, 0, by_descriptor, 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
       << w.status();
   EXPECT_THAT(w.status().message(), HasSubstr("key does not match"));
-  EXPECT_TRUE(ca->Read(*buf, 0, Remote(*b, "kv"), 0, 4096).ok());
-  w = ca->Write(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  EXPECT_TRUE(ca_->Read(*buf, 0, Remote(*b_, "kv"), 0, 4096).ok());
+  w = ca_->Write(*buf, 0, Remote(*b_, "kv"), 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
       << w.status();
-  auto fresh = cb->GetDescriptor("kv");
-  ASSERT_TRUE(fresh.ok());
+  const RemoteRegion fresh_descriptor = DescriptorOf("kv");
 
   // Free: both ways NOT_FOUND.
-  ASSERT_TRUE(cb->FreeRegion("kv").ok());
-  RemoteRegion fresh_descriptor;
-  fresh_descriptor.descriptor = *fresh;
-  w = ca->Read(*buf, 0, fresh_descriptor, 0, 4096);
+  ASSERT_TRUE(cb_->FreeRegion("kv").ok());
+  w = ca_->Read(*buf, 0, fresh_descriptor, 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
-  w = ca->Read(*buf, 0, Remote(*b, "kv"), 0, 4096);
+  w = ca_->Read(*buf, 0, Remote(*b_, "kv"), 0, 4096);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+}
+
+// A chmod or chgrp that takes rights away ends the export's keys, as a
+// re-export does: a descriptor handed out before (GetDescriptor needs the
+// local rights the export grants) stops working, wherever it went; peers
+// that name the region resolve it again by themselves. Adding rights
+// changes no key.
+TEST_F(PeerRevocationTest, ChmodThatTakesRightsAwayEndsTheExportsKeys) {
+  ASSERT_TRUE(
+      cb_->CreateRegion("kv", 8192, Access::kReadWrite, {.mode = 0666}).ok());
+  RemoteRegion by_descriptor = DescriptorOf("kv");
+  auto buf = ca_->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE(ca_->Write(*buf, 0, by_descriptor, 0, 4096).ok());
+  ASSERT_TRUE(ca_->Write(*buf, 0, Remote(*b_, "kv"), 0, 4096).ok());
+
+  // Others lose write: the descriptor is dead, the name works.
+  ASSERT_TRUE(cb_->SetRegionPermissions("kv", 0664, std::nullopt).ok());
+  auto w = ca_->Write(*buf, 0, by_descriptor, 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
+  EXPECT_THAT(w.status().message(), HasSubstr("key does not match"));
+  EXPECT_TRUE(ca_->Write(*buf, 0, Remote(*b_, "kv"), 0, 4096).ok());
+
+  // Others get write back: nothing is taken away, the keys stay.
+  by_descriptor = DescriptorOf("kv");
+  ASSERT_TRUE(cb_->SetRegionPermissions("kv", 0666, std::nullopt).ok());
+  EXPECT_TRUE(ca_->Write(*buf, 0, by_descriptor, 0, 4096).ok());
+
+  // A new group takes the group's rights from the old one's members.
+  ASSERT_TRUE(cb_->SetRegionPermissions("kv", std::nullopt, 4242).ok());
+  w = ca_->Write(*buf, 0, by_descriptor, 0, 4096);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kPermissionDenied)
+      << w.status();
 }
 
 // --- peer allow-list --------------------------------------------------------

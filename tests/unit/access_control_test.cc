@@ -82,6 +82,17 @@ TEST(AccessControlTest, DeniedMessageNamesWhatAndHow) {
   EXPECT_TRUE(CheckOwner(User(1, 0, 0), acl, "region 'kv'").ok());
 }
 
+TEST(AccessControlTest, TakesRightsAwayWhenABitOrTheGroupsBitsGo) {
+  const RegionAcl acl{1000, 100, 0640};
+  EXPECT_FALSE(TakesRightsAway(acl, acl));
+  EXPECT_FALSE(TakesRightsAway(acl, {1000, 100, 0664})) << "only added";
+  EXPECT_TRUE(TakesRightsAway(acl, {1000, 100, 0600})) << "group read";
+  EXPECT_TRUE(TakesRightsAway(acl, {1000, 100, 0440})) << "owner write";
+  EXPECT_TRUE(TakesRightsAway(acl, {1000, 200, 0640})) << "another group";
+  EXPECT_FALSE(TakesRightsAway({1000, 100, 0604}, {1000, 200, 0604}))
+      << "a new group where the group class has no bits";
+}
+
 TEST(AccessControlTest, MakeAclValidatesModeAndGroup) {
   const Caller alice = User(1, 1000, 100, {200});
   auto acl = MakeAcl(alice, 0, std::nullopt);

@@ -503,6 +503,53 @@ TEST_F(KeptRegionTableTest, RestoreRefusalsDiscardNeverHalfUse) {
 namespace rdmad::core {
 namespace {
 
+// A chmod or chgrp that takes rights away ends the export's keys, as a
+// re-export does (a descriptor is a bearer capability, and only new keys
+// take it back); one that only adds rights leaves them. A region that is
+// not exported has no keys to change.
+TEST_F(RegionTableTest, TakingRightsAwayReKeysTheExport) {
+  AllocateOptions options = Named("kv", 4096);
+  options.mode = 0664;
+  options.export_access = RemoteAccess::kReadWrite;
+  auto region = table_.Allocate(kAlice, options);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto keys = [&] { return (*region)->exported(); };
+  const ExportState first = keys();
+  ASSERT_NE(first.tcp_key, 0u);
+  const int registered = registrar_.registered();
+  const int deregistered = registrar_.deregistered();
+
+  ASSERT_TRUE(
+      table_.SetPermissions(kAlice, {0, "kv"}, 0666, std::nullopt).ok());
+  EXPECT_EQ(keys().tcp_key, first.tcp_key) << "rights added: same keys";
+  EXPECT_EQ(registrar_.registered(), registered);
+
+  ASSERT_TRUE(
+      table_.SetPermissions(kAlice, {0, "kv"}, 0644, std::nullopt).ok());
+  const ExportState second = keys();
+  EXPECT_NE(second.tcp_key, first.tcp_key) << "write taken from some";
+  ASSERT_EQ(second.keys.size(), 1u);
+  EXPECT_NE(second.keys[0].rkey, first.keys[0].rkey);
+  EXPECT_EQ(second.access, RemoteAccess::kReadWrite) << "the export stays";
+  EXPECT_EQ(registrar_.registered(), registered + 1);
+  EXPECT_EQ(registrar_.deregistered(), deregistered + 1)
+      << "the old keys' registration is gone when chmod returns";
+
+  // A new group takes the group's rights from the old one's members.
+  Caller in_group = kAlice;
+  in_group.groups = {4242};
+  ASSERT_TRUE(
+      table_.SetPermissions(in_group, {0, "kv"}, std::nullopt, 4242).ok());
+  EXPECT_NE(keys().tcp_key, second.tcp_key);
+
+  // Not exported: nothing to re-key.
+  ASSERT_TRUE(table_.Allocate(kAlice, Named("plain", 4096)).ok());
+  const int before_plain = registrar_.registered();
+  ASSERT_TRUE(
+      table_.SetPermissions(kAlice, {0, "plain"}, 0400, std::nullopt).ok());
+  EXPECT_EQ(registrar_.registered(), before_plain);
+}
+
 // chmod/chgrp of named regions: the owner or root, real groups, and the
 // change applies to the next use.
 TEST_F(RegionTableTest, SetPermissionsIsForOwnersOfNamedRegions) {
