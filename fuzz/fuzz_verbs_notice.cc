@@ -90,8 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       aimed.rkey = kRkey;
     }
     std::shared_ptr<rdmad::core::Region> region;
-    const NoticeResult result =
-        CheckNotice(table->regions, "rxe0", aimed, &region);
+    const NoticeResult result = CheckNotice(
+        table->regions, "rxe0", aimed, CallerSockaddr("192.0.2.2"), &region);
     Check(static_cast<uint32_t>(result) <= kMaxNoticeResult);
     if (result == NoticeResult::kDelivered) {
       Check(aimed.region_id == table->id && aimed.rkey == kRkey);

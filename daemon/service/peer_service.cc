@@ -140,7 +140,9 @@ grpc::ServerUnaryReactor* PeerService::Connect(
                         : absl::StrCat("transport ", request->transport()),
                     " connections")));
   }
-  if (absl::Status s = acceptor->Accept(*request, response); !s.ok()) {
+  if (absl::Status s = acceptor->Accept(
+          *request, PeerIdentityOf(*context).address, response);
+      !s.ok()) {
     return Done(context, s);
   }
   response->set_incarnation(state_->identity.incarnation);

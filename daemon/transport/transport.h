@@ -192,8 +192,12 @@ class ConnectAcceptor {
   virtual ~ConnectAcceptor() = default;
   virtual core::TransportKind kind() const = 0;
   // Answers a Connect request of this kind (TCP: where the data listener
-  // is; verbs: creates and connects QPs for the caller).
+  // is; verbs: creates and connects QPs for the caller). `caller` is the IP
+  // address the call came from, as this daemon saw it (empty if unknown):
+  // verbs holds the notices on the QPs it makes to the exports' access
+  // lists by it; a TCP data connection has its own address.
   virtual absl::Status Accept(const v1::ConnectRequest& request,
+                              const std::string& caller,
                               v1::ConnectResponse* response) = 0;
   // The connections serving peers (verbs: the responder QPs), for ListQps;
   // `peer` is the caller's address. Empty where there is nothing to show.

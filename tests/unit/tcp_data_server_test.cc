@@ -525,7 +525,7 @@ TEST_F(TcpDataServerTest, AcceptAdvertisesEndpoint) {
   request.set_transport(v1::TRANSPORT_TCP);
   request.set_tcp_connections(100);
   v1::ConnectResponse response;
-  ASSERT_TRUE(server_->Accept(request, &response).ok());
+  ASSERT_TRUE(server_->Accept(request, "127.0.0.1", &response).ok());
   EXPECT_EQ(response.tcp().host(), "127.0.0.1");
   EXPECT_EQ(response.tcp().port(), server_->port());
   EXPECT_EQ(response.tcp().connections(), 16u);

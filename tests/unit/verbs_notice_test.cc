@@ -82,9 +82,11 @@ class NoticeCheckTest : public ::testing::Test {
     return n;
   }
 
+  // `caller`: the address the notice's QP was made for ("" = unknown).
   NoticeResult Check(const Notice& notice,
-                     std::shared_ptr<core::Region>* region = nullptr) {
-    return CheckNotice(table_, "dev0", notice, region);
+                     std::shared_ptr<core::Region>* region = nullptr,
+                     const std::string& caller = "10.0.0.2") {
+    return CheckNotice(table_, "dev0", notice, CallerSockaddr(caller), region);
   }
 
   TwoDeviceRegistrar registrar_;
@@ -244,7 +246,8 @@ TEST_F(NoticeCheckTest, OnlyTheCurrentExportsRkeyOnThisDeviceMatches) {
   EXPECT_EQ(Check(n), NoticeResult::kKeyMismatch);
   // On the other device its own rkey is the one.
   n.rkey = RkeyOn(*region, "dev1");
-  EXPECT_EQ(CheckNotice(table_, "dev1", n, nullptr), NoticeResult::kDelivered);
+  EXPECT_EQ(CheckNotice(table_, "dev1", n, CallerSockaddr("10.0.0.2"), nullptr),
+            NoticeResult::kDelivered);
   // After a re-export the old key no longer names it.
   ASSERT_TRUE(
       table_.Export(kOwner, {region->id(), ""}, core::RemoteAccess::kReadWrite)
@@ -270,6 +273,36 @@ TEST_F(NoticeCheckTest, RangesOutsideTheRegionOrEmptyAreRefused) {
   EXPECT_EQ(Check(For(*region, 8, ~0ull)), NoticeResult::kOutOfRange);
 }
 
+// A notice is held to the export's access list by the address its QP was
+// made for (the Peer.Connect's caller), as a TCP data connection is: a
+// peer the list does not admit cannot tell the owner anything, even with
+// the right rkey. A certificate entry admits the addresses it admitted at
+// Resolve. An unknown caller passes only an export without a list.
+TEST_F(NoticeCheckTest, TheExportsAccessListDecidesWhoMayNotify) {
+  auto region = Make("inbox", 4096, core::RemoteAccess::kReadWrite);
+  EXPECT_EQ(Check(For(*region, 0, 8), nullptr, ""), NoticeResult::kDelivered)
+      << "no list: anyone with the rkey";
+  auto list =
+      core::ExportAccessList::Parse({{"10.0.0.0/24", {}}, {"cert:b", {}}});
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_TRUE(table_
+                  .Export(kOwner, {region->id(), ""},
+                          core::RemoteAccess::kReadWrite,
+                          std::make_shared<core::ExportAccessList>(*list))
+                  .ok());
+  const Notice n = For(*region, 0, 8);  // the new export's rkey
+  EXPECT_EQ(Check(n, nullptr, "10.0.0.2"), NoticeResult::kDelivered);
+  EXPECT_EQ(Check(n, nullptr, "10.9.9.9"), NoticeResult::kNotAdmitted);
+  EXPECT_EQ(Check(n, nullptr, "fd00::2"), NoticeResult::kNotAdmitted);
+  EXPECT_EQ(Check(n, nullptr, ""), NoticeResult::kNotAdmitted);
+  region->AdmitDataPeer("10.9.9.9");  // what Resolve does for cert:b
+  EXPECT_EQ(Check(n, nullptr, "10.9.9.9"), NoticeResult::kDelivered);
+  const absl::Status s = NoticeResultStatus(NoticeResult::kNotAdmitted,
+                                            "10.0.0.1:7471", "region 'inbox'");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("does not admit this daemon"));
+}
+
 TEST(NoticeResultStatusTest, RefusalsGetTheCodesTheTcpTransportGives) {
   EXPECT_TRUE(NoticeResultStatus(NoticeResult::kDelivered, "p:1", "region 'a'").ok());
   const struct {
@@ -282,6 +315,7 @@ TEST(NoticeResultStatusTest, RefusalsGetTheCodesTheTcpTransportGives) {
       {NoticeResult::kReadOnly, absl::StatusCode::kPermissionDenied},
       {NoticeResult::kNotServed, absl::StatusCode::kUnavailable},
       {NoticeResult::kNotTold, absl::StatusCode::kResourceExhausted},
+      {NoticeResult::kNotAdmitted, absl::StatusCode::kPermissionDenied},
   };
   for (const auto& c : cases) {
     const absl::Status s = NoticeResultStatus(c.result, "10.0.0.2:7471", "region 'a'");

@@ -239,6 +239,7 @@ void TcpDataServer::Stop() {
 }
 
 absl::Status TcpDataServer::Accept(const v1::ConnectRequest& request,
+                                   const std::string& /*caller*/,
                                    v1::ConnectResponse* response) {
   if (stopped_.load()) {
     return absl::UnavailableError("the TCP data listener is shutting down");

@@ -131,6 +131,7 @@ class TcpDataServer final : public transport::ConnectAcceptor {
     return core::TransportKind::kTcp;
   }
   absl::Status Accept(const v1::ConnectRequest& request,
+                      const std::string& caller,
                       v1::ConnectResponse* response) override;
 
   Stats stats() const;

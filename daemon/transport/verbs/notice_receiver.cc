@@ -54,7 +54,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
                              public std::enable_shared_from_this<Impl> {
  public:
   Impl(NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq)
-      : options_(std::move(options)), loop_(options_.loop), cq_(std::move(cq)) {}
+      : options_(std::move(options)),
+        caller_(CallerSockaddr(options_.caller)),
+        loop_(options_.loop),
+        cq_(std::move(cq)) {}
 
   ~Impl() override {
     // Teardown did not run (the loop had finished): the QPs go before the
@@ -273,7 +276,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
     if (regions == nullptr || sink == nullptr) return NoticeResult::kNotServed;
     std::shared_ptr<core::Region> region;
     const NoticeResult result =
-        CheckNotice(*regions, options_.device, notice, &region);
+        CheckNotice(*regions, options_.device, notice, caller_, &region);
     if (result == NoticeResult::kDelivered &&
         !sink->Notify(*region, notice.offset, notice.length, notice.immediate)
              .ok()) {
@@ -354,6 +357,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
   }
 
   const NoticeReceiverOptions options_;
+  const std::optional<sockaddr_storage> caller_;  // options_.caller parsed
   runtime::EventLoop* const loop_;  // Not owned.
   // Parents first: the CQ outlives the buffers and the QPs; the buffers
   // outlive the QPs whose receives point into them.

@@ -82,6 +82,11 @@ struct NoticeReceiverOptions {
   // teardown (the daemon stops its runtime last).
   runtime::EventLoop* loop = nullptr;
   std::string peer;    // the caller's Peer address, for logs
+  // The IP address the Peer.Connect that made these QPs came from, as this
+  // daemon saw it: notices on them are held to the exports' access lists
+  // by it (CheckNotice). Empty: unknown, admitted only by exports without
+  // a list.
+  std::string caller;
   std::string device;  // the local device: picks the export's rkey
   std::shared_ptr<NoticeTarget> target;
 };

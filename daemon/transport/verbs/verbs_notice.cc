@@ -1,5 +1,9 @@
 #include "daemon/transport/verbs/verbs_notice.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -132,8 +136,25 @@ absl::StatusOr<NoticeAck> DecodeNoticeAck(absl::Span<const uint8_t> bytes) {
   return ack;
 }
 
+std::optional<sockaddr_storage> CallerSockaddr(absl::string_view ip) {
+  sockaddr_storage address{};
+  const std::string text(ip);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
+  if (::inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    return address;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+  if (::inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    return address;
+  }
+  return std::nullopt;
+}
+
 NoticeResult CheckNotice(const core::RegionTable& regions,
                          absl::string_view device, const Notice& notice,
+                         const std::optional<sockaddr_storage>& caller,
                          std::shared_ptr<core::Region>* region) {
   absl::StatusOr<std::shared_ptr<core::Region>> found =
       regions.FindExportedById(notice.region_id);
@@ -155,6 +176,10 @@ NoticeResult CheckNotice(const core::RegionTable& regions,
   if (!RangeInside((*found)->size(), notice.offset, notice.length)) {
     return NoticeResult::kOutOfRange;
   }
+  const bool admitted =
+      caller.has_value() ? (*found)->AdmitsDataPeer(*caller)
+                         : exported.allow == nullptr || exported.allow->empty();
+  if (!admitted) return NoticeResult::kNotAdmitted;
   if (region != nullptr) *region = *std::move(found);
   return NoticeResult::kDelivered;
 }
@@ -175,6 +200,8 @@ absl::string_view NoticeResultName(NoticeResult result) {
       return "not served";
     case NoticeResult::kNotTold:
       return "owner not told";
+    case NoticeResult::kNotAdmitted:
+      return "not admitted";
   }
   return "unknown";
 }
@@ -207,6 +234,12 @@ absl::Status NoticeResultStatus(NoticeResult result, absl::string_view peer,
           " is not serving notifications yet (starting or stopping); retry"));
     case NoticeResult::kNotTold:
       return core::OwnerNotToldError(where);
+    case NoticeResult::kNotAdmitted:
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the export of ", where,
+          " does not admit this daemon (its access list): the owner was not "
+          "notified; ask the owner to add this daemon (rdmactl export "
+          "--allow)"));
   }
   return absl::InternalError("unknown notice result");
 }

@@ -25,7 +25,10 @@
 // checks a frame (region exported, key of the current export, write
 // access, range inside). A notice that passes could only have been sent by
 // someone holding the region's rkey with write access, who could write the
-// bytes as well.
+// bytes as well. A sender the export's access list does not admit (by the
+// address its Peer.Connect came from, as TCP data connections are checked)
+// is refused too: the NIC let its bytes land, which no software can stop
+// for an rkey, but the owner is not told.
 //
 // Wire format (little-endian, fixed size):
 //   notice (48 bytes): u32 magic "RDNT" | u16 version 1 | u16 kind 1 |
@@ -41,10 +44,13 @@
 #ifndef RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_NOTICE_H_
 #define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_NOTICE_H_
 
+#include <sys/socket.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -78,15 +84,16 @@ struct Notice {
 // The responder's verdict on a notice. Values are on the wire: never
 // renumber.
 enum class NoticeResult : uint32_t {
-  kDelivered = 0,     // handed to the region's owner
-  kNotExported = 1,   // no region by that id is exported (freed, revoked)
-  kKeyMismatch = 2,   // the rkey is not the current export's
-  kOutOfRange = 3,    // the range is not inside the region (or is empty)
-  kReadOnly = 4,      // the export grants no write access
-  kNotServed = 5,     // the responder has nobody to tell (not set up yet)
-  kNotTold = 6,       // the owner's notification queue took none (full)
+  kDelivered = 0,    // handed to the region's owner
+  kNotExported = 1,  // no region by that id is exported (freed, revoked)
+  kKeyMismatch = 2,  // the rkey is not the current export's
+  kOutOfRange = 3,   // the range is not inside the region (or is empty)
+  kReadOnly = 4,     // the export grants no write access
+  kNotServed = 5,    // the responder has nobody to tell (not set up yet)
+  kNotTold = 6,      // the owner's notification queue took none (full)
+  kNotAdmitted = 7,  // the export's access list does not admit the sender
 };
-inline constexpr uint32_t kMaxNoticeResult = 6;
+inline constexpr uint32_t kMaxNoticeResult = 7;
 
 struct NoticeAck {
   uint64_t tag = 0;
@@ -104,10 +111,19 @@ absl::StatusOr<NoticeAck> DecodeNoticeAck(absl::Span<const uint8_t> bytes);
 
 // Checks a decoded notice against the current export of its region, with
 // the rkey of the export registration on `device` (the device the notice
-// arrived on). On kDelivered, `region` (if not null) receives the region.
+// arrived on), and against the export's access list for `caller`: the
+// address the Peer.Connect that made the notice's QP came from, checked as
+// a TCP data connection's address is (core::Region::AdmitsDataPeer); when
+// unknown (nullopt), only an export without a list admits it. On
+// kDelivered, `region` (if not null) receives the region.
 NoticeResult CheckNotice(const core::RegionTable& regions,
                          absl::string_view device, const Notice& notice,
+                         const std::optional<sockaddr_storage>& caller,
                          std::shared_ptr<core::Region>* region);
+
+// `ip` ("10.0.0.2", "fd00::1") as a sockaddr for CheckNotice; nullopt when
+// it is empty or not an IP address.
+std::optional<sockaddr_storage> CallerSockaddr(absl::string_view ip);
 
 // "delivered", "not exported", ... for logs.
 absl::string_view NoticeResultName(NoticeResult result);

@@ -194,6 +194,7 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
 }
 
 absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
+                                   const std::string& caller,
                                    v1::ConnectResponse* response) {
   const uint32_t count = static_cast<uint32_t>(request.qps_size());
   if (count == 0 || count > fabric_->options().max_qps_per_connect) {
@@ -243,6 +244,7 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   NoticeReceiverOptions receiver;
   receiver.loop = runtime_->PickServing();
   receiver.peer = request.address();
+  receiver.caller = caller;
   receiver.device = fabric_->device()->name();
   receiver.target = notices_;
   RDMAD_ASSIGN_OR_RETURN(

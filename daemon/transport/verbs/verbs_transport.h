@@ -144,6 +144,7 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
     return core::TransportKind::kVerbs;
   }
   absl::Status Accept(const v1::ConnectRequest& request,
+                      const std::string& caller,
                       v1::ConnectResponse* response) override;
 
   // The responder QPs serving each caller (its Peer address), for ListQps.
