@@ -12,23 +12,29 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/core/region_table.h"
+#include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/verbs/completion_queue.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/device.h"
@@ -36,12 +42,9 @@
 #include "daemon/transport/verbs/notice_buffers.h"
 #include "daemon/transport/verbs/notice_receiver.h"
 #include "daemon/transport/verbs/queue_pair.h"
-#include "daemon/transport/verbs/verbs_notice.h"
-#include "daemon/core/region_table.h"
-#include "daemon/runtime/io_runtime.h"
 #include "daemon/transport/verbs/registrar.h"
 #include "daemon/transport/verbs/verbs_channel.h"
-#include "absl/synchronization/notification.h"
+#include "daemon/transport/verbs/verbs_notice.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -1163,13 +1166,16 @@ class VerbsNoticeLabTest : public VerbsLabTest {
     }
   }
 
-  // A NoticeReceiver on the responders, on loop 1.
+  // A NoticeReceiver on the responders, on loop 1; `caller`: the address
+  // their Peer.Connect came from ("" = unknown).
   void StartReceiver(std::shared_ptr<CompletionQueue> cq,
                      std::vector<std::unique_ptr<QueuePair>> qps,
-                     std::shared_ptr<NoticeTarget> target) {
+                     std::shared_ptr<NoticeTarget> target,
+                     const std::string& caller = "") {
     NoticeReceiverOptions options;
     options.loop = runtime_->loop(1);
     options.peer = "self";
+    options.caller = caller;
     options.device = info_.name;
     options.target = std::move(target);
     auto receiver =
@@ -1197,6 +1203,82 @@ class VerbsNoticeLabTest : public VerbsLabTest {
                                         std::vector<uint32_t>(kPairs, 0));
     ASSERT_TRUE(channel.ok()) << channel.status();
     channel_ = *std::move(channel);
+  }
+
+  // A raw QP plays a peer that sends whatever it likes to a receiver (for
+  // `caller`); it keeps receives posted for the acks.
+  void StartRawPeer(const std::string& caller = "") {
+    std::vector<std::unique_ptr<QueuePair>> raw, responders;
+    std::shared_ptr<CompletionQueue> rcq;
+    MakePairs(1, &raw, &raw_cq_, &responders, &rcq);
+    if (HasFatalFailure()) return;
+    StartReceiver(rcq, std::move(responders), notices_, caller);
+    if (HasFatalFailure()) return;
+    raw_qp_ = std::move(raw[0]);
+    auto slots = NoticeBuffers::Create(device_, 4 * kNoticeCredits);
+    ASSERT_TRUE(slots.ok()) << slots.status();
+    raw_slots_ = *std::move(slots);
+    for (size_t k = 0; k < kNoticeCredits; ++k) {
+      ASSERT_TRUE(raw_slots_->PostRecv(*raw_qp_, k, kRawRecv | k).ok());
+    }
+    raw_next_send_ = kNoticeCredits;
+  }
+
+  // SENDs `length` bytes from the raw peer (slots are not reused: a test
+  // sends at most 3 * kNoticeCredits).
+  void RawSend(const uint8_t* bytes, size_t length) {
+    ASSERT_LE(length, kNoticeSlotBytes);
+    ASSERT_LT(raw_next_send_, 4 * kNoticeCredits);
+    uint8_t* at = raw_slots_->mutable_slot(raw_next_send_++);
+    std::memcpy(at, bytes, length);
+    RdmaOp op;
+    op.opcode = RdmaOp::Opcode::kSend;
+    op.wr_id = raw_next_send_;
+    op.local_addr = at;
+    op.length = static_cast<uint32_t>(length);
+    op.lkey = raw_slots_->lkey();
+    ASSERT_TRUE(raw_qp_->Post(absl::MakeConstSpan(&op, 1)).ok());
+  }
+  void RawSendNotice(const Notice& n) {
+    const auto bytes = EncodeNotice(n);
+    RawSend(bytes.data(), bytes.size());
+  }
+
+  // The next `count` acks the raw peer receives (fewer at the timeout).
+  std::vector<NoticeAck> RawAcks(size_t count) {
+    std::vector<NoticeAck> acks;
+    const absl::Time end = absl::Now() + kCompletionTimeout;
+    while (acks.size() < count && absl::Now() < end) {
+      ibv_wc wcs[16];
+      auto got = raw_cq_->Wait(absl::MakeSpan(wcs), end);
+      if (!got.ok()) break;
+      for (size_t i = 0; i < *got; ++i) {
+        EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << CompletionStatus(wcs[i]);
+        if ((wcs[i].wr_id & kRawRecv) == 0) continue;  // our SENDs
+        const size_t slot = wcs[i].wr_id & ~kRawRecv;
+        auto ack = DecodeNoticeAck(
+            absl::MakeConstSpan(raw_slots_->slot(slot), wcs[i].byte_len));
+        EXPECT_TRUE(ack.ok()) << ack.status();
+        if (ack.ok()) acks.push_back(*ack);
+        EXPECT_TRUE(raw_slots_->PostRecv(*raw_qp_, slot, wcs[i].wr_id).ok());
+      }
+    }
+    return acks;
+  }
+
+  // A notice of a WRITE into [offset, +length) of `region` under its
+  // current export.
+  static Notice NoticeFor(const core::Region& region, uint64_t offset,
+                          uint64_t length, uint64_t tag) {
+    Notice n;
+    n.tag = tag;
+    n.region_id = region.id();
+    n.rkey =
+        region.exported().keys.empty() ? 0 : region.exported().keys[0].rkey;
+    n.offset = offset;
+    n.length = length;
+    n.immediate = static_cast<uint32_t>(1000 + tag);
+    return n;
   }
 
   struct Result {
@@ -1277,6 +1359,12 @@ class VerbsNoticeLabTest : public VerbsLabTest {
   std::shared_ptr<NoticeTarget> notices_;
   std::unique_ptr<NoticeReceiver> receiver_;
   std::unique_ptr<VerbsChannel> channel_;
+  // The raw peer (StartRawPeer). Its receives' wr_ids carry kRawRecv.
+  static constexpr uint64_t kRawRecv = uint64_t{1} << 40;
+  std::shared_ptr<CompletionQueue> raw_cq_;
+  std::unique_ptr<QueuePair> raw_qp_;
+  std::unique_ptr<NoticeBuffers> raw_slots_;
+  size_t raw_next_send_ = 0;
 };
 
 TEST_F(VerbsNoticeLabTest, AnImmediateReachesTheOwnerAfterTheDataAndBeforeTheCompletion) {
@@ -1397,38 +1485,8 @@ TEST_F(VerbsNoticeLabTest, AnImmediateToAPeerWithoutReceivesFailsFast) {
 }
 
 TEST_F(VerbsNoticeLabTest, AForgedNoticeIsDroppedAndNeverNotifies) {
-  // A raw QP plays a peer that sends whatever it likes.
-  std::vector<std::unique_ptr<QueuePair>> raw, responders;
-  std::shared_ptr<CompletionQueue> raw_cq, rcq;
-  MakePairs(1, &raw, &raw_cq, &responders, &rcq);
+  StartRawPeer();
   if (HasFatalFailure()) return;
-  StartReceiver(rcq, std::move(responders), notices_);
-  if (HasFatalFailure()) return;
-  QueuePair& peer = *raw[0];
-  // Receives for the acks, and slots to send from.
-  auto slots = NoticeBuffers::Create(device_, 2 * kNoticeCredits);
-  ASSERT_TRUE(slots.ok()) << slots.status();
-  constexpr uint64_t kRecv = uint64_t{1} << 40;
-  for (size_t k = 0; k < kNoticeCredits; ++k) {
-    ASSERT_TRUE((*slots)->PostRecv(peer, k, kRecv | k).ok());
-  }
-  size_t next_send = kNoticeCredits;
-  auto send = [&](const uint8_t* bytes, size_t length) {
-    ASSERT_LE(length, kNoticeSlotBytes);
-    uint8_t* at = (*slots)->mutable_slot(next_send++);
-    std::memcpy(at, bytes, length);
-    RdmaOp op;
-    op.opcode = RdmaOp::Opcode::kSend;
-    op.wr_id = next_send;
-    op.local_addr = at;
-    op.length = static_cast<uint32_t>(length);
-    op.lkey = (*slots)->lkey();
-    ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
-  };
-  auto send_notice = [&](const Notice& n) {
-    const auto bytes = EncodeNotice(n);
-    send(bytes.data(), bytes.size());
-  };
   auto ro = Allocate("ro", 4096, core::RemoteAccess::kRead);
   ASSERT_NE(ro, nullptr);
   Notice good;
@@ -1441,50 +1499,35 @@ TEST_F(VerbsNoticeLabTest, AForgedNoticeIsDroppedAndNeverNotifies) {
   // Not notices at all: dropped without an answer.
   std::array<uint8_t, kNoticeBytes> bad_magic = EncodeNotice(good);
   bad_magic[0] ^= 0xff;
-  send(bad_magic.data(), bad_magic.size());
-  send(bad_magic.data(), 10);
+  RawSend(bad_magic.data(), bad_magic.size());
+  RawSend(bad_magic.data(), 10);
   std::array<uint8_t, kNoticeBytes> future = EncodeNotice(good);
   future[4] = 9;  // version 9
-  send(future.data(), future.size());
+  RawSend(future.data(), future.size());
   // Notices that fail the check: refused in the ack, never announced.
   Notice n = good;
   n.tag = 1;
   n.rkey = good.rkey + 1;
-  send_notice(n);
+  RawSendNotice(n);
   n = good;
   n.tag = 2;
   n.offset = inbox_->size() - 8;  // runs past the end
-  send_notice(n);
+  RawSendNotice(n);
   n = good;
   n.tag = 3;
   n.region_id = 987654;
-  send_notice(n);
+  RawSendNotice(n);
   n = good;
   n.tag = 4;
   n.region_id = ro->id();
   n.rkey = ro->exported().keys[0].rkey;
-  send_notice(n);
+  RawSendNotice(n);
   // After all that, a good one still gets through.
   n = good;
   n.tag = 5;
-  send_notice(n);
+  RawSendNotice(n);
 
-  std::vector<NoticeAck> acks;
-  const absl::Time end = absl::Now() + kCompletionTimeout;
-  while (acks.size() < 5 && absl::Now() < end) {
-    ibv_wc wcs[16];
-    auto got = raw_cq->Wait(absl::MakeSpan(wcs), end);
-    if (!got.ok()) break;
-    for (size_t i = 0; i < *got; ++i) {
-      ASSERT_EQ(wcs[i].status, IBV_WC_SUCCESS) << CompletionStatus(wcs[i]);
-      if ((wcs[i].wr_id & kRecv) == 0) continue;  // our SENDs
-      const size_t slot = wcs[i].wr_id & ~kRecv;
-      auto ack = DecodeNoticeAck(
-          absl::MakeConstSpan((*slots)->slot(slot), wcs[i].byte_len));
-      ASSERT_TRUE(ack.ok()) << ack.status();
-      acks.push_back(*ack);
-    }
-  }
+  std::vector<NoticeAck> acks = RawAcks(5);
   ASSERT_EQ(acks.size(), 5u) << "acks of the five decodable notices";
   const NoticeResult want[] = {NoticeResult::kKeyMismatch,
                                NoticeResult::kOutOfRange,
@@ -1517,10 +1560,180 @@ TEST_F(VerbsNoticeLabTest, AForgedNoticeIsDroppedAndNeverNotifies) {
   op.local_addr = big.data();
   op.length = static_cast<uint32_t>(big.size());
   op.lkey = (*mr)->lkey();
-  ASSERT_TRUE(peer.Post(absl::MakeConstSpan(&op, 1)).ok());
+  ASSERT_TRUE(raw_qp_->Post(absl::MakeConstSpan(&op, 1)).ok());
   EXPECT_TRUE(Eventually([&] { return notices_->counts().malformed == 4; }))
       << notices_->counts().malformed;
   EXPECT_EQ(sink_.count(), 1u);
+}
+
+// A notice replayed after the export it was sent under was revoked is
+// refused and never announced: after unexport (not exported), after a
+// re-export and after a chmod that takes rights away (the old rkey is not
+// the current export's), after free (no such region). Replayed while its
+// export stands, it is announced again: only the holder of the region's
+// rkey with write access could send it, and it could as well write again.
+TEST_F(VerbsNoticeLabTest, ReplayedNoticesAfterARevocationAreRefused) {
+  StartRawPeer();
+  if (HasFatalFailure()) return;
+  auto region = Allocate("replayed", 4096, core::RemoteAccess::kReadWrite);
+  ASSERT_NE(region, nullptr);
+  const core::Caller owner{1, 0, 0, 1};
+  const core::RegionKey key{region->id(), ""};
+  uint64_t tag = 0;
+  // Sends `n` once more under a new tag; returns what the ack said.
+  auto replay = [&](Notice n) {
+    n.tag = ++tag;
+    RawSendNotice(n);
+    std::vector<NoticeAck> acks = RawAcks(1);
+    EXPECT_EQ(acks.size(), 1u);
+    if (acks.empty()) return NoticeResult::kNotServed;
+    EXPECT_EQ(acks[0].tag, tag);
+    return acks[0].result;
+  };
+
+  const Notice first = NoticeFor(*region, 0, 64, 0);
+  EXPECT_EQ(replay(first), NoticeResult::kDelivered);
+  EXPECT_EQ(replay(first), NoticeResult::kDelivered) << "export unchanged";
+  ASSERT_TRUE(regions_->SetPermissions(owner, key, 0400, std::nullopt).ok());
+  EXPECT_EQ(replay(first), NoticeResult::kKeyMismatch) << "after chmod";
+
+  const Notice second = NoticeFor(*region, 64, 64, 0);  // the new rkey
+  EXPECT_EQ(replay(second), NoticeResult::kDelivered);
+  ASSERT_TRUE(regions_->Export(owner, key, core::RemoteAccess::kNone).ok());
+  EXPECT_EQ(replay(second), NoticeResult::kNotExported) << "after unexport";
+  ASSERT_TRUE(
+      regions_->Export(owner, key, core::RemoteAccess::kReadWrite).ok());
+  EXPECT_EQ(replay(second), NoticeResult::kKeyMismatch) << "after re-export";
+
+  const Notice third = NoticeFor(*region, 128, 64, 0);
+  EXPECT_EQ(replay(third), NoticeResult::kDelivered);
+  ASSERT_TRUE(regions_->Free(owner, key).ok());
+  EXPECT_EQ(replay(third), NoticeResult::kNotExported) << "after free";
+
+  EXPECT_EQ(sink_.count(), 4u) << "only the notices under a live export";
+  EXPECT_EQ(notices_->counts().rejected, 4u);
+}
+
+// A peer the export's access list does not admit (by the address its QP
+// pool was made for) cannot tell the owner of anything, whatever rkey it
+// holds; once the list admits it, it can.
+TEST_F(VerbsNoticeLabTest, ANoticeFromAPeerTheAccessListDoesNotAdmitIsRefused) {
+  StartRawPeer("192.0.2.200");
+  if (HasFatalFailure()) return;
+  const core::Caller owner{1, 0, 0, 1};
+  const core::RegionKey key{inbox_->id(), ""};
+  auto only = [](const std::string& who) {
+    auto list = core::ExportAccessList::Parse({{who, std::nullopt}});
+    EXPECT_TRUE(list.ok()) << list.status();
+    return std::make_shared<core::ExportAccessList>(*list);
+  };
+  ASSERT_TRUE(regions_
+                  ->Export(owner, key, core::RemoteAccess::kReadWrite,
+                           only("192.0.2.1"))
+                  .ok());
+  RawSendNotice(NoticeFor(*inbox_, 0, 64, 1));
+  std::vector<NoticeAck> acks = RawAcks(1);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].result, NoticeResult::kNotAdmitted)
+      << NoticeResultName(acks[0].result);
+  EXPECT_EQ(sink_.count(), 0u);
+
+  ASSERT_TRUE(regions_
+                  ->Export(owner, key, core::RemoteAccess::kReadWrite,
+                           only("192.0.2.200"))
+                  .ok());
+  RawSendNotice(NoticeFor(*inbox_, 0, 64, 2));
+  acks = RawAcks(1);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].result, NoticeResult::kDelivered)
+      << NoticeResultName(acks[0].result);
+  EXPECT_EQ(sink_.count(), 1u);
+}
+
+// A peer that kept the rkey of an export keeps writing with it, one WRITE
+// at a time, while the owner revokes the export (unexport, re-export, a
+// chmod that takes rights away, free). Once the revoking call returns,
+// nothing more lands: the region's bytes then are its bytes for good, and
+// the peer's next WRITE fails with a remote access error.
+TEST_F(VerbsNoticeLabTest, AKeptRkeyWritesNothingOnceItsRevocationReturns) {
+  const core::Caller owner{1, 0, 0, 1};
+  constexpr size_t kSlot = 4096;
+  constexpr size_t kSlots = 8;
+  const struct {
+    const char* name;
+    std::function<absl::Status(const core::RegionKey&)> revoke;
+  } cases[] = {
+      {"unexport",
+       [&](const core::RegionKey& key) {
+         return regions_->Export(owner, key, core::RemoteAccess::kNone)
+             .status();
+       }},
+      {"re-export",
+       [&](const core::RegionKey& key) {
+         return regions_->Export(owner, key, core::RemoteAccess::kReadWrite)
+             .status();
+       }},
+      {"chmod",
+       [&](const core::RegionKey& key) {
+         return regions_->SetPermissions(owner, key, 0400, std::nullopt)
+             .status();
+       }},
+      {"free",
+       [&](const core::RegionKey& key) { return regions_->Free(owner, key); }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto target = Allocate(absl::StrCat("kept-", c.name), kSlot * kSlots,
+                           core::RemoteAccess::kReadWrite);
+    ASSERT_NE(target, nullptr);
+    const uint32_t rkey = target->exported().keys[0].rkey;
+    const uint64_t base = reinterpret_cast<uintptr_t>(target->data());
+    std::vector<std::unique_ptr<QueuePair>> initiators, responders;
+    std::shared_ptr<CompletionQueue> icq, rcq;
+    MakePairs(1, &initiators, &icq, &responders, &rcq);
+    if (HasFatalFailure()) return;
+    QueuePair& peer = *initiators[0];
+    std::vector<uint8_t> source(kSlot);
+    auto mr = MemoryRegion::Register(device_, source.data(), source.size(),
+                                     MrAccessFlags(core::RemoteAccess::kNone));
+    ASSERT_TRUE(mr.ok()) << mr.status();
+
+    // The peer: WRITE i puts byte i into slot i % kSlots, until one fails.
+    std::atomic<int> landed{0};
+    absl::Status refused;
+    std::thread writer([&] {
+      const absl::Time end = absl::Now() + kCompletionTimeout;
+      for (uint32_t i = 1; absl::Now() < end; ++i) {
+        std::fill(source.begin(), source.end(), static_cast<uint8_t>(i));
+        absl::Status s =
+            peer.PostWrite({.wr_id = i,
+                            .local_addr = source.data(),
+                            .length = static_cast<uint32_t>(kSlot),
+                            .lkey = (*mr)->lkey(),
+                            .remote_addr = base + (i % kSlots) * kSlot,
+                            .rkey = rkey});
+        if (s.ok()) s = icq->WaitOne(end);
+        if (!s.ok()) {
+          refused = s;
+          return;
+        }
+        landed.fetch_add(1);
+      }
+      refused = absl::DeadlineExceededError("never refused");
+    });
+    // Some WRITEs land first, so that the revocation races them.
+    EXPECT_TRUE(Eventually([&] { return landed.load() >= 3; }));
+    // (EXPECT: the writer must be joined whatever happens.)
+    const absl::Status revoked = c.revoke({target->id(), ""});
+    EXPECT_TRUE(revoked.ok()) << revoked;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(target->data());
+    const std::vector<uint8_t> then(bytes, bytes + kSlot * kSlots);
+    writer.join();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_EQ(Compare(bytes, then.data(), then.size()), "")
+        << "a WRITE landed after the revoking call returned (" << landed.load()
+        << " landed before)";
+  }
 }
 
 TEST_F(VerbsNoticeLabTest, AChannelSurvivesAPeerThatSkipsOrInventsAcks) {
