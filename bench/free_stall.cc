@@ -129,20 +129,12 @@ struct Side {
 
   // One 8-byte WRITE from `local` to `to`, waited for.
   void Write(const rdmad::Buffer& local, const rdmad::RemoteHandle& to) {
-    rdmad::Op op{.kind = rdmad::Op::Kind::kWrite, .local = &local,
-                 .remote = &to, .length = 8};
-    auto queued = queue->Submit(absl::MakeConstSpan(&op, 1));
-    if (!queued.ok() || *queued != 1) {
-      Fail("submit", queued.ok() ? absl::InternalError("queue full")
-                                 : queued.status());
-    }
-    rdmad::Completion done;
-    while (queue->Poll(absl::MakeSpan(&done, 1)) == 0) {
-      if (absl::Status s = queue->Wait(absl::Seconds(30)); !s.ok()) {
-        Fail("wait", s);
-      }
-    }
-    if (!done.status.ok()) Fail("write", done.status);
+    const rdmad::Op op{.kind = rdmad::Op::Kind::kWrite,
+                       .local = &local,
+                       .remote = &to,
+                       .length = 8};
+    auto done = queue->Run(absl::MakeConstSpan(&op, 1));
+    if (!done.ok()) Fail("write", done.status());
   }
 };
 

@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
   const double p50 = Percentile(half_rtt_us, 0.50);
   const double p99 = Percentile(half_rtt_us, 0.99);
   const double mean = sum / static_cast<double>(half_rtt_us.size());
-  const std::string transport(rdmad::TransportName(a->other.transport));
+  const std::string transport(rdmad::TransportName(a->other.transport()));
   if (o.json) {
     std::printf(
         "{\"iters\": %zu, \"p50_us\": %.3f, \"p99_us\": %.3f, "

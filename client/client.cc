@@ -12,10 +12,10 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/buffer_impl.h"
 #include "client/client_impl.h"
 #include "client/convert.h"
 #include "client/session_link.h"
@@ -29,6 +29,7 @@
 
 namespace rdmad {
 
+using client_internal::FreeRegionIn;
 using client_internal::FromGrpc;
 using client_internal::FromProto;
 using client_internal::SessionLink;
@@ -43,56 +44,6 @@ constexpr char kBuiltinSocket[] = "/run/rdmad/rdmad.sock";
 std::string DefaultSocketPath() {
   const char* env = std::getenv("RDMAD_SOCKET");
   return env != nullptr && *env != '\0' ? std::string(env) : kBuiltinSocket;
-}
-
-absl::StatusOr<Access> ParseAccess(absl::string_view text) {
-  const std::string t = absl::AsciiStrToLower(text);
-  if (t == "r" || t == "read") return Access::kRead;
-  if (t == "w" || t == "write") return Access::kWrite;
-  if (t == "rw" || t == "wr" || t == "read-write") return Access::kReadWrite;
-  if (t == "none" || t == "-") return Access::kNone;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "access '", text, "' is not one of r, w, rw, none"));
-}
-
-absl::string_view AccessName(Access access) {
-  switch (access) {
-    case Access::kRead:
-      return "r";
-    case Access::kWrite:
-      return "w";
-    case Access::kReadWrite:
-      return "rw";
-    case Access::kNone:
-      break;
-  }
-  return "none";
-}
-
-absl::string_view TransportName(Transport transport) {
-  switch (transport) {
-    case Transport::kVerbs:
-      return "verbs";
-    case Transport::kTcp:
-      return "tcp";
-    case Transport::kLocal:
-      return "local";
-    case Transport::kNone:
-      break;
-  }
-  return "-";
-}
-
-absl::string_view RegionOwnerName(RegionOwner owner) {
-  switch (owner) {
-    case RegionOwner::kSession:
-      return "session";
-    case RegionOwner::kDaemon:
-      return "daemon";
-    case RegionOwner::kUnspecified:
-      break;
-  }
-  return "-";
 }
 
 absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
@@ -120,68 +71,10 @@ absl::StatusOr<RemoteRegion> RemoteRegion::Parse(absl::string_view text) {
 }
 
 // ---------------------------------------------------------------------------
-// Buffer
-
-Buffer::Buffer(Client* client,
-               std::shared_ptr<client_internal::SessionLink> link,
-               uint64_t id, std::string name, char* data, size_t size,
-               size_t mapped_size, bool owned, bool writable,
-               uint64_t generation)
-    : client_(client),
-      link_(std::move(link)),
-      id_(id),
-      name_(std::move(name)),
-      data_(data),
-      size_(size),
-      mapped_size_(mapped_size),
-      owned_(owned),
-      writable_(writable),
-      generation_(generation) {}
-
-Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
-
-Buffer& Buffer::operator=(Buffer&& other) noexcept {
-  if (this != &other) {
-    (void)Release();
-    client_ = std::exchange(other.client_, nullptr);
-    link_ = std::move(other.link_);
-    id_ = std::exchange(other.id_, 0);
-    name_ = std::move(other.name_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    mapped_size_ = std::exchange(other.mapped_size_, 0);
-    owned_ = std::exchange(other.owned_, false);
-    writable_ = std::exchange(other.writable_, true);
-    generation_ = std::exchange(other.generation_, 0);
-  }
-  return *this;
-}
-
-Buffer::~Buffer() { (void)Release(); }
-
-void Buffer::Unmap() {
-  if (data_ != nullptr) ::munmap(data_, mapped_size_);
-  data_ = nullptr;
-}
-
-absl::Status Buffer::Release() {
-  if (client_ == nullptr) return absl::OkStatus();
-  Unmap();
-  // A buffer of a session before a daemon restart is gone from the daemon
-  // already, and its id may name another region of the new one: FreeById
-  // frees only in the buffer's own session.
-  const absl::Status status =
-      owned_ ? FreeRegionIn(*link_, id_, generation_) : absl::OkStatus();
-  client_ = nullptr;
-  link_.reset();
-  return status;
-}
-
-// ---------------------------------------------------------------------------
 // Client
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  impl_->transfers = std::make_unique<SharedQueue>(this);
+  impl_->transfers = std::make_unique<client_internal::SharedQueue>(this);
 }
 Client::~Client() {
   // Its queue closes through this client: first, while all of it lives.
@@ -227,16 +120,26 @@ absl::StatusOr<Buffer> Client::MapById(uint64_t id, const std::string& name,
     if (owned) (void)FreeById(id, generation);
     return status;
   }
-  return Buffer(this, impl_->link, id, name, static_cast<char*>(data), size,
-                mapped, owned, writable, generation);
+  auto buffer = std::make_unique<Buffer::Impl>();
+  buffer->client = this;
+  buffer->link = impl_->link;
+  buffer->id = id;
+  buffer->name = name;
+  buffer->data = static_cast<char*>(data);
+  buffer->size = size;
+  buffer->mapped_size = mapped;
+  buffer->owned = owned;
+  buffer->writable = writable;
+  buffer->generation = generation;
+  return Buffer(std::move(buffer));
 }
 
 absl::Status Client::FreeById(uint64_t id, uint64_t generation) {
   return FreeRegionIn(*impl_->link, id, generation);
 }
 
-absl::Status FreeRegionIn(client_internal::SessionLink& link, uint64_t id,
-                          uint64_t generation) {
+absl::Status client_internal::FreeRegionIn(SessionLink& link, uint64_t id,
+                                           uint64_t generation) {
   grpc::ClientContext context;
   auto call = link.PrepareIn(context, generation);
   if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
@@ -248,15 +151,16 @@ absl::Status FreeRegionIn(client_internal::SessionLink& link, uint64_t id,
 }
 
 absl::Status Client::Usable(const Buffer& buffer) {
-  if (buffer.client_ != this) {
+  Buffer::Impl* const b = buffer.impl_.get();
+  if (b == nullptr || b->client != this) {
     return absl::InvalidArgumentError(
         "the local buffer does not belong to this client (or was released)");
   }
   const uint64_t generation = impl_->link->generation();
-  if (buffer.generation_ == generation) return absl::OkStatus();
-  if (buffer.owned_) {
+  if (b->generation == generation) return absl::OkStatus();
+  if (b->owned) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "buffer #", buffer.id_, " (", FormatSize(buffer.size_),
+        "buffer #", b->id, " (", FormatSize(b->size),
         ") belonged to this client's session before rdmad restarted: its "
         "memory in the daemon is gone. Allocate a new buffer and fill it "
         "again (this one stays readable here until released)"));
@@ -266,22 +170,24 @@ absl::Status Client::Usable(const Buffer& buffer) {
   grpc::ClientContext context;
   RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
   v1::ListRegionsRequest request;
-  request.set_name(buffer.name_);
+  request.set_name(b->name);
   v1::ListRegionsResponse response;
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(call.stub->ListRegions(&context, request, &response)));
   if (response.regions().empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "region '", buffer.name_, "' is gone: rdmad restarted, and no region "
+        "region '", b->name,
+        "' is gone: rdmad restarted, and no region "
         "of that name exists now. Create it again (rdmactl alloc) and map it"));
   }
   const v1::RegionInfo& region = response.regions(0);
-  if (region.size() != buffer.size_ ||
-      region.mapped_size() != buffer.mapped_size_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "region '", buffer.name_, "' was recreated after rdmad restarted with "
-        "another size (", FormatSize(region.size()), ", this mapping has ",
-        FormatSize(buffer.size_), "): map it again with MapRegion"));
+  if (region.size() != b->size || region.mapped_size() != b->mapped_size) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("region '", b->name,
+                     "' was recreated after rdmad restarted with "
+                     "another size (",
+                     FormatSize(region.size()), ", this mapping has ",
+                     FormatSize(b->size), "): map it again with MapRegion"));
   }
   session_wire::Message ask;
   ask.type = session_wire::MessageType::kGetFd;
@@ -289,22 +195,22 @@ absl::Status Client::Usable(const Buffer& buffer) {
   RDMAD_ASSIGN_OR_RETURN(session_wire::Message reply,
                          impl_->link->Ask(ask, -1, call.generation));
   if (reply.type != session_wire::MessageType::kFd || !reply.fd.valid() ||
-      reply.b != buffer.mapped_size_) {
+      reply.b != b->mapped_size) {
     return absl::InternalError(
         "rdmad answered the descriptor request without the region's memory");
   }
   const bool writable = reply.text != "r";
   // MAP_FIXED replaces the old pages at the same address in one step.
-  void* data = ::mmap(buffer.data_, buffer.mapped_size_,
+  void* data = ::mmap(b->data, b->mapped_size,
                       writable ? PROT_READ | PROT_WRITE : PROT_READ,
                       MAP_SHARED | MAP_FIXED, reply.fd.get(), 0);
   if (data == MAP_FAILED) {
     return absl::ErrnoToStatus(
-        errno, absl::StrCat("mapping region '", buffer.name_, "' again"));
+        errno, absl::StrCat("mapping region '", b->name, "' again"));
   }
-  buffer.id_ = region.id();
-  buffer.writable_ = writable;
-  buffer.generation_ = call.generation;
+  b->id = region.id();
+  b->writable = writable;
+  b->generation = call.generation;
   return absl::OkStatus();
 }
 

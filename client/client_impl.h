@@ -20,14 +20,15 @@ struct Client::Impl {
   // through it and so may outlive the Client.
   std::shared_ptr<client_internal::SessionLink> link;
   // The queue behind Write, Read and Batch (made with the Client).
-  std::unique_ptr<SharedQueue> transfers;
+  std::unique_ptr<client_internal::SharedQueue> transfers;
 };
 
 // Frees region `id` of session `generation` through `link`: what a Buffer
 // does when it goes, with or without its Client. OK when that session is
 // gone already (its regions went with it).
-absl::Status FreeRegionIn(client_internal::SessionLink& link, uint64_t id,
-                          uint64_t generation);
+namespace client_internal {
+absl::Status FreeRegionIn(SessionLink& link, uint64_t id, uint64_t generation);
+}  // namespace client_internal
 
 }  // namespace rdmad
 

@@ -1,11 +1,13 @@
 // Implementation of include/rdmad/client.h: transfers (Write, Read, Batch
-// on the shared queue or as Local gRPC calls) and the calls of the queue
-// data path (OpenQueue, OpenRemote).
+// on the shared queue) and the calls of the queue data path (OpenQueue,
+// OpenRemote).
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
@@ -23,6 +25,7 @@
 
 namespace rdmad {
 
+using client_internal::CloseQueueIn;
 using client_internal::FromGrpc;
 using client_internal::FromProto;
 using client_internal::SessionLink;
@@ -37,118 +40,69 @@ absl::Status DeadlinePassed() {
 
 }  // namespace
 
-absl::StatusOr<TransferResult> Client::Transfer(bool write, const Buffer& local,
-                                                uint64_t local_offset,
-                                                const RemoteRegion& remote,
-                                                uint64_t remote_offset,
-                                                uint64_t length) {
-  TransferOp op;
-  op.kind = write ? TransferOp::Kind::kWrite : TransferOp::Kind::kRead;
-  op.local = &local;
-  op.local_offset = local_offset;
-  op.remote = remote;
-  op.remote_offset = remote_offset;
-  op.length = length;
-  RDMAD_ASSIGN_OR_RETURN(auto results, Run({op}));
-  return std::move(results[0]);
-}
-
-absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::Run(
-    const std::vector<TransferOp>& ops) {
+absl::Status Client::PrepareToRun(absl::Span<const Op> ops) {
   // After a daemon restart: a new session first, so that Usable sees it
   // and the shared queue opens a new queue in it.
   RDMAD_RETURN_IF_ERROR(impl_->link->Refresh().status());
-  for (const TransferOp& op : ops) {
-    if (op.local == nullptr) {
-      return absl::InvalidArgumentError(
-          "an operation has no local buffer of this client");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const bool has_remote = std::visit(
+        [](const auto* remote) { return remote != nullptr; }, op.remote);
+    if (op.local == nullptr || !has_remote) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operation ", i, " (tag ", op.tag, ") of ", ops.size(),
+          op.local == nullptr ? " has no local buffer of this client"
+                              : " names no remote region (a RemoteRegion or "
+                                "a RemoteHandle from OpenRemote)",
+          ": nothing was run"));
     }
     RDMAD_RETURN_IF_ERROR(Usable(*op.local));
   }
-  if (ops.empty()) return std::vector<absl::StatusOr<TransferResult>>();
-  if (options().transfer_path == TransferPath::kRpc) return RunRpc(ops);
-  const absl::Duration budget = impl_->link->CallBudget();
-  if (budget <= absl::ZeroDuration()) return DeadlinePassed();
-  return impl_->transfers->Run(ops, budget);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Client::RunRpc(
-    const std::vector<TransferOp>& ops) {
-  auto fill = [](const TransferOp& op, v1::TransferOp* out) {
-    out->set_op(op.kind == TransferOp::Kind::kWrite ? v1::OP_WRITE
-                                                    : v1::OP_READ);
-    out->mutable_local()->set_id(op.local->id());
-    out->set_local_offset(op.local_offset);
-    *out->mutable_remote() = ToProto(op.remote);
-    out->set_remote_offset(op.remote.offset + op.remote_offset);
-    out->set_length(op.length);
-  };
-  grpc::ClientContext context;
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
-  for (const TransferOp& op : ops) {
-    // The ids below are the session's that Usable checked them against.
-    if (op.local->generation_ != call.generation) {
-      return absl::FailedPreconditionError(
-          "rdmad restarted during this call: do it again");
-    }
-  }
-  std::vector<absl::StatusOr<TransferResult>> results;
-  if (ops.size() == 1) {
-    v1::TransferRequest request;
-    fill(ops[0], request.mutable_op());
-    v1::TransferResponse response;
-    const bool write = ops[0].kind == TransferOp::Kind::kWrite;
-    absl::Status status =
-        FromGrpc(write ? call.stub->Write(&context, request, &response)
-                       : call.stub->Read(&context, request, &response));
-    if (status.ok()) {
-      results.push_back(
-          TransferResult{response.bytes(), FromProto(response.transport()),
-                         absl::Nanoseconds(response.latency_ns())});
-    } else {
-      results.push_back(status);
-    }
-    return results;
-  }
-  v1::BatchRequest request;
-  for (const TransferOp& op : ops) fill(op, request.add_ops());
-  v1::BatchResponse response;
-  RDMAD_RETURN_IF_ERROR(
-      FromGrpc(call.stub->Batch(&context, request, &response)));
-  for (const v1::OpStatus& result : response.results()) {
-    if (result.code() == 0) {
-      results.push_back(TransferResult{});
-    } else {
-      results.push_back(absl::Status(
-          static_cast<absl::StatusCode>(result.code()), result.message()));
-    }
-  }
-  return results;
-}
-
-absl::StatusOr<TransferResult> Client::Write(const Buffer& local,
-                                             uint64_t local_offset,
-                                             const RemoteRegion& remote,
-                                             uint64_t remote_offset,
-                                             uint64_t length) {
-  return Transfer(true, local, local_offset, remote, remote_offset, length);
-}
-
-absl::StatusOr<TransferResult> Client::Read(const Buffer& local,
+absl::StatusOr<Completion> Client::Transfer(Op::Kind kind, const Buffer& local,
                                             uint64_t local_offset,
                                             const RemoteRegion& remote,
                                             uint64_t remote_offset,
                                             uint64_t length) {
-  return Transfer(false, local, local_offset, remote, remote_offset, length);
+  const Op op{.kind = kind,
+              .local = &local,
+              .local_offset = local_offset,
+              .remote = &remote,
+              .remote_offset = remote_offset,
+              .length = length};
+  RDMAD_ASSIGN_OR_RETURN(std::vector<Completion> done,
+                         Batch(absl::MakeConstSpan(&op, 1)));
+  if (!done[0].status.ok()) return std::move(done[0].status);
+  return std::move(done[0]);
 }
 
-absl::StatusOr<std::vector<absl::Status>> Client::Batch(
-    const std::vector<TransferOp>& ops) {
-  RDMAD_ASSIGN_OR_RETURN(auto results, Run(ops));
-  std::vector<absl::Status> statuses;
-  statuses.reserve(results.size());
-  for (const auto& r : results) statuses.push_back(r.status());
-  return statuses;
+absl::StatusOr<Completion> Client::Write(const Buffer& local,
+                                         uint64_t local_offset,
+                                         const RemoteRegion& remote,
+                                         uint64_t remote_offset,
+                                         uint64_t length) {
+  return Transfer(Op::Kind::kWrite, local, local_offset, remote, remote_offset,
+                  length);
+}
+
+absl::StatusOr<Completion> Client::Read(const Buffer& local,
+                                        uint64_t local_offset,
+                                        const RemoteRegion& remote,
+                                        uint64_t remote_offset,
+                                        uint64_t length) {
+  return Transfer(Op::Kind::kRead, local, local_offset, remote, remote_offset,
+                  length);
+}
+
+absl::StatusOr<std::vector<Completion>> Client::Batch(
+    absl::Span<const Op> ops) {
+  RDMAD_RETURN_IF_ERROR(PrepareToRun(ops));
+  if (ops.empty()) return std::vector<Completion>();
+  const absl::Duration budget = impl_->link->CallBudget();
+  if (budget <= absl::ZeroDuration()) return DeadlinePassed();
+  return impl_->transfers->Run(ops, budget);
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
@@ -221,16 +175,15 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
     abandon();
     return s;
   }
-  auto impl =
-      std::make_unique<Queue::Impl>(this, impl_->link, id,
-                                    call.generation, base, size,
-                                    std::move(fds[1]), std::move(fds[2]),
-                                    options.spin);
+  auto impl = std::make_unique<Queue::Impl>(
+      this, impl_->link, id, call.generation, base, size, std::move(fds[1]),
+      std::move(fds[2]), options.spin,
+      std::min(options.default_timeout, absl::Hours(1)));
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 
-absl::Status CloseQueueIn(SessionLink& link, uint64_t id,
-                          uint64_t generation) {
+absl::Status client_internal::CloseQueueIn(SessionLink& link, uint64_t id,
+                                           uint64_t generation) {
   grpc::ClientContext context;
   auto call = link.PrepareIn(context, generation);
   if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
@@ -250,16 +203,16 @@ absl::StatusOr<RemoteHandle> Client::OpenRemote(const RemoteRegion& remote) {
   RDMAD_RETURN_IF_ERROR(
       FromGrpc(call.stub->OpenRemote(&context, request, &response)));
   RemoteHandle handle;
-  handle.id = response.handle();
-  handle.size = response.size();
-  handle.access = FromProto(response.access());
+  handle.id_ = response.handle();
+  handle.size_ = response.size();
+  handle.access_ = FromProto(response.access());
   // UNSPECIFIED: the region is this daemon's own.
-  handle.transport = response.transport() == v1::TRANSPORT_UNSPECIFIED
-                         ? Transport::kLocal
-                         : FromProto(response.transport());
-  handle.peer = response.peer();
-  handle.name = response.name();
-  handle.session_generation = call.generation;
+  handle.transport_ = response.transport() == v1::TRANSPORT_UNSPECIFIED
+                          ? Transport::kLocal
+                          : FromProto(response.transport());
+  handle.peer_ = response.peer();
+  handle.name_ = response.name();
+  handle.session_generation_ = call.generation;
   return handle;
 }
 
@@ -267,11 +220,11 @@ absl::Status Client::CloseRemote(const RemoteHandle& handle) {
   // A handle of a session before a daemon restart is gone with it, and its
   // id may name another handle now.
   grpc::ClientContext context;
-  auto call = impl_->link->PrepareIn(context, handle.session_generation);
+  auto call = impl_->link->PrepareIn(context, handle.session_generation_);
   if (absl::IsFailedPrecondition(call.status())) return absl::OkStatus();
   if (!call.ok()) return call.status();
   v1::CloseRemoteRequest request;
-  request.set_handle(handle.id);
+  request.set_handle(handle.id_);
   v1::CloseRemoteResponse response;
   return FromGrpc(call->stub->CloseRemote(&context, request, &response));
 }

@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <string>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "client/buffer_impl.h"
 #include "client/client_impl.h"
 #include "client/queue_impl.h"
 #include "common/queue_layout.h"
@@ -35,6 +38,10 @@ Transport TransportOf(uint8_t code) {
   }
 }
 
+// Extra time past an operation's own timeout that Run waits for the
+// daemon to report it (it fails the operation at its timeout, and says so).
+constexpr absl::Duration kReportGrace = absl::Seconds(5);
+
 // The session of a daemon that died without stopping the queue.
 absl::Status SessionGone(uint64_t queue_id) {
   return absl::UnavailableError(absl::StrCat(
@@ -45,9 +52,9 @@ absl::Status SessionGone(uint64_t queue_id) {
 }  // namespace
 
 Queue::Impl::Impl(Client* c, std::shared_ptr<client_internal::SessionLink> l,
-                  uint64_t queue_id, uint64_t session_generation,
-                  void* mapping, size_t size, UniqueFd doorbell_fd,
-                  UniqueFd wakeup_fd, absl::Duration spin_time)
+                  uint64_t queue_id, uint64_t session_generation, void* mapping,
+                  size_t size, UniqueFd doorbell_fd, UniqueFd wakeup_fd,
+                  absl::Duration spin_time, absl::Duration default_op_timeout)
     : client(c),
       link(std::move(l)),
       id(queue_id),
@@ -60,7 +67,8 @@ Queue::Impl::Impl(Client* c, std::shared_ptr<client_internal::SessionLink> l,
       completions(mapping),
       depth(static_cast<queue::QueueHeader*>(mapping)->sq_entries),
       completion_depth(static_cast<queue::QueueHeader*>(mapping)->cq_entries),
-      spin(spin_time) {}
+      spin(spin_time),
+      default_timeout(default_op_timeout) {}
 
 Queue::Impl::~Impl() {
   if (base != nullptr) ::munmap(base, mapped);
@@ -72,7 +80,8 @@ Queue::~Queue() {
   // Only in its own session: a queue of a session before a daemon restart
   // is gone with it, and its id may name another queue of the new one.
   if (impl_ != nullptr) {
-    (void)CloseQueueIn(*impl_->link, impl_->id, impl_->generation);
+    (void)client_internal::CloseQueueIn(*impl_->link, impl_->id,
+                                        impl_->generation);
   }
 }
 
@@ -103,8 +112,7 @@ absl::Status Queue::status() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
-  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+absl::Status Queue::Impl::Check(absl::Span<const Op> ops) const {
   // Check what only this side can (the daemon checks every field again,
   // ranges and rights included), before anything is queued. Each refusal
   // names the op, by its place in `ops` and its tag.
@@ -115,7 +123,9 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
           code, absl::StrCat("operation ", i, " (tag ", op.tag, ") of ",
                              ops.size(), ", nothing queued: ", what...));
     };
-    if (op.local == nullptr || op.local->client_ != impl_->client) {
+    const Buffer::Impl* const local =
+        op.local != nullptr ? op.local->impl_.get() : nullptr;
+    if (local == nullptr || local->client != client) {
       return refuse(absl::StatusCode::kInvalidArgument,
                     op.local == nullptr
                         ? "it has no local buffer"
@@ -124,22 +134,30 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
                     ": name a live Buffer of the Client that opened this "
                     "queue");
     }
-    if (op.remote == nullptr || op.remote->id == 0) {
+    const RemoteHandle* const* handle =
+        std::get_if<const RemoteHandle*>(&op.remote);
+    if (handle == nullptr) {
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    "it names its remote region by RemoteRegion: a queue "
+                    "takes a RemoteHandle (Client::OpenRemote); "
+                    "Client::Batch takes either");
+    }
+    if (*handle == nullptr || (*handle)->id_ == 0) {
       return refuse(absl::StatusCode::kInvalidArgument,
                     "it names no remote handle (Client::OpenRemote)");
     }
     // Ids of another session (before a daemon restart) would name other
     // regions or handles in this one.
-    if (op.local->generation_ != impl_->generation) {
+    if (local->generation != generation) {
       return refuse(absl::StatusCode::kFailedPrecondition, "buffer #",
-                    op.local->id_,
+                    local->id,
                     " belongs to this client's session before rdmad "
                     "restarted: allocate a new buffer (or map the named "
                     "region again)");
     }
-    if (op.remote->session_generation != impl_->generation) {
+    if ((*handle)->session_generation_ != generation) {
       return refuse(absl::StatusCode::kFailedPrecondition, "remote handle ",
-                    op.remote->id,
+                    (*handle)->id_,
                     " was opened in another session of this client (rdmad "
                     "restarted since): open it again");
     }
@@ -148,21 +166,25 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
                     "only a WRITE can carry an immediate");
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Queue::Impl::Enqueue(
+    absl::Span<const Op> ops, std::optional<uint64_t> first_index) {
   // Completions must have room: never more in flight than the ring holds.
-  const uint32_t room = std::min(
-      impl_->submissions.Space(static_cast<uint32_t>(
-          std::min<size_t>(ops.size(), queue::kMaxEntries))),
-      impl_->completion_depth -
-          std::min(impl_->completion_depth, impl_->in_flight));
+  const uint32_t room =
+      std::min(submissions.Space(static_cast<uint32_t>(
+                   std::min<size_t>(ops.size(), queue::kMaxEntries))),
+               completion_depth - std::min(completion_depth, in_flight));
   const size_t n = std::min<size_t>(room, ops.size());
   if (n == 0 && !ops.empty()) {
     // A daemon killed outright consumes nothing: its ring fills up, and
     // "Poll completions first" would send the caller waiting for ones that
     // never come. Looked at only here (a poll(2)), not on every Submit.
-    if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue ", impl_->id, " is full (", impl_->in_flight,
-        " operations in flight): Poll completions first"));
+    if (link->DaemonClosed()) return SessionGone(id);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue ", id, " is full (", in_flight,
+                     " operations in flight): Poll completions first"));
   }
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
@@ -174,10 +196,10 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
       e.flags = queue::kFlagImmediate;
       e.immediate = *op.immediate;
     }
-    e.tag = op.tag;
-    e.local_region = op.local->id();
+    e.tag = first_index.has_value() ? *first_index + i : op.tag;
+    e.local_region = op.local->impl_->id;
     e.local_offset = op.local_offset;
-    e.remote_handle = op.remote->id;
+    e.remote_handle = (*std::get_if<const RemoteHandle*>(&op.remote))->id_;
     e.remote_offset = op.remote_offset;
     e.length = op.length;
     // No timeout (the queue's default) is the usual case, and needs no
@@ -187,26 +209,39 @@ absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
           absl::ToInt64Milliseconds(op.timeout + absl::Microseconds(999)), 0,
           int64_t{3600} * 1000));
     }
-    impl_->submissions.Push(e);
+    submissions.Push(e);
   }
-  impl_->in_flight += static_cast<uint32_t>(n);
-  if (n > 0 && impl_->submissions.Publish()) {
+  in_flight += static_cast<uint32_t>(n);
+  if (n > 0 && submissions.Publish()) {
     const uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(impl_->doorbell.get(), &one, sizeof(one));
+    [[maybe_unused]] ssize_t w = ::write(doorbell.get(), &one, sizeof(one));
   }
   return n;
 }
 
+absl::StatusOr<size_t> Queue::Submit(absl::Span<const Op> ops) {
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+  if (absl::Status s = impl_->Check(ops); !s.ok()) return s;
+  return impl_->Enqueue(ops, std::nullopt);
+}
+
 size_t Queue::Poll(absl::Span<Completion> out) {
+  size_t taken = 0;
+  while (!impl_->held.empty() && taken < out.size()) {
+    out[taken++] = std::move(impl_->held.front());
+    impl_->held.pop_front();
+  }
+  return taken + impl_->PollRing(out.subspan(taken));
+}
+
+size_t Queue::Impl::PollRing(absl::Span<Completion> out) {
   // What a forked child would take are the parent's completions.
-  if (impl_->link->Forked()) return 0;
-  queue::CompletionEntry entries[Impl::kPollChunk];
-  std::string* const messages = impl_->messages;
+  if (link->Forked()) return 0;
+  queue::CompletionEntry entries[kPollChunk];
   size_t total = 0;
   while (total < out.size()) {
-    const size_t want = std::min<size_t>(Impl::kPollChunk, out.size() - total);
-    const size_t n = impl_->completions.Poll(absl::MakeSpan(entries, want),
-                                             messages);
+    const size_t want = std::min<size_t>(kPollChunk, out.size() - total);
+    const size_t n = completions.Poll(absl::MakeSpan(entries, want), messages);
     for (size_t i = 0; i < n; ++i) {
       const queue::CompletionEntry& e = entries[i];
       Completion& c = out[total + i];
@@ -220,7 +255,7 @@ size_t Queue::Poll(absl::Span<Completion> out) {
         c.immediate = e.immediate;
         continue;
       }
-      if (impl_->in_flight > 0) --impl_->in_flight;
+      if (in_flight > 0) --in_flight;
       c.tag = e.tag;
       c.bytes = e.bytes;
       c.transport = TransportOf(e.transport);
@@ -239,7 +274,98 @@ size_t Queue::Poll(absl::Span<Completion> out) {
   return total;
 }
 
+absl::StatusOr<std::vector<Completion>> Queue::Run(absl::Span<const Op> ops,
+                                                   absl::Time deadline) {
+  if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+  if (impl_->in_flight != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "queue ", impl_->id, " has ", impl_->in_flight,
+        " operations in flight from earlier Submit calls: Poll their "
+        "completions before Run (it tells its own apart by their tags)"));
+  }
+  if (absl::Status s = impl_->Check(ops); !s.ok()) return s;
+  // How long the daemon may take to report an operation: its timeout (at
+  // most an hour, as the daemon takes it), then a grace for the report.
+  absl::Duration longest = impl_->default_timeout;
+  for (const Op& op : ops) longest = std::max(longest, op.timeout);
+  const absl::Duration patience =
+      std::min(longest, absl::Hours(1)) + kReportGrace;
+
+  std::vector<Completion> results(ops.size());
+  size_t submitted = 0;
+  size_t completed = 0;
+  size_t end = ops.size();  // after a failure, nothing more is submitted
+  size_t first_failed = ops.size();
+  Completion polled[Impl::kPollChunk];
+  while (completed < submitted || submitted < end) {
+    if (submitted < end) {
+      absl::Status usable = impl_->Usable();
+      if (!usable.ok()) return usable;
+      auto queued =
+          impl_->Enqueue(ops.subspan(submitted, end - submitted), submitted);
+      // Full (RESOURCE_EXHAUSTED): completions make room.
+      if (!queued.ok() && !absl::IsResourceExhausted(queued.status())) {
+        return queued.status();
+      }
+      if (queued.ok()) submitted += *queued;
+    }
+    const size_t got = impl_->PollRing(absl::MakeSpan(polled));
+    if (got == 0) {
+      // A timeout, not a deadline, when there is none: no clock reading
+      // unless the completion is slow to come.
+      absl::Status waited =
+          deadline == absl::InfiniteFuture()
+              ? WaitUntil(absl::InfinitePast(), patience)
+              : WaitUntil(std::min(deadline, absl::Now() + patience),
+                          absl::ZeroDuration());
+      if (absl::IsDeadlineExceeded(waited)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "queue ", impl_->id, ": ", submitted - completed, " of ",
+            ops.size(), " operations still in flight ",
+            absl::Now() >= deadline
+                ? "at Run's deadline"
+                : absl::StrCat("after ", absl::FormatDuration(patience),
+                               " without a completion (their timeout and a "
+                               "grace): is rdmad overloaded or stuck?")));
+      }
+      if (!waited.ok()) return waited;
+      continue;
+    }
+    for (size_t i = 0; i < got; ++i) {
+      Completion& c = polled[i];
+      if (c.kind == Completion::Kind::kNotification) {
+        impl_->held.push_back(std::move(c));
+        continue;
+      }
+      if (c.tag >= submitted) {
+        return absl::InternalError(absl::StrCat(
+            "queue ", impl_->id, " returned a completion with tag ", c.tag,
+            ", which Run did not give: was the queue used from another "
+            "thread at the same time?"));
+      }
+      const size_t index = c.tag;
+      c.tag = ops[index].tag;
+      if (!c.status.ok()) {
+        first_failed = std::min(first_failed, index);
+        end = submitted;
+      }
+      results[index] = std::move(c);
+      ++completed;
+    }
+  }
+  if (first_failed < ops.size()) {
+    const absl::Status& failed = results[first_failed].status;
+    return absl::Status(failed.code(),
+                        absl::StrCat("operation ", first_failed, " (tag ",
+                                     ops[first_failed].tag, ") of ", ops.size(),
+                                     ": ", failed.message()));
+  }
+  return results;
+}
+
 bool Queue::Arm() {
+  // Run kept notifications for Poll: they are ready now.
+  if (!impl_->held.empty()) return false;
   // False sends the caller to Poll and status() also when nothing can ever
   // make the eventfd readable: a stopped queue (WaitUnlessReady says
   // ready), and a daemon that died without stopping it.
@@ -253,10 +379,12 @@ bool Queue::Arm() {
 }
 
 absl::Status Queue::Wait(absl::Time deadline) {
+  if (!impl_->held.empty()) return absl::OkStatus();
   return WaitUntil(deadline, absl::ZeroDuration());
 }
 
 absl::Status Queue::Wait(absl::Duration timeout) {
+  if (!impl_->held.empty()) return absl::OkStatus();
   return WaitUntil(absl::InfinitePast(), timeout);
 }
 

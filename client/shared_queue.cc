@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
 #include "client/queue_impl.h"
 
-namespace rdmad {
+namespace rdmad::client_internal {
 namespace {
 
 // Extra time past an operation's own deadline to wait for the daemon to
@@ -51,8 +52,8 @@ absl::StatusOr<std::shared_ptr<const RemoteHandle>> SharedQueue::HandleFor(
     auto it = handles_.find(key);
     // A handle of the session before a daemon restart names nothing (or
     // something else) now: open it again.
-    if (it != handles_.end() && it->second->session_generation ==
-                                    client_->impl_->link->generation()) {
+    if (it != handles_.end() &&
+        it->second->session_generation_ == client_->impl_->link->generation()) {
       return it->second;
     }
   }
@@ -67,38 +68,47 @@ absl::StatusOr<std::shared_ptr<const RemoteHandle>> SharedQueue::HandleFor(
     auto& slot = handles_[key];
     old = std::exchange(slot, handle);
   }
-  if (old != nullptr && old->id != handle->id) {
+  if (old != nullptr && old->id_ != handle->id_) {
     (void)client_->CloseRemote(*old);
   }
   return handle;
 }
 
-absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> SharedQueue::Run(
-    const std::vector<TransferOp>& requests, absl::Duration timeout) {
+absl::StatusOr<std::vector<Completion>> SharedQueue::Run(
+    absl::Span<const Op> requests, absl::Duration timeout) {
   const size_t n = requests.size();
-  std::vector<absl::StatusOr<TransferResult>> results(
-      n, absl::UnknownError("not run"));
-  // Handles keep the ops' remote pointers valid while they run.
-  std::vector<std::shared_ptr<const RemoteHandle>> handles(n);
+  std::vector<Completion> results(n);
+  // Handles opened here keep the ops' remote pointers valid while they run.
+  std::vector<std::shared_ptr<const RemoteHandle>> opened(n);
   std::vector<Op> ops;
   std::vector<size_t> index;
+  const uint64_t generation = client_->impl_->link->generation();
   for (size_t i = 0; i < n; ++i) {
-    const TransferOp& r = requests[i];
-    auto handle = HandleFor(r.remote);
-    if (!handle.ok()) {
-      results[i] = handle.status();
+    Op op = requests[i];
+    results[i].tag = op.tag;
+    if (const RemoteRegion* const* region =
+            std::get_if<const RemoteRegion*>(&op.remote)) {
+      auto handle = HandleFor(**region);
+      if (!handle.ok()) {
+        results[i].status = handle.status();
+        continue;
+      }
+      opened[i] = *std::move(handle);
+      op.remote = opened[i].get();
+      op.remote_offset += (*region)->offset;
+    } else if (std::get<const RemoteHandle*>(op.remote)->session_generation_ !=
+               generation) {
+      // Submit would refuse the whole batch for it: it fails alone.
+      results[i].status = absl::FailedPreconditionError(absl::StrCat(
+          "remote handle ", std::get<const RemoteHandle*>(op.remote)->id_,
+          " was opened in another session of this client (rdmad restarted "
+          "since): open it again"));
       continue;
     }
-    handles[i] = *handle;
-    Op op;
-    op.kind = r.kind == TransferOp::Kind::kWrite ? Op::Kind::kWrite
-                                                 : Op::Kind::kRead;
-    op.local = r.local;
-    op.local_offset = r.local_offset;
-    op.remote = handles[i].get();
-    op.remote_offset = r.remote.offset + r.remote_offset;
-    op.length = r.length;
-    op.timeout = timeout;
+    // Never past the call's own deadline.
+    op.timeout = op.timeout > absl::ZeroDuration()
+                     ? std::min(op.timeout, timeout)
+                     : timeout;
     ops.push_back(op);
     index.push_back(i);
   }
@@ -106,21 +116,18 @@ absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> SharedQueue::Run(
   auto outcomes = Execute(ops, absl::Now() + timeout + kReportGrace);
   if (!outcomes.ok()) return outcomes.status();
   for (size_t k = 0; k < ops.size(); ++k) {
-    const Outcome& o = (*outcomes)[k];
-    if (o.status.ok()) {
-      results[index[k]] =
-          TransferResult{o.bytes, o.transport, o.daemon_time};
-    } else {
-      results[index[k]] = o.status;
-    }
+    Completion& done = results[index[k]];
+    const uint64_t tag = done.tag;
+    done = std::move((*outcomes)[k]);
+    done.tag = tag;
   }
   return results;
 }
 
-absl::StatusOr<std::vector<SharedQueue::Outcome>> SharedQueue::Execute(
+absl::StatusOr<std::vector<Completion>> SharedQueue::Execute(
     std::vector<Op>& ops, absl::Time deadline) {
   const size_t n = ops.size();
-  std::vector<Outcome> out(n);
+  std::vector<Completion> out(n);
   size_t submitted = 0;
   size_t awaited = 0;
   size_t end = n;  // ops from here on failed to submit
@@ -164,13 +171,13 @@ absl::StatusOr<std::vector<SharedQueue::Outcome>> SharedQueue::Execute(
   return out;
 }
 
-absl::StatusOr<SharedQueue::Outcome> SharedQueue::Await(uint64_t tag,
-                                                        absl::Time deadline) {
+absl::StatusOr<Completion> SharedQueue::Await(uint64_t tag,
+                                              absl::Time deadline) {
   absl::MutexLock lock(&results_mu_);
   for (;;) {
     auto it = results_.find(tag);
     if (it != results_.end()) {
-      Outcome o = std::move(it->second);
+      Completion o = std::move(it->second);
       results_.erase(it);
       return o;
     }
@@ -206,8 +213,7 @@ absl::StatusOr<SharedQueue::Outcome> SharedQueue::Await(uint64_t tag,
     for (size_t i = 0; i < got; ++i) {
       if (done[i].kind != Completion::Kind::kCompletion) continue;
       if (abandoned_.erase(done[i].tag) > 0) continue;
-      results_[done[i].tag] = Outcome{std::move(done[i].status), done[i].bytes,
-                                      done[i].transport, done[i].daemon_time};
+      results_[done[i].tag] = std::move(done[i]);
     }
     results_cv_.SignalAll();
     if (!waited.ok() && !absl::IsDeadlineExceeded(waited) && got == 0) {
@@ -231,4 +237,4 @@ size_t SharedQueue::KeptForTest() {
   return results_.size() + abandoned_.size();
 }
 
-}  // namespace rdmad
+}  // namespace rdmad::client_internal

@@ -22,10 +22,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
 
-namespace rdmad {
+namespace rdmad::client_internal {
 
 class SharedQueue {
  public:
@@ -37,29 +38,23 @@ class SharedQueue {
   // runs (for tests).
   size_t KeptForTest();
 
-  // Runs `ops` (remote regions as the client named them; each op's
-  // `remote` is resolved here) and returns a result per op. A failed
-  // call (no queue, daemon gone) is the whole call's status.
-  absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Run(
-      const std::vector<TransferOp>& ops, absl::Duration timeout);
+  // Runs `ops` (checked by Client::PrepareToRun: each has a buffer and a
+  // remote region; one named by RemoteRegion is opened here) within
+  // `timeout` and returns a completion per op, with its tag. A failed call
+  // (no queue, daemon gone) is the whole call's status.
+  absl::StatusOr<std::vector<Completion>> Run(absl::Span<const Op> ops,
+                                              absl::Duration timeout);
 
  private:
-  struct Outcome {
-    absl::Status status;
-    uint64_t bytes = 0;
-    Transport transport = Transport::kNone;
-    absl::Duration daemon_time;
-  };
-
   absl::Status EnsureQueue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   // The handle for `remote` (opened on first use).
   absl::StatusOr<std::shared_ptr<const RemoteHandle>> HandleFor(
       const RemoteRegion& remote);
   // Submits `ops` and waits for all of their outcomes.
-  absl::StatusOr<std::vector<Outcome>> Execute(std::vector<Op>& ops,
-                                               absl::Time deadline);
+  absl::StatusOr<std::vector<Completion>> Execute(std::vector<Op>& ops,
+                                                  absl::Time deadline);
   // Waits for the outcome of `tag`, polling the ring when no one else is.
-  absl::StatusOr<Outcome> Await(uint64_t tag, absl::Time deadline);
+  absl::StatusOr<Completion> Await(uint64_t tag, absl::Time deadline);
   // The caller stopped waiting for ops[from, to) (it gave up at its
   // deadline or the queue failed): their outcomes, already here or still
   // to come, are dropped instead of kept for good.
@@ -77,13 +72,14 @@ class SharedQueue {
       handles_ ABSL_GUARDED_BY(handles_mu_);
 
   absl::Mutex results_mu_;
-  absl::flat_hash_map<uint64_t, Outcome> results_ ABSL_GUARDED_BY(results_mu_);
+  absl::flat_hash_map<uint64_t, Completion> results_
+      ABSL_GUARDED_BY(results_mu_);
   // Tags of the current queue that nobody waits for any more.
   absl::flat_hash_set<uint64_t> abandoned_ ABSL_GUARDED_BY(results_mu_);
   bool polling_ ABSL_GUARDED_BY(results_mu_) = false;
   absl::CondVar results_cv_;
 };
 
-}  // namespace rdmad
+}  // namespace rdmad::client_internal
 
 #endif  // RDMAD_CLIENT_SHARED_QUEUE_H_

@@ -6,8 +6,9 @@
 // one transfer (or, with --batch, one batch) at a time, until --iters
 // operations were claimed or --duration passed: with --path ring on a
 // shared-memory queue of the thread's own (submit, then wait for the
-// completions), with --path grpc as Local calls (Client::Write/Read, or
-// Client::Batch). Each operation's latency is the time its call took;
+// completions), with --path grpc as Local gRPC calls (Write/Read, or
+// Batch, through the client library's internal RPC path: client/rpc_path.h).
+// Each operation's latency is the time its call took;
 // throughput is bytes over the wall time from the common start to the last
 // completion. All operations share one local buffer and the remote range
 // at offset 0: bench measures the path, not the data.
@@ -32,6 +33,7 @@
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/progress.h"
+#include "client/rpc_path.h"
 #include "common/size.h"
 
 namespace rdmad::rdmactl {
@@ -210,28 +212,39 @@ struct SizeRun {
   uint64_t error_op = 0;
 };
 
-absl::StatusOr<TransferResult> Transfer(Client& client, BenchOp op,
-                                        const Buffer& local,
-                                        const RemoteRegion& remote,
-                                        uint64_t size) {
-  return op == BenchOp::kWrite ? client.Write(local, 0, remote, 0, size)
-                               : client.Read(local, 0, remote, 0, size);
+Op::Kind KindOf(BenchOp op) {
+  return op == BenchOp::kWrite ? Op::Kind::kWrite : Op::Kind::kRead;
 }
 
-// `count` operations in one Batch call; the first failed one's status.
-absl::Status TransferBatch(SizeRun& run, uint64_t count) {
-  std::vector<TransferOp> ops(count);
-  for (TransferOp& op : ops) {
-    op.kind = run.op == BenchOp::kWrite ? TransferOp::Kind::kWrite
-                                        : TransferOp::Kind::kRead;
-    op.local = run.local;
-    op.remote = *run.remote;
-    op.length = run.size;
+// One operation of `size` bytes at offset 0: as a Local gRPC call
+// (--path grpc), else on the client's own queue (Client::Write/Read).
+absl::StatusOr<Completion> Transfer(Client& client, BenchPath path, BenchOp op,
+                                    const Buffer& local,
+                                    const RemoteRegion& remote, uint64_t size) {
+  if (path == BenchPath::kRing) {
+    return op == BenchOp::kWrite ? client.Write(local, 0, remote, 0, size)
+                                 : client.Read(local, 0, remote, 0, size);
   }
-  auto results = run.client->Batch(ops);
+  const Op one{
+      .kind = KindOf(op), .local = &local, .remote = &remote, .length = size};
+  auto done =
+      client_internal::RpcPath::Run(client, absl::MakeConstSpan(&one, 1));
+  if (!done.ok()) return done.status();
+  if (!(*done)[0].status.ok()) return (*done)[0].status;
+  return (*done)[0];
+}
+
+// `count` operations in one Local Batch call; the first failed one's
+// status.
+absl::Status TransferBatch(SizeRun& run, uint64_t count) {
+  const std::vector<Op> ops(count, Op{.kind = KindOf(run.op),
+                                      .local = run.local,
+                                      .remote = run.remote,
+                                      .length = run.size});
+  auto results = client_internal::RpcPath::Run(*run.client, ops);
   if (!results.ok()) return results.status();
-  for (const absl::Status& status : *results) {
-    if (!status.ok()) return status;
+  for (const Completion& done : *results) {
+    if (!done.status.ok()) return done.status;
   }
   return absl::OkStatus();
 }
@@ -241,7 +254,7 @@ absl::Status TransferBatch(SizeRun& run, uint64_t count) {
 std::vector<Op> RingOps(const SizeRun& run) {
   std::vector<Op> ops(std::max(run.batch, 1));
   for (size_t i = 0; i < ops.size(); ++i) {
-    ops[i].kind = run.op == BenchOp::kWrite ? Op::Kind::kWrite : Op::Kind::kRead;
+    ops[i].kind = KindOf(run.op);
     ops[i].local = run.local;
     ops[i].remote = run.handle;
     ops[i].length = run.size;
@@ -329,12 +342,12 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     }
     const Clock::time_point t0 = Clock::now();
     absl::Status status;
-    std::optional<TransferResult> single;  // what a one-operation call says
+    std::optional<Completion> single;  // what a one-operation call says
     if (queue != nullptr) {
       status = RingCall(*queue, ops, count, done, out);
     } else if (run.batch > 1) {
       status = TransferBatch(run, count);
-    } else if (auto result = Transfer(*run.client, run.op, *run.local,
+    } else if (auto result = Transfer(*run.client, run.path, run.op, *run.local,
                                       *run.remote, run.size);
                result.ok()) {
       single = *std::move(result);
@@ -356,7 +369,7 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
     if (single.has_value()) {
       out.daemon_latencies_ns.push_back(
-          absl::ToInt64Nanoseconds(single->daemon_latency));
+          absl::ToInt64Nanoseconds(single->daemon_time));
       out.transports.insert(single->transport);
     }
     out.last_end = t1;
@@ -388,7 +401,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
                    remote.peer, "/", remote.name);
   progress.Show(absl::StrCat(label, ": warming up"));
   // Not counted: sets up the connection to the peer on the first size.
-  auto warm = Transfer(client, options.op, local, remote, size);
+  auto warm = Transfer(client, options.path, options.op, local, remote, size);
   if (!warm.ok()) {
     return Failed(absl::StrCat(what, " (warm-up)"),
                   WithHint(warm.status(), options, remote.peer));

@@ -22,11 +22,6 @@ absl::StatusOr<Client*> CommandContext::client() {
     options.socket_path = global().socket_path;
     options.timeout = global().timeout.value_or(kDefaultCallTimeout);
     options.deadline = deadline_;
-    // bench --path grpc measures the Local gRPC calls the queue replaced.
-    if (invocation_.command == Command::kBench &&
-        invocation_.bench.path == BenchPath::kGrpc) {
-      options.transfer_path = TransferPath::kRpc;
-    }
     auto client = Client::Connect(options);
     if (!client.ok()) return Failed("connect", client.status());
     client_ = *std::move(client);

@@ -63,19 +63,12 @@ namespace rdmad {
 // not empty, else /run/rdmad/rdmad.sock.
 std::string DefaultSocketPath();
 
-// How Client::Write, Read and Batch reach the daemon.
-enum class TransferPath {
-  kQueue,  // a shared-memory queue (the default: no system call per op)
-  kRpc,    // one Local gRPC call per Write/Read/Batch (for comparison)
-};
-
 struct ClientOptions {
   // The daemon's Local socket; the session socket is this path + ".session".
   std::string socket_path = DefaultSocketPath();
   // Deadline of each call to the daemon, transfers included.
   absl::Duration timeout = absl::Seconds(30);
-  TransferPath transfer_path = TransferPath::kQueue;
-  // QueueOptions::spin of the queue that Write, Read and Batch use (kQueue):
+  // QueueOptions::spin of the queue that Write, Read and Batch use:
   // how long a caller busy-polls for its completion before it sleeps.
   absl::Duration queue_spin = kDefaultQueueSpin;
   // No call runs past this time, whatever `timeout` says: a bound on
@@ -97,10 +90,6 @@ struct RemoteRegion {
 };
 
 class Client;
-class SharedQueue;
-namespace client_internal {
-class SessionLink;
-}  // namespace client_internal
 
 // A region mapped into this process. Move-only.
 //
@@ -120,14 +109,15 @@ class Buffer {
   ~Buffer();
 
   // Start of the mapping: writes here are what the daemon sends, and reads
-  // see what it received. Valid while the Buffer lives.
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-  uint64_t id() const { return id_; }
-  const std::string& name() const { return name_; }
-  bool owned() const { return owned_; }
+  // see what it received. Valid while the Buffer lives; null once it was
+  // released or moved from (as are size() and id()).
+  char* data() const;
+  size_t size() const;
+  uint64_t id() const;
+  const std::string& name() const;
+  bool owned() const;
   // False for a read-only view: writing to data() would fault.
-  bool writable() const { return writable_; }
+  bool writable() const;
 
   // Frees (owned) or unmaps (view) now, reporting errors that the
   // destructor would have to ignore.
@@ -136,28 +126,11 @@ class Buffer {
  private:
   friend class Client;
   friend class Queue;
-  Buffer(Client* client, std::shared_ptr<client_internal::SessionLink> link,
-         uint64_t id, std::string name, char* data, size_t size,
-         size_t mapped_size, bool owned, bool writable, uint64_t generation);
-  void Unmap();
+  friend struct client_internal::RpcPath;
+  struct Impl;
+  explicit Buffer(std::unique_ptr<Impl> impl);
 
-  // Which Client it came from (compared, never followed: the Client may be
-  // gone). Null once released.
-  Client* client_ = nullptr;
-  // The session it frees its region through.
-  std::shared_ptr<client_internal::SessionLink> link_;
-  // A view re-mapped after a daemon restart gets the new region's id and
-  // the new session's generation (Client::Usable); they change only in the
-  // thread that uses the Buffer.
-  mutable uint64_t id_ = 0;
-  std::string name_;
-  char* data_ = nullptr;
-  size_t size_ = 0;
-  size_t mapped_size_ = 0;
-  bool owned_ = false;
-  mutable bool writable_ = true;
-  // The session it was created in (a count of the Client's sessions).
-  mutable uint64_t generation_ = 0;
+  std::unique_ptr<Impl> impl_;  // null once released or moved from
 };
 
 struct AllocateOptions {
@@ -172,17 +145,6 @@ struct AllocateOptions {
 struct RegionOptions {
   uint32_t mode = 0;              // 0 = 0600 (owner only)
   std::optional<uint32_t> group;  // one of the caller's groups; unset = its gid
-};
-
-
-// One operation of a Batch call.
-struct TransferOp {
-  enum class Kind { kWrite, kRead } kind = Kind::kWrite;
-  const Buffer* local = nullptr;  // Not owned.
-  uint64_t local_offset = 0;
-  RemoteRegion remote;
-  uint64_t remote_offset = 0;
-  uint64_t length = 0;
 };
 
 class Client {
@@ -234,18 +196,24 @@ class Client {
 
   // One-sided transfers between `local` and a remote region. WRITE: local
   // -> remote; READ: remote -> local. Completes when the data is in place
-  // at the destination (for WRITE: acknowledged by the remote side).
-  absl::StatusOr<TransferResult> Write(const Buffer& local,
-                                       uint64_t local_offset,
-                                       const RemoteRegion& remote,
-                                       uint64_t remote_offset, uint64_t length);
-  absl::StatusOr<TransferResult> Read(const Buffer& local,
-                                      uint64_t local_offset,
-                                      const RemoteRegion& remote,
-                                      uint64_t remote_offset, uint64_t length);
-  // Many independent operations in one call; result i belongs to ops[i].
-  absl::StatusOr<std::vector<absl::Status>> Batch(
-      const std::vector<TransferOp>& ops);
+  // at the destination (for WRITE: acknowledged by the remote side). The
+  // Completion says how many bytes moved and how; a failed transfer is the
+  // call's status.
+  absl::StatusOr<Completion> Write(const Buffer& local, uint64_t local_offset,
+                                   const RemoteRegion& remote,
+                                   uint64_t remote_offset, uint64_t length);
+  absl::StatusOr<Completion> Read(const Buffer& local, uint64_t local_offset,
+                                  const RemoteRegion& remote,
+                                  uint64_t remote_offset, uint64_t length);
+  // Many independent operations in one call, each named by RemoteRegion or
+  // by RemoteHandle (of this client's session), with their tags,
+  // immediates and timeouts (a timeout longer than what is left of the
+  // call's is cut to it). Result i belongs to ops[i] and carries its tag
+  // and its own status: one failed op fails none of the others. The call
+  // fails as a whole (INVALID_ARGUMENT, naming the op) only for an op
+  // without a buffer of this client or a remote region, and when the
+  // daemon cannot be reached.
+  absl::StatusOr<std::vector<Completion>> Batch(absl::Span<const Op> ops);
 
   // The asynchronous data path (rdmad/queue.h): a queue in memory shared
   // with the daemon, and remote regions opened once for it. Write, Read and
@@ -288,7 +256,8 @@ class Client {
  private:
   friend class Buffer;
   friend class Queue;
-  friend class SharedQueue;
+  friend class client_internal::SharedQueue;
+  friend struct client_internal::RpcPath;
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   // Maps region `id` of session `generation` (the one that made or found
@@ -305,18 +274,14 @@ class Client {
   // a daemon restart is mapped again in place first; an owned buffer from
   // then fails FAILED_PRECONDITION.
   absl::Status Usable(const Buffer& buffer);
-  // Write, Read and Batch: opens a new session first if the daemon
-  // restarted, checks the buffers (Usable), then runs `ops` on the shared
-  // queue or, with TransferPath::kRpc, as Local calls (RunRpc).
-  absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> Run(
-      const std::vector<TransferOp>& ops);
-  absl::StatusOr<std::vector<absl::StatusOr<TransferResult>>> RunRpc(
-      const std::vector<TransferOp>& ops);
-  absl::StatusOr<TransferResult> Transfer(bool write, const Buffer& local,
-                                          uint64_t local_offset,
-                                          const RemoteRegion& remote,
-                                          uint64_t remote_offset,
-                                          uint64_t length);
+  // What Write, Read and Batch do before they run `ops`: opens a new
+  // session first if the daemon restarted, then checks that every op has a
+  // remote region and a buffer that may be used now (Usable).
+  absl::Status PrepareToRun(absl::Span<const Op> ops);
+  absl::StatusOr<Completion> Transfer(Op::Kind kind, const Buffer& local,
+                                      uint64_t local_offset,
+                                      const RemoteRegion& remote,
+                                      uint64_t remote_offset, uint64_t length);
 
   std::unique_ptr<Impl> impl_;
 };

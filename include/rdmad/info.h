@@ -314,13 +314,6 @@ struct ClusterLookup {
   absl::Duration latency;   // daemon-side time of the look-up
 };
 
-// What one Write or Read did.
-struct TransferResult {
-  uint64_t bytes = 0;
-  Transport transport = Transport::kNone;
-  absl::Duration daemon_latency;  // post-to-completion inside the daemon
-};
-
 }  // namespace rdmad
 
 #endif  // RDMAD_INFO_H_

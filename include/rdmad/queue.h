@@ -27,21 +27,17 @@
 //   if (!kv.ok()) return kv.status();
 //   auto buf = (*client)->Allocate(1 << 20);
 //   if (!buf.ok()) return buf.status();
-//   rdmad::Op ops[16];
+//   std::vector<rdmad::Op> ops;
 //   for (uint64_t i = 0; i < 16; ++i) {
-//     ops[i] = {.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-//               .local_offset = i * 4096, .remote = &*kv,
-//               .remote_offset = i * 4096, .length = 4096, .tag = i};
+//     ops.push_back({.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
+//                    .local_offset = i * 4096, .remote = &*kv,
+//                    .remote_offset = i * 4096, .length = 4096, .tag = i});
 //   }
-//   auto queued = (*queue)->Submit(ops);  // 16, or fewer if it is full
-//   if (!queued.ok()) return queued.status();
-//   rdmad::Completion done[16];
-//   size_t n = 0;
-//   while (n < *queued) {
-//     absl::Status waited = (*queue)->Wait(absl::Now() + absl::Seconds(5));
-//     if (!waited.ok()) return waited;
-//     n += (*queue)->Poll(absl::MakeSpan(done).subspan(n, *queued - n));
-//   }
+//   // Run: submit what fits, wait, poll, until all are done. For more
+//   // control, Submit(ops) queues what fits and returns how many, Wait
+//   // sleeps until a completion is ready, and Poll takes completions.
+//   auto done = (*queue)->Run(ops);  // done[i] belongs to ops[i]
+//   if (!done.ok()) return done.status();  // the first op that failed
 #ifndef RDMAD_QUEUE_H_
 #define RDMAD_QUEUE_H_
 
@@ -50,6 +46,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,22 +59,46 @@ namespace rdmad {
 
 class Buffer;
 class Client;
+struct RemoteRegion;         // rdmad/client.h
+namespace client_internal {  // the library's internals (client/)
 class SharedQueue;
+struct RpcPath;
+}  // namespace client_internal
 
-// A region on another daemon (or this one) opened for queue operations.
-// It belongs to the client session that opened it: after the daemon
+// A region on another daemon (or this one) opened for queue operations
+// (Client::OpenRemote). A copyable value; what it says is what the daemon
+// answered, and only Client::OpenRemote makes one that names a region. It
+// belongs to the client session that opened it: after the daemon
 // restarted, open it again.
-struct RemoteHandle {
-  uint64_t id = 0;
-  uint64_t size = 0;               // bytes of the region when it was opened
+class RemoteHandle {
+ public:
+  RemoteHandle() = default;
+
+  // The daemon's id of the handle, as the ring names it; 0 for none.
+  uint64_t id() const { return id_; }
+  // Bytes of the region when it was opened.
+  uint64_t size() const { return size_; }
   // What its export grants; for a region of this daemon, what this
   // process may do with it (its mode, or the export).
-  Access access = Access::kNone;
-  Transport transport = Transport::kNone;  // kLocal: a region of this daemon
-  std::string peer;  // "HOST:PORT" of its daemon; "" for this one
-  std::string name;  // its name, if it has one
-  // The client session it was opened in (set by Client::OpenRemote).
-  uint64_t session_generation = 0;
+  Access access() const { return access_; }
+  Transport transport() const { return transport_; }  // kLocal: this daemon's
+  const std::string& peer() const { return peer_; }   // "HOST:PORT"; "" here
+  const std::string& name() const { return name_; }   // its name, if any
+
+ private:
+  friend class Client;
+  friend class Queue;
+  friend class client_internal::SharedQueue;
+
+  uint64_t id_ = 0;
+  uint64_t size_ = 0;
+  Access access_ = Access::kNone;
+  Transport transport_ = Transport::kNone;
+  std::string peer_;
+  std::string name_;
+  // The client session it was opened in: ids of another session name
+  // other handles.
+  uint64_t session_generation_ = 0;
 };
 
 // QueueOptions::spin: the default, and the longest accepted.
@@ -111,12 +133,22 @@ struct QueueOptions {
   absl::Duration spin = kDefaultQueueSpin;
 };
 
-// One operation for Queue::Submit.
+// One one-sided operation: for a Queue (Submit, Run) and for
+// Client::Write, Read and Batch. WRITE: `length` bytes from `local` at
+// `local_offset` to the remote region at `remote_offset`; READ: the other
+// way. A plain value of borrowed pointers: what they point to must outlive
+// the call that takes the op (for Submit: until its completion is polled).
 struct Op {
+  // The remote region: a handle from Client::OpenRemote (the only kind a
+  // Queue takes: the ring names regions by handle), or a RemoteRegion by
+  // name or descriptor, which Client::Write, Read and Batch open for you
+  // (once per region; its `offset` is added to `remote_offset`).
+  using Remote = std::variant<const RemoteHandle*, const RemoteRegion*>;
+
   enum class Kind { kWrite, kRead } kind = Kind::kWrite;
   const Buffer* local = nullptr;  // Not owned; a buffer of the same Client.
   uint64_t local_offset = 0;
-  const RemoteHandle* remote = nullptr;  // Not owned.
+  Remote remote;  // Not owned.
   uint64_t remote_offset = 0;
   uint64_t length = 0;
   uint64_t tag = 0;  // yours; comes back in the completion
@@ -127,13 +159,15 @@ struct Op {
   // most once: such a WRITE is not retried when the connection to the peer
   // is lost under it (UNAVAILABLE then says the notification is in doubt).
   std::optional<uint32_t> immediate;
-  // 0 (or less): the queue's default. Rounded up to milliseconds, at most
+  // 0 (or less): the queue's default (for Client::Write, Read and Batch:
+  // what is left of the call's timeout). Rounded up to milliseconds, at most
   // an hour. When it passes, the op completes DEADLINE_EXCEEDED with its
   // tag, and its local buffer is no longer written.
   absl::Duration timeout = absl::ZeroDuration();
 };
 
-// What comes back on the completion ring.
+// The result of an operation (Queue::Poll and Run, Client::Write, Read
+// and Batch), or a notification (Queue::Poll on a queue that takes them).
 struct Completion {
   enum class Kind { kCompletion, kNotification } kind = Kind::kCompletion;
   // kCompletion: the operation's tag, its status, the bytes it moved and
@@ -172,6 +206,22 @@ class Queue {
   // completion.
   absl::StatusOr<size_t> Submit(absl::Span<const Op> ops);
 
+  // Runs all of `ops` and returns their completions, result i for ops[i]
+  // (with ops[i]'s tag): submits what fits, waits, polls, and repeats
+  // until every operation completed. Any number of ops, whatever the
+  // queue's depth. If one fails, Run submits no more, waits for those in
+  // flight, and returns the status of the first failed op in `ops` order,
+  // its message prefixed with the op's index and tag; a refusal of Submit
+  // (see there) is returned the same way. The queue must have nothing in
+  // flight when Run starts (FAILED_PRECONDITION: Poll what earlier Submits
+  // left), as Run tells its completions by tag. Notifications that arrive
+  // meanwhile are kept for the next Poll. Each wait ends at `deadline`, or
+  // when no operation completed for longer than the longest op timeout
+  // (or the queue's default) plus 5 s (DEADLINE_EXCEEDED: the daemon did
+  // not report them; they may still be in flight).
+  absl::StatusOr<std::vector<Completion>> Run(
+      absl::Span<const Op> ops, absl::Time deadline = absl::InfiniteFuture());
+
   // Moves completions that are ready into `out`; returns how many.
   size_t Poll(absl::Span<Completion> out);
 
@@ -205,7 +255,7 @@ class Queue {
 
  private:
   friend class Client;
-  friend class SharedQueue;
+  friend class client_internal::SharedQueue;
   struct Impl;
   explicit Queue(std::unique_ptr<Impl> impl);
   absl::Status WaitUntil(absl::Time deadline, absl::Duration timeout);

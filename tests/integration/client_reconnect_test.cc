@@ -2,8 +2,9 @@
 // new session by itself; buffers of the old session report, precisely, that
 // they are gone; views of named regions are mapped again in place; queues
 // and remote handles of the old session are refused, not misread as the new
-// session's; and ClientOptions take RDMAD_SOCKET as rdmactl does. Write,
-// Read and Batch behave the same on the shared queue and as gRPC calls.
+// session's; and ClientOptions take RDMAD_SOCKET as rdmactl does. Write
+// and Batch behave the same on the shared queue and as gRPC calls (the
+// library's internal RPC path).
 #include <signal.h>
 
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "client/rpc_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
@@ -25,7 +27,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ClientReconnectTest : public ::testing::TestWithParam<TransferPath> {
+// How the test's Write and Batch reach the daemon.
+enum class Path { kQueue, kRpc };
+
+class ClientReconnectTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override { Start({}); }
 
@@ -35,10 +40,35 @@ class ClientReconnectTest : public ::testing::TestWithParam<TransferPath> {
     auto d = DaemonProcess::Start(dir_.path(), "d", options);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
-    auto client = Client::Connect(
-        {.socket_path = daemon_->socket(), .transfer_path = GetParam()});
+    auto client = Client::Connect({.socket_path = daemon_->socket()});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
+  }
+
+  // Client::Batch, or the same as Local gRPC calls.
+  absl::StatusOr<std::vector<Completion>> Batch(absl::Span<const Op> ops) {
+    return GetParam() == Path::kQueue
+               ? client_->Batch(ops)
+               : client_internal::RpcPath::Run(*client_, ops);
+  }
+
+  // Client::Write, or the same as a Local gRPC call.
+  absl::StatusOr<Completion> Write(const Buffer& local, uint64_t local_offset,
+                                   const RemoteRegion& remote,
+                                   uint64_t remote_offset, uint64_t length) {
+    if (GetParam() == Path::kQueue) {
+      return client_->Write(local, local_offset, remote, remote_offset, length);
+    }
+    const Op op{.kind = Op::Kind::kWrite,
+                .local = &local,
+                .local_offset = local_offset,
+                .remote = &remote,
+                .remote_offset = remote_offset,
+                .length = length};
+    auto done = Batch({&op, 1});
+    if (!done.ok()) return done.status();
+    if (!(*done)[0].status.ok()) return (*done)[0].status;
+    return (*done)[0];
   }
 
   bool HasRegion(const std::string& name) {
@@ -65,7 +95,7 @@ TEST_P(ClientReconnectTest, NextCallAfterARestartOpensANewSession) {
   ASSERT_TRUE(view.ok()) << view.status();
   char* const view_data = view->data();
   // Before the restart: the shared queue and its handle for "target" exist.
-  ASSERT_TRUE(client_->Write(*view, 0, {.name = "target"}, 0, 10).ok());
+  ASSERT_TRUE(Write(*view, 0, {.name = "target"}, 0, 10).ok());
 
   ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->LogTail();
 
@@ -76,14 +106,14 @@ TEST_P(ClientReconnectTest, NextCallAfterARestartOpensANewSession) {
 
   // The new daemon knows nothing of the old session's buffer.
   ASSERT_TRUE(client_->CreateRegion("target", 4096, Access::kNone).ok());
-  auto stale = client_->Write(*owned, 0, {.name = "target"}, 0, 10);
+  auto stale = Write(*owned, 0, {.name = "target"}, 0, 10);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition)
       << stale.status();
   EXPECT_THAT(stale.status().message(), HasSubstr("rdmad restarted"));
   EXPECT_THAT(stale.status().message(), HasSubstr("Allocate a new buffer"));
 
   // A view of "kv", which the restart took away: says so.
-  auto gone = client_->Write(*view, 0, {.name = "target"}, 0, 10);
+  auto gone = Write(*view, 0, {.name = "target"}, 0, 10);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound) << gone.status();
   EXPECT_THAT(gone.status().message(), HasSubstr("Create it again"));
 
@@ -91,21 +121,22 @@ TEST_P(ClientReconnectTest, NextCallAfterARestartOpensANewSession) {
   // place, and moves its bytes (on the shared queue: a new queue, a new
   // handle for "target").
   ASSERT_TRUE(client_->CreateRegion("kv", 8192, Access::kNone).ok());
-  auto moved = client_->Write(*view, 0, {.name = "target"}, 0, 5);
+  auto moved = Write(*view, 0, {.name = "target"}, 0, 5);
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_EQ(view->data(), view_data);
   std::memcpy(view->data(), "fresh", 5);  // the new region's memory now
-  ASSERT_TRUE(client_->Write(*view, 0, {.name = "target"}, 0, 5).ok());
+  ASSERT_TRUE(Write(*view, 0, {.name = "target"}, 0, 5).ok());
   auto target = client_->MapRegion("target");
   ASSERT_TRUE(target.ok()) << target.status();
   EXPECT_EQ(std::memcmp(target->data(), "fresh", 5), 0);
-  auto batch = client_->Batch({{.kind = TransferOp::Kind::kRead,
-                                .local = &*view,
-                                .local_offset = 100,
-                                .remote = {.name = "target"},
-                                .length = 5}});
+  const RemoteRegion target_region{.name = "target"};
+  auto batch = Batch({{.kind = Op::Kind::kRead,
+                       .local = &*view,
+                       .local_offset = 100,
+                       .remote = &target_region,
+                       .length = 5}});
   ASSERT_TRUE(batch.ok()) << batch.status();
-  EXPECT_TRUE((*batch)[0].ok()) << (*batch)[0];
+  EXPECT_TRUE((*batch)[0].status.ok()) << (*batch)[0].status;
 
   // Releasing the old buffer frees nothing in the new daemon, although its
   // id may now name another region there.
@@ -128,13 +159,13 @@ TEST_P(ClientReconnectTest, ATransferIsTheFirstCallAfterARestart) {
   ASSERT_TRUE(client_->CreateRegion("dst", 4096, Access::kNone).ok());
   auto src = client_->MapRegion("src");
   ASSERT_TRUE(src.ok()) << src.status();
-  ASSERT_TRUE(client_->Write(*src, 0, {.name = "dst"}, 0, 4).ok());
+  ASSERT_TRUE(Write(*src, 0, {.name = "dst"}, 0, 4).ok());
 
   daemon_->Kill();
   ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->LogTail();
 
   std::memcpy(src->data(), "kept", 4);
-  auto done = client_->Write(*src, 0, {.name = "dst"}, 8, 4);
+  auto done = Write(*src, 0, {.name = "dst"}, 8, 4);
   ASSERT_TRUE(done.ok()) << done.status();
   auto dst = client_->MapRegion("dst");
   ASSERT_TRUE(dst.ok()) << dst.status();
@@ -173,8 +204,8 @@ TEST_P(ClientReconnectTest, OldQueuesAndHandlesAreRefusedNotMisread) {
   ASSERT_TRUE(old_queue.ok()) << old_queue.status();
   auto old_handle = client_->OpenRemote({.name = "dst"});
   ASSERT_TRUE(old_handle.ok()) << old_handle.status();
-  EXPECT_EQ(old_handle->transport, Transport::kLocal);
-  EXPECT_EQ(old_handle->access, Access::kReadWrite);  // the owner's mode
+  EXPECT_EQ(old_handle->transport(), Transport::kLocal);
+  EXPECT_EQ(old_handle->access(), Access::kReadWrite);  // the owner's mode
 
   ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->LogTail();
   ASSERT_TRUE(client_->GetStatus().ok());
@@ -286,12 +317,11 @@ TEST_P(ClientReconnectTest, WhileTheDaemonIsDownCallsSaySoThenRecover) {
   EXPECT_EQ(up->pid, static_cast<uint32_t>(daemon_->pid()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BothPaths, ClientReconnectTest,
-    ::testing::Values(TransferPath::kQueue, TransferPath::kRpc),
-    [](const ::testing::TestParamInfo<TransferPath>& info) {
-      return info.param == TransferPath::kQueue ? "Queue" : "Rpc";
-    });
+INSTANTIATE_TEST_SUITE_P(BothPaths, ClientReconnectTest,
+                         ::testing::Values(Path::kQueue, Path::kRpc),
+                         [](const ::testing::TestParamInfo<Path>& info) {
+                           return info.param == Path::kQueue ? "Queue" : "Rpc";
+                         });
 
 TEST(ClientOptionsTest, SocketDefaultsToRdmadSocket) {
   TempDir dir;

@@ -233,21 +233,43 @@ TEST_F(ClientTest, BatchReportsEachOperation) {
   auto buffer = client_->Allocate(4096);
   ASSERT_TRUE(buffer.ok());
   FillPattern(buffer->data(), 4096, 3);
-  std::vector<TransferOp> ops;
-  for (int i = 0; i < 4; ++i) {
-    ops.push_back({TransferOp::Kind::kWrite, &*buffer, uint64_t(i) * 1024,
-                   RemoteRegion{.name = "b"}, uint64_t(i) * 1024, 1024});
+  const RemoteRegion b{.name = "b"};
+  const RemoteRegion nope{.name = "nope"};
+  std::vector<Op> ops;
+  for (uint64_t i = 0; i < 4; ++i) {
+    ops.push_back({.kind = Op::Kind::kWrite,
+                   .local = &*buffer,
+                   .local_offset = i * 1024,
+                   .remote = &b,
+                   .remote_offset = i * 1024,
+                   .length = 1024,
+                   .tag = 70 + i});
   }
-  ops.push_back({TransferOp::Kind::kWrite, &*buffer, 0,
-                 RemoteRegion{.name = "b"}, 4000, 1024});
-  ops.push_back({TransferOp::Kind::kRead, &*buffer, 0,
-                 RemoteRegion{.name = "nope"}, 0, 1});
+  ops.push_back({.kind = Op::Kind::kWrite,
+                 .local = &*buffer,
+                 .remote = &b,
+                 .remote_offset = 4000,
+                 .length = 1024,
+                 .tag = 74});
+  ops.push_back({.kind = Op::Kind::kRead,
+                 .local = &*buffer,
+                 .remote = &nope,
+                 .length = 1,
+                 .tag = 75});
   auto results = client_->Batch(ops);
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 6u);
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE((*results)[i].ok()) << (*results)[i];
-  EXPECT_EQ((*results)[4].code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ((*results)[5].code(), absl::StatusCode::kNotFound);
+  // Each op's own result: its tag, its status, and what it moved how.
+  for (uint64_t i = 0; i < 6; ++i) EXPECT_EQ((*results)[i].tag, 70 + i);
+  for (int i = 0; i < 4; ++i) {
+    const Completion& done = (*results)[i];
+    EXPECT_TRUE(done.status.ok()) << done.status;
+    EXPECT_EQ(done.bytes, 1024u);
+    EXPECT_EQ(done.transport, Transport::kLocal);
+  }
+  EXPECT_EQ((*results)[4].status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*results)[4].bytes, 0u);
+  EXPECT_EQ((*results)[5].status.code(), absl::StatusCode::kNotFound);
   auto view = client_->MapRegion("b");
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(std::memcmp(view->data(), buffer->data(), 4096), 0);
@@ -262,12 +284,16 @@ TEST_F(ClientTest, OutcomesOfAnAbandonedCallAreNotKept) {
   ASSERT_TRUE(client_->CreateRegion("s", 4096, Access::kReadWrite).ok());
   auto buffer = client_->Allocate(4096);
   ASSERT_TRUE(buffer.ok());
-  SharedQueue queue(client_.get());
-  const std::vector<TransferOp> ops = {
-      {TransferOp::Kind::kWrite, &*buffer, 0, RemoteRegion{.name = "s"}, 0,
-       64},
-      {TransferOp::Kind::kWrite, &*buffer, 64, RemoteRegion{.name = "s"}, 64,
-       64}};
+  client_internal::SharedQueue queue(client_.get());
+  const RemoteRegion s{.name = "s"};
+  const std::vector<Op> ops = {
+      {.kind = Op::Kind::kWrite, .local = &*buffer, .remote = &s, .length = 64},
+      {.kind = Op::Kind::kWrite,
+       .local = &*buffer,
+       .local_offset = 64,
+       .remote = &s,
+       .remote_offset = 64,
+       .length = 64}};
   auto first = queue.Run(ops, absl::Seconds(5));  // opens queue and handle
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(queue.KeptForTest(), 0u);
@@ -282,7 +308,7 @@ TEST_F(ClientTest, OutcomesOfAnAbandonedCallAreNotKept) {
   // abandoned call left.
   auto next = queue.Run(ops, absl::Seconds(5));
   ASSERT_TRUE(next.ok()) << next.status();
-  for (const auto& r : *next) EXPECT_TRUE(r.ok()) << r.status();
+  for (const Completion& r : *next) EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(queue.KeptForTest(), 0u)
       << "outcomes nobody waits for are kept";
 }

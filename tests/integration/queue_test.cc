@@ -241,8 +241,8 @@ TEST_F(QueueTest, ThreadsAndProcessesGetByteIdenticalResults) {
   ASSERT_TRUE(ca);
   auto remote = ca->OpenRemote(*RemoteRegion::Parse(address));
   ASSERT_TRUE(remote.ok()) << remote.status();
-  EXPECT_EQ(remote->size, (kProcesses + kThreads) * kSlice);
-  EXPECT_EQ(remote->access, Access::kReadWrite);
+  EXPECT_EQ(remote->size(), (kProcesses + kThreads) * kSlice);
+  EXPECT_EQ(remote->access(), Access::kReadWrite);
   std::vector<std::thread> threads;
   std::vector<int> failures(kThreads, 0);
   for (int t = 0; t < kThreads; ++t) {
@@ -802,9 +802,9 @@ TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
   // Connected and resolved: the client below finds the name in A's cache;
   // and a batch spread over every data connection, so that all are open
   // before the descriptors are counted.
-  std::vector<TransferOp> warm(64, TransferOp{.local = &*buf,
-                                              .remote = *RemoteRegion::Parse(address),
-                                              .length = 4096});
+  const RemoteRegion region = *RemoteRegion::Parse(address);
+  const std::vector<Op> warm(
+      64, Op{.local = &*buf, .remote = &region, .length = 4096});
   auto warmed = ca->Batch(warm);
   ASSERT_TRUE(warmed.ok()) << warmed.status();
   const int fds_before = OpenFds(a_->pid());

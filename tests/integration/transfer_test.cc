@@ -217,18 +217,23 @@ TEST_F(TransferTest, BatchOfSmallWritesLandsAndIsChained) {
   };
   const uint64_t calls_before = PostCalls();
 
-  std::vector<TransferOp> ops;
+  const RemoteRegion dst = Remote(*b, "dst");
+  std::vector<Op> ops;
   for (int i = 0; i < kOps; ++i) {
     const uint64_t offset = i * kStride + i % 7;  // unaligned
-    ops.push_back({.kind = TransferOp::Kind::kWrite, .local = &*src,
-                   .local_offset = offset, .remote = Remote(*b, "dst"),
-                   .remote_offset = offset, .length = kLen});
+    ops.push_back({.kind = Op::Kind::kWrite,
+                   .local = &*src,
+                   .local_offset = offset,
+                   .remote = &dst,
+                   .remote_offset = offset,
+                   .length = kLen});
   }
   auto results = ca->Batch(ops);
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), kOps);
   for (int i = 0; i < kOps; ++i) {
-    EXPECT_TRUE((*results)[i].ok()) << "op " << i << ": " << (*results)[i];
+    EXPECT_TRUE((*results)[i].status.ok())
+        << "op " << i << ": " << (*results)[i].status;
   }
   const uint64_t calls = PostCalls() - calls_before;
 

@@ -27,7 +27,6 @@ namespace {
 constexpr uint64_t kBlock = 3001;  // odd: every block starts unaligned
 constexpr uint64_t kBlocks = 32;
 constexpr uint64_t kSlice = kBlock * kBlocks;
-constexpr size_t kBatch = 8;
 constexpr absl::Duration kWait = absl::Seconds(120);
 
 // The byte at `at` of thread `writer`'s pattern (writer = its slice).
@@ -35,40 +34,17 @@ char PatternAt(uint64_t writer, uint64_t at) {
   return static_cast<char>((at * 131 + writer * 29 + 7) & 0xff);
 }
 
-// Runs `ops` through `queue`, kBatch per Submit, and waits for all of them.
-absl::Status RunAll(rdmad::Queue& queue, std::vector<rdmad::Op>& ops,
+// Runs `ops` through `queue` (Queue::Run) and checks that each went over
+// `want`.
+absl::Status RunAll(rdmad::Queue& queue, const std::vector<rdmad::Op>& ops,
                     rdmad::Transport want) {
-  const absl::Time end = absl::Now() + kWait;
-  size_t submitted = 0;
-  size_t completed = 0;
-  rdmad::Completion got[16];
-  while (completed < ops.size()) {
-    if (submitted < ops.size()) {
-      const size_t n = std::min(kBatch, ops.size() - submitted);
-      auto taken = queue.Submit(absl::MakeSpan(ops).subspan(submitted, n));
-      // RESOURCE_EXHAUSTED: as many in flight as the queue takes.
-      if (!taken.ok() && !absl::IsResourceExhausted(taken.status())) {
-        return taken.status();
-      }
-      if (taken.ok()) submitted += *taken;
+  auto done = queue.Run(ops, absl::Now() + kWait);
+  if (!done.ok()) return done.status();
+  for (const rdmad::Completion& c : *done) {
+    if (c.transport != want) {
+      return absl::InternalError(
+          absl::StrCat("operation ", c.tag, " went over another transport"));
     }
-    size_t n = queue.Poll(absl::MakeSpan(got));
-    if (n == 0) {
-      if (absl::Status s = queue.Wait(end); !s.ok()) return s;
-      n = queue.Poll(absl::MakeSpan(got));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (!got[i].status.ok()) {
-        return absl::Status(got[i].status.code(),
-                            absl::StrCat("operation ", got[i].tag, ": ",
-                                         got[i].status.message()));
-      }
-      if (got[i].transport != want) {
-        return absl::InternalError(absl::StrCat(
-            "operation ", got[i].tag, " went over another transport"));
-      }
-    }
-    completed += n;
   }
   return absl::OkStatus();
 }
@@ -149,11 +125,11 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) return Fail("parse " + address, parsed.status());
   auto remote = (*client)->OpenRemote(*parsed);
   if (!remote.ok()) return Fail("open remote " + address, remote.status());
-  if (remote->size < (slot + 1) * threads * kSlice) {
-    return Fail("open remote", absl::OutOfRangeError(absl::StrCat(
-                                   "the region has ", remote->size,
-                                   " bytes; slot ", slot, " needs ",
-                                   (slot + 1) * threads * kSlice)));
+  if (remote->size() < (slot + 1) * threads * kSlice) {
+    return Fail("open remote",
+                absl::OutOfRangeError(absl::StrCat(
+                    "the region has ", remote->size(), " bytes; slot ", slot,
+                    " needs ", (slot + 1) * threads * kSlice)));
   }
   const absl::Time start = absl::Now();
   absl::Mutex mu;
