@@ -96,7 +96,7 @@ DeviceList FromProto(const v1::ListDevicesResponse& devices) {
     for (const v1::PortInfo& p : d.ports()) {
       PortInfo port;
       port.port = p.port();
-      port.state = p.state();
+      port.state = StateNamed(p.state(), PortStateName);
       port.link_layer = p.link_layer();
       port.active_mtu = p.active_mtu();
       port.max_mtu = p.max_mtu();
@@ -161,7 +161,7 @@ PeerInfo FromProto(const v1::PeerInfo& p) {
   out.incarnation = p.incarnation();
   out.transport = FromProto(p.transport());
   out.transport_reason = p.transport_reason();
-  out.state = p.state();
+  out.state = StateNamed(p.state(), PeerStateName);
   out.last_error = p.last_error();
   out.bytes_written = p.bytes_written();
   out.bytes_read = p.bytes_read();
@@ -179,7 +179,7 @@ QpInfo FromProto(const v1::QpInfo& q) {
     out.transport = q.device().empty() ? Transport::kTcp : Transport::kVerbs;
   }
   out.role = q.role();
-  out.state = q.state();
+  out.state = StateNamed(q.state(), QpStateName);
   out.posted = q.posted();
   out.completed = q.completed();
   out.errors = q.errors();
@@ -241,7 +241,7 @@ DirectoryStatus FromProto(const v1::DirectoryStatus& d) {
   out.url = d.url();
   out.endpoint = d.endpoint();
   out.prefix = d.prefix();
-  out.state = d.state();
+  out.state = StateNamed(d.state(), DirectoryStateName);
   out.last_error = d.last_error();
   out.state_since = absl::FromUnixMillis(d.state_since_unix_ms());
   out.lease_id = d.lease_id();

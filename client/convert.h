@@ -5,6 +5,7 @@
 #define RDMAD_CLIENT_CONVERT_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 #include "rdmad/client.h"
 #include "rdmad/info.h"
@@ -14,6 +15,21 @@ namespace rdmad::client_internal {
 
 // A gRPC status as an absl::Status with the same code and message.
 absl::Status FromGrpc(const grpc::Status& status);
+
+// The state whose name (`name_of`: PortStateName, PeerStateName...) is
+// `text`, as the daemon sends states; kUnknown for a name this library
+// does not know (from a newer daemon). Walks the enum from its first value
+// after kUnknown until `name_of` says "unknown" (past the last).
+template <typename State>
+State StateNamed(absl::string_view text, absl::string_view (*name_of)(State)) {
+  const absl::string_view unknown = name_of(State::kUnknown);
+  for (int i = 1;; ++i) {
+    const State state = static_cast<State>(i);
+    const absl::string_view name = name_of(state);
+    if (name == unknown) return State::kUnknown;
+    if (name == text) return state;
+  }
+}
 
 v1::Access ToProto(Access access);
 Access FromProto(v1::Access access);

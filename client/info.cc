@@ -59,4 +59,100 @@ absl::string_view RegionOwnerName(RegionOwner owner) {
   return "-";
 }
 
+absl::string_view DirectoryStateName(DirectoryState state) {
+  switch (state) {
+    case DirectoryState::kConnecting:
+      return "connecting";
+    case DirectoryState::kConnected:
+      return "connected";
+    case DirectoryState::kDisconnected:
+      return "disconnected";
+    case DirectoryState::kStopped:
+      return "stopped";
+    case DirectoryState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+absl::string_view PortStateName(PortState state) {
+  switch (state) {
+    case PortState::kNop:
+      return "NOP";
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kActive:
+      return "ACTIVE";
+    case PortState::kActiveDefer:
+      return "ACTIVE_DEFER";
+    case PortState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
+absl::string_view PeerStateName(PeerState state) {
+  switch (state) {
+    case PeerState::kNew:
+      return "NEW";
+    case PeerState::kHello:
+      return "HELLO";
+    case PeerState::kConnecting:
+      return "CONNECTING";
+    case PeerState::kReady:
+      return "READY";
+    case PeerState::kDegraded:
+      return "DEGRADED";
+    case PeerState::kError:
+      return "ERROR";
+    case PeerState::kClosed:
+      return "CLOSED";
+    case PeerState::kFailed:
+      return "FAILED";
+    case PeerState::kRetired:
+      return "RETIRED";
+    case PeerState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
+absl::string_view QpStateName(QpState state) {
+  switch (state) {
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kSqd:
+      return "SQD";
+    case QpState::kSqe:
+      return "SQE";
+    case QpState::kErr:
+      return "ERR";
+    case QpState::kDestroyed:
+      return "DESTROYED";
+    case QpState::kIdle:
+      return "IDLE";
+    case QpState::kConnecting:
+      return "CONNECTING";
+    case QpState::kReady:
+      return "READY";
+    case QpState::kError:
+      return "ERROR";
+    case QpState::kClosed:
+      return "CLOSED";
+    case QpState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
 }  // namespace rdmad

@@ -32,9 +32,9 @@ std::string KeysText(const RegionInfo& region) {
 }
 
 std::string RenderPort(const PortInfo& port) {
-  std::string out = absl::StrCat("  port ", port.port, ": ", port.state, ", ",
-                                 port.link_layer, ", MTU ", port.active_mtu,
-                                 " (max ", port.max_mtu, ")");
+  std::string out = absl::StrCat(
+      "  port ", port.port, ": ", PortStateName(port.state), ", ",
+      port.link_layer, ", MTU ", port.active_mtu, " (max ", port.max_mtu, ")");
   if (port.lid != 0) absl::StrAppend(&out, ", LID ", port.lid);
   absl::StrAppend(&out, ", max message ", HumanSize(port.max_msg_size), "\n");
   if (port.gids.empty()) {
@@ -201,7 +201,8 @@ std::string RenderPeers(const std::vector<PeerInfo>& peers) {
                "READ", "OPS", "FAILED", "REASON", "LAST ERROR"});
   for (size_t column : {4, 5, 6, 7}) table.AlignRight(column);
   for (const PeerInfo& p : peers) {
-    table.AddRow({p.address, OrDash(p.state), Str(TransportName(p.transport)),
+    table.AddRow({p.address, Str(PeerStateName(p.state)),
+                  Str(TransportName(p.transport)),
                   IncarnationText(p.incarnation), HumanSize(p.bytes_written),
                   HumanSize(p.bytes_read), absl::StrCat(p.ops_completed),
                   absl::StrCat(p.ops_failed), OrDash(p.transport_reason),
@@ -229,17 +230,17 @@ std::string RenderQps(const std::vector<QpInfo>& qps) {
     if (q.transport == Transport::kVerbs) {
       verbs.AddRow({q.peer, OrDash(q.role), transport, OrDash(q.device),
                     absl::StrCat(q.local_qpn), absl::StrCat(q.remote_qpn),
-                    OrDash(q.state), absl::StrCat(q.path_mtu),
+                    Str(QpStateName(q.state)), absl::StrCat(q.path_mtu),
                     absl::StrCat(q.posted), absl::StrCat(q.post_calls),
                     absl::StrCat(q.completed), absl::StrCat(q.errors),
                     absl::StrCat(q.outstanding), absl::StrCat(q.generation)});
     } else {
-      tcp.AddRow({q.peer, OrDash(q.role), transport,
-                  absl::StrCat(q.connection), OrDash(q.local_address),
-                  OrDash(q.remote_address), OrDash(q.state),
-                  absl::StrCat(q.posted), absl::StrCat(q.post_calls),
-                  absl::StrCat(q.completed), absl::StrCat(q.errors),
-                  absl::StrCat(q.outstanding), absl::StrCat(q.generation)});
+      tcp.AddRow({q.peer, OrDash(q.role), transport, absl::StrCat(q.connection),
+                  OrDash(q.local_address), OrDash(q.remote_address),
+                  Str(QpStateName(q.state)), absl::StrCat(q.posted),
+                  absl::StrCat(q.post_calls), absl::StrCat(q.completed),
+                  absl::StrCat(q.errors), absl::StrCat(q.outstanding),
+                  absl::StrCat(q.generation)});
     }
   }
   std::string out;
@@ -295,7 +296,7 @@ Json DevicesJson(const DeviceList& devices) {
       }
       ports.Push(Json::Object()
                      .Set("port", p.port)
-                     .Set("state", p.state)
+                     .Set("state", PortStateName(p.state))
                      .Set("link_layer", p.link_layer)
                      .Set("mtu", p.active_mtu)
                      .Set("max_mtu", p.max_mtu)
@@ -402,7 +403,7 @@ Json PeersJson(const std::vector<PeerInfo>& peers) {
   for (const PeerInfo& p : peers) {
     list.Push(Json::Object()
                   .Set("address", p.address)
-                  .Set("state", p.state)
+                  .Set("state", PeerStateName(p.state))
                   .Set("transport", TransportName(p.transport))
                   .Set("incarnation", IncarnationText(p.incarnation))
                   .Set("written", p.bytes_written)
@@ -428,7 +429,7 @@ Json QpsJson(const std::vector<QpInfo>& qps) {
       qp.Set("device", q.device)
           .Set("local_qpn", q.local_qpn)
           .Set("remote_qpn", q.remote_qpn)
-          .Set("state", q.state)
+          .Set("state", QpStateName(q.state))
           .Set("mtu", q.path_mtu)
           .Set("posted", q.posted)
           .Set("post_calls", q.post_calls)
@@ -440,7 +441,7 @@ Json QpsJson(const std::vector<QpInfo>& qps) {
       qp.Set("conn", q.connection)
           .Set("local", q.local_address)
           .Set("remote", q.remote_address)
-          .Set("state", q.state)
+          .Set("state", QpStateName(q.state))
           .Set("sent", q.posted)
           .Set("sendmsg_calls", q.post_calls)
           .Set("completed", q.completed)

@@ -38,8 +38,9 @@ Json ClusterRegionJson(const ClusterRegion& r) {
 std::string DirectoryText(const std::optional<DirectoryStatus>& directory) {
   if (!directory.has_value()) return "none";
   const DirectoryStatus& d = *directory;
-  std::string text = absl::StrCat(d.url, " (prefix ", d.prefix, "): ", d.state);
-  if (d.state == "connected") {
+  std::string text = absl::StrCat(d.url, " (prefix ", d.prefix,
+                                  "): ", DirectoryStateName(d.state));
+  if (d.state == DirectoryState::kConnected) {
     absl::StrAppend(&text, " via ", d.endpoint, ", lease 0x",
                     absl::Hex(static_cast<uint64_t>(d.lease_id)), " TTL ",
                     absl::ToInt64Seconds(d.lease_ttl), " s");
@@ -107,7 +108,7 @@ Json DirectoryJson(const std::optional<DirectoryStatus>& directory) {
   out.Set("url", d.url)
       .Set("endpoint", d.endpoint)
       .Set("prefix", d.prefix)
-      .Set("state", d.state)
+      .Set("state", DirectoryStateName(d.state))
       .Set("last_error", d.last_error)
       .Set("state_since", Iso8601(d.state_since))
       // A lease id is an identifier, not a count (see json.h).

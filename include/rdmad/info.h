@@ -62,15 +62,77 @@ enum class RegionOwner {
 };
 absl::string_view RegionOwnerName(RegionOwner owner);  // "session", "daemon"
 
+// A daemon's link to the cluster directory (DirectoryStatus::state).
+enum class DirectoryState {
+  kUnknown,     // not reported (a daemon newer than this library)
+  kConnecting,  // never reached etcd yet
+  kConnected,
+  kDisconnected,  // lost it: cached entries still answer, it keeps trying
+  kStopped,
+};
+// "connecting", "connected", "disconnected", "stopped"; "unknown".
+absl::string_view DirectoryStateName(DirectoryState state);
+
+// An RDMA port's state as its device reports it (ibv_port_state).
+enum class PortState {
+  kUnknown,
+  kNop,
+  kDown,
+  kInit,
+  kArmed,
+  kActive,
+  kActiveDefer,
+};
+// "NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"; "UNKNOWN".
+absl::string_view PortStateName(PortState state);
+
+// Where this daemon stands with a remote daemon (PeerInfo::state).
+enum class PeerState {
+  kUnknown,
+  kNew,         // known, not contacted yet
+  kHello,       // asking it what it offers
+  kConnecting,  // setting up the data transport
+  kReady,       // every data connection up
+  kDegraded,    // ready, some data connections down (being rebuilt)
+  kError,       // ready once, no data connection up now
+  kClosed,      // its data transport was closed
+  kFailed,      // the last handshake failed (last_error); the next use retries
+  kRetired,     // evicted or shut down: no new operations
+};
+// "NEW", "HELLO", "CONNECTING", "READY", "DEGRADED", "ERROR", "CLOSED",
+// "FAILED", "RETIRED"; "UNKNOWN".
+absl::string_view PeerStateName(PeerState state);
+
+// A verbs queue pair's state (ibv_qp_state), or a TCP data connection's
+// (QpInfo::state).
+enum class QpState {
+  kUnknown,
+  // Verbs.
+  kReset,
+  kInit,
+  kRtr,
+  kRts,
+  kSqd,
+  kSqe,
+  kErr,
+  kDestroyed,  // gone with its device
+  // TCP.
+  kIdle,
+  kConnecting,
+  kReady,
+  kError,
+  kClosed,
+};
+// Verbs: "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "DESTROYED";
+// TCP: "IDLE", "CONNECTING", "READY", "ERROR", "CLOSED"; "UNKNOWN".
+absl::string_view QpStateName(QpState state);
+
 // A daemon's link to the cluster directory on etcd (DaemonStatus).
 struct DirectoryStatus {
   std::string url;       // "etcd://HOST:PORT[,...]" as configured
   std::string endpoint;  // the endpoint in use now
   std::string prefix;    // key prefix of the cluster, e.g. "/rdmad"
-  // "connecting" (never reached etcd yet), "connected", "disconnected"
-  // (lost it: cached entries still answer, the daemon keeps trying) or
-  // "stopped".
-  std::string state;
+  DirectoryState state = DirectoryState::kUnknown;
   std::string last_error;  // why it is not connected, or the last failure
   absl::Time state_since;
   int64_t lease_id = 0;  // the daemon's lease; 0 while not connected
@@ -128,7 +190,7 @@ struct GidInfo {
 
 struct PortInfo {
   uint32_t port = 0;        // 1-based
-  std::string state;        // "ACTIVE", "DOWN", ...
+  PortState state = PortState::kUnknown;
   std::string link_layer;   // "InfiniBand" or "Ethernet"
   uint32_t active_mtu = 0;  // bytes
   uint32_t max_mtu = 0;     // bytes
@@ -222,7 +284,7 @@ struct PeerInfo {
   uint64_t incarnation = 0;
   Transport transport = Transport::kNone;
   std::string transport_reason;
-  std::string state;       // "NEW", "CONNECTING", "READY", "ERROR", ...
+  PeerState state = PeerState::kUnknown;
   std::string last_error;  // the last failure seen with this peer, if any
   uint64_t bytes_written = 0;
   uint64_t bytes_read = 0;
@@ -239,7 +301,7 @@ struct QpInfo {
   // verbs QP this daemon created to serve `peer`'s operations (the NIC
   // serves them, so its counters stay 0).
   std::string role;
-  std::string state;  // verbs: "RTS", "ERR", ...; TCP: "READY", "IDLE", ...
+  QpState state = QpState::kUnknown;  // verbs: kRts, kErr...; TCP: kReady...
   uint64_t posted = 0;     // work requests (verbs) or frames (TCP) sent
   uint64_t completed = 0;  // completed successfully
   uint64_t errors = 0;     // failed

@@ -77,7 +77,8 @@ TEST(DaemonThreadsTest, ThirtyTwoPeersRunOnTheThreadsOfOne) {
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
   ASSERT_EQ(peers->size(), 32u);
-  for (const auto& p : *peers) EXPECT_EQ(p.state, "READY") << p.address;
+  for (const auto& p : *peers)
+    EXPECT_EQ(p.state, PeerState::kReady) << p.address;
   const int many_peers = SettledThreads((*a)->pid());
   // A thread per peer would add 31 or more. gRPC's own pools may grow by a
   // thread under load (19 against 18 once, under ASan on a busy machine):

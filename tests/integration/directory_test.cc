@@ -69,7 +69,7 @@ class DirectoryTest : public ::testing::Test {
     while (absl::Now() < deadline) {
       auto status = client->GetStatus();
       if (status.ok() && status->directory.has_value() &&
-          status->directory->state == "connected") {
+          status->directory->state == DirectoryState::kConnected) {
         return true;
       }
       absl::SleepFor(absl::Milliseconds(50));

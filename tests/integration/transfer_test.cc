@@ -172,7 +172,7 @@ TEST_F(TransferTest, PatternsRoundTripAtUnalignedOffsets) {
   ASSERT_EQ(peers->size(), 1u);
   EXPECT_EQ((*peers)[0].address, b->peer_address());
   EXPECT_EQ((*peers)[0].transport, ExpectedTransport());
-  EXPECT_EQ((*peers)[0].state, "READY");
+  EXPECT_EQ((*peers)[0].state, PeerState::kReady);
   EXPECT_GE((*peers)[0].ops_completed, 11u);
   auto qps = ca->ListQps();
   ASSERT_TRUE(qps.ok());
@@ -442,7 +442,7 @@ TEST_F(TransferTest, OneDaemonWritesToTwo) {
   ASSERT_TRUE(peers.ok());
   EXPECT_EQ(peers->size(), 2u);
   for (const auto& p : *peers) {
-    EXPECT_EQ(p.state, "READY") << p.address;
+    EXPECT_EQ(p.state, PeerState::kReady) << p.address;
     EXPECT_EQ(p.bytes_written, 16 * kMiB) << p.address;
   }
 }
@@ -581,7 +581,7 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok());
   ASSERT_EQ(peers->size(), 1u);
-  EXPECT_EQ((*peers)[0].state, "READY");
+  EXPECT_EQ((*peers)[0].state, PeerState::kReady);
 }
 
 // B restarts while A is idle: no connection fails under a transfer, so A

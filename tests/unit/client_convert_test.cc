@@ -1,7 +1,9 @@
 // The client library's own types (include/rdmad/info.h) from the daemon's
 // messages (client/convert.h), and region addresses (RemoteRegion::Parse).
-#include "client/convert.h"
+#include <initializer_list>
+#include <utility>
 
+#include "client/convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
@@ -49,6 +51,90 @@ TEST(ClientConvertTest, QpsSayWhichTransportTheyBelongTo) {
   old_verbs.set_local_qpn(17);
   EXPECT_EQ(FromProto(old_verbs).transport, Transport::kVerbs);
   EXPECT_EQ(FromProto(old_verbs).local_qpn, 17u);
+}
+
+// Each of `words` (a word the daemon sends, and the state it means) comes
+// back from `convert` (the word in a message, through FromProto) as its
+// state, whose name (`name_of`) is that word again.
+template <typename State, typename Convert>
+void ExpectStatesKeepTheirWords(
+    std::initializer_list<std::pair<const char*, State>> words,
+    absl::string_view (*name_of)(State), Convert convert) {
+  for (const auto& [word, state] : words) {
+    EXPECT_EQ(convert(word), state) << word;
+    if (state != State::kUnknown) {
+      EXPECT_EQ(name_of(state), word);
+    }
+  }
+}
+
+// The daemon sends states as the words rdmactl prints: each comes back as
+// its enum, whose name is that word again; a word this library does not
+// know (a newer daemon's) is kUnknown, not another state.
+TEST(ClientConvertTest, StatesBecomeEnumsThatKeepTheDaemonsWords) {
+  ExpectStatesKeepTheirWords<PortState>(
+      {{"NOP", PortState::kNop},
+       {"DOWN", PortState::kDown},
+       {"INIT", PortState::kInit},
+       {"ARMED", PortState::kArmed},
+       {"ACTIVE", PortState::kActive},
+       {"ACTIVE_DEFER", PortState::kActiveDefer},
+       {"BOGUS", PortState::kUnknown}},
+      PortStateName, [](const char* word) {
+        v1::ListDevicesResponse devices;
+        devices.add_devices()->add_ports()->set_state(word);
+        return FromProto(devices).devices[0].ports[0].state;
+      });
+  ExpectStatesKeepTheirWords<PeerState>(
+      {{"NEW", PeerState::kNew},
+       {"HELLO", PeerState::kHello},
+       {"CONNECTING", PeerState::kConnecting},
+       {"READY", PeerState::kReady},
+       {"DEGRADED", PeerState::kDegraded},
+       {"ERROR", PeerState::kError},
+       {"CLOSED", PeerState::kClosed},
+       {"FAILED", PeerState::kFailed},
+       {"RETIRED", PeerState::kRetired},
+       {"", PeerState::kUnknown},
+       {"ready", PeerState::kUnknown}},
+      PeerStateName, [](const char* word) {
+        v1::PeerInfo peer;
+        peer.set_state(word);
+        return FromProto(peer).state;
+      });
+  ExpectStatesKeepTheirWords<QpState>(
+      {{"RESET", QpState::kReset},
+       {"INIT", QpState::kInit},
+       {"RTR", QpState::kRtr},
+       {"RTS", QpState::kRts},
+       {"SQD", QpState::kSqd},
+       {"SQE", QpState::kSqe},
+       {"ERR", QpState::kErr},
+       {"DESTROYED", QpState::kDestroyed},
+       {"IDLE", QpState::kIdle},
+       {"CONNECTING", QpState::kConnecting},
+       {"READY", QpState::kReady},
+       {"ERROR", QpState::kError},
+       {"CLOSED", QpState::kClosed},
+       {"UNKNOWN(9)", QpState::kUnknown}},
+      QpStateName, [](const char* word) {
+        v1::QpInfo qp;
+        qp.set_state(word);
+        return FromProto(qp).state;
+      });
+  ExpectStatesKeepTheirWords<DirectoryState>(
+      {{"connecting", DirectoryState::kConnecting},
+       {"connected", DirectoryState::kConnected},
+       {"disconnected", DirectoryState::kDisconnected},
+       {"stopped", DirectoryState::kStopped},
+       {"CONNECTED", DirectoryState::kUnknown}},
+      DirectoryStateName, [](const char* word) {
+        v1::DirectoryStatus directory;
+        directory.set_state(word);
+        return FromProto(directory).state;
+      });
+  EXPECT_EQ(PortStateName(PortState::kUnknown), "UNKNOWN");
+  EXPECT_EQ(DirectoryStateName(DirectoryState::kUnknown), "unknown");
 }
 
 TEST(ClientConvertTest, AStoppedQueueKeepsItsReasonWhateverItsCode) {

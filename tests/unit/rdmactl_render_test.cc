@@ -22,7 +22,7 @@ QpInfo TcpConnection() {
   QpInfo q;
   q.peer = "10.0.0.2:7471";
   q.transport = Transport::kTcp;
-  q.state = "READY";
+  q.state = QpState::kReady;
   q.posted = 12;
   q.completed = 11;
   q.errors = 1;
@@ -36,7 +36,7 @@ QpInfo VerbsQp() {
   QpInfo q;
   q.peer = "10.0.0.2:7471";
   q.transport = Transport::kVerbs;
-  q.state = "RTS";
+  q.state = QpState::kRts;
   q.device = "rxe0";
   q.local_qpn = 17;
   q.remote_qpn = 18;
@@ -106,7 +106,7 @@ TEST(RenderQueuesTest, AStoppedQueueSaysWhyInTextAndJson) {
 TEST(RenderPeersTest, LastErrorIsShown) {
   PeerInfo p;
   p.address = "10.0.0.2:7471";
-  p.state = "READY";
+  p.state = PeerState::kReady;
   p.transport = Transport::kTcp;
   p.ops_failed = 14;
   p.last_error = "NOT_FOUND: no exported region named 'kv'";
@@ -182,7 +182,7 @@ DirectoryStatus ConnectedDirectory() {
   d.url = "etcd://10.0.0.9:2379";
   d.endpoint = "10.0.0.9:2379";
   d.prefix = "/rdmad";
-  d.state = "connected";
+  d.state = DirectoryState::kConnected;
   d.lease_id = 0x1234;
   d.lease_ttl = absl::Seconds(10);
   d.published_regions = 2;
