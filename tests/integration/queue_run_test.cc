@@ -234,30 +234,30 @@ TEST_F(QueueRunTest, BatchTakesHandlesAndRegionsWithTheirTagsAndImmediates) {
                                 .remote = &target_,
                                 .remote_offset = 0,
                                 .length = 100,
-                                .tag = 1},
+                                .tag = 41},
                                {.kind = Op::Kind::kWrite,
                                 .local = src_.get(),
                                 .local_offset = 100,
                                 .remote = &at_4k,
                                 .remote_offset = 8,
                                 .length = 50,
-                                .tag = 2,
+                                .tag = 42,
                                 .immediate = 77},
                                {.kind = Op::Kind::kRead,
                                 .local = src_.get(),
                                 .remote = &missing,
                                 .length = 8,
-                                .tag = 3}};
+                                .tag = 43}};
   auto done = client_->Batch(ops);
   ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_EQ(done->size(), 3u);
-  EXPECT_EQ((*done)[0].tag, 1u);
+  EXPECT_EQ((*done)[0].tag, 41u);
   EXPECT_TRUE((*done)[0].status.ok()) << (*done)[0].status;
   EXPECT_EQ((*done)[0].bytes, 100u);
-  EXPECT_EQ((*done)[1].tag, 2u);
+  EXPECT_EQ((*done)[1].tag, 42u);
   EXPECT_TRUE((*done)[1].status.ok()) << (*done)[1].status;
   EXPECT_EQ((*done)[1].bytes, 50u);
-  EXPECT_EQ((*done)[2].tag, 3u);
+  EXPECT_EQ((*done)[2].tag, 43u);
   EXPECT_EQ((*done)[2].status.code(), absl::StatusCode::kNotFound);
   const std::string target = Target();
   EXPECT_EQ(target.substr(0, 100), std::string(src_->data(), 100));
