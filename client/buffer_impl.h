@@ -16,8 +16,9 @@
 namespace rdmad {
 
 // One mapping of a region. Owned by its Buffer; used by the thread that
-// uses the Buffer.
-struct Buffer::Impl {
+// uses the Buffer. Hidden: librdmad_client.so exports Buffer's members,
+// not these.
+struct __attribute__((visibility("hidden"))) Buffer::Impl {
   // Which Client it came from (compared, never followed: the Client may be
   // gone). Null once released.
   const Client* client = nullptr;

@@ -13,7 +13,8 @@
 
 namespace rdmad {
 
-struct Client::Impl {
+// Hidden: librdmad_client.so exports Client's members, not these.
+struct __attribute__((visibility("hidden"))) Client::Impl {
   // The session with the daemon; reopened by the first call after the
   // daemon restarted (SessionLink::generation counts the sessions). Shared
   // with the Queues opened from this Client, which close themselves

@@ -20,7 +20,8 @@
 
 namespace rdmad {
 
-struct Queue::Impl {
+// Hidden: librdmad_client.so exports Queue's members, not these.
+struct __attribute__((visibility("hidden"))) Queue::Impl {
   // Takes the mapping of the segment (munmapped on destruction) and the
   // two eventfds. The segment was checked (queue::CheckSegment).
   Impl(Client* client, std::shared_ptr<client_internal::SessionLink> link,

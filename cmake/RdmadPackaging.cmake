@@ -2,7 +2,7 @@
 #
 #   scripts/package.sh        builds build-pkg/rdmad_<version>_<arch>.deb
 #
-# Two packages:
+# Three packages:
 #   rdmad      the daemon and rdmactl, the systemd unit with its sysusers.d
 #              and tmpfiles.d files, the default configuration (a conffile,
 #              so local edits survive upgrades), man pages and bash
@@ -11,13 +11,18 @@
 #              reload systemd, but neither enable nor start the service: an
 #              RDMA node needs its config looked at first
 #              (`systemctl enable --now rdmad`).
-#   rdmad-dev  the client library (static; its headers rdmad/client.h and
-#              rdmad/info.h include no generated code) and a pkg-config
-#              file: g++ app.cc $(pkg-config --cflags --libs rdmad-client);
-#              the .proto files of the gRPC API under /usr/share/rdmad/proto
-#              for clients in other languages.
-# Both carry /usr/share/doc/<package>/copyright and changelog.gz, as Debian
-# policy (and lintian, run by tests/integration/package_test.sh) wants.
+#   librdmad-client0
+#              the client library, librdmad_client.so.0 (its soname), with
+#              the ldconfig trigger and a shlibs file.
+#   rdmad-dev  what building against it takes: its headers (rdmad/*.h;
+#              they include no generated code), the librdmad_client.so
+#              link, a pkg-config file (g++ app.cc $(pkg-config --cflags
+#              --libs rdmad-client)), the static archives (with
+#              pkg-config --static), and the .proto files of the gRPC API
+#              under /usr/share/rdmad/proto for clients in other languages.
+# Each carries /usr/share/doc/<package>/copyright and changelog.gz, as
+# Debian policy (and lintian, run by tests/integration/package_test.sh)
+# wants.
 
 include(GNUInstallDirs)
 
@@ -86,9 +91,16 @@ install(FILES ${RDMAD_GZIPPED_DOCS} ${RDMAD_DOC_DIR}/copyright
         DESTINATION share/doc/rdmad)
 install(FILES ${RDMAD_DOC_DIR}/changelog.gz ${RDMAD_DOC_DIR}/copyright
         DESTINATION share/doc/rdmad-dev COMPONENT dev)
+install(FILES ${RDMAD_DOC_DIR}/changelog.gz ${RDMAD_DOC_DIR}/copyright
+        DESTINATION share/doc/librdmad-client0 COMPONENT libs)
 
-# The client library for applications (component dev -> rdmad-dev).
+# The client library for applications: the shared library (component libs
+# -> librdmad-client0), and what building against it takes (component dev
+# -> rdmad-dev).
 set(RDMAD_LIB_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
+install(TARGETS rdmad_client_shared
+        LIBRARY DESTINATION ${RDMAD_LIB_DIR} COMPONENT libs
+                NAMELINK_COMPONENT dev)
 install(FILES ${PROJECT_SOURCE_DIR}/include/rdmad/client.h
               ${PROJECT_SOURCE_DIR}/include/rdmad/info.h
               ${PROJECT_SOURCE_DIR}/include/rdmad/queue.h
@@ -101,25 +113,53 @@ install(FILES ${PROJECT_SOURCE_DIR}/proto/rdmad/v1/rdmad.proto
 install(TARGETS rdmad_client rdmad_common rdmad_proto
         ARCHIVE DESTINATION ${RDMAD_LIB_DIR} COMPONENT dev)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# pkg-config: the installed file, and one for building against this build
+# tree (build/pkgconfig; pkg-config prefers a NAME-uninstalled.pc it finds
+# on PKG_CONFIG_PATH), whose programs find the library where it was built
+# (rpath).
+set(RDMAD_PC_PREFIX ${CPACK_PACKAGING_INSTALL_PREFIX})
+set(RDMAD_PC_LIBDIR "\${prefix}/${RDMAD_LIB_DIR}")
+set(RDMAD_PC_INCLUDEDIR "\${prefix}/include")
+set(RDMAD_PC_RPATH "")
+set(RDMAD_PC_PRIVATE_LIBS "-lrdmad_common -lrdmad_proto")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rdmad-client.pc.in
                ${CMAKE_BINARY_DIR}/rdmad-client.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/rdmad-client.pc
         DESTINATION ${RDMAD_LIB_DIR}/pkgconfig COMPONENT dev)
+set(RDMAD_PC_PREFIX ${CMAKE_BINARY_DIR})
+set(RDMAD_PC_LIBDIR "\${prefix}/client")
+set(RDMAD_PC_INCLUDEDIR ${PROJECT_SOURCE_DIR}/include)
+set(RDMAD_PC_RPATH "-Wl,-rpath,\${libdir} ")
+set(RDMAD_PC_PRIVATE_LIBS
+    "-L\${prefix}/common -L\${prefix}/proto -lrdmad_common -lrdmad_proto")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/rdmad-client.pc.in
+               ${CMAKE_BINARY_DIR}/pkgconfig/rdmad-client-uninstalled.pc @ONLY)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 # "Unspecified": everything installed without a component (the binaries,
 # whose install() rules live with their targets, and the files above).
-set(CPACK_COMPONENTS_ALL Unspecified dev)
+set(CPACK_COMPONENTS_ALL Unspecified dev libs)
 set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME rdmad)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME rdmad-dev)
+set(CPACK_DEBIAN_LIBS_PACKAGE_NAME librdmad-client0)
 set(CPACK_DEBIAN_UNSPECIFIED_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_DEV_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_LIBS_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_LIBS_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libgrpc++-dev, libprotobuf-dev, libabsl-dev, pkg-config")
+    "librdmad-client0 (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, libabsl-dev, pkg-config")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
-    "client library of rdmad, the per-node RDMA resource daemon\nStatic library, headers (rdmad/client.h, rdmad/info.h) and a pkg-config\nfile (rdmad-client) for applications that use rdmad's registered buffers\nand one-sided transfers, and the .proto files of rdmad's gRPC API for\nclients in other languages.")
+    "client library of rdmad, the per-node RDMA resource daemon (development)\nHeaders (rdmad/client.h, rdmad/queue.h, rdmad/info.h), the link to the\nshared library, static archives and a pkg-config file (rdmad-client) for\napplications that use rdmad's registered buffers and one-sided transfers,\nand the .proto files of rdmad's gRPC API for clients in other languages.")
+set(CPACK_DEBIAN_LIBS_DESCRIPTION
+    "client library of rdmad, the per-node RDMA resource daemon\nThe shared library (librdmad_client.so.0) through which applications use\nrdmad's registered buffers, shared-memory queues and one-sided transfers.\nIt exports the public API of rdmad/client.h only.")
+# A shlibs file for librdmad-client0 (dpkg-shlibdeps of what links it);
+# its ldconfig trigger comes with the control files below.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
+set(CPACK_DEBIAN_LIBS_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/cmake/deb/libs/triggers)
 set(CPACK_PACKAGE_NAME rdmad)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${RDMAD_MAINTAINER}")

@@ -4,7 +4,8 @@
 #   scripts/package.sh [BUILD_DIR]      default: build-pkg
 #
 # Configures a release build without tests, builds it, runs cpack and prints
-# the paths of the two .debs (rdmad, and rdmad-dev with the client library).
+# the paths of the three .debs (rdmad; librdmad-client0, the client library;
+# rdmad-dev, what building against it takes).
 # Then, for example:
 #   dpkg-deb --info build-pkg/rdmad_*.deb
 #   sudo apt install ./build-pkg/rdmad_*.deb
@@ -16,8 +17,8 @@ build="${1:-$here/build-pkg}"
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DRDMAD_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" --target rdmad rdmactl rdmad_man_pages rdmad_package_docs \
-  rdmad_client
+  rdmad_client rdmad_client_shared
 (cd "$build" && cpack -G DEB >/dev/null)
-for name in rdmad rdmad-dev; do
+for name in rdmad librdmad-client0 rdmad-dev; do
   echo "package: $(ls -t "$build"/${name}_*.deb | head -n1)"
 done

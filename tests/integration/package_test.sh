@@ -4,21 +4,34 @@
 #     maintainer scripts and the conffile;
 #   * dpkg-deb --contents: every file the package promises;
 #   * lintian: no errors (warnings and notes are shown, not fatal);
-#   * rdmad-dev: examples/hello_transfer.cc and the Example: block of
-#     rdmad/client.h build against the unpacked package via pkg-config;
-#   * as root with CI set (what .ci/run does): installs it for real with
-#     dpkg -i, runs the installed rdmad --help and rdmactl --help, checks
-#     that the user, group and unit are there, and purges it again.
+#   * librdmad-client0 and rdmad-dev, unpacked: the shared library's soname
+#     and exports (the public API only); examples/hello_transfer.cc, the
+#     Example: block of rdmad/client.h and examples/queue_run.cc build
+#     against them via pkg-config, queue_run under 1 MB and linked against
+#     librdmad_client.so.0, and queue_run runs against a daemon;
+#   * as root with CI set (what .ci/run does): installs the packages for
+#     real with dpkg -i, runs the installed rdmad --help and rdmactl --help,
+#     checks that the user, group and unit are there, builds queue_run with
+#     the installed pkg-config file and runs it against the installed
+#     rdmad, and purges them again.
 #
 #   package_test.sh BUILD_DIR [EXTRA_CXXFLAGS]
 #
 # EXTRA_CXXFLAGS: what an application needs on top of pkg-config's flags to
 # link this build's library (-fsanitize=... for a sanitizer build).
 set -euo pipefail
-build="$1"
+build="$(realpath "$1")"
 extra_flags="${2:-}"
+src_dir="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=tests/integration/client_program_lib.sh
+source "$(dirname "$0")/client_program_lib.sh"
 out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+daemon=""
+stop_daemon() {
+  if [[ -n "$daemon" ]]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
+  daemon=""
+}
+trap 'stop_daemon; rm -rf "$out"' EXIT
 
 (cd "$build" && cpack -G DEB -B "$out" >"$out/cpack.log" 2>&1) || {
   cat "$out/cpack.log"; echo "cpack failed"; exit 1; }
@@ -66,20 +79,46 @@ lint="$(lintian --allow-root --fail-on error "$out"/*.deb 2>&1)" || {
 [[ -z "$lint" ]] || echo "$lint"
 echo "lintian: no errors"
 
+# librdmad-client0: the shared library, with its ldconfig trigger and
+# shlibs file.
+multiarch="$(gcc -print-multiarch)"
+libs="$(ls "$out"/librdmad-client0_*.deb)"
+libs_info="$(dpkg-deb --info "$libs")"
+grep -q '^ Package: librdmad-client0$' <<<"$libs_info" ||
+  fail "librdmad-client0 name"
+grep -q '^ Depends:.*libgrpc++' <<<"$libs_info" ||
+  fail "librdmad-client0 does not depend on gRPC: $(grep '^ Depends:' <<<"$libs_info")"
+for control in triggers shlibs; do
+  grep -qw "$control" <<<"$libs_info" ||
+    fail "no $control in librdmad-client0's control archive"
+done
+libs_contents="$(dpkg-deb --contents "$libs")"
+for path in "./usr/lib/$multiarch/librdmad_client.so.0" \
+    "./usr/lib/$multiarch/librdmad_client.so.0.1.0" \
+    ./usr/share/doc/librdmad-client0/copyright; do
+  grep -qE " $path( ->|\$)" <<<"$libs_contents" ||
+    fail "$path missing from librdmad-client0"
+done
+
 # rdmad-dev: the client library, usable by an application through
-# pkg-config. Unpacked (not installed) and an example compiled against it.
+# pkg-config. Unpacked (not installed) beside librdmad-client0, and
+# examples compiled against them.
 dev="$(ls "$out"/rdmad-dev_*.deb)"
 dev_info="$(dpkg-deb --info "$dev")"
 grep -q '^ Package: rdmad-dev$' <<<"$dev_info" || fail "rdmad-dev name"
+grep -q '^ Depends: librdmad-client0 (= ' <<<"$dev_info" ||
+  fail "rdmad-dev does not depend on its library: $(grep '^ Depends:' <<<"$dev_info")"
 dev_contents="$(dpkg-deb --contents "$dev")"
 for path in ./usr/include/rdmad/client.h ./usr/include/rdmad/info.h \
     ./usr/include/rdmad/queue.h \
-    "./usr/lib/$(gcc -print-multiarch)/librdmad_client.a" \
-    "./usr/lib/$(gcc -print-multiarch)/pkgconfig/rdmad-client.pc" \
+    "./usr/lib/$multiarch/librdmad_client.a" \
+    "./usr/lib/$multiarch/librdmad_client.so" \
+    "./usr/lib/$multiarch/pkgconfig/rdmad-client.pc" \
     ./usr/share/rdmad/proto/rdmad/v1/rdmad.proto \
     ./usr/share/rdmad/proto/rdmad/v1/config.proto \
     ./usr/share/doc/rdmad-dev/copyright ./usr/share/doc/rdmad-dev/changelog.gz; do
-  grep -q " $path\$" <<<"$dev_contents" || fail "$path missing from rdmad-dev"
+  grep -qE " $path( ->|\$)" <<<"$dev_contents" ||
+    fail "$path missing from rdmad-dev"
 done
 # The public headers stand alone: no generated protobuf code in them.
 if grep -q '\.pb\.h' <<<"$dev_contents"; then
@@ -87,10 +126,13 @@ if grep -q '\.pb\.h' <<<"$dev_contents"; then
 fi
 root="$out/dev-root"
 dpkg-deb -x "$dev" "$root"
-flags="$(PKG_CONFIG_PATH="$root/usr/lib/$(gcc -print-multiarch)/pkgconfig" \
+dpkg-deb -x "$libs" "$root"
+check_library_exports "$root/usr/lib/$multiarch/librdmad_client.so.0" \
+  "$root/usr/lib/$multiarch/librdmad_client.a"
+flags="$(PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig" \
   pkg-config --define-variable=prefix="$root/usr" --cflags --libs rdmad-client)" ||
   fail "pkg-config rdmad-client"
-src="$(cd "$(dirname "$0")/../.." && pwd)/examples/hello_transfer.cc"
+src="$src_dir/examples/hello_transfer.cc"
 # shellcheck disable=SC2086 # flag lists, split on purpose
 g++ -std=c++20 $extra_flags -o "$out/hello_transfer" "$src" $flags >"$out/cc.log" 2>&1 || {
   cat "$out/cc.log"; fail "examples/hello_transfer.cc does not build against rdmad-dev"; }
@@ -116,6 +158,17 @@ g++ -std=c++20 $extra_flags -o "$out/header_example" "$out/header_example.cc" \
   cat "$out/header_example.cc" "$out/cc.log"
   fail "the Example: of rdmad/client.h does not build against rdmad-dev"; }
 echo "rdmad-dev: the Example: of rdmad/client.h builds OK"
+# A program of the queue's, against the unpacked library, run against a
+# daemon of this build tree.
+build_client_program "$src_dir/examples/queue_run.cc" "$out/queue_run" \
+  "$extra_flags $flags"
+mkdir "$out/run"
+start_test_daemon "$build/daemon/rdmad" "$build/client/rdmactl/rdmactl" "$out/run"
+"$build/client/rdmactl/rdmactl" --socket "$out/run/rdmad.sock" alloc target 256K >/dev/null
+run_client_program "$out/queue_run" "$out/run/rdmad.sock" target \
+  "$root/usr/lib/$multiarch"
+stop_daemon
+echo "librdmad-client0 + rdmad-dev: queue_run built via pkg-config and ran OK"
 
 if [[ "$(id -u)" -ne 0 || -z "${CI:-}" ]]; then
   echo "not installing: that is done as root in CI only (CI=${CI:-unset}, uid $(id -u))"
@@ -125,8 +178,8 @@ if [[ "$(dpkg-query -W -f='${Status}' rdmad 2>/dev/null || true)" == "install ok
   echo "rdmad is already installed on this machine; not touching it"
   exit 0
 fi
-trap 'dpkg --purge rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
-dpkg -i "$deb"
+trap 'stop_daemon; dpkg --purge rdmad-dev librdmad-client0 rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+dpkg -i "$deb" "$libs" "$dev"
 # A sanitizer build (scripts/test.sh's second pass) packages instrumented
 # binaries: leak reports at exit are not what this checks.
 export ASAN_OPTIONS=detect_leaks=0
@@ -138,6 +191,16 @@ help="$(/usr/bin/rdmactl --help 2>&1)" || fail "installed rdmactl --help: $help"
 getent group rdma >/dev/null || fail "group rdma not created"
 getent passwd rdmad >/dev/null || fail "user rdmad not created"
 [[ -f /usr/lib/systemd/system/rdmad.service ]] || fail "unit not installed"
-dpkg --purge rdmad
+# The installed library, as an application on this machine uses it.
+build_client_program "$src_dir/examples/queue_run.cc" "$out/queue_installed" \
+  "$extra_flags $(pkg-config --cflags --libs rdmad-client)"
+mkdir "$out/installed"
+start_test_daemon /usr/sbin/rdmad /usr/bin/rdmactl "$out/installed"
+/usr/bin/rdmactl --socket "$out/installed/rdmad.sock" alloc target 256K >/dev/null
+run_client_program "$out/queue_installed" "$out/installed/rdmad.sock" target
+stop_daemon
+dpkg --purge rdmad-dev librdmad-client0 rdmad
 [[ ! -e /usr/sbin/rdmad ]] || fail "rdmad left behind after purge"
+[[ ! -e "/usr/lib/$multiarch/librdmad_client.so.0" ]] ||
+  fail "librdmad_client.so.0 left behind after purge"
 echo "installed, ran and purged OK"
