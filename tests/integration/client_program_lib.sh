@@ -1,7 +1,19 @@
+# shellcheck shell=bash
 # Helpers of the tests that use librdmad_client.so as an application
 # outside this build would (shared_library_test.sh from the build tree,
 # package_test.sh from the packages). Sourced; the caller defines fail()
-# and cleans up $daemon.
+# and calls stop_daemon on exit.
+
+daemon=""  # the daemon start_test_daemon started, if any
+
+# Stops that daemon (if it runs) and waits for it.
+stop_daemon() {
+  if [[ -n "$daemon" ]]; then
+    kill "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+  fi
+  daemon=""
+}
 
 # Fails unless the shared library LIB has the soname librdmad_client.so.0
 # and exports the public API of include/rdmad/ and nothing else: every

@@ -26,11 +26,6 @@ src_dir="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=tests/integration/client_program_lib.sh
 source "$(dirname "$0")/client_program_lib.sh"
 out="$(mktemp -d)"
-daemon=""
-stop_daemon() {
-  if [[ -n "$daemon" ]]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-  daemon=""
-}
 trap 'stop_daemon; rm -rf "$out"' EXIT
 
 (cd "$build" && cpack -G DEB -B "$out" >"$out/cpack.log" 2>&1) || {

@@ -23,12 +23,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=tests/integration/client_program_lib.sh
 source "$here/client_program_lib.sh"
 tmp="$(mktemp -d)"
-daemon=""
-cleanup() {
-  if [[ -n "$daemon" ]]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'stop_daemon; rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 lib="$build/client/librdmad_client.so"
