@@ -191,7 +191,10 @@ TEST_F(DaemonLimitsTest, OneUidsPeersCannotDenyOtherUidsNewPeers) {
     EXPECT_TRUE(peers.ok()) << peers.status();
     int n = 0;
     for (const auto& p : peers.ok() ? *peers : std::vector<PeerInfo>{}) {
-      if (absl::StartsWith(p.address, prefix) && p.state == "READY") ++n;
+      if (absl::StartsWith(p.address, prefix) &&
+          p.state == PeerState::kReady) {
+        ++n;
+      }
     }
     return n;
   };
