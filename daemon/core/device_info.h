@@ -48,8 +48,14 @@ struct DeviceInfo {
   std::string name;       // e.g. "rxe0"
   std::string node_guid;  // "xxxx:xxxx:xxxx:xxxx"
   std::string transport;  // "InfiniBand", "iWARP", ...
+  // Kernel driver ("mlx5_core", "efa"; "rxe" for soft-RoCE), or empty.
+  std::string driver;
   std::vector<PortInfo> ports;
   DeviceLimits limits;
+  // Whether ibv_reg_dmabuf_mr works on it (probed when the device is
+  // opened; see dmabuf_policy.h) and what the probe saw.
+  bool dmabuf = false;
+  std::string dmabuf_probe;
 };
 
 }  // namespace rdmad::core

@@ -13,8 +13,19 @@ class NullRegistration final : public Registration {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Registration>> MemoryRegistrar::RegisterDmabuf(
+    const DmabufRange& /*range*/, RemoteAccess /*remote*/) {
+  return absl::FailedPreconditionError(
+      "this daemon's memory registrar cannot register dma-bufs");
+}
+
 absl::StatusOr<std::unique_ptr<Registration>> NullRegistrar::Register(
     void* /*addr*/, size_t /*length*/, RemoteAccess /*remote*/) {
+  return std::make_unique<NullRegistration>();
+}
+
+absl::StatusOr<std::unique_ptr<Registration>> NullRegistrar::RegisterDmabuf(
+    const DmabufRange& /*range*/, RemoteAccess /*remote*/) {
   return std::make_unique<NullRegistration>();
 }
 

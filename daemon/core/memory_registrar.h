@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/core/dmabuf_policy.h"
 
 namespace rdmad::core {
 
@@ -51,6 +52,19 @@ class MemoryRegistrar {
   // plus `remote`. The memory must stay mapped until the result is destroyed.
   virtual absl::StatusOr<std::unique_ptr<Registration>> Register(
       void* addr, size_t length, RemoteAccess remote) = 0;
+
+  // What each device's dma-buf probe said, in device order (see
+  // dmabuf_policy.h); fixed after construction. Empty without devices.
+  virtual std::vector<DmabufCapability> DmabufCapabilities() const {
+    return {};
+  }
+
+  // Registers a dma-buf range on every device that supports dma-buf, with
+  // local write access plus `remote`; all or nothing. The descriptor must
+  // stay open until the result is destroyed. This default, for registrars
+  // that know no dma-buf, refuses with FAILED_PRECONDITION.
+  virtual absl::StatusOr<std::unique_ptr<Registration>> RegisterDmabuf(
+      const DmabufRange& range, RemoteAccess remote);
 };
 
 // A registrar for nodes without RDMA devices: registrations carry no keys.
@@ -58,6 +72,10 @@ class NullRegistrar final : public MemoryRegistrar {
  public:
   absl::StatusOr<std::unique_ptr<Registration>> Register(
       void* addr, size_t length, RemoteAccess remote) override;
+  // No device to register on: the TCP transport serves the dma-buf through
+  // the daemon's CPU mapping of it.
+  absl::StatusOr<std::unique_ptr<Registration>> RegisterDmabuf(
+      const DmabufRange& range, RemoteAccess remote) override;
 };
 
 }  // namespace rdmad::core

@@ -155,10 +155,14 @@ absl::StatusOr<ExportUse> Region::BeginExportUse(std::optional<uint64_t> key,
                                        : "write-only: it accepts no READ"));
   }
   ++current_uses_;
+  // A peer's access to a dma-buf is a CPU access (the TCP data server's
+  // readv/sendmsg): bracketed for the exporter (nothing for a memfd).
+  segment_.BeginCpuAccess();
   return ExportUse(this, generation_, tcp_key_);
 }
 
 void Region::EndExportUse(uint64_t generation) {
+  segment_.EndCpuAccess();
   absl::MutexLock lock(&mu_);
   if (generation == generation_) {
     --current_uses_;

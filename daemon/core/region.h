@@ -146,6 +146,9 @@ class Region {
   int fd() const { return segment_.fd(); }
   // See ShmSegment::can_shrink().
   bool can_shrink() const { return segment_.can_shrink(); }
+  // The memory itself: a memfd, a state file or a client's dma-buf (see
+  // ShmSegment::is_dmabuf, cpu_mapped). Fixed for the region's life.
+  const ShmSegment& memory() const { return segment_; }
   // The region's kept state (see region_keeper.h), or null when the region
   // ends with this daemon. Fixed for the region's life.
   KeptRegion* kept() const { return kept_.get(); }

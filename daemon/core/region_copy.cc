@@ -66,4 +66,31 @@ absl::Status CopyShrinkableMemory(char* to, const char* from, uint64_t length) {
   return absl::OkStatus();
 }
 
+absl::Status CopyCarefully(const Region& to, uint64_t to_offset,
+                           const Region& from, uint64_t from_offset,
+                           uint64_t length) {
+  for (const Region* region : {&to, &from}) {
+    if (!region->memory().cpu_mapped()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          region->Label(), " is a dma-buf this daemon cannot map for the CPU (",
+          region->memory().cpu_map_error(), "): only an RDMA device can move "
+          "its bytes, and a copy inside one daemon has none. Move it to or "
+          "from a region of another daemon over verbs"));
+    }
+  }
+  to.memory().BeginCpuAccess();
+  if (&from != &to) from.memory().BeginCpuAccess();
+  absl::Status copied = CopyShrinkableMemory(
+      to.data() + to_offset, from.data() + from_offset, length);
+  if (&from != &to) from.memory().EndCpuAccess();
+  to.memory().EndCpuAccess();
+  if (absl::IsDataLoss(copied) &&
+      (to.memory().is_dmabuf() || from.memory().is_dmabuf())) {
+    return absl::DataLossError(
+        "a dma-buf's pages went away during a copy (its exporter took them "
+        "back): free the region and register the dma-buf again");
+  }
+  return copied;
+}
+
 }  // namespace rdmad::core

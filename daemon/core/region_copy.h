@@ -7,7 +7,10 @@
 // ftruncate, and a CPU copy from the vanished pages would kill the daemon
 // with SIGBUS. Such memory is copied by the kernel instead
 // (process_vm_readv on this process), where a missing page is an EFAULT:
-// the copy fails with DATA_LOSS and the daemon carries on.
+// the copy fails with DATA_LOSS and the daemon carries on. A client's
+// dma-buf is copied the same way, bracketed by DMA_BUF_IOCTL_SYNC, and one
+// the daemon could not map for the CPU (GPU memory) is refused with
+// FAILED_PRECONDITION: only an RDMA device can move its bytes.
 #ifndef RDMAD_DAEMON_CORE_REGION_COPY_H_
 #define RDMAD_DAEMON_CORE_REGION_COPY_H_
 
@@ -24,6 +27,13 @@ namespace rdmad::core {
 // when a page of either is no longer there.
 absl::Status CopyShrinkableMemory(char* to, const char* from, uint64_t length);
 
+// The copy of CopyRegionBytes when either region needs the kernel's copy
+// (can_shrink): checks that the CPU can reach both, brackets dma-bufs with
+// DMA_BUF_IOCTL_SYNC, and copies with CopyShrinkableMemory.
+absl::Status CopyCarefully(const Region& to, uint64_t to_offset,
+                           const Region& from, uint64_t from_offset,
+                           uint64_t length);
+
 // Copies `length` bytes from `from` at `from_offset` to `to` at `to_offset`.
 // The ranges may overlap (the same region). The caller has checked both
 // ranges against the regions' sizes. Thread-safe. Inline: a ring's 8-byte
@@ -31,13 +41,11 @@ absl::Status CopyShrinkableMemory(char* to, const char* from, uint64_t length);
 inline absl::Status CopyRegionBytes(const Region& to, uint64_t to_offset,
                                     const Region& from, uint64_t from_offset,
                                     uint64_t length) {
-  char* const dst = to.data() + to_offset;
-  const char* const src = from.data() + from_offset;
   if (!to.can_shrink() && !from.can_shrink()) {
-    std::memmove(dst, src, length);
+    std::memmove(to.data() + to_offset, from.data() + from_offset, length);
     return absl::OkStatus();
   }
-  return CopyShrinkableMemory(dst, src, length);
+  return CopyCarefully(to, to_offset, from, from_offset, length);
 }
 
 }  // namespace rdmad::core

@@ -217,26 +217,54 @@ absl::StatusOr<KeptMemory> RegionTable::NewMemory(
   return keeper_->Create(info);
 }
 
-absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
-    const Caller& caller, UniqueFd memfd, const AllocateOptions& options) {
+absl::Status RegionTable::ReserveClientMemory(const Caller& caller,
+                                              const AllocateOptions& options) {
   if (options.daemon_owned) {
     return absl::InvalidArgumentError(
         "client memory cannot be daemon-owned: it belongs to the client");
   }
-  {
-    absl::MutexLock lock(&mu_);
-    RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
-    reserved_bytes_ += options.size;
-    UidUsage& used = usage_[caller.uid];
-    ++used.regions;
-    used.pinned_bytes += options.size;
-  }
+  absl::MutexLock lock(&mu_);
+  RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
+  reserved_bytes_ += options.size;
+  UidUsage& used = usage_[caller.uid];
+  ++used.regions;
+  used.pinned_bytes += options.size;
+  return absl::OkStatus();
+}
+
+void RegionTable::CancelReservation(const Caller& caller,
+                                    const AllocateOptions& options) {
+  absl::MutexLock lock(&mu_);
+  reserved_bytes_ -= options.size;
+  Uncharge(caller.uid, 1, options.size);
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
+    const Caller& caller, UniqueFd memfd, const AllocateOptions& options) {
+  RDMAD_RETURN_IF_ERROR(ReserveClientMemory(caller, options));
   auto segment = ShmSegment::Adopt(std::move(memfd), options.size);
   if (!segment.ok()) {
-    absl::MutexLock lock(&mu_);
-    reserved_bytes_ -= options.size;
-    Uncharge(caller.uid, 1, options.size);
+    CancelReservation(caller, options);
     return segment.status();
+  }
+  return Insert(caller, options, *std::move(segment), nullptr, std::nullopt,
+                /*restoring=*/false);
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::AdoptDmabuf(
+    const Caller& caller, UniqueFd dmabuf, uint64_t offset,
+    const AllocateOptions& options) {
+  RDMAD_RETURN_IF_ERROR(ReserveClientMemory(caller, options));
+  auto segment = ShmSegment::AdoptDmabuf(std::move(dmabuf), offset,
+                                         options.size);
+  absl::Status servable =
+      segment.ok() ? CheckDmabufServable(registrar_->DmabufCapabilities(),
+                                         segment->cpu_map_error())
+                   : segment.status();
+  if (!servable.ok()) {
+    // The segment, and with it the descriptor, goes here.
+    CancelReservation(caller, options);
+    return servable;
   }
   return Insert(caller, options, *std::move(segment), nullptr, std::nullopt,
                 /*restoring=*/false);
@@ -306,9 +334,17 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(
                 info.acl, /*restoring=*/true, std::move(allow));
 }
 
+absl::StatusOr<std::unique_ptr<Registration>> RegionTable::RegisterOnce(
+    const ShmSegment& memory, RemoteAccess access) {
+  if (memory.is_dmabuf()) {
+    return registrar_->RegisterDmabuf(memory.dmabuf_range(), access);
+  }
+  return registrar_->Register(memory.data(), memory.size(), access);
+}
+
 absl::StatusOr<std::unique_ptr<Registration>> RegionTable::Register(
-    void* addr, size_t length, RemoteAccess access) {
-  auto registered = registrar_->Register(addr, length, access);
+    const ShmSegment& memory, RemoteAccess access) {
+  auto registered = RegisterOnce(memory, access);
   // ENOMEM (RESOURCE_EXHAUSTED) or EAGAIN (UNAVAILABLE) from ibv_reg_mr.
   const auto short_of_memory = [](const absl::Status& s) {
     return absl::IsResourceExhausted(s) || absl::IsUnavailable(s);
@@ -318,7 +354,7 @@ absl::StatusOr<std::unique_ptr<Registration>> RegionTable::Register(
     return registered;
   }
   releaser_->WaitIdle(kReleaseWait);
-  return registrar_->Register(addr, length, access);
+  return RegisterOnce(memory, access);
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
@@ -326,11 +362,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Insert(
     std::unique_ptr<KeptRegion> kept, std::optional<RegionAcl> acl,
     bool restoring, std::shared_ptr<const ExportAccessList> allow) {
   // Registration pins and maps pages; it runs outside the table lock.
-  auto local = Register(segment.data(), segment.size(), RemoteAccess::kNone);
+  auto local = Register(segment, RemoteAccess::kNone);
   std::unique_ptr<Registration> exported;
   if (local.ok() && options.export_access != RemoteAccess::kNone) {
-    auto reg =
-        Register(segment.data(), segment.size(), options.export_access);
+    auto reg = Register(segment, options.export_access);
     if (!reg.ok()) local = reg.status();
     else exported = *std::move(reg);
   }

@@ -144,6 +144,17 @@ class RegionTable {
                                                 UniqueFd memfd,
                                                 const AllocateOptions& options);
 
+  // Registers `options.size` bytes from `offset` of a client's dma-buf as a
+  // session buffer (ShmSegment::AdoptDmabuf): on every device that
+  // supports dma-buf, or, on a daemon without RDMA devices, for the TCP
+  // transport through the daemon's CPU mapping of it. FAILED_PRECONDITION
+  // when this daemon can do neither (dmabuf_policy.h); INVALID_ARGUMENT for
+  // a descriptor that is not a dma-buf or a range outside it. The region
+  // keeps the descriptor until it is freed.
+  absl::StatusOr<std::shared_ptr<Region>> AdoptDmabuf(
+      const Caller& caller, UniqueFd dmabuf, uint64_t offset,
+      const AllocateOptions& options);
+
   // Adopts a daemon-owned region that an earlier daemon kept: inserts it
   // under its old name with its owner, group and mode, registers it anew
   // and, if it was exported, exports it again with new keys (new rkeys and
@@ -247,9 +258,19 @@ class RegionTable {
   // registrations not yet undone, region_releaser.h), waits for those, at
   // most kReleaseWait, and tries once more: a region freed just before
   // leaves its room to the next one, as it did when torn down at once.
-  absl::StatusOr<std::unique_ptr<Registration>> Register(void* addr,
-                                                         size_t length,
-                                                         RemoteAccess access);
+  absl::StatusOr<std::unique_ptr<Registration>> Register(
+      const ShmSegment& memory, RemoteAccess access);
+  // One registration of `memory`: ibv_reg_mr of its mapping, or
+  // ibv_reg_dmabuf_mr of a dma-buf.
+  absl::StatusOr<std::unique_ptr<Registration>> RegisterOnce(
+      const ShmSegment& memory, RemoteAccess access);
+  // Admits a session buffer of client memory: reserves its bytes and the
+  // caller's quota, as Allocate does.
+  absl::Status ReserveClientMemory(const Caller& caller,
+                                   const AllocateOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CancelReservation(const Caller& caller, const AllocateOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr absl::Duration kReleaseWait = absl::Seconds(10);
   // The memory of a new region: from the keeper for a kept region, else a
   // memfd.

@@ -47,7 +47,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::Export(
         "so peers can resolve them"));
   }
   RDMAD_ASSIGN_OR_RETURN(auto registration,
-                         Register(region->data(), region->size(), access));
+                         Register(region->memory(), access));
   absl::MutexLock export_lock(&export_mu_);
   // The record first: if it cannot be written, the export does not change
   // (the new registration is dropped), so a restart brings back what peers

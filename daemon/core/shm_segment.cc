@@ -360,6 +360,11 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     mapped_size_ = std::exchange(other.mapped_size_, 0);
     backing_ = std::move(other.backing_);
     can_shrink_ = std::exchange(other.can_shrink_, false);
+    map_base_ = std::exchange(other.map_base_, nullptr);
+    dmabuf_ = std::exchange(other.dmabuf_, false);
+    dmabuf_offset_ = std::exchange(other.dmabuf_offset_, 0);
+    cpu_map_error_ = std::move(other.cpu_map_error_);
+    other.cpu_map_error_.clear();
   }
   return *this;
 }
@@ -367,8 +372,11 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
 ShmSegment::~ShmSegment() { Release(); }
 
 void ShmSegment::Release() {
-  if (data_ != nullptr) ::munmap(data_, mapped_size_);
+  if (data_ != nullptr) {
+    ::munmap(map_base_ != nullptr ? map_base_ : data_, mapped_size_);
+  }
   data_ = nullptr;
+  map_base_ = nullptr;
   fd_.reset();
 }
 

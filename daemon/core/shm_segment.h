@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/unique_fd.h"
+#include "daemon/core/dmabuf_policy.h"
 
 namespace rdmad::core {
 
@@ -34,7 +35,8 @@ struct FileExcess {
 absl::StatusOr<std::optional<FileExcess>> CutFileBackTo(int fd,
                                                         uint64_t mapped_size);
 
-// Move-only owner of a memfd and the daemon's mapping of it.
+// Move-only owner of a memfd (or a client's dma-buf) and the daemon's
+// mapping of it.
 class ShmSegment {
  public:
   // Creates a sealed memfd of `size` bytes (huge pages when the system has
@@ -48,6 +50,17 @@ class ShmSegment {
   // must be a regular file of at least `size` bytes sealed against
   // shrinking (F_SEAL_SHRINK), for the same SIGBUS reason.
   static absl::StatusOr<ShmSegment> Adopt(UniqueFd memfd, uint64_t size);
+
+  // Takes a dma-buf the client passed (dmabuf_segment.cc): `length` bytes
+  // from `offset`. INVALID_ARGUMENT, saying what the descriptor is, for
+  // anything but a dma-buf, and for a range outside it. The daemon maps the
+  // range for the CPU where the exporter allows it (vgem, udmabuf); where
+  // it does not (CUDA), data() is an address range reserved with no access,
+  // which the devices use as the registration's iova, and cpu_map_error()
+  // says why. Keeps the descriptor until destroyed.
+  static absl::StatusOr<ShmSegment> AdoptDmabuf(UniqueFd dmabuf,
+                                                uint64_t offset,
+                                                uint64_t length);
 
   // Memory that outlives the daemon (see region_keeper.h).
   //
@@ -87,9 +100,26 @@ class ShmSegment {
   const std::string& backing() const { return backing_; }
   // True when a process holding the descriptor could truncate the memory
   // under the daemon's mapping (a state-directory file: only memfds can be
-  // sealed). The daemon then touches it only through the kernel (see
-  // region_copy.h), where a missing page is EFAULT, not SIGBUS.
+  // sealed), or its exporter could take pages away (a dma-buf). The daemon
+  // then touches it only through the kernel (see region_copy.h), where a
+  // missing page is EFAULT, not SIGBUS.
   bool can_shrink() const { return can_shrink_; }
+
+  // A client's dma-buf (AdoptDmabuf).
+  bool is_dmabuf() const { return dmabuf_; }
+  // Why the CPU cannot reach a dma-buf: empty when the daemon mapped it
+  // (and always for memfds), else what mmap said. Without a mapping only
+  // RDMA devices can move its bytes.
+  const std::string& cpu_map_error() const { return cpu_map_error_; }
+  bool cpu_mapped() const { return cpu_map_error_.empty(); }
+  // The dma-buf range to register (fd, offset, length, iova = data()).
+  // Meaningful only for a dma-buf.
+  DmabufRange dmabuf_range() const;
+  // DMA_BUF_IOCTL_SYNC: brackets a CPU access to a mapped dma-buf, so that
+  // an exporter with caches to flush or invalidate sees it; nothing for a
+  // memfd. Errors are ignored: the exporters that need no sync say so.
+  void BeginCpuAccess() const;
+  void EndCpuAccess() const;
 
  private:
   ShmSegment() = default;
@@ -105,6 +135,12 @@ class ShmSegment {
   uint64_t mapped_size_ = 0;
   std::string backing_;
   bool can_shrink_ = false;
+  // A dma-buf's mapping starts at the page holding `dmabuf_offset_`; data_
+  // points that far into it. Null: the mapping starts at data_.
+  void* map_base_ = nullptr;
+  bool dmabuf_ = false;
+  uint64_t dmabuf_offset_ = 0;
+  std::string cpu_map_error_;
 };
 
 }  // namespace rdmad::core

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "daemon/transport/verbs/dmabuf_probe.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::verbs {
@@ -139,6 +140,12 @@ absl::StatusOr<core::DeviceInfo> DescribeContext(ibv_context* context,
   info.name = ibv_get_device_name(context->device);
   info.node_guid = GuidToText(ibv_get_device_guid(context->device));
   info.transport = TransportName(context->device->transport_type);
+  info.driver = DeviceDriver(info.name);
+  // Soft-iWARP devices also sit on a network device.
+  if (info.driver == "rxe" &&
+      context->device->transport_type == IBV_TRANSPORT_IWARP) {
+    info.driver = "siw";
+  }
   info.limits = LimitsFrom(attr);
 
   size_t gid_capacity = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "daemon/transport/verbs/conversions.h"
+#include "daemon/transport/verbs/dmabuf_probe.h"
 
 namespace rdmad::verbs {
 
@@ -44,6 +45,53 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> MemoryRegion::Register(
       new MemoryRegion(std::move(device), std::move(mr)));
 }
 
+absl::StatusOr<std::unique_ptr<MemoryRegion>> MemoryRegion::RegisterDmabuf(
+    std::shared_ptr<Device> device, const core::DmabufRange& range,
+    int access) {
+  if (range.fd < 0 || range.length == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot register ", range.length, " bytes of dma-buf descriptor ",
+        range.fd, ": give an open dma-buf and a non-zero length"));
+  }
+  MrHandle mr(ibv_reg_dmabuf_mr(device->pd(), range.offset, range.length,
+                                range.iova, range.fd, access));
+  if (mr == nullptr) {
+    const int error = errno;
+    std::string hint;
+    if (error == EOPNOTSUPP || error == EPROTONOSUPPORT) {
+      hint = ": this device's driver does not register dma-bufs (mlx5 and "
+             "efa do)";
+    } else if (error == ENOMEM || error == EAGAIN) {
+      hint = ": the device or the exporter is out of resources; register "
+             "less memory";
+    } else if (error == EINVAL) {
+      hint = ": the exporter refused the range or these access flags";
+    }
+    return absl::ErrnoToStatus(
+        error, absl::StrCat("ibv_reg_dmabuf_mr(", device->name(), ", offset ",
+                            range.offset, ", ", range.length,
+                            " bytes, access 0x", absl::Hex(access), ")",
+                            hint));
+  }
+  return std::unique_ptr<MemoryRegion>(
+      new MemoryRegion(std::move(device), std::move(mr)));
+}
+
+namespace {
+
+std::vector<core::DmabufCapability> ProbeAll(
+    const std::vector<std::shared_ptr<Device>>& devices) {
+  std::vector<core::DmabufCapability> capabilities;
+  capabilities.reserve(devices.size());
+  for (const std::shared_ptr<Device>& device : devices) {
+    capabilities.push_back(ProbeDmabuf(device->pd(), device->name(),
+                                       DeviceDriver(device->name())));
+  }
+  return capabilities;
+}
+
+}  // namespace
+
 VerbsRegistration::VerbsRegistration(
     std::vector<std::unique_ptr<MemoryRegion>> mrs)
     : regions_(std::move(mrs)) {
@@ -63,7 +111,7 @@ const MemoryRegion* VerbsRegistration::RegionOn(
 }
 
 VerbsRegistrar::VerbsRegistrar(std::vector<std::shared_ptr<Device>> devices)
-    : devices_(std::move(devices)) {}
+    : devices_(std::move(devices)), dmabuf_(ProbeAll(devices_)) {}
 
 absl::StatusOr<std::unique_ptr<VerbsRegistrar>> VerbsRegistrar::OpenAll() {
   RDMAD_ASSIGN_OR_RETURN(std::vector<core::DeviceInfo> infos,
@@ -106,6 +154,20 @@ VerbsRegistrar::RegisterVerbs(void* addr, size_t length,
     regions.push_back(std::move(region));
   }
   return std::make_unique<VerbsRegistration>(std::move(regions));
+}
+
+absl::StatusOr<std::unique_ptr<core::Registration>>
+VerbsRegistrar::RegisterDmabuf(const core::DmabufRange& range,
+                               core::RemoteAccess remote) {
+  const int access = MrAccessFlags(remote);
+  RDMAD_ASSIGN_OR_RETURN(
+      std::vector<std::unique_ptr<MemoryRegion>> regions,
+      core::RegisterOnDmabufDevices<std::unique_ptr<MemoryRegion>>(
+          dmabuf_, [&](size_t i) {
+            return MemoryRegion::RegisterDmabuf(devices_[i], range, access);
+          }));
+  return std::unique_ptr<core::Registration>(
+      std::make_unique<VerbsRegistration>(std::move(regions)));
 }
 
 }  // namespace rdmad::verbs

@@ -41,6 +41,14 @@ class MemoryRegion {
   static absl::StatusOr<std::unique_ptr<MemoryRegion>> Register(
       std::shared_ptr<Device> device, void* addr, size_t length, int access);
 
+  // Registers a dma-buf range with ibv_reg_dmabuf_mr: the device reaches
+  // `range.length` bytes from `range.offset` of the dma-buf `range.fd` at
+  // addresses from `range.iova`. The descriptor must stay open until the
+  // MemoryRegion is destroyed.
+  static absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterDmabuf(
+      std::shared_ptr<Device> device, const core::DmabufRange& range,
+      int access);
+
   MemoryRegion(const MemoryRegion&) = delete;
   MemoryRegion& operator=(const MemoryRegion&) = delete;
 
@@ -92,7 +100,8 @@ class VerbsRegistration final : public core::Registration {
 class VerbsRegistrar final : public core::MemoryRegistrar {
  public:
   // `devices` must not contain nulls. An empty list registers nothing and
-  // returns registrations without keys, like core::NullRegistrar.
+  // returns registrations without keys, like core::NullRegistrar. Probes
+  // each device for dma-buf support (dmabuf_probe.h).
   explicit VerbsRegistrar(std::vector<std::shared_ptr<Device>> devices);
 
   // Opens every device DiscoverDevices reports (none on a node without
@@ -111,12 +120,24 @@ class VerbsRegistrar final : public core::MemoryRegistrar {
   absl::StatusOr<std::unique_ptr<VerbsRegistration>> RegisterVerbs(
       void* addr, size_t length, core::RemoteAccess remote);
 
+  std::vector<core::DmabufCapability> DmabufCapabilities() const override {
+    return dmabuf_;
+  }
+
+  // Registers a dma-buf on every device whose probe said it can
+  // (core::RegisterOnDmabufDevices: all or nothing). The caller checked
+  // core::CheckDmabufServable; with no such device it registers nothing.
+  absl::StatusOr<std::unique_ptr<core::Registration>> RegisterDmabuf(
+      const core::DmabufRange& range, core::RemoteAccess remote) override;
+
   const std::vector<std::shared_ptr<Device>>& devices() const {
     return devices_;
   }
 
  private:
   const std::vector<std::shared_ptr<Device>> devices_;
+  // One per device, in the same order.
+  const std::vector<core::DmabufCapability> dmabuf_;
 };
 
 }  // namespace rdmad::verbs
