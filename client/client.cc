@@ -257,6 +257,38 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
                  response.region().size(), /*owned=*/true, call.generation);
 }
 
+absl::StatusOr<Buffer> Client::RegisterDmabuf(int dmabuf_fd, uint64_t offset,
+                                              uint64_t length,
+                                              AllocateOptions options) {
+  if (dmabuf_fd < 0 || ::fcntl(dmabuf_fd, F_GETFD) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("descriptor ", dmabuf_fd,
+                     " is not open: pass the dma-buf's file "
+                     "descriptor (e.g. from cuMemGetHandleForAddressRange)"));
+  }
+  grpc::ClientContext context;
+  // First, so that a restarted daemon gets a new session before the
+  // descriptor is passed on it.
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
+  session_wire::Message pass;
+  pass.type = session_wire::MessageType::kPassFd;
+  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack,
+                         impl_->link->Ask(pass, dmabuf_fd, call.generation));
+  v1::RegisterDmabufRequest request;
+  request.set_fd_token(ack.a);
+  request.set_offset(offset);
+  request.set_length(length);
+  request.set_name(options.name);
+  request.set_export_access(ToProto(options.export_access));
+  v1::RegisterDmabufResponse response;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(call.stub->RegisterDmabuf(&context, request, &response)));
+  // Nothing to map: the client holds the memory already.
+  return Buffer(this, impl_->link, response.region().id(),
+                response.region().name(), nullptr, response.region().size(), 0,
+                /*owned=*/true, /*writable=*/true, call.generation);
+}
+
 absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,
                                                 uint64_t size,
                                                 Access export_access) {

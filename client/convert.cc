@@ -82,6 +82,8 @@ DaemonStatus FromProto(const v1::GetStatusResponse& s) {
   out.max_pinned_bytes_source = s.max_pinned_bytes_source();
   out.pinned_bytes = s.pinned_bytes();
   if (s.has_directory()) out.directory = FromProto(s.directory());
+  out.dmabuf_devices.assign(s.dmabuf_devices().begin(),
+                            s.dmabuf_devices().end());
   return out;
 }
 
@@ -93,6 +95,9 @@ DeviceList FromProto(const v1::ListDevicesResponse& devices) {
     device.name = d.name();
     device.node_guid = d.node_guid();
     device.transport = d.transport();
+    device.driver = d.driver();
+    device.dmabuf = d.dmabuf();
+    device.dmabuf_probe = d.dmabuf_probe();
     for (const v1::PortInfo& p : d.ports()) {
       PortInfo port;
       port.port = p.port();

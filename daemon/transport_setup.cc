@@ -68,9 +68,18 @@ absl::StatusOr<Transports> OpenTransports(const v1::DaemonConfig& config,
     t.connectors.push_back(
         std::make_unique<verbs::VerbsConnector>(t.fabric, runtime));
     t.devices = std::move(devices);
+    // The registrar probed each device for dma-buf when it opened them.
+    for (const core::DmabufCapability& c : t.registrar->DmabufCapabilities()) {
+      for (core::DeviceInfo& device : t.devices) {
+        if (device.name != c.device) continue;
+        device.dmabuf = c.supported;
+        device.dmabuf_probe = c.probe;
+      }
+    }
     for (const auto& device : t.devices) {
-      spdlog::info("RDMA device {}: {} port(s)", device.name,
-                   device.ports.size());
+      spdlog::info("RDMA device {} (driver {}): {} port(s); dma-buf: {}",
+                   device.name, device.driver.empty() ? "?" : device.driver,
+                   device.ports.size(), device.dmabuf_probe);
     }
   } else {
     if (resolved.transport != core::TransportMode::kTcp) {

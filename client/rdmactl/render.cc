@@ -96,6 +96,13 @@ std::string IncarnationText(uint64_t incarnation) {
 // ---------------------------------------------------------------------------
 // Text
 
+// Which devices register dma-bufs, or what this daemon does without one.
+std::string DmabufText(const DaemonStatus& s) {
+  if (!s.dmabuf_devices.empty()) return absl::StrJoin(s.dmabuf_devices, ", ");
+  if (s.device_count > 0) return "no device supports it (rdmactl devices)";
+  return "over TCP, where rdmad can map it for the CPU";
+}
+
 std::string RenderStatus(const DaemonStatus& s) {
   std::string transport = Str(TransportName(s.transport));
   if (!s.transport_reason.empty()) {
@@ -115,6 +122,7 @@ std::string RenderStatus(const DaemonStatus& s) {
       {"config file", s.config_file.empty() ? std::string("none")
                                             : s.config_file},
       {"devices", absl::StrCat(s.device_count)},
+      {"dma-buf", DmabufText(s)},
       {"regions",
        absl::StrCat(s.region_count, " (", HumanSize(s.region_bytes), ")")},
       {"sessions", absl::StrCat(s.session_count)},
@@ -137,7 +145,13 @@ std::string RenderDevices(const DeviceList& devices) {
   for (const DeviceInfo& device : devices.devices) {
     if (!out.empty()) out += "\n";
     absl::StrAppend(&out, device.name, ": GUID ", OrDash(device.node_guid),
-                    ", ", OrDash(device.transport), "\n");
+                    ", ", OrDash(device.transport), ", driver ",
+                    OrDash(device.driver), "\n");
+    absl::StrAppend(&out, "  dma-buf: ", device.dmabuf ? "yes" : "no",
+                    device.dmabuf_probe.empty()
+                        ? std::string()
+                        : absl::StrCat(" (", device.dmabuf_probe, ")"),
+                    "\n");
     for (const PortInfo& port : device.ports) {
       absl::StrAppend(&out, RenderPort(port));
     }
@@ -278,6 +292,9 @@ Json StatusJson(const DaemonStatus& s) {
       .Set("max_pinned_bytes_source", s.max_pinned_bytes_source)
       .Set("pinned_bytes", s.pinned_bytes)
       .Set("directory", DirectoryJson(s.directory));
+  Json dmabuf = Json::Array();
+  for (const std::string& device : s.dmabuf_devices) dmabuf.Push(device);
+  out.Set("dmabuf_devices", std::move(dmabuf));
   return out;
 }
 
@@ -323,6 +340,9 @@ Json DevicesJson(const DeviceList& devices) {
                   .Set("name", d.name)
                   .Set("node_guid", d.node_guid)
                   .Set("transport", d.transport)
+                  .Set("driver", d.driver)
+                  .Set("dmabuf", d.dmabuf)
+                  .Set("dmabuf_probe", d.dmabuf_probe)
                   .Set("ports", std::move(ports))
                   .Set("limits", std::move(limits)));
   }

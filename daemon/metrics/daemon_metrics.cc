@@ -133,6 +133,17 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
                      {"version", sources.version}},
               1);
     families.push_back(std::move(info));
+    if (!sources.devices.empty()) {
+      MetricFamily dmabuf = Gauge(
+          "rdmad_device_dmabuf",
+          "1 if the RDMA device registers dma-bufs (GPU memory), as probed "
+          "at start");
+      for (const core::DeviceInfo& device : sources.devices) {
+        AddSample(dmabuf, {{"device", device.name}, {"driver", device.driver}},
+                  device.dmabuf ? 1 : 0);
+      }
+      families.push_back(std::move(dmabuf));
+    }
     if (const directory::ClusterDirectory* d =
             directory.load(std::memory_order_acquire)) {
       AddDirectory(d->state(), families);

@@ -3,9 +3,9 @@
 // Counters and histograms of transfers are fed by the TransferEngine (as its
 // core::TransferObserver), counted per thread and summed at scrape time
 // (transfer_stats.h: a Prometheus family update per operation was a
-// seventh of the daemon's CPU on small operations); gauges of regions, sessions, peers and QPs are
-// read from the core's tables at scrape time, so nothing has to keep them
-// in step. Exposed over HTTP by MetricsServer.
+// seventh of the daemon's CPU on small operations); gauges of regions,
+// sessions, peers and QPs are read from the core's tables at scrape time, so
+// nothing has to keep them in step. Exposed over HTTP by MetricsServer.
 //
 //   rdmad_transfer_bytes_total{peer,op,transport}       bytes moved
 //   rdmad_transfer_operations_total{peer,op,transport}  transfers completed
@@ -22,6 +22,8 @@
 //                                                       an engine
 //   rdmad_notifications_total{result}                   delivered, not_told
 //   rdmad_build_info{version,transport}                 always 1
+//   rdmad_device_dmabuf{device,driver}                  1 if the RDMA device
+//                                                       registers dma-bufs
 //   rdmad_directory_connected                           1 if etcd is reached
 //   rdmad_directory_published_regions, _cached_regions, _conflicts
 //   rdmad_directory_reconnects_total                    new etcd sessions
@@ -39,7 +41,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "daemon/core/device_info.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
@@ -62,6 +66,8 @@ struct MetricSources {
   peer::PeerTable* peers = nullptr;
   std::string version;
   core::TransportKind transport = core::TransportKind::kTcp;  // this daemon's
+  // The RDMA devices in use, with their dma-buf probe; empty on TCP.
+  std::vector<core::DeviceInfo> devices;
 };
 
 class DaemonMetrics final : public core::TransferObserver {

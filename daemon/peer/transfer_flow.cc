@@ -217,6 +217,18 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
                            absl::StrCat(label(), " on ", peer, " is ", how)));
     return std::nullopt;
   }
+  if (link.kind == core::TransportKind::kTcp &&
+      !t.local->memory().cpu_mapped()) {
+    Finish(std::move(r),
+           absl::FailedPreconditionError(absl::StrCat(
+               "local region #", t.local->id(),
+               " is a dma-buf this daemon "
+               "cannot map for the CPU (GPU memory), and ",
+               peer,
+               " is reached over TCP: only RDMA devices can move its bytes. "
+               "Use the verbs transport between these nodes")));
+    return std::nullopt;
+  }
   auto key = link.channel->KeyFor(*target);
   if (!key.ok()) {
     Finish(std::move(r), key.status());
@@ -233,6 +245,17 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
   op.remote_offset = t.remote.offset;
   op.deadline = t.deadline;
   op.immediate = t.immediate;
+  if (link.kind == core::TransportKind::kTcp && t.local->memory().is_dmabuf()) {
+    // The TCP channel reads or writes the dma-buf with the CPU: bracketed
+    // for its exporter until the operation is over.
+    t.local->memory().BeginCpuAccess();
+    op.done = [this, r = std::move(r),
+               local = t.local](absl::Status status) mutable {
+      local->memory().EndCpuAccess();
+      OnSent(std::move(r), std::move(status));
+    };
+    return op;
+  }
   op.done = [this, r = std::move(r)](absl::Status status) mutable {
     OnSent(std::move(r), std::move(status));
   };

@@ -114,6 +114,9 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
     response->set_metrics_url(absl::StrCat("http://", metrics, "/metrics"));
   }
   response->set_config_file(id.config_file);
+  for (const auto& device : state_->devices) {
+    if (device.dmabuf) response->add_dmabuf_devices(device.name);
+  }
   if (state_->directory != nullptr) {
     ToProto(state_->directory->state(), response->mutable_directory());
   }
@@ -240,41 +243,75 @@ grpc::ServerUnaryReactor* LocalService::AllocateBuffer(
   return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
 }
 
+namespace {
+
+// What RegisterBuffer and RegisterDmabuf check before the passed descriptor
+// is taken, so that a bad request does not cost the client its descriptor:
+// the token, the size (`size_field` names it), the name, the access, and
+// that an export has a name to be found by.
+absl::StatusOr<core::AllocateOptions> ClientMemoryOptions(
+    uint64_t fd_token, uint64_t size, const std::string& name,
+    v1::Access export_access, absl::string_view what,
+    absl::string_view size_field) {
+  if (fd_token == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fd_token is 0: pass the ", what,
+                     " on the session socket first and use the token it "
+                     "answers"));
+  }
+  if (size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(size_field, " is 0: register at least one byte"));
+  }
+  if (!name.empty()) RDMAD_RETURN_IF_ERROR(ValidateRegionName(name));
+  RDMAD_ASSIGN_OR_RETURN(core::RemoteAccess access,
+                         AccessFromProto(export_access, "export_access"));
+  core::AllocateOptions options;
+  options.size = size;
+  options.name = name;
+  options.export_access = access;
+  // Only named regions can be exported: refused now, not after the
+  // descriptor was taken.
+  RDMAD_RETURN_IF_ERROR(core::CheckExportHasName(options));
+  return options;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
     grpc::CallbackServerContext* context,
     const v1::RegisterBufferRequest* request,
     v1::RegisterBufferResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  // Everything that can be checked is checked before the passed descriptor
-  // is taken, so that a bad request does not cost the client its memfd.
-  if (request->fd_token() == 0) {
-    return Done(context, absl::InvalidArgumentError(
-                             "fd_token is 0: pass the memfd on the session "
-                             "socket first and use the token it answers"));
-  }
-  if (request->size() == 0) {
-    return Done(context, absl::InvalidArgumentError(
-                             "size is 0: register at least one byte"));
-  }
-  if (!request->name().empty()) {
-    if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
-      return Done(context, s);
-    }
-  }
-  auto access = AccessFromProto(request->export_access(), "export_access");
-  if (!access.ok()) return Done(context, access.status());
-  core::AllocateOptions options;
-  options.size = request->size();
-  options.name = request->name();
-  options.export_access = *access;
-  if (absl::Status s = core::CheckExportHasName(options); !s.ok()) {
-    return Done(context, s);
-  }
+  auto options =
+      ClientMemoryOptions(request->fd_token(), request->size(), request->name(),
+                          request->export_access(), "memfd", "size");
+  if (!options.ok()) return Done(context, options.status());
   auto fd = state_->session_server->TakePassedFd(caller->session_id,
                                                  request->fd_token());
   if (!fd.ok()) return Done(context, fd.status());
-  auto region = state_->regions->Adopt(*caller, *std::move(fd), options);
+  auto region = state_->regions->Adopt(*caller, *std::move(fd), *options);
+  if (!region.ok()) return Done(context, region.status());
+  ToProto((*region)->Snapshot(), true, response->mutable_region());
+  return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
+}
+
+grpc::ServerUnaryReactor* LocalService::RegisterDmabuf(
+    grpc::CallbackServerContext* context,
+    const v1::RegisterDmabufRequest* request,
+    v1::RegisterDmabufResponse* response) {
+  auto caller = RequireSession(context);
+  if (!caller.ok()) return Done(context, caller.status());
+  auto options = ClientMemoryOptions(request->fd_token(), request->length(),
+                                     request->name(), request->export_access(),
+                                     "dma-buf", "length");
+  if (!options.ok()) return Done(context, options.status());
+  auto fd = state_->session_server->TakePassedFd(caller->session_id,
+                                                 request->fd_token());
+  if (!fd.ok()) return Done(context, fd.status());
+  auto region = state_->regions->AdoptDmabuf(*caller, *std::move(fd),
+                                             request->offset(), *options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
   return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);

@@ -48,6 +48,10 @@ class LocalService final : public v1::Local::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::RegisterBufferRequest* request,
       v1::RegisterBufferResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterDmabuf(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterDmabufRequest* request,
+      v1::RegisterDmabufResponse* response) override;
   grpc::ServerUnaryReactor* FreeRegion(grpc::CallbackServerContext* context,
                                        const v1::FreeRegionRequest* request,
                                        v1::FreeRegionResponse* response) override;

@@ -113,6 +113,9 @@ void ToProto(const core::DeviceInfo& device, v1::DeviceInfo* out) {
   out->set_name(device.name);
   out->set_node_guid(device.node_guid);
   out->set_transport(device.transport);
+  out->set_driver(device.driver);
+  out->set_dmabuf(device.dmabuf);
+  out->set_dmabuf_probe(device.dmabuf_probe);
   for (const auto& port : device.ports) {
     v1::PortInfo* p = out->add_ports();
     p->set_port(port.port);

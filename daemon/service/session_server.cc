@@ -76,6 +76,15 @@ SessionLimits SessionLimits::ForFileLimit(uint64_t nofile) {
 
 absl::StatusOr<SessionServer::MappableFd> SessionServer::RegionDescriptorFor(
     const core::Caller& caller, const core::Region& region) {
+  if (region.memory().is_dmabuf()) {
+    // Its owner holds the dma-buf already, and a mapping of the whole
+    // descriptor would not start at the registered offset.
+    return absl::FailedPreconditionError(absl::StrCat(
+        region.Label(),
+        " is a dma-buf its client registered: map (or use) "
+        "the dma-buf that client holds; the daemon hands out only memory "
+        "it allocated"));
+  }
   const bool writable =
       region.owner() == core::RegionOwnerKind::kSession ||
       (core::PermittedBits(caller, region.acl()) & core::kLocalWrite) != 0;
@@ -333,7 +342,7 @@ bool SessionServer::Serve(Connection& connection) {
           status = absl::ResourceExhaustedError(absl::StrCat(
               "this session already passed ", pending.size(),
               " descriptors that were never registered: call RegisterBuffer "
-              "for them first"));
+              "(or RegisterDmabuf) for them first"));
         } else if (uid_pending >= limits_.max_pending_fds_per_uid) {
           status = absl::ResourceExhaustedError(absl::StrCat(
               "the sessions of uid ", connection.caller.uid, " already passed ",

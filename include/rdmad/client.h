@@ -110,7 +110,9 @@ class Buffer {
 
   // Start of the mapping: writes here are what the daemon sends, and reads
   // see what it received. Valid while the Buffer lives; null once it was
-  // released or moved from (as are size() and id()).
+  // released or moved from (as are size() and id()), and null for a dma-buf
+  // (Client::RegisterDmabuf), which this process reaches through the
+  // allocator that made it.
   char* data() const;
   size_t size() const;
   uint64_t id() const;
@@ -167,6 +169,21 @@ class Client {
   // keeps its own descriptor.
   absl::StatusOr<Buffer> Register(int memfd, uint64_t size,
                                   AllocateOptions options = {});
+
+  // Registers GPU memory (or any dma-buf): `length` bytes from `offset` of
+  // the dma-buf `dmabuf_fd` (CUDA: cuMemGetHandleForAddressRange with
+  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD; DRM: a PRIME export). The daemon
+  // registers it on every RDMA device whose driver supports dma-buf, or,
+  // with no RDMA device, serves it over TCP if it can map it for the CPU;
+  // FAILED_PRECONDITION, naming the devices and what would work, when it
+  // can do neither. The Buffer names the region in transfers like any
+  // other; its data() is null (the memory is the device's: reach it
+  // through its allocator). The daemon keeps its own copy of the descriptor
+  // until the Buffer is released; the caller keeps `dmabuf_fd`. See
+  // docs/GPU.md.
+  absl::StatusOr<Buffer> RegisterDmabuf(int dmabuf_fd, uint64_t offset,
+                                        uint64_t length,
+                                        AllocateOptions options = {});
 
   // Daemon-owned named regions: they outlive this session (rdmactl alloc).
   absl::StatusOr<RegionInfo> CreateRegion(absl::string_view name,

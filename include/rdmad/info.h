@@ -179,6 +179,10 @@ struct DaemonStatus {
   std::string data_listen;  // HOST:PORT of its TCP data listener
   std::string metrics_url;  // its Prometheus endpoint; "" when off
   std::string config_file;  // the config file it read; "" for none
+  // Devices that register dma-bufs (Client::RegisterDmabuf), as probed at
+  // start; empty on a TCP-only daemon, which serves only dma-bufs its CPU
+  // can map.
+  std::vector<std::string> dmabuf_devices;
 };
 
 struct GidInfo {
@@ -218,6 +222,11 @@ struct DeviceInfo {
   std::string transport;  // "InfiniBand", "iWARP", ...
   std::vector<PortInfo> ports;
   std::optional<DeviceLimits> limits;
+  std::string driver;  // "mlx5_core", "efa", "rxe"; empty when unknown
+  // Whether it registers dma-bufs (GPU memory, Client::RegisterDmabuf),
+  // and what the daemon's probe at start saw.
+  bool dmabuf = false;
+  std::string dmabuf_probe;
 };
 
 // Client::ListDevices.
@@ -265,7 +274,8 @@ struct RegionInfo {
   // that may reach the daemon, any uid.
   std::vector<ExportGrant> export_allow;
   std::vector<DeviceKey> keys;           // empty on TCP-only daemons
-  std::string backing;  // "memfd", "memfd-hugetlb" or "client-memfd"
+  // "memfd", "memfd-hugetlb", "client-memfd" or "dmabuf"
+  std::string backing;
   absl::Time created;
 };
 

@@ -81,6 +81,13 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
         write ? "read-only: it accepts no WRITE"
               : "write-only: it accepts no READ"));
   }
+  if (!region->memory().cpu_mapped()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        RegionLabel(*region),
+        " is a dma-buf its daemon cannot map for the "
+        "CPU (GPU memory): the TCP transport cannot reach it, only RDMA "
+        "devices can. Use the verbs transport between these nodes"));
+  }
   return region;
 }
 

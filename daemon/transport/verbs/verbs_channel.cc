@@ -133,6 +133,14 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
     return absl::InvalidArgumentError(
         "only a WRITE to a resolved remote region can carry an immediate");
   }
+  if (LkeyOf(op) == 0 && op.local->memory().is_dmabuf()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "local region ", op.local->id(), " is a dma-buf, and device ",
+        options_.local_device,
+        " does not register dma-bufs (its driver "
+        "lacks ibv_reg_dmabuf_mr; see rdmactl devices): reach this peer "
+        "through a device that does"));
+  }
   if (LkeyOf(op) == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local region ", op.local->id(), " is not registered on device ",
