@@ -1,5 +1,6 @@
 #include "tests/integration/daemon_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -49,6 +50,27 @@ int FreeLoopbackPort() {
   }
   ::close(fd);
   return port;
+}
+
+std::optional<std::vector<std::string>> FdTargets(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return std::nullopt;
+  std::vector<std::string> targets;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char target[256] = {};
+    const ssize_t len = ::readlink(absl::StrCat(dir, "/", e->d_name).c_str(),
+                                   target, sizeof(target) - 1);
+    targets.emplace_back(target, len > 0 ? static_cast<size_t>(len) : 0);
+  }
+  ::closedir(d);
+  return targets;
+}
+
+int OpenFds(pid_t pid) {
+  auto targets = FdTargets(pid);
+  return targets ? static_cast<int>(targets->size()) : -1;
 }
 
 bool WaitAllThreadsStopped(pid_t pid, absl::Duration timeout) {

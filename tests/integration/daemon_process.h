@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ class TempDir {
 // Waits (bounded) until every thread of `pid` is in the stopped state
 // (after a SIGSTOP, which is delivered asynchronously).
 bool WaitAllThreadsStopped(pid_t pid, absl::Duration timeout);
+
+// What each of `pid`'s descriptors refers to (its /proc/PID/fd link, e.g.
+// "socket:[123]", "/dmabuf:"); nothing if the process is gone.
+std::optional<std::vector<std::string>> FdTargets(pid_t pid);
+
+// How many descriptors `pid` holds; -1 if the process is gone.
+int OpenFds(pid_t pid);
 
 // A TCP port on 127.0.0.1 that nothing listened on a moment ago (the
 // kernel's pick for a bound socket); 0 if none could be had.

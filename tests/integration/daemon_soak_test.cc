@@ -7,7 +7,6 @@
 //   - a client SIGKILLed in the middle of transfers: its session and
 //     buffers are freed, and another client's transfers meanwhile complete
 //     intact.
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,17 +42,6 @@ std::unique_ptr<DaemonProcess> Start(const TempDir& dir,
   auto daemon = DaemonProcess::Start(dir.path(), name, options);
   EXPECT_TRUE(daemon.ok()) << daemon.status();
   return daemon.ok() ? *std::move(daemon) : nullptr;
-}
-
-int OpenFds(pid_t pid) {
-  int n = 0;
-  DIR* dir = ::opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
-  if (dir == nullptr) return -1;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(dir);
-  return n;
 }
 
 int64_t RssKiB(pid_t pid) {

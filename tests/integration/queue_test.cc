@@ -57,30 +57,6 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// What each of `pid`'s descriptors refers to (its /proc/PID/fd link);
-// nothing if the process is gone.
-std::optional<std::vector<std::string>> FdTargets(pid_t pid) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return std::nullopt;
-  std::vector<std::string> targets;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    char target[256] = {};
-    const ssize_t len = ::readlink(absl::StrCat(dir, "/", e->d_name).c_str(),
-                                   target, sizeof(target) - 1);
-    targets.emplace_back(target, len > 0 ? static_cast<size_t>(len) : 0);
-  }
-  ::closedir(d);
-  return targets;
-}
-
-// -1 if the process is gone.
-int OpenFds(pid_t pid) {
-  auto targets = FdTargets(pid);
-  return targets ? static_cast<int>(targets->size()) : -1;
-}
-
 // How many of `pid`'s descriptors are queue segments (memfds the daemon
 // names rdmad-queue-ID); -1 if the process is gone.
 int QueueSegments(pid_t pid) {

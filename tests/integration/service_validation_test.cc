@@ -454,6 +454,27 @@ TEST_F(ServiceValidationTest, RegisterBuffer) {
   RunTable(&v1::Local::Stub::RegisterBuffer, base, rows);
 }
 
+TEST_F(ServiceValidationTest, RegisterDmabuf) {
+  v1::RegisterDmabufRequest base;
+  base.set_fd_token(424242);
+  base.set_length(4096);
+  std::vector<Row<v1::RegisterDmabufRequest>> rows = {
+      {"token never passed", [](auto*) {}, Code::NOT_FOUND,
+       "no descriptor with token"},
+      {"token 0", [](auto* r) { r->set_fd_token(0); }, Code::INVALID_ARGUMENT,
+       "pass the dma-buf"},
+      {"length 0", [](auto* r) { r->set_length(0); }, Code::INVALID_ARGUMENT,
+       "length is 0"},
+      {"offset max", [](auto* r) { r->set_offset(kMax64); }, Code::NOT_FOUND},
+      {"name with a space", [](auto* r) { r->set_name("a b"); },
+       Code::INVALID_ARGUMENT},
+      {"export access out of range",
+       [](auto* r) { r->set_export_access(static_cast<v1::Access>(12)); },
+       Code::INVALID_ARGUMENT},
+  };
+  RunTable(&v1::Local::Stub::RegisterDmabuf, base, rows);
+}
+
 // Rows for the RegionRef every region call takes, on top of `valid_code`
 // for the valid one.
 template <typename Request>

@@ -1,7 +1,8 @@
 // DaemonMetrics: the transfer counters and histogram, counted per thread
 // and summed at scrape time; failed transfers carry the peer, and the peers
 // they may name stay bounded; the cluster directory gauges, read from the
-// directory's state at scrape time (a fake directory here).
+// directory's state at scrape time (a fake directory here); the devices'
+// dma-buf support.
 #include "daemon/metrics/daemon_metrics.h"
 
 #include <cmath>
@@ -145,6 +146,25 @@ TEST(DaemonMetricsTest, TransferFamiliesAreThereBeforeAnyTransfer) {
     ASSERT_NE(f, nullptr) << name;
     EXPECT_TRUE(f->metric.empty()) << name;
   }
+}
+
+TEST(DaemonMetricsTest, EachDeviceSaysWhetherItRegistersDmabufs) {
+  MetricSources sources;
+  sources.devices.resize(2);
+  sources.devices[0].name = "mlx5_0";
+  sources.devices[0].driver = "mlx5_core";
+  sources.devices[0].dmabuf = true;
+  sources.devices[1].name = "rxe0";
+  sources.devices[1].driver = "rxe";
+  DaemonMetrics metrics(sources);
+  const auto samples = Samples(metrics);
+  EXPECT_EQ(samples.at("rdmad_device_dmabuf{device=mlx5_0}{driver=mlx5_core}"),
+            1);
+  EXPECT_EQ(samples.at("rdmad_device_dmabuf{device=rxe0}{driver=rxe}"), 0);
+  // A TCP-only daemon has no device to describe.
+  EXPECT_EQ(Family(DaemonMetrics(MetricSources{}).collectable()->Collect(),
+                   "rdmad_device_dmabuf"),
+            nullptr);
 }
 
 TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {

@@ -137,6 +137,41 @@ TEST(RenderRegionsTest, JsonUsesTheTablesNamesAndNumbers) {
   EXPECT_THAT(table, HasSubstr("1 MiB"));
 }
 
+TEST(RenderStatusTest, SaysWhichDevicesRegisterDmabufs) {
+  DaemonStatus s;
+  EXPECT_THAT(RenderStatus(s),
+              HasSubstr("dma-buf:           over TCP, where rdmad can map it "
+                        "for the CPU"));
+  s.device_count = 2;
+  EXPECT_THAT(RenderStatus(s),
+              HasSubstr("dma-buf:           no device supports it"));
+  s.dmabuf_devices = {"mlx5_0", "mlx5_1"};
+  EXPECT_THAT(RenderStatus(s), HasSubstr("dma-buf:           mlx5_0, mlx5_1"));
+  EXPECT_THAT(StatusJson(s).Dump(),
+              HasSubstr("\"dmabuf_devices\": [\n    \"mlx5_0\",\n    "
+                        "\"mlx5_1\"\n  ]"));
+}
+
+TEST(RenderDevicesTest, ShowsTheDriverAndTheDmabufProbe) {
+  DeviceInfo rxe;
+  rxe.name = "rxe0";
+  rxe.driver = "rxe";
+  rxe.dmabuf_probe = "ibv_reg_dmabuf_mr: Operation not supported (EOPNOTSUPP)";
+  DeviceInfo mlx5;
+  mlx5.name = "mlx5_0";
+  mlx5.driver = "mlx5_core";
+  mlx5.dmabuf = true;
+  const std::string text = RenderDevices({{rxe, mlx5}, ""});
+  EXPECT_THAT(text, HasSubstr("rxe0: GUID -, -, driver rxe\n  dma-buf: no "
+                              "(ibv_reg_dmabuf_mr: Operation not supported "
+                              "(EOPNOTSUPP))"));
+  EXPECT_THAT(text, HasSubstr("driver mlx5_core\n  dma-buf: yes\n"));
+  const std::string json = DevicesJson({{rxe, mlx5}, ""}).Dump();
+  EXPECT_THAT(json, HasSubstr("\"driver\": \"rxe\""));
+  EXPECT_THAT(json, HasSubstr("\"dmabuf\": false"));
+  EXPECT_THAT(json, HasSubstr("\"dmabuf\": true"));
+}
+
 TEST(RenderStatusTest, ShowsThePinnedCapAndWhereItComesFrom) {
   DaemonStatus s;
   s.transport = Transport::kTcp;
