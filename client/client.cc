@@ -266,6 +266,12 @@ absl::StatusOr<Buffer> Client::RegisterDmabuf(int dmabuf_fd, uint64_t offset,
                      " is not open: pass the dma-buf's file "
                      "descriptor (e.g. from cuMemGetHandleForAddressRange)"));
   }
+  if (length == 0) {
+    // Refused before the descriptor is passed, which the daemon would keep
+    // pending for this session.
+    return absl::InvalidArgumentError(
+        "length is 0: register at least one byte of the dma-buf");
+  }
   grpc::ClientContext context;
   // First, so that a restarted daemon gets a new session before the
   // descriptor is passed on it.

@@ -104,13 +104,15 @@ absl::StatusOr<ShmSegment> ShmSegment::AdoptDmabuf(UniqueFd dmabuf,
                      " bytes: give an offset and length inside it"));
   }
   const uint64_t page = PageSize();
-  const uint64_t map_start = offset / page * page;
-  const uint64_t map_end = (offset + length + page - 1) / page * page;
-  const uint64_t map_length = map_end - map_start;
+  // From the dma-buf's start, whatever the offset: some exporters ignore
+  // the offset of a mapping (DRM's shmem helpers, vgem's, fault in the
+  // object's pages counting from the mapping's start), so a mapping at an
+  // offset would show the wrong bytes. What it costs is address space.
+  const uint64_t map_length = (offset + length + page - 1) / page * page;
 
   ShmSegment segment;
   void* base = ::mmap(nullptr, map_length, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      dmabuf.get(), static_cast<off_t>(map_start));
+                      dmabuf.get(), 0);
   if (base == MAP_FAILED) {
     const int error = errno;
     segment.cpu_map_error_ =
@@ -130,9 +132,12 @@ absl::StatusOr<ShmSegment> ShmSegment::AdoptDmabuf(UniqueFd dmabuf,
   }
   segment.fd_ = std::move(dmabuf);
   segment.map_base_ = base;
-  segment.data_ = static_cast<char*>(base) + (offset - map_start);
+  segment.map_length_ = map_length;
+  segment.data_ = static_cast<char*>(base) + offset;
   segment.size_ = length;
-  segment.mapped_size_ = map_length;
+  // What the region holds, for the budgets: its own pages.
+  segment.mapped_size_ =
+      (offset + length + page - 1) / page * page - offset / page * page;
   segment.backing_ = "dmabuf";
   segment.dmabuf_ = true;
   segment.dmabuf_offset_ = offset;

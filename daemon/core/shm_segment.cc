@@ -361,6 +361,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     backing_ = std::move(other.backing_);
     can_shrink_ = std::exchange(other.can_shrink_, false);
     map_base_ = std::exchange(other.map_base_, nullptr);
+    map_length_ = std::exchange(other.map_length_, 0);
     dmabuf_ = std::exchange(other.dmabuf_, false);
     dmabuf_offset_ = std::exchange(other.dmabuf_offset_, 0);
     cpu_map_error_ = std::move(other.cpu_map_error_);
@@ -372,8 +373,10 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
 ShmSegment::~ShmSegment() { Release(); }
 
 void ShmSegment::Release() {
-  if (data_ != nullptr) {
-    ::munmap(map_base_ != nullptr ? map_base_ : data_, mapped_size_);
+  if (map_base_ != nullptr) {
+    ::munmap(map_base_, map_length_);
+  } else if (data_ != nullptr) {
+    ::munmap(data_, mapped_size_);
   }
   data_ = nullptr;
   map_base_ = nullptr;

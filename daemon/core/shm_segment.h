@@ -135,9 +135,11 @@ class ShmSegment {
   uint64_t mapped_size_ = 0;
   std::string backing_;
   bool can_shrink_ = false;
-  // A dma-buf's mapping starts at the page holding `dmabuf_offset_`; data_
-  // points that far into it. Null: the mapping starts at data_.
+  // A dma-buf's mapping (map_length_ bytes from map_base_) starts at the
+  // dma-buf's start; data_ points `dmabuf_offset_` into it. Null: the
+  // mapping is mapped_size_ bytes from data_.
   void* map_base_ = nullptr;
+  uint64_t map_length_ = 0;
   bool dmabuf_ = false;
   uint64_t dmabuf_offset_ = 0;
   std::string cpu_map_error_;

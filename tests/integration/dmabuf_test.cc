@@ -293,6 +293,8 @@ TEST(VgemVerbsTest, WithoutDmabufSupportNothingIsLeftBehind) {
   ASSERT_NE(client, nullptr);
   auto gpu = VgemBuffer::Create(kBufferBytes);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
+  // A first call, so that the client's gRPC connection is counted.
+  ASSERT_TRUE(client->ListRegions().ok());
   const int fds_before = OpenFds((*a)->pid());
 
   auto region =
