@@ -39,6 +39,36 @@ namespace {
 
 constexpr char kBuiltinSocket[] = "/run/rdmad/rdmad.sock";
 
+// What a registration of client memory answered, and in which session.
+template <typename Response>
+struct Registered {
+  Response response;
+  uint64_t generation = 0;
+};
+
+// Passes `fd` on the session socket, then makes `rpc` with `request` naming
+// it by the token the daemon answered (RegisterBuffer, RegisterDmabuf).
+// The session is prepared first, so that a restarted daemon gets a new
+// session before the descriptor is passed on it.
+template <typename Request, typename Response>
+absl::StatusOr<Registered<Response>> RegisterPassed(
+    SessionLink& link, int fd, Request request,
+    grpc::Status (v1::Local::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                         Response*)) {
+  grpc::ClientContext context;
+  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, link.Prepare(context));
+  session_wire::Message pass;
+  pass.type = session_wire::MessageType::kPassFd;
+  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack,
+                         link.Ask(pass, fd, call.generation));
+  request.set_fd_token(ack.a);
+  Registered<Response> out;
+  out.generation = call.generation;
+  RDMAD_RETURN_IF_ERROR(
+      FromGrpc(((*call.stub).*rpc)(&context, request, &out.response)));
+  return out;
+}
+
 }  // namespace
 
 std::string DefaultSocketPath() {
@@ -237,24 +267,16 @@ absl::StatusOr<Buffer> Client::Register(int memfd, uint64_t size,
         "cannot seal the memfd against shrinking (", std::strerror(errno),
         "): create it with memfd_create(..., MFD_ALLOW_SEALING)"));
   }
-  grpc::ClientContext context;
-  // First, so that a restarted daemon gets a new session before the memfd
-  // is passed on it.
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
-  session_wire::Message pass;
-  pass.type = session_wire::MessageType::kPassFd;
-  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack,
-                         impl_->link->Ask(pass, memfd, call.generation));
   v1::RegisterBufferRequest request;
-  request.set_fd_token(ack.a);
   request.set_size(size);
   request.set_name(options.name);
   request.set_export_access(ToProto(options.export_access));
-  v1::RegisterBufferResponse response;
-  RDMAD_RETURN_IF_ERROR(
-      FromGrpc(call.stub->RegisterBuffer(&context, request, &response)));
-  return MapById(response.region().id(), response.region().name(),
-                 response.region().size(), /*owned=*/true, call.generation);
+  RDMAD_ASSIGN_OR_RETURN(auto registered,
+                         RegisterPassed(*impl_->link, memfd, std::move(request),
+                                        &v1::Local::Stub::RegisterBuffer));
+  const v1::RegionInfo& region = registered.response.region();
+  return MapById(region.id(), region.name(), region.size(), /*owned=*/true,
+                 registered.generation);
 }
 
 absl::StatusOr<Buffer> Client::RegisterDmabuf(int dmabuf_fd, uint64_t offset,
@@ -272,27 +294,20 @@ absl::StatusOr<Buffer> Client::RegisterDmabuf(int dmabuf_fd, uint64_t offset,
     return absl::InvalidArgumentError(
         "length is 0: register at least one byte of the dma-buf");
   }
-  grpc::ClientContext context;
-  // First, so that a restarted daemon gets a new session before the
-  // descriptor is passed on it.
-  RDMAD_ASSIGN_OR_RETURN(SessionLink::Call call, impl_->link->Prepare(context));
-  session_wire::Message pass;
-  pass.type = session_wire::MessageType::kPassFd;
-  RDMAD_ASSIGN_OR_RETURN(session_wire::Message ack,
-                         impl_->link->Ask(pass, dmabuf_fd, call.generation));
   v1::RegisterDmabufRequest request;
-  request.set_fd_token(ack.a);
   request.set_offset(offset);
   request.set_length(length);
   request.set_name(options.name);
   request.set_export_access(ToProto(options.export_access));
-  v1::RegisterDmabufResponse response;
-  RDMAD_RETURN_IF_ERROR(
-      FromGrpc(call.stub->RegisterDmabuf(&context, request, &response)));
+  RDMAD_ASSIGN_OR_RETURN(
+      auto registered,
+      RegisterPassed(*impl_->link, dmabuf_fd, std::move(request),
+                     &v1::Local::Stub::RegisterDmabuf));
   // Nothing to map: the client holds the memory already.
-  return Buffer(this, impl_->link, response.region().id(),
-                response.region().name(), nullptr, response.region().size(), 0,
-                /*owned=*/true, /*writable=*/true, call.generation);
+  const v1::RegionInfo& region = registered.response.region();
+  return Buffer(this, impl_->link, region.id(), region.name(), nullptr,
+                region.size(), 0, /*owned=*/true, /*writable=*/true,
+                registered.generation);
 }
 
 absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,

@@ -217,57 +217,52 @@ absl::StatusOr<KeptMemory> RegionTable::NewMemory(
   return keeper_->Create(info);
 }
 
-absl::Status RegionTable::ReserveClientMemory(const Caller& caller,
-                                              const AllocateOptions& options) {
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::AdoptClientMemory(
+    const Caller& caller, const AllocateOptions& options,
+    absl::FunctionRef<absl::StatusOr<ShmSegment>()> take) {
   if (options.daemon_owned) {
     return absl::InvalidArgumentError(
         "client memory cannot be daemon-owned: it belongs to the client");
   }
-  absl::MutexLock lock(&mu_);
-  RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
-  reserved_bytes_ += options.size;
-  UidUsage& used = usage_[caller.uid];
-  ++used.regions;
-  used.pinned_bytes += options.size;
-  return absl::OkStatus();
-}
-
-void RegionTable::CancelReservation(const Caller& caller,
-                                    const AllocateOptions& options) {
-  absl::MutexLock lock(&mu_);
-  reserved_bytes_ -= options.size;
-  Uncharge(caller.uid, 1, options.size);
-}
-
-absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
-    const Caller& caller, UniqueFd memfd, const AllocateOptions& options) {
-  RDMAD_RETURN_IF_ERROR(ReserveClientMemory(caller, options));
-  auto segment = ShmSegment::Adopt(std::move(memfd), options.size);
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_RETURN_IF_ERROR(CheckNew(caller, options));
+    reserved_bytes_ += options.size;
+    UidUsage& used = usage_[caller.uid];
+    ++used.regions;
+    used.pinned_bytes += options.size;
+  }
+  auto segment = take();
   if (!segment.ok()) {
-    CancelReservation(caller, options);
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= options.size;
+    Uncharge(caller.uid, 1, options.size);
     return segment.status();
   }
   return Insert(caller, options, *std::move(segment), nullptr, std::nullopt,
                 /*restoring=*/false);
 }
 
+absl::StatusOr<std::shared_ptr<Region>> RegionTable::Adopt(
+    const Caller& caller, UniqueFd memfd, const AllocateOptions& options) {
+  return AdoptClientMemory(caller, options, [&] {
+    return ShmSegment::Adopt(std::move(memfd), options.size);
+  });
+}
+
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::AdoptDmabuf(
     const Caller& caller, UniqueFd dmabuf, uint64_t offset,
     const AllocateOptions& options) {
-  RDMAD_RETURN_IF_ERROR(ReserveClientMemory(caller, options));
-  auto segment = ShmSegment::AdoptDmabuf(std::move(dmabuf), offset,
-                                         options.size);
-  absl::Status servable =
-      segment.ok() ? CheckDmabufServable(registrar_->DmabufCapabilities(),
-                                         segment->cpu_map_error())
-                   : segment.status();
-  if (!servable.ok()) {
-    // The segment, and with it the descriptor, goes here.
-    CancelReservation(caller, options);
-    return servable;
-  }
-  return Insert(caller, options, *std::move(segment), nullptr, std::nullopt,
-                /*restoring=*/false);
+  return AdoptClientMemory(
+      caller, options, [&]() -> absl::StatusOr<ShmSegment> {
+        RDMAD_ASSIGN_OR_RETURN(
+            ShmSegment segment,
+            ShmSegment::AdoptDmabuf(std::move(dmabuf), offset, options.size));
+        // Refused here, the segment closes the descriptor.
+        RDMAD_RETURN_IF_ERROR(CheckDmabufServable(
+            registrar_->DmabufCapabilities(), segment.cpu_map_error()));
+        return segment;
+      });
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::Restore(

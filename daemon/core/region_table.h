@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -264,12 +265,12 @@ class RegionTable {
   // ibv_reg_dmabuf_mr of a dma-buf.
   absl::StatusOr<std::unique_ptr<Registration>> RegisterOnce(
       const ShmSegment& memory, RemoteAccess access);
-  // Admits a session buffer of client memory: reserves its bytes and the
-  // caller's quota, as Allocate does.
-  absl::Status ReserveClientMemory(const Caller& caller,
-                                   const AllocateOptions& options)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void CancelReservation(const Caller& caller, const AllocateOptions& options)
+  // A session buffer of client memory (Adopt, AdoptDmabuf): reserves its
+  // bytes and the caller's quota as Allocate does, then takes the memory
+  // with `take` and inserts it; gives the reservation back if `take` fails.
+  absl::StatusOr<std::shared_ptr<Region>> AdoptClientMemory(
+      const Caller& caller, const AllocateOptions& options,
+      absl::FunctionRef<absl::StatusOr<ShmSegment>()> take)
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr absl::Duration kReleaseWait = absl::Seconds(10);
   // The memory of a new region: from the keeper for a kept region, else a

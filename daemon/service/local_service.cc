@@ -288,13 +288,12 @@ grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
       ClientMemoryOptions(request->fd_token(), request->size(), request->name(),
                           request->export_access(), "memfd", "size");
   if (!options.ok()) return Done(context, options.status());
-  auto fd = state_->session_server->TakePassedFd(caller->session_id,
-                                                 request->fd_token());
-  if (!fd.ok()) return Done(context, fd.status());
-  auto region = state_->regions->Adopt(*caller, *std::move(fd), *options);
-  if (!region.ok()) return Done(context, region.status());
-  ToProto((*region)->Snapshot(), true, response->mutable_region());
-  return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
+  return AdoptPassed(
+      context, *caller, request->fd_token(),
+      [&](UniqueFd fd) {
+        return state_->regions->Adopt(*caller, std::move(fd), *options);
+      },
+      response->mutable_region());
 }
 
 grpc::ServerUnaryReactor* LocalService::RegisterDmabuf(
@@ -307,14 +306,27 @@ grpc::ServerUnaryReactor* LocalService::RegisterDmabuf(
                                      request->name(), request->export_access(),
                                      "dma-buf", "length");
   if (!options.ok()) return Done(context, options.status());
-  auto fd = state_->session_server->TakePassedFd(caller->session_id,
-                                                 request->fd_token());
+  return AdoptPassed(
+      context, *caller, request->fd_token(),
+      [&](UniqueFd fd) {
+        return state_->regions->AdoptDmabuf(*caller, std::move(fd),
+                                            request->offset(), *options);
+      },
+      response->mutable_region());
+}
+
+grpc::ServerUnaryReactor* LocalService::AdoptPassed(
+    grpc::CallbackServerContext* context, const core::Caller& caller,
+    uint64_t fd_token,
+    absl::FunctionRef<absl::StatusOr<std::shared_ptr<core::Region>>(UniqueFd)>
+        adopt,
+    v1::RegionInfo* out) {
+  auto fd = state_->session_server->TakePassedFd(caller.session_id, fd_token);
   if (!fd.ok()) return Done(context, fd.status());
-  auto region = state_->regions->AdoptDmabuf(*caller, *std::move(fd),
-                                             request->offset(), *options);
+  auto region = adopt(*std::move(fd));
   if (!region.ok()) return Done(context, region.status());
-  ToProto((*region)->Snapshot(), true, response->mutable_region());
-  return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
+  ToProto((*region)->Snapshot(), true, out);
+  return ExportClaimed(context, caller, **region, /*undo_frees=*/true);
 }
 
 grpc::ServerUnaryReactor* LocalService::FreeRegion(

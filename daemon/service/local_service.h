@@ -9,7 +9,9 @@
 #include <functional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "daemon/core/region.h"
 #include "daemon/service/daemon_state.h"
 #include "daemon/service/peer_inspector.h"
@@ -148,6 +150,16 @@ class LocalService final : public v1::Local::CallbackService {
                                           const core::Caller& caller,
                                           const core::Region& region,
                                           bool undo_frees);
+  // RegisterBuffer and RegisterDmabuf, once their request passed its
+  // checks: takes the descriptor `caller`'s session passed under
+  // `fd_token`, makes the region of it with `adopt`, describes it in `out`
+  // and claims its name (ExportClaimed).
+  grpc::ServerUnaryReactor* AdoptPassed(
+      grpc::CallbackServerContext* context, const core::Caller& caller,
+      uint64_t fd_token,
+      absl::FunctionRef<absl::StatusOr<std::shared_ptr<core::Region>>(UniqueFd)>
+          adopt,
+      v1::RegionInfo* out);
 
   const DaemonState* const state_;  // Not owned.
   PeerInspector inspector_;  // asks other daemons for ListRemoteRegions...
