@@ -119,7 +119,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::SetPermissions(
   if (TakesRightsAway(region->acl(), acl) &&
       exported.access != RemoteAccess::kNone) {
     RDMAD_ASSIGN_OR_RETURN(
-        rekeyed, Register(region->data(), region->size(), exported.access));
+        rekeyed, Register(region->memory(), exported.access));
   }
   // The record first: if it cannot be written, nothing changes, so a
   // restart brings back what is in force now.
