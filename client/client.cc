@@ -305,9 +305,15 @@ absl::StatusOr<Buffer> Client::RegisterDmabuf(int dmabuf_fd, uint64_t offset,
                      &v1::Local::Stub::RegisterDmabuf));
   // Nothing to map: the client holds the memory already.
   const v1::RegionInfo& region = registered.response.region();
-  return Buffer(this, impl_->link, region.id(), region.name(), nullptr,
-                region.size(), 0, /*owned=*/true, /*writable=*/true,
-                registered.generation);
+  auto buffer = std::make_unique<Buffer::Impl>();
+  buffer->client = this;
+  buffer->link = impl_->link;
+  buffer->id = region.id();
+  buffer->name = region.name();
+  buffer->size = region.size();
+  buffer->owned = true;
+  buffer->generation = registered.generation;
+  return Buffer(std::move(buffer));
 }
 
 absl::StatusOr<RegionInfo> Client::CreateRegion(absl::string_view name,
