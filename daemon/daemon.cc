@@ -257,11 +257,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   // 8. The cluster directory: needs the Peer address it publishes, and must
   // follow regions from the first one (made through the Local service).
   RDMAD_ASSIGN_OR_RETURN(
-      d.directory, directory::CreateFromConfig(
-                       config, NodeRecord(id, d.state.devices), d.regions.get()));
+      d.directory,
+      directory::CreateFromConfig(
+          config, NodeRecord(id, d.state.devices),
+          d.resolved.tls.has_value() ? d.resolved.tls->identity : "",
+          d.regions.get()));
   if (d.directory != nullptr) {
+    // Transfers by name go only to holders this daemon would trust.
+    d.holder_trust =
+        core::HolderTrust(d.resolved.tls.has_value(), d.resolved.peer_allow);
+    if (std::string why = directory::UnprotectedNamesWarning(
+            config, d.resolved.tls.has_value());
+        !why.empty()) {
+      spdlog::warn("*** WARNING: {} ***", why);
+    }
     d.regions->SetObserver(d.directory.get());
-    d.transfers->SetDirectory(d.directory.get());
+    d.transfers->SetDirectory(d.directory.get(), &d.holder_trust);
     d.state.directory = d.directory.get();
     d.metrics->SetDirectory(d.directory.get());
     d.directory->Start();

@@ -10,6 +10,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/core/holder_trust.h"
 #include "daemon/directory/etcd_directory.h"
 #include "daemon/daemon.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -46,6 +47,8 @@ struct Daemon::Impl {
   // Cluster directory (null without one). Stopped first in Shutdown, but
   // kept until the end: transfers in flight may still call it.
   std::unique_ptr<directory::EtcdDirectory> directory;
+  // Which holders transfers by name may go to (core/holder_trust.h).
+  core::HolderTrust holder_trust;
   core::SessionTable sessions;
   std::unique_ptr<tcp::TcpDataServer> data_server;
   std::unique_ptr<peer::GrpcPeerConnector> connector;

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/config/certificate_identity.h"
 #include "daemon/config/config_file.h"
 
 namespace rdmad::config {
@@ -83,6 +84,13 @@ absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
                          ReadPem("tls_cert_file", config.tls_cert_file()));
   RDMAD_ASSIGN_OR_RETURN(tls.key,
                          ReadPem("tls_key_file", config.tls_key_file()));
+  auto identity = CertificateIdentity(tls.cert);
+  if (!identity.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls_cert_file ", config.tls_cert_file(), ": ",
+                     identity.status().message()));
+  }
+  tls.identity = *std::move(identity);
   return tls;
 }
 

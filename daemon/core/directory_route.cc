@@ -12,6 +12,7 @@ namespace {
 // One transfer on its way through the directory.
 struct Routed {
   RegionResolver* directory;  // Not owned.
+  const HolderTrust* trust;   // Not owned; may be null.
   RemoteTransfers* remote;    // Not owned.
   Transfer transfer;          // what to send; its `done` is below
   TransferDone done;
@@ -76,6 +77,18 @@ void SendTo(std::shared_ptr<Routed> routed, DirectoryEntry entry) {
                               "daemon, but it is not exported here (freed or "
                               "unexported)")));
   }
+  const HolderTrust* trust = routed->trust;
+  if (trust != nullptr) {
+    // A record this daemon would not send bytes to, whoever answers: the
+    // rightful holder may have re-published it since (it re-asserts a
+    // record someone else overwrote), so look once more.
+    if (absl::Status refused = trust->CheckRecord(entry); !refused.ok()) {
+      if (!routed->retried) {
+        return Reresolve(std::move(routed), entry, std::move(refused));
+      }
+      return Finish(routed, std::move(refused));
+    }
+  }
   const Transfer& base = routed->transfer;
   Transfer t;
   t.op = base.op;
@@ -87,6 +100,11 @@ void SendTo(std::shared_ptr<Routed> routed, DirectoryEntry entry) {
   // Fences: the holder must still have this very region under the name.
   t.remote.expect_incarnation = entry.generation.incarnation;
   t.remote.expect_region_id = entry.region_id;
+  // And it must be a daemon this one trusts for the name, as it answers.
+  if (trust != nullptr && trust->checks_holders()) {
+    t.remote.holder_trust = trust;
+    t.remote.expect_identity = entry.identity;
+  }
   t.deadline = base.deadline;
   t.uid = base.uid;
   t.start = base.start;
@@ -107,10 +125,11 @@ void SendTo(std::shared_ptr<Routed> routed, DirectoryEntry entry) {
 
 }  // namespace
 
-void RouteThroughDirectory(RegionResolver* directory, RemoteTransfers* remote,
-                           Transfer transfer) {
+void RouteThroughDirectory(RegionResolver* directory, const HolderTrust* trust,
+                           RemoteTransfers* remote, Transfer transfer) {
   auto routed = std::make_shared<Routed>();
   routed->directory = directory;
+  routed->trust = trust;
   routed->remote = remote;
   routed->done = std::move(transfer.done);
   routed->transfer = std::move(transfer);

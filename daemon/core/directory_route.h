@@ -6,6 +6,7 @@
 #ifndef RDMAD_DAEMON_CORE_DIRECTORY_ROUTE_H_
 #define RDMAD_DAEMON_CORE_DIRECTORY_ROUTE_H_
 
+#include "daemon/core/holder_trust.h"
 #include "daemon/core/region_resolver.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transfer_engine.h"
@@ -18,12 +19,16 @@ namespace rdmad::core {
 // fails NOT_FOUND or UNAVAILABLE — the region was freed, moved or its
 // daemon restarted or died since the entry was read — the name is resolved
 // once more, skipping the failed generation, and the transfer is retried
-// once if the directory now names another generation. Runs transfer.done
-// exactly once. Never blocks: look-ups that miss the cache are
-// asynchronous. `directory` and `remote` are not owned and must outlive
-// the transfer.
-void RouteThroughDirectory(RegionResolver* directory, RemoteTransfers* remote,
-                           Transfer transfer);
+// once if the directory now names another generation. With `trust`, the
+// entry must pass trust->CheckRecord (else it is looked up once more, then
+// the transfer fails FAILED_PRECONDITION without reaching anyone), and the
+// holder must pass trust->CheckHolder when it answers (the peer layer
+// checks it: TransferTarget::holder_trust). Runs transfer.done exactly
+// once. Never blocks: look-ups that miss the cache are asynchronous.
+// `directory`, `trust` (may be null: every holder trusted) and `remote`
+// are not owned and must outlive the transfer.
+void RouteThroughDirectory(RegionResolver* directory, const HolderTrust* trust,
+                           RemoteTransfers* remote, Transfer transfer);
 
 }  // namespace rdmad::core
 

@@ -35,6 +35,14 @@ struct DirectoryEntry {
   DirectoryGeneration generation;
   int64_t create_revision = 0;
   absl::Time exported;  // when the holder exported it (its clock)
+  // The holder's certificate identity as its record names it; empty when
+  // the record names none (core/holder_trust.h decides what that means).
+  std::string identity;
+  // The store's lease the entry hangs on (0: none), and the holder's lease
+  // TTL as its record states it (zero: not stated): how long a cache keeps
+  // the entry after it vanished while the holder may still be alive.
+  int64_t lease = 0;
+  absl::Duration holder_ttl;
 };
 
 using ResolveDone = std::function<void(absl::StatusOr<DirectoryEntry>)>;

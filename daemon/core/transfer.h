@@ -24,6 +24,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/core/holder_trust.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
@@ -72,6 +73,13 @@ struct TransferTarget {
   // `name`, else the transfer fails NOT_FOUND.
   uint64_t expect_incarnation = 0;
   uint64_t expect_region_id = 0;
+  // Cluster directory trust: when set, the peer must be one `holder_trust`
+  // trusts to hold `name` under the certificate identity its record named
+  // (`expect_identity`), as it answered Hello; else the transfer fails
+  // PERMISSION_DENIED before anything is sent. Not owned; outlives the
+  // transfer.
+  const HolderTrust* holder_trust = nullptr;
+  std::string expect_identity;
   // A region of this daemon by id, and the TCP key of the export it was
   // reached through: a descriptor this daemon issued, routed here instead
   // of looping back through the peer layer (service/self_route.h). Then

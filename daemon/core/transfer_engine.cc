@@ -242,7 +242,9 @@ void TransferEngine::SubmitBatch(const Caller& caller,
       Finish(op, peer, uid, true, std::move(result), done);
     };
     if (by_directory) {
-      RouteThroughDirectory(directory, remote_, std::move(transfer));
+      RouteThroughDirectory(directory,
+                            holder_trust_.load(std::memory_order_acquire),
+                            remote_, std::move(transfer));
       continue;
     }
     remote.push_back(std::move(transfer));

@@ -189,9 +189,12 @@ class TransferEngine {
     observer_.store(observer, std::memory_order_release);
   }
   // Resolves names that are not exported here through the cluster
-  // directory (not owned; null: none). Set before the first Submit; it must
-  // outlive the engine's last transfer.
-  void SetDirectory(RegionResolver* directory) {
+  // directory (not owned; null: none), sending only to holders `trust`
+  // trusts (not owned; null: every holder). Set before the first Submit;
+  // both must outlive the engine's last transfer.
+  void SetDirectory(RegionResolver* directory,
+                    const HolderTrust* trust = nullptr) {
+    holder_trust_.store(trust, std::memory_order_release);
     directory_.store(directory, std::memory_order_release);
   }
   // Told of every local WRITE with an immediate (not owned; null: nobody).
@@ -269,6 +272,7 @@ class TransferEngine {
   const TransferLimits limits_;
   std::atomic<TransferObserver*> observer_{nullptr};  // Not owned.
   std::atomic<RegionResolver*> directory_{nullptr};   // Not owned.
+  std::atomic<const HolderTrust*> holder_trust_{nullptr};  // Not owned.
   NotificationSink* notifications_ = nullptr;         // Not owned.
 
   // Relaxed: each is a count of its own, read for reports.

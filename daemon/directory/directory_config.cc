@@ -45,7 +45,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& field,
 
 absl::StatusOr<std::unique_ptr<EtcdDirectory>> CreateFromConfig(
     const v1::DaemonConfig& config, const v1::DirectoryNodeRecord& self,
-    const core::RegionTable* regions) {
+    const std::string& identity, const core::RegionTable* regions) {
   if (config.directory().empty()) return nullptr;
   DirectoryOptions options;
   RDMAD_ASSIGN_OR_RETURN(options.etcd.endpoints,
@@ -75,7 +75,27 @@ absl::StatusOr<std::unique_ptr<EtcdDirectory>> CreateFromConfig(
     options.lease_ttl = absl::Seconds(config.directory_lease_ttl_seconds());
   }
   options.node_record = self;
+  options.identity = identity;
   return EtcdDirectory::Create(std::move(options), regions);
+}
+
+std::string UnprotectedNamesWarning(const v1::DaemonConfig& config,
+                                    bool mutual_tls) {
+  if (config.directory().empty() || mutual_tls ||
+      !config.directory_user().empty() ||
+      !config.directory_tls_cert_file().empty()) {
+    return "";
+  }
+  return absl::StrCat(
+      "the cluster directory ", config.directory(),
+      " is configured with neither etcd authentication (directory_user, or "
+      "directory_tls_cert_file) nor mutual TLS between daemons (tls_*): "
+      "anyone who can write to that etcd can claim this cluster's region "
+      "names, and transfers by name go to whoever claimed them",
+      config.peer_allow().empty()
+          ? " (peer_allow is empty too, so from any address)"
+          : " (if their daemon's address is inside peer_allow)",
+      "; see docs/DIRECTORY.md, \"Trust\"");
 }
 
 }  // namespace rdmad::directory

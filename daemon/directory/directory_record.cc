@@ -1,5 +1,7 @@
 #include "daemon/directory/directory_record.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
 #include "google/protobuf/util/json_util.h"
@@ -58,6 +60,12 @@ absl::StatusOr<v1::DirectoryRegionRecord> DecodeRegionRecord(
     return absl::InvalidArgumentError(
         absl::StrCat("record's access ", record.access(), " is not r, w or rw"));
   }
+  if (record.identity().size() > 255 ||
+      std::any_of(record.identity().begin(), record.identity().end(),
+                  [](char c) { return c < ' ' || c > '~'; })) {
+    return absl::InvalidArgumentError(
+        "record's identity is not a printable certificate name");
+  }
   if (record.size() == 0 || record.incarnation() == 0 ||
       record.region_id() == 0) {
     return absl::InvalidArgumentError(
@@ -67,7 +75,8 @@ absl::StatusOr<v1::DirectoryRegionRecord> DecodeRegionRecord(
 }
 
 core::DirectoryEntry ToEntry(const v1::DirectoryRegionRecord& record,
-                             int64_t create_revision, int64_t mod_revision) {
+                             int64_t create_revision, int64_t mod_revision,
+                             int64_t lease) {
   core::DirectoryEntry entry;
   entry.name = record.name();
   entry.node = record.node();
@@ -77,6 +86,9 @@ core::DirectoryEntry ToEntry(const v1::DirectoryRegionRecord& record,
   entry.generation = {record.incarnation(), mod_revision};
   entry.create_revision = create_revision;
   entry.exported = absl::FromUnixMillis(record.exported_unix_ms());
+  entry.identity = record.identity();
+  entry.lease = lease;
+  entry.holder_ttl = absl::Seconds(record.lease_ttl_seconds());
   return entry;
 }
 

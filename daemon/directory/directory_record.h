@@ -22,14 +22,15 @@ std::string EncodeNodeRecord(const v1::DirectoryNodeRecord& record);
 
 // Parses and checks a region record found under the key of region `name`:
 // the name must match the key, the node be a HOST:PORT, the access one of
-// r/w/rw, size and incarnation non-zero. INVALID_ARGUMENT saying what is
+// r/w/rw, size and incarnation non-zero, the identity a printable name. INVALID_ARGUMENT saying what is
 // wrong otherwise. Unknown JSON fields are ignored (newer writers).
 absl::StatusOr<v1::DirectoryRegionRecord> DecodeRegionRecord(
     absl::string_view name, absl::string_view value);
 
-// A checked record plus the key's revisions as the core's entry.
+// A checked record plus the key's revisions and lease as the core's entry.
 core::DirectoryEntry ToEntry(const v1::DirectoryRegionRecord& record,
-                             int64_t create_revision, int64_t mod_revision);
+                             int64_t create_revision, int64_t mod_revision,
+                             int64_t lease = 0);
 
 }  // namespace rdmad::directory
 

@@ -7,7 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/region_address.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
 
 namespace rdmad::directory {
 namespace {
@@ -21,6 +23,11 @@ constexpr int kMaxReceiveBytes = 16 << 20;
 
 bool IsUnreachable(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable;
+}
+
+bool IsLeaseNotFound(const absl::Status& status) {
+  return absl::IsNotFound(status) &&
+         absl::StrContains(status.message(), "lease not found");
 }
 
 EtcdClient::EtcdClient(EtcdOptions options)
@@ -73,11 +80,12 @@ std::shared_ptr<grpc::Channel> EtcdClient::Channel() {
   return channel;
 }
 
-bool EtcdClient::Prepare(grpc::ClientContext& context, absl::Time deadline) {
+bool EtcdClient::Prepare(grpc::ClientContext& context, absl::Time deadline,
+                         bool with_token) {
   context.set_deadline(absl::ToChronoTime(deadline));
   absl::MutexLock lock(&mu_);
   if (shut_down_) return false;
-  if (!token_.empty()) context.AddMetadata("token", token_);
+  if (with_token && !token_.empty()) context.AddMetadata("token", token_);
   calls_.insert(&context);
   return true;
 }
@@ -87,8 +95,21 @@ void EtcdClient::Release(grpc::ClientContext& context) {
   calls_.erase(&context);
 }
 
+bool EtcdClient::IsTokenRefused(const grpc::Status& status) const {
+  if (options_.user.empty()) return false;  // no token to renew
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) return true;
+  // etcdserver: "revision of auth store is old" (a token from before a
+  // change to users or roles) and "user name is empty" (no token at all,
+  // e.g. the first call raced the first Authenticate).
+  return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         (absl::StrContains(status.error_message(), "auth store is old") ||
+          absl::StrContains(status.error_message(), "user name is empty"));
+}
+
 absl::Status EtcdClient::FromGrpc(const grpc::Status& status,
                                   absl::string_view call) {
+  const std::string& said = status.error_message();
+  std::string hint;
   switch (status.error_code()) {
     case grpc::StatusCode::OK:
       return absl::OkStatus();
@@ -97,13 +118,41 @@ absl::Status EtcdClient::FromGrpc(const grpc::Status& status,
     case grpc::StatusCode::CANCELLED:
       return absl::UnavailableError(absl::StrCat(
           "cluster directory ", url_, " is unreachable (", endpoint(), ": ",
-          call, ": ", status.error_message(), ")"));
+          call, ": ", said, ")"));
+    case grpc::StatusCode::PERMISSION_DENIED:
+      hint = absl::StrCat(
+          ": ",
+          options_.user.empty()
+              ? std::string("the etcd user of this daemon's client "
+                            "certificate (its common name)")
+              : absl::StrCat("etcd user '", options_.user, "'"),
+          " needs read and write permission on the keys under ",
+          options_.prefix.empty() ? std::string("the directory prefix")
+                                  : absl::StrCat(options_.prefix, "/"),
+          " (etcdctl role grant-permission ROLE --prefix=true readwrite ",
+          options_.prefix.empty() ? std::string("PREFIX") : options_.prefix,
+          "/)");
+      break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      hint = ": etcd refused this daemon's auth token even after it "
+             "authenticated anew";
+      break;
     default:
-      return absl::Status(
-          static_cast<absl::StatusCode>(status.error_code()),
-          absl::StrCat("cluster directory ", url_, ": ", call, ": ",
-                       status.error_message()));
+      if (absl::StrContains(said, "invalid user ID or password")) {
+        hint = absl::StrCat(": check directory_user ('", options_.user,
+                            "') and the password in directory_password_file");
+      } else if (absl::StrContains(said, "user name is empty")) {
+        hint =
+            ": etcd has authentication enabled and this daemon has no "
+            "credentials for it: set directory_user and "
+            "directory_password_file, or directory_tls_cert_file with a "
+            "certificate whose common name is an etcd user";
+      }
+      break;
   }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("cluster directory ", url_, ": ", call,
+                                   ": ", said, hint));
 }
 
 namespace {
@@ -113,27 +162,135 @@ absl::Status ShutDownError(const std::string& url) {
 }
 }  // namespace
 
+absl::Status EtcdClient::OnAuthenticated(
+    const grpc::Status& status,
+    const etcdserverpb::AuthenticateResponse& reply) {
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+      absl::StrContains(status.error_message(), "not enabled")) {
+    // Nothing to authenticate to: carry on without a token.
+    bool first;
+    {
+      absl::MutexLock lock(&mu_);
+      first = !told_auth_disabled_;
+      told_auth_disabled_ = true;
+      token_.clear();
+    }
+    if (first) {
+      spdlog::warn("cluster directory {}: directory_user is set, but etcd has "
+                   "authentication disabled: anyone who reaches etcd can "
+                   "write this cluster's names (etcdctl auth enable)",
+                   url_);
+    }
+    return absl::OkStatus();
+  }
+  if (!status.ok()) {
+    return FromGrpc(status, absl::StrCat("authenticate as ", options_.user));
+  }
+  absl::MutexLock lock(&mu_);
+  token_ = reply.token();
+  return absl::OkStatus();
+}
+
 absl::Status EtcdClient::Authenticate(absl::Time deadline) {
   if (options_.user.empty()) return absl::OkStatus();
-  {
-    absl::MutexLock lock(&mu_);
-    token_.clear();  // a stale token would make etcd refuse the call
-  }
   etcdserverpb::AuthenticateRequest request;
   request.set_name(options_.user);
   request.set_password(options_.password);
   etcdserverpb::AuthenticateResponse response;
   grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
+  // Without the old token: etcd refuses any call that carries a stale one.
+  if (!Prepare(context, deadline, /*with_token=*/false)) {
+    return ShutDownError(url_);
+  }
   auto stub = etcdserverpb::Auth::NewStub(Channel());
   const grpc::Status status = stub->Authenticate(&context, request, &response);
   Release(context);
-  if (!status.ok()) {
-    return FromGrpc(status, absl::StrCat("authenticate as ", options_.user));
+  return OnAuthenticated(status, response);
+}
+
+void EtcdClient::AuthenticateAsync(absl::Time deadline,
+                                   std::function<void(absl::Status)> done) {
+  struct Call {
+    grpc::ClientContext context;
+    etcdserverpb::AuthenticateRequest request;
+    etcdserverpb::AuthenticateResponse response;
+    std::unique_ptr<etcdserverpb::Auth::Stub> stub;
+  };
+  auto call = std::make_shared<Call>();
+  call->request.set_name(options_.user);
+  call->request.set_password(options_.password);
+  if (!Prepare(call->context, deadline, /*with_token=*/false)) {
+    return done(ShutDownError(url_));
   }
-  absl::MutexLock lock(&mu_);
-  token_ = response.token();
-  return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    ++async_calls_;
+  }
+  call->stub = etcdserverpb::Auth::NewStub(Channel());
+  call->stub->async()->Authenticate(
+      &call->context, &call->request, &call->response,
+      [this, call, done = std::move(done)](grpc::Status status) {
+        Release(call->context);
+        done(OnAuthenticated(status, call->response));
+        absl::MutexLock lock(&mu_);
+        --async_calls_;
+      });
+}
+
+absl::Status EtcdClient::Unary(
+    absl::string_view what, absl::Time deadline,
+    const std::function<grpc::Status(grpc::ClientContext&)>& call) {
+  for (int attempt = 0;; ++attempt) {
+    grpc::ClientContext context;
+    if (!Prepare(context, deadline)) return ShutDownError(url_);
+    const grpc::Status status = call(context);
+    Release(context);
+    if (attempt == 0 && IsTokenRefused(status)) {
+      RDMAD_RETURN_IF_ERROR(Authenticate(deadline));
+      continue;
+    }
+    return FromGrpc(status, what);
+  }
+}
+
+template <typename Response>
+void EtcdClient::UnaryAsync(std::string what, absl::Time deadline,
+                            StartCall<Response> start,
+                            std::function<void(absl::StatusOr<Response>)> done,
+                            bool retried) {
+  struct Call {
+    grpc::ClientContext context;
+    Response response;
+  };
+  auto call = std::make_shared<Call>();
+  if (!Prepare(call->context, deadline)) return done(ShutDownError(url_));
+  {
+    absl::MutexLock lock(&mu_);
+    ++async_calls_;
+  }
+  start(&call->context, &call->response,
+        [this, call, what = std::move(what), deadline, start,
+         done = std::move(done), retried](grpc::Status status) mutable {
+          Release(call->context);
+          if (!retried && IsTokenRefused(status)) {
+            // Authenticate again, then the same call once more (counted as
+            // in flight all along, so that Shutdown waits for it).
+            AuthenticateAsync(
+                deadline, [this, what, deadline, start,
+                           done](absl::Status authenticated) mutable {
+                  if (!authenticated.ok()) return done(authenticated);
+                  UnaryAsync<Response>(std::move(what), deadline,
+                                       std::move(start), std::move(done),
+                                       /*retried=*/true);
+                });
+          } else if (status.ok()) {
+            done(std::move(call->response));
+          } else {
+            done(FromGrpc(status, what));
+          }
+          absl::MutexLock lock(&mu_);
+          --async_calls_;
+        });
 }
 
 absl::StatusOr<etcdserverpb::LeaseGrantResponse> EtcdClient::LeaseGrant(
@@ -141,12 +298,11 @@ absl::StatusOr<etcdserverpb::LeaseGrantResponse> EtcdClient::LeaseGrant(
   etcdserverpb::LeaseGrantRequest request;
   request.set_ttl(ttl_seconds);
   etcdserverpb::LeaseGrantResponse response;
-  grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
-  auto stub = etcdserverpb::Lease::NewStub(Channel());
-  const grpc::Status status = stub->LeaseGrant(&context, request, &response);
-  Release(context);
-  if (!status.ok()) return FromGrpc(status, "grant lease");
+  RDMAD_RETURN_IF_ERROR(
+      Unary("grant lease", deadline, [&](grpc::ClientContext& context) {
+        return etcdserverpb::Lease::NewStub(Channel())->LeaseGrant(
+            &context, request, &response);
+      }));
   if (!response.error().empty()) {
     return absl::UnavailableError(absl::StrCat(
         "cluster directory ", url_, ": grant lease: ", response.error()));
@@ -188,80 +344,87 @@ absl::Status EtcdClient::LeaseRevoke(int64_t lease, absl::Time deadline) {
   etcdserverpb::LeaseRevokeRequest request;
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
-  grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
-  auto stub = etcdserverpb::Lease::NewStub(Channel());
-  const grpc::Status status = stub->LeaseRevoke(&context, request, &response);
-  Release(context);
-  return FromGrpc(status, "revoke the lease");
+  return Unary("revoke the lease", deadline, [&](grpc::ClientContext& context) {
+    return etcdserverpb::Lease::NewStub(Channel())->LeaseRevoke(
+        &context, request, &response);
+  });
 }
 
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
     const etcdserverpb::TxnRequest& request, absl::Time deadline) {
   etcdserverpb::TxnResponse response;
-  grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
-  auto stub = etcdserverpb::KV::NewStub(Channel());
-  const grpc::Status status = stub->Txn(&context, request, &response);
-  Release(context);
-  if (!status.ok()) return FromGrpc(status, "transaction");
+  RDMAD_RETURN_IF_ERROR(
+      Unary("transaction", deadline, [&](grpc::ClientContext& context) {
+        return etcdserverpb::KV::NewStub(Channel())->Txn(&context, request,
+                                                          &response);
+      }));
   return response;
 }
 
 absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
     const etcdserverpb::RangeRequest& request, absl::Time deadline) {
   etcdserverpb::RangeResponse response;
-  grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
-  auto stub = etcdserverpb::KV::NewStub(Channel());
-  const grpc::Status status = stub->Range(&context, request, &response);
-  Release(context);
-  if (!status.ok()) return FromGrpc(status, "read");
+  RDMAD_RETURN_IF_ERROR(
+      Unary("read", deadline, [&](grpc::ClientContext& context) {
+        return etcdserverpb::KV::NewStub(Channel())->Range(&context, request,
+                                                            &response);
+      }));
   return response;
 }
 
 absl::StatusOr<etcdserverpb::PutResponse> EtcdClient::Put(
     const etcdserverpb::PutRequest& request, absl::Time deadline) {
   etcdserverpb::PutResponse response;
-  grpc::ClientContext context;
-  if (!Prepare(context, deadline)) return ShutDownError(url_);
-  auto stub = etcdserverpb::KV::NewStub(Channel());
-  const grpc::Status status = stub->Put(&context, request, &response);
-  Release(context);
-  if (!status.ok()) return FromGrpc(status, "write");
+  RDMAD_RETURN_IF_ERROR(
+      Unary("write", deadline, [&](grpc::ClientContext& context) {
+        return etcdserverpb::KV::NewStub(Channel())->Put(&context, request,
+                                                          &response);
+      }));
   return response;
 }
 
 void EtcdClient::RangeAsync(
     etcdserverpb::RangeRequest request, absl::Time deadline,
     std::function<void(absl::StatusOr<etcdserverpb::RangeResponse>)> done) {
-  struct Call {
-    grpc::ClientContext context;
-    etcdserverpb::RangeRequest request;
-    etcdserverpb::RangeResponse response;
-    std::unique_ptr<etcdserverpb::KV::Stub> stub;
-    std::function<void(absl::StatusOr<etcdserverpb::RangeResponse>)> done;
-  };
-  auto call = std::make_shared<Call>();
-  call->request = std::move(request);
-  call->done = std::move(done);
-  if (!Prepare(call->context, deadline)) return call->done(ShutDownError(url_));
-  {
-    absl::MutexLock lock(&mu_);
-    ++async_calls_;
-  }
-  call->stub = etcdserverpb::KV::NewStub(Channel());
-  call->stub->async()->Range(
-      &call->context, &call->request, &call->response,
-      [this, call](grpc::Status status) {
-        Release(call->context);
-        if (status.ok()) {
-          call->done(std::move(call->response));
-        } else {
-          call->done(FromGrpc(status, "read"));
+  // Shared by the call and its repetition after a new token.
+  std::shared_ptr<etcdserverpb::KV::Stub> stub =
+      etcdserverpb::KV::NewStub(Channel());
+  auto shared = std::make_shared<etcdserverpb::RangeRequest>(std::move(request));
+  UnaryAsync<etcdserverpb::RangeResponse>(
+      "read", deadline,
+      [stub, shared](grpc::ClientContext* context,
+                     etcdserverpb::RangeResponse* response,
+                     std::function<void(grpc::Status)> finished) {
+        stub->async()->Range(context, shared.get(), response,
+                             std::move(finished));
+      },
+      std::move(done));
+}
+
+void EtcdClient::LeaseTimeToLiveAsync(
+    int64_t lease, absl::Time deadline,
+    std::function<void(absl::StatusOr<int64_t>)> done) {
+  std::shared_ptr<etcdserverpb::Lease::Stub> stub =
+      etcdserverpb::Lease::NewStub(Channel());
+  auto request = std::make_shared<etcdserverpb::LeaseTimeToLiveRequest>();
+  request->set_id(lease);
+  UnaryAsync<etcdserverpb::LeaseTimeToLiveResponse>(
+      "look up a lease", deadline,
+      [stub, request](grpc::ClientContext* context,
+                      etcdserverpb::LeaseTimeToLiveResponse* response,
+                      std::function<void(grpc::Status)> finished) {
+        stub->async()->LeaseTimeToLive(context, request.get(), response,
+                                       std::move(finished));
+      },
+      [done = std::move(done)](
+          absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> response) {
+        // etcd answers NOT_FOUND ("requested lease not found") for a lease
+        // it no longer has; some versions answer a TTL of -1 instead.
+        if (!response.ok()) {
+          if (absl::IsNotFound(response.status())) return done(-1);
+          return done(response.status());
         }
-        absl::MutexLock lock(&mu_);
-        --async_calls_;
+        done(response->ttl() < 0 ? int64_t{-1} : response->ttl());
       });
 }
 

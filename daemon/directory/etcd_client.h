@@ -6,7 +6,11 @@
 // unreachable: ..."), UNAVAILABLE for anything that means "could not reach
 // it". Several endpoints are tried in turn: Rotate() moves to the next
 // after a failure. With a user, the client authenticates and sends the
-// token etcd returns on every call.
+// token etcd returns on every call; a call etcd refuses because the token
+// expired (or the auth store changed) authenticates again and is made once
+// more, so a token's TTL (etcd --auth-token-ttl) never shows. Refusals say
+// what to fix: a wrong password, no credentials for an etcd that requires
+// them, no permission on the prefix.
 //
 // Example:
 //   EtcdOptions options;
@@ -50,9 +54,12 @@ struct EtcdOptions {
   std::string ca_pem;
   std::string cert_pem;
   std::string key_pem;
-  // etcd authentication (etcdctl auth enable); empty user: none.
+  // etcd authentication (etcdctl auth enable); empty user: none (with a
+  // client certificate, etcd takes its common name as the user).
   std::string user;
   std::string password;
+  // The key prefix the caller works under, named in permission errors.
+  std::string prefix;
 };
 
 class EtcdClient {
@@ -69,7 +76,8 @@ class EtcdClient {
   // Moves to the next endpoint (after a failure to reach this one).
   void Rotate();
 
-  // Gets a token for options.user; a no-op without one.
+  // Gets a token for options.user; a no-op without one, or when etcd has
+  // authentication disabled (then said once in the log).
   absl::Status Authenticate(absl::Time deadline);
   absl::StatusOr<etcdserverpb::LeaseGrantResponse> LeaseGrant(
       int64_t ttl_seconds, absl::Time deadline);
@@ -89,6 +97,10 @@ class EtcdClient {
   void RangeAsync(
       etcdserverpb::RangeRequest request, absl::Time deadline,
       std::function<void(absl::StatusOr<etcdserverpb::RangeResponse>)> done);
+  // The remaining TTL of `lease` in seconds, without blocking; -1 when etcd
+  // no longer has it (expired or revoked). `done` as for RangeAsync.
+  void LeaseTimeToLiveAsync(int64_t lease, absl::Time deadline,
+                            std::function<void(absl::StatusOr<int64_t>)> done);
 
   // Opens a watch with `create` and hands every response to `on_response`
   // until it returns false, the stream breaks or Shutdown() cancels it.
@@ -102,12 +114,39 @@ class EtcdClient {
   void Shutdown();
 
  private:
+  template <typename Response>
+  using StartCall = std::function<void(grpc::ClientContext*, Response*,
+                                       std::function<void(grpc::Status)>)>;
+
   std::shared_ptr<grpc::Channel> Channel();
-  // Prepares `context`: deadline, auth token, registration for Shutdown.
-  // False when shut down (then do not start the call).
-  bool Prepare(grpc::ClientContext& context, absl::Time deadline);
+  // Prepares `context`: deadline, auth token (unless `with_token` is
+  // false), registration for Shutdown. False when shut down (then do not
+  // start the call).
+  bool Prepare(grpc::ClientContext& context, absl::Time deadline,
+               bool with_token = true);
   void Release(grpc::ClientContext& context);
   absl::Status FromGrpc(const grpc::Status& status, absl::string_view call);
+  // Whether `status` is etcd refusing the token (expired, or issued before
+  // the auth store changed): worth authenticating again.
+  bool IsTokenRefused(const grpc::Status& status) const;
+  // Runs `call` (a blocking unary call on the context it is given) with a
+  // token, authenticating again and repeating it once if etcd refused the
+  // token. `what` names it in errors.
+  absl::Status Unary(absl::string_view what, absl::Time deadline,
+                     const std::function<grpc::Status(grpc::ClientContext&)>&
+                         call);
+  // The same without blocking: `start` begins the call; `done` runs once.
+  template <typename Response>
+  void UnaryAsync(std::string what, absl::Time deadline,
+                  StartCall<Response> start,
+                  std::function<void(absl::StatusOr<Response>)> done,
+                  bool retried = false);
+  void AuthenticateAsync(absl::Time deadline,
+                         std::function<void(absl::Status)> done);
+  // Keeps the token of a successful Authenticate answer, or decides what
+  // an unsuccessful one means.
+  absl::Status OnAuthenticated(const grpc::Status& status,
+                               const etcdserverpb::AuthenticateResponse& reply);
 
   const EtcdOptions options_;
   const std::string url_;
@@ -118,12 +157,17 @@ class EtcdClient {
   std::string token_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
   int async_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool told_auth_disabled_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // True for a status that means the store could not be reached (as opposed
 // to an answer from it).
 bool IsUnreachable(const absl::Status& status);
+
+// True for etcd's answer that a lease named in the call no longer exists
+// (it expired, or etcd lost its data).
+bool IsLeaseNotFound(const absl::Status& status);
 
 }  // namespace rdmad::directory
 

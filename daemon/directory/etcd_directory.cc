@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<EtcdDirectory>> EtcdDirectory::Create(
   if (options.node_record.incarnation() == 0) {
     return absl::InvalidArgumentError("the directory needs the incarnation");
   }
+  options.etcd.prefix = options.prefix;  // named in permission errors
   return std::unique_ptr<EtcdDirectory>(
       new EtcdDirectory(std::move(options), regions));
 }
@@ -55,7 +56,8 @@ EtcdDirectory::EtcdDirectory(DirectoryOptions options,
       self_node_(options_.node_record.address()),
       incarnation_(options_.node_record.incarnation()),
       regions_(regions),
-      etcd_(options_.etcd) {
+      etcd_(options_.etcd),
+      cache_(options_.lease_ttl) {
   absl::MutexLock lock(&mu_);
   link_since_ = absl::Now();
 }
@@ -132,6 +134,12 @@ void EtcdDirectory::OnRegionChanged(const std::string& name) {
   queue_.push_back({name, absl::InfiniteFuture(), nullptr});
 }
 
+void EtcdDirectory::QueueReassert(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  queue_.push_back({name, absl::InfiniteFuture(), nullptr, /*reassert=*/true});
+}
+
 void EtcdDirectory::Claim(const std::string& name, absl::Time deadline,
                           std::function<void(absl::Status)> done) {
   {
@@ -152,6 +160,7 @@ void EtcdDirectory::SessionLoop() {
   absl::Time next_attempt = absl::Now();
   absl::Time next_keepalive = absl::InfiniteFuture();
   absl::Duration keepalive_every = options_.lease_ttl / 3;
+  absl::StatusCode logged_failure = absl::StatusCode::kOk;
   for (;;) {
     std::deque<Work> work;
     {
@@ -171,6 +180,8 @@ void EtcdDirectory::SessionLoop() {
           s = absl::DeadlineExceededError(absl::StrCat(
               "the call's deadline passed before the cluster directory ",
               etcd_.url(), " could confirm region '", item.name, "'"));
+        } else if (item.reassert) {
+          s = Reassert(item.name, CallDeadline(item.deadline));
         } else {
           s = Sync(item.name, CallDeadline(item.deadline));
         }
@@ -190,7 +201,8 @@ void EtcdDirectory::SessionLoop() {
         item.done(std::move(s));
         continue;
       }
-      if (!item.done) continue;  // Connect() re-publishes everything
+      // Connect() re-publishes everything (and re-asserts it).
+      if (!item.done) continue;
       absl::Status answer;
       {
         absl::MutexLock lock(&mu_);
@@ -215,6 +227,7 @@ void EtcdDirectory::SessionLoop() {
       absl::Status s = Connect();
       if (s.ok()) {
         connected = true;
+        logged_failure = absl::StatusCode::kOk;
         backoff = kBackoffFirst;
         int64_t ttl;
         size_t published;
@@ -237,15 +250,19 @@ void EtcdDirectory::SessionLoop() {
           if (lease_ != 0) old_lease_ = lease_;
           lease_ = 0;
         }
-        bool first = false;
-        {
-          absl::MutexLock lock(&mu_);
-          first = last_error_.empty();
-        }
         SetLink(ever_connected ? Link::kDisconnected : Link::kConnecting, s);
-        if (first) {
-          spdlog::warn("cluster directory not reachable, retrying in the "
-                       "background: {}", std::string(s.message()));
+        // Once per kind of failure: an unreachable etcd is retried quietly,
+        // but a refusal (wrong password, no permission) is worth saying as
+        // soon as it is the reason.
+        if (s.code() != logged_failure) {
+          logged_failure = s.code();
+          if (IsUnreachable(s)) {
+            spdlog::warn("cluster directory not reachable, retrying in the "
+                         "background: {}", std::string(s.message()));
+          } else {
+            spdlog::error("cluster directory refused this daemon, retrying in "
+                          "the background: {}", std::string(s.message()));
+          }
         }
         etcd_.Rotate();
         next_attempt = absl::Now() + backoff;
@@ -348,6 +365,14 @@ absl::Status EtcdDirectory::KeepAlive() {
         "publishing again under a new lease"));
   }
   return absl::OkStatus();
+}
+
+absl::flat_hash_map<std::string, std::string> EtcdDirectory::PublishedNow()
+    const {
+  absl::flat_hash_map<std::string, std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, held] : published_) out[name] = held.value;
+  return out;
 }
 
 DirectoryState EtcdDirectory::state() const {

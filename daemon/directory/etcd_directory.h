@@ -7,10 +7,24 @@
 //     daemon that dies disappears when its lease expires. A name is
 //     claimed by a transaction (create if absent, or replace if the record
 //     is this daemon's own, compared on its mod revision): never a
-//     read-then-write race, so exactly one daemon holds a name.
+//     read-then-write race, so exactly one daemon holds a name. Records
+//     name this daemon's certificate identity (core/holder_trust.h).
+//   * Re-asserting: when the watch shows a key this daemon holds deleted
+//     or overwritten by someone else, the session thread publishes it
+//     again at once: re-created if absent, or replaced if the key is still
+//     the one this daemon created (same create revision: only an intruder
+//     writes over another daemon's key). A key someone created anew after
+//     a deletion is another daemon's claim: this one yields (a conflict),
+//     so two daemons never write over each other in a loop. Publishing
+//     with a lease that has ended fails, so a daemon whose lease expired
+//     re-asserts nothing: it reconnects and claims its names afresh.
 //   * Resolving: a cache of every region entry, filled by a full read and
 //     kept fresh by a watch on the prefix. Look-ups answer from it; a miss
-//     asks etcd asynchronously with a deadline (RegionResolver).
+//     asks etcd asynchronously with a deadline (RegionResolver). An entry
+//     deleted while its holder's lease lives, or missing from etcd after
+//     an outage, keeps answering until its holder publishes it again
+//     (RegionCache, "vanished entries"); a deleted entry whose lease etcd
+//     says has ended is dropped.
 //   * Failures: etcd unreachable at start or later: the daemon keeps
 //     running and retrying; cached entries keep answering; look-ups that
 //     need etcd fail UNAVAILABLE naming it. On reconnection: a new lease,
@@ -36,6 +50,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +82,9 @@ struct DirectoryOptions {
   // This daemon, as published in its node record. node_record.address is
   // the HOST:PORT region entries name.
   v1::DirectoryNodeRecord node_record;
+  // This daemon's certificate identity (mutual TLS), named in its region
+  // records; empty without mutual TLS.
+  std::string identity;
 };
 
 class EtcdDirectory final : public ClusterDirectory {
@@ -119,6 +137,21 @@ class EtcdDirectory final : public ClusterDirectory {
     std::string name;
     absl::Time deadline;
     std::function<void(absl::Status)> done;  // may be empty
+    // The watch saw the key changed by someone else: publish it again.
+    bool reassert = false;
+  };
+  // A name this daemon holds in etcd: the value it wrote, and the create
+  // revision of the key it wrote it to (only this daemon writes to a key
+  // it created, so anything else there is an intruder's).
+  struct Held {
+    std::string value;
+    int64_t create_revision = 0;
+  };
+  // A full read of the regions prefix.
+  struct Listing {
+    std::vector<core::DirectoryEntry> entries;
+    absl::flat_hash_map<std::string, std::string> values;  // name -> raw
+    int64_t revision = 0;
   };
   enum class Link { kConnecting, kConnected, kDisconnected, kStopped };
 
@@ -133,15 +166,36 @@ class EtcdDirectory final : public ClusterDirectory {
   void Process(Work work);
   // Publishes or withdraws `name` as the region table has it now.
   absl::Status Sync(const std::string& name, absl::Time deadline);
+  // Publishes `name` again if this daemon still holds and exports it.
+  absl::Status Reassert(const std::string& name, absl::Time deadline);
+  // `reassert`: write even if the value is what was written last (the
+  // key may have changed since).
   absl::Status Publish(const std::string& name,
                        const v1::DirectoryRegionRecord& record,
-                       absl::Time deadline);
+                       absl::Time deadline, bool reassert = false);
+  // Publish's transaction rounds, with the lease and the create revision
+  // of the key this daemon holds for `name` (0: none) read before.
+  absl::Status PublishRounds(const std::string& name, const std::string& key,
+                             const std::string& value, int64_t lease,
+                             int64_t held_key, bool reassert,
+                             absl::Time deadline);
+  // Queues a Reassert of `name` for the session thread.
+  void QueueReassert(const std::string& name);
+  // Whether a watched change to `name`'s key (the new value, or nullopt
+  // when deleted) is not this daemon's own, for a name it holds.
+  bool ChangedBySomeoneElse(const std::string& name,
+                            const std::optional<std::string>& value,
+                            int64_t lease) const;
+  // The names this daemon holds now, with the values it wrote.
+  absl::flat_hash_map<std::string, std::string> PublishedNow() const;
+  // Asks etcd whether `lease` still lives; if not, drops the vanished
+  // cache entry of `name` that hung on it.
+  void CheckLease(const std::string& name, int64_t lease);
   absl::Status Withdraw(const std::string& name, absl::Time deadline);
   v1::DirectoryRegionRecord RecordOf(const core::RegionSnapshot& region) const;
   void SetLink(Link link, const absl::Status& why);
   // Full read of the regions prefix at one revision, page by page.
-  absl::StatusOr<std::pair<std::vector<core::DirectoryEntry>, int64_t>>
-  ReadAll();
+  absl::StatusOr<Listing> ReadAll();
   bool OnWatchResponse(const etcdserverpb::WatchResponse& response);
   // Sleeps up to `d` or until Stop(). False when stopping.
   bool Sleep(absl::Duration d);
@@ -168,9 +222,8 @@ class EtcdDirectory final : public ClusterDirectory {
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lease_ttl_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t old_lease_ ABSL_GUARDED_BY(mu_) = 0;  // to revoke once re-published
-  // Names this daemon holds in etcd now, with the value written.
-  absl::flat_hash_map<std::string, std::string> published_
-      ABSL_GUARDED_BY(mu_);
+  // Names this daemon holds in etcd now.
+  absl::flat_hash_map<std::string, Held> published_ ABSL_GUARDED_BY(mu_);
   // Names exported here but held by another daemon: name -> its node.
   absl::flat_hash_map<std::string, std::string> conflicts_
       ABSL_GUARDED_BY(mu_);

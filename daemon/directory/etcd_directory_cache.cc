@@ -21,34 +21,53 @@ constexpr int kPageSize = 1000;  // keys per range read
 
 }  // namespace
 
-absl::StatusOr<std::pair<std::vector<core::DirectoryEntry>, int64_t>>
-EtcdDirectory::ReadAll() {
-  std::vector<core::DirectoryEntry> entries;
+absl::StatusOr<EtcdDirectory::Listing> EtcdDirectory::ReadAll() {
+  Listing listing;
   const std::string end = RangeEnd(keys_.RegionsPrefix());
   std::string from = keys_.RegionsPrefix();
-  int64_t revision = 0;
   for (;;) {
     etcdserverpb::RangeRequest request;
     request.set_key(from);
     request.set_range_end(end);
     request.set_limit(kPageSize);
-    request.set_revision(revision);  // 0 = now, then the first page's
+    request.set_revision(listing.revision);  // 0 = now, then the first page's
     RDMAD_ASSIGN_OR_RETURN(
         const etcdserverpb::RangeResponse response,
         etcd_.Range(request, absl::Now() + options_.rpc_timeout));
-    if (revision == 0) revision = response.header().revision();
+    if (listing.revision == 0) listing.revision = response.header().revision();
     for (const mvccpb::KeyValue& kv : response.kvs()) {
       auto name = keys_.RegionName(kv.key());
       if (!name.has_value()) continue;
+      listing.values[*name] = kv.value();
       auto record = DecodeRegionRecord(*name, kv.value());
       if (!record.ok()) continue;  // unreadable: not resolvable
-      entries.push_back(
-          ToEntry(*record, kv.create_revision(), kv.mod_revision()));
+      listing.entries.push_back(ToEntry(*record, kv.create_revision(),
+                                        kv.mod_revision(), kv.lease()));
     }
     if (!response.more() || response.kvs_size() == 0) break;
     from = response.kvs(response.kvs_size() - 1).key() + std::string(1, '\0');
   }
-  return std::make_pair(std::move(entries), revision);
+  return listing;
+}
+
+bool EtcdDirectory::ChangedBySomeoneElse(
+    const std::string& name, const std::optional<std::string>& value,
+    int64_t lease) const {
+  absl::MutexLock lock(&mu_);
+  auto it = published_.find(name);
+  if (it == published_.end()) return false;  // not ours to defend
+  // Our own write, or our own delete (a withdrawal, which no longer holds
+  // the name by the time the session thread looks), are told apart there.
+  return !value.has_value() || *value != it->second.value || lease != lease_;
+}
+
+void EtcdDirectory::CheckLease(const std::string& name, int64_t lease) {
+  etcd_.LeaseTimeToLiveAsync(
+      lease, absl::Now() + options_.rpc_timeout,
+      [this, name, lease](absl::StatusOr<int64_t> ttl) {
+        // Unknown (etcd unreachable): kept, until its time is up.
+        if (ttl.ok() && *ttl < 0) cache_.DropVanished(name, lease);
+      });
 }
 
 bool EtcdDirectory::OnWatchResponse(
@@ -66,20 +85,32 @@ bool EtcdDirectory::OnWatchResponse(
   for (const mvccpb::Event& event : response.events()) {
     auto name = keys_.RegionName(event.kv().key());
     if (!name.has_value()) continue;
-    if (event.type() == mvccpb::Event::DELETE) {
-      cache_.ApplyDelete(*name, event.kv().mod_revision());
-      continue;
+    const bool deleted = event.type() == mvccpb::Event::DELETE;
+    if (ChangedBySomeoneElse(*name,
+                             deleted ? std::nullopt
+                                     : std::optional<std::string>(
+                                           event.kv().value()),
+                             event.kv().lease())) {
+      QueueReassert(*name);
     }
-    auto record = DecodeRegionRecord(*name, event.kv().value());
+    auto record = deleted ? absl::StatusOr<v1::DirectoryRegionRecord>(
+                                absl::NotFoundError("deleted"))
+                          : DecodeRegionRecord(*name, event.kv().value());
     if (!record.ok()) {
-      // Whatever it held before, the name now says nothing usable.
-      spdlog::debug("cluster directory: ignoring key {}: {}", event.kv().key(),
-                    std::string(record.status().message()));
-      cache_.ApplyDelete(*name, event.kv().mod_revision());
+      if (!deleted) {
+        spdlog::debug("cluster directory: ignoring key {}: {}",
+                      event.kv().key(), std::string(record.status().message()));
+      }
+      // Whatever it held before, the name now says nothing usable; but its
+      // holder may still hold the region (the cache keeps the entry as
+      // vanished): ask etcd whether the holder's lease lives.
+      const int64_t lease =
+          cache_.ApplyDelete(*name, event.kv().mod_revision());
+      if (lease != 0) CheckLease(*name, lease);
       continue;
     }
     cache_.ApplyPut(ToEntry(*record, event.kv().create_revision(),
-                            event.kv().mod_revision()));
+                            event.kv().mod_revision(), event.kv().lease()));
   }
   if (!response.events().empty()) {
     cache_.Advance(response.header().revision());
@@ -89,6 +120,7 @@ bool EtcdDirectory::OnWatchResponse(
 
 void EtcdDirectory::WatchLoop() {
   absl::Duration backoff = kBackoffFirst;
+  absl::StatusCode logged_failure = absl::StatusCode::kOk;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -97,16 +129,37 @@ void EtcdDirectory::WatchLoop() {
     auto all = ReadAll();
     if (!all.ok()) {
       cache_.SetLive(false);
+      // A refusal (no read permission on the prefix...) is said once; an
+      // unreachable etcd is the session's to report.
+      if (!IsUnreachable(all.status()) &&
+          all.status().code() != logged_failure) {
+        spdlog::error("cluster directory: cannot read the directory, "
+                      "retrying: {}",
+                      std::string(all.status().message()));
+      }
+      logged_failure = all.status().code();
       if (!Sleep(backoff)) break;
       backoff = std::min(backoff * 2, kBackoffMost);
       continue;
     }
-    cache_.Reset(std::move(all->first), all->second);
+    logged_failure = absl::StatusCode::kOk;
+    // Names this daemon holds that etcd no longer shows as ours (changed
+    // while the watch was down: deleted, overwritten, or etcd restored
+    // empty) are re-asserted.
+    std::vector<std::string> changed;
+    for (const auto& [name, held] : PublishedNow()) {
+      auto it = all->values.find(name);
+      if (it == all->values.end() || it->second != held) {
+        changed.push_back(name);
+      }
+    }
+    for (const std::string& name : changed) QueueReassert(name);
+    cache_.Reset(std::move(all->entries), all->revision);
     backoff = kBackoffFirst;
     etcdserverpb::WatchCreateRequest create;
     create.set_key(keys_.RegionsPrefix());
     create.set_range_end(RangeEnd(keys_.RegionsPrefix()));
-    create.set_start_revision(all->second + 1);
+    create.set_start_revision(all->revision + 1);
     absl::Status ended = etcd_.Watch(
         create, [this](const etcdserverpb::WatchResponse& response) {
           return OnWatchResponse(response);
@@ -184,8 +237,8 @@ void EtcdDirectory::Lookup(
                           kv.key(), " from ", etcd_.url())),
                       false);
         }
-        core::DirectoryEntry entry =
-            ToEntry(*record, kv.create_revision(), kv.mod_revision());
+        core::DirectoryEntry entry = ToEntry(*record, kv.create_revision(),
+                                             kv.mod_revision(), kv.lease());
         cache_.Offer(name, entry, revision);
         done(std::move(entry), false);
       });
@@ -221,8 +274,9 @@ void EtcdDirectory::List(
                          ++listing.unreadable;
                          continue;
                        }
-                       listing.entries.push_back(ToEntry(
-                           *record, kv.create_revision(), kv.mod_revision()));
+                       listing.entries.push_back(
+                           ToEntry(*record, kv.create_revision(),
+                                   kv.mod_revision(), kv.lease()));
                      }
                      done(std::move(listing));
                    });

@@ -48,6 +48,9 @@ v1::DirectoryRegionRecord EtcdDirectory::RecordOf(
   // exported when made, and a re-export keeps the entry's age honest
   // enough for `rdmactl ls`.
   record.set_exported_unix_ms(absl::ToUnixMillis(region.created));
+  record.set_identity(options_.identity);
+  record.set_lease_ttl_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds(options_.lease_ttl)));
   return record;
 }
 
@@ -59,18 +62,52 @@ absl::Status EtcdDirectory::Sync(const std::string& name, absl::Time deadline) {
   return Withdraw(name, deadline);
 }
 
+absl::Status EtcdDirectory::Reassert(const std::string& name,
+                                     absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    // Withdrawn meanwhile (the watch showed our own delete), or yielded.
+    if (!published_.contains(name)) return absl::OkStatus();
+  }
+  auto region = regions_->FindExported(name);
+  if (!region.ok()) return absl::OkStatus();  // its withdrawal is queued
+  return Publish(name, RecordOf((*region)->Snapshot()), deadline,
+                 /*reassert=*/true);
+}
+
 absl::Status EtcdDirectory::Publish(const std::string& name,
                                     const v1::DirectoryRegionRecord& record,
-                                    absl::Time deadline) {
+                                    absl::Time deadline, bool reassert) {
   const std::string key = keys_.Region(name);
   const std::string value = EncodeRegionRecord(record);
   int64_t lease;
+  int64_t held_key = 0;  // create revision of the key we wrote, if any
   {
     absl::MutexLock lock(&mu_);
     auto it = published_.find(name);
-    if (it != published_.end() && it->second == value) return absl::OkStatus();
+    if (it != published_.end()) {
+      if (!reassert && it->second.value == value) return absl::OkStatus();
+      held_key = it->second.create_revision;
+    }
     lease = lease_;
   }
+  absl::Status published =
+      PublishRounds(name, key, value, lease, held_key, reassert, deadline);
+  if (IsLeaseNotFound(published)) {
+    // Our lease ended (expired, or etcd lost its data): nothing of ours is
+    // in etcd any more. A new session claims every name afresh.
+    return absl::UnavailableError(absl::StrCat(
+        "cluster directory ", etcd_.url(), ": this daemon's lease ",
+        absl::Hex(lease), " has ended; publishing again under a new one"));
+  }
+  return published;
+}
+
+absl::Status EtcdDirectory::PublishRounds(const std::string& name,
+                                          const std::string& key,
+                                          const std::string& value,
+                                          int64_t lease, int64_t held_key,
+                                          bool reassert, absl::Time deadline) {
   // A few rounds at most: each one loses only to a concurrent writer.
   for (int round = 0; round < 4; ++round) {
     // Create the key if nobody has it...
@@ -81,19 +118,32 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
     create.add_failure()->mutable_request_range()->set_key(key);
     RDMAD_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse created,
                            etcd_.Txn(create, deadline));
+    int64_t create_revision = created.header().revision();
+    std::string replaced;  // what a replace wrote over, for the log
     if (!created.succeeded()) {
-      // ...else replace it only if it is this daemon's own record, and
-      // only if it is still the record just read (its mod revision).
+      // ...else replace it only if it is this daemon's own, and only if it
+      // is still the record just read (its mod revision).
       if (created.responses_size() == 0 ||
           created.responses(0).response_range().kvs_size() == 0) {
         continue;  // deleted in between: try to create it again
       }
       const mvccpb::KeyValue& kv = created.responses(0).response_range().kvs(0);
+      create_revision = kv.create_revision();
+      if (kv.value() == value && kv.lease() == lease) {
+        // Already what we would write (our own write, seen by the watch
+        // before we noted it).
+        absl::MutexLock lock(&mu_);
+        published_[name] = Held{value, create_revision};
+        conflicts_.erase(name);
+        return absl::OkStatus();
+      }
       auto existing = DecodeRegionRecord(name, kv.value());
-      const bool ours = existing.ok() &&
-                        existing->incarnation() == incarnation_ &&
-                        existing->node() == self_node_;
-      if (!ours) {
+      const bool our_record = existing.ok() &&
+                              existing->incarnation() == incarnation_ &&
+                              existing->node() == self_node_;
+      // A key we created and someone else wrote over: still ours.
+      const bool our_key = held_key != 0 && kv.create_revision() == held_key;
+      if (!our_record && !our_key) {
         const std::string holder =
             existing.ok() ? existing->node()
                           : absl::StrCat("an unreadable record (",
@@ -117,6 +167,9 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
             "): names are unique in the cluster; pick another name, or free "
             "it there first"));
       }
+      replaced = existing.ok()
+                     ? absl::StrCat("a record naming ", existing->node())
+                     : std::string("an unreadable record");
       etcdserverpb::TxnRequest replace;
       AddCompare(replace, key, etcdserverpb::Compare::MOD)
           ->set_mod_revision(kv.mod_revision());
@@ -125,9 +178,20 @@ absl::Status EtcdDirectory::Publish(const std::string& name,
                              etcd_.Txn(replace, deadline));
       if (!replaced.succeeded()) continue;
     }
-    absl::MutexLock lock(&mu_);
-    published_[name] = value;
-    conflicts_.erase(name);
+    {
+      absl::MutexLock lock(&mu_);
+      published_[name] = Held{value, create_revision};
+      conflicts_.erase(name);
+    }
+    if (reassert) {
+      spdlog::warn("cluster directory: the record of region '{}' was {} by "
+                   "someone else; this daemon holds the name and published "
+                   "it again",
+                   name,
+                   created.succeeded()
+                       ? std::string("deleted")
+                       : absl::StrCat("overwritten with ", replaced));
+    }
     return absl::OkStatus();
   }
   return absl::AbortedError(

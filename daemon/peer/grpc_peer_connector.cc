@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/peer/descriptor_codec.h"
+#include "daemon/peer/peer_identity.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
 
@@ -159,6 +160,7 @@ void GrpcPeerConnector::Hello(const std::string& address,
         } else {
           HelloReply reply;
           reply.incarnation = call->response.incarnation();
+          reply.identity = PeerIdentityOf(call->context);
           for (int kind : call->response.transports()) {
             if (kind == v1::TRANSPORT_VERBS) {
               reply.transports.push_back(core::TransportKind::kVerbs);

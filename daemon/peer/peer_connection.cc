@@ -51,6 +51,12 @@ std::optional<Link> PeerConnection::ReadyLink() const {
   return Link{channel_, incarnation_, transport_};
 }
 
+std::shared_ptr<const core::PeerIdentity> PeerConnection::IdentityOf(
+    uint64_t incarnation) const {
+  absl::MutexLock lock(&mu_);
+  return incarnation == incarnation_ ? identity_ : nullptr;
+}
+
 void PeerConnection::Acquire(absl::Time deadline, Callback<Link> done) {
   uint64_t attempt = 0;
   absl::Status refused;
@@ -104,6 +110,8 @@ void PeerConnection::OnHello(uint64_t attempt,
       channel_ = nullptr;
     }
     incarnation_ = reply->incarnation;
+    identity_ =
+        std::make_shared<const core::PeerIdentity>(std::move(reply->identity));
     if (channel_ != nullptr && channel_->NeedsReconnect()) {
       // Same daemon, but the channel cannot recover alone (a verbs QP went
       // to the error state): build a new pool with a new generation.

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/export_access_list.h"
 #include "daemon/core/transport_kind.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/runtime/timers.h"
@@ -92,6 +93,11 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   // The ready link now, if there is one (no handshake is started).
   std::optional<Link> ReadyLink() const;
 
+  // Who answered Hello for the peer run `incarnation` (HelloReply::
+  // identity); null when the last Hello reached another run, or none did.
+  std::shared_ptr<const core::PeerIdentity> IdentityOf(
+      uint64_t incarnation) const;
+
   // The connection was lost (a transfer failed UNAVAILABLE, a descriptor
   // named another incarnation): the next Acquire says Hello first.
   void MarkStale(const absl::Status& why);
@@ -136,6 +142,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   bool stale_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t attempt_ ABSL_GUARDED_BY(mu_) = 0;  // current handshake
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const core::PeerIdentity> identity_ ABSL_GUARDED_BY(mu_);
   core::TransportKind transport_ ABSL_GUARDED_BY(mu_) =
       core::TransportKind::kNone;
   std::string transport_reason_ ABSL_GUARDED_BY(mu_);

@@ -13,6 +13,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/core/export_access_list.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transport_kind.h"
 #include "daemon/transport/transport.h"
@@ -23,6 +24,9 @@ namespace rdmad::peer {
 struct HelloReply {
   uint64_t incarnation = 0;
   std::vector<core::TransportKind> transports;  // what it offers, best first
+  // Who answered, as the channel verified it: the address it answered
+  // from and, with mutual TLS, the names in its certificate.
+  core::PeerIdentity identity;
 };
 
 template <typename T>

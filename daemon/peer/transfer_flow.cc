@@ -149,6 +149,10 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
                       core::RemoteRegionLabel(d), d.peer, d.incarnation,
                       link->incarnation)));
   }
+  // Not even the name goes to a holder this daemon does not trust for it.
+  if (absl::Status trusted = CheckHolder(*r, *link); !trusted.ok()) {
+    return Finish(std::move(r), std::move(trusted));
+  }
   if (ResolvedRegion cached =
           r->peer->names->Find(remote.name, r->t.uid, link->incarnation)) {
     r->from_cache = true;
@@ -173,6 +177,16 @@ void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {
                 });
 }
 
+absl::Status TransferFlow::CheckHolder(const Running& r, const Link& link) {
+  const core::TransferTarget& remote = r.t.remote;
+  if (remote.holder_trust == nullptr) return absl::OkStatus();
+  std::shared_ptr<const core::PeerIdentity> presented =
+      r.peer->connection->IdentityOf(link.incarnation);
+  return remote.holder_trust->CheckHolder(remote.name, r.peer->address,
+                                          remote.expect_identity,
+                                          presented.get());
+}
+
 std::optional<transport::RemoteOp> TransferFlow::MakeOp(
     RunningPtr r, const Link& link, const ResolvedRegion& target) {
   const core::Transfer& t = r->t;
@@ -195,6 +209,10 @@ std::optional<transport::RemoteOp> TransferFlow::MakeOp(
              "(%x/#%d there, %x/#%d listed)",
              label(), peer, target->incarnation, target->region_id,
              t.remote.expect_incarnation, t.remote.expect_region_id)));
+    return std::nullopt;
+  }
+  if (absl::Status trusted = CheckHolder(*r, link); !trusted.ok()) {
+    Finish(std::move(r), std::move(trusted));
     return std::nullopt;
   }
   if (!RangeInside(target->length, t.remote.offset, t.length)) {

@@ -8,7 +8,9 @@
 //      again, since the peer may have restarted since we last asked; then,
 //      if it still differs, the region is gone: NOT_FOUND), or a name
 //      through the peer's NameCache;
-//   3. check the remote range against the region's length (OUT_OF_RANGE)
+//   3. for a transfer the cluster directory routed, check that the peer is
+//      one this daemon trusts to hold the name (core/holder_trust.h);
+//      check the remote range against the region's length (OUT_OF_RANGE)
 //      and the export's access (PERMISSION_DENIED) before anything is sent;
 //      take the transport's key (DataChannel::KeyFor);
 //   4. post on the channel; on failure retry once where retry_policy.h
@@ -85,6 +87,10 @@ class TransferFlow {
   absl::Status Attach(Running& r);
   void Begin(RunningPtr r);
   void OnLink(RunningPtr r, absl::StatusOr<Link> link);
+  // A transfer routed by the cluster directory (TransferTarget::
+  // holder_trust) goes only to a peer trusted to hold its name, as that
+  // peer answered Hello for the link's run: PERMISSION_DENIED otherwise.
+  static absl::Status CheckHolder(const Running& r, const Link& link);
   // Checks the target and builds the op that carries `r`. Finishes `r` (or
   // retries it) and returns nullopt when a check fails.
   std::optional<transport::RemoteOp> MakeOp(RunningPtr r, const Link& link,

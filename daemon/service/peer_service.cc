@@ -7,7 +7,7 @@
 #include "daemon/core/access_control.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
-#include "daemon/service/peer_identity.h"
+#include "daemon/peer/peer_identity.h"
 #include "daemon/service/paging.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/transport/transport_choice.h"
@@ -141,7 +141,7 @@ grpc::ServerUnaryReactor* PeerService::Connect(
                     " connections")));
   }
   if (absl::Status s = acceptor->Accept(
-          *request, PeerIdentityOf(*context).address, response);
+          *request, peer::PeerIdentityOf(*context).address, response);
       !s.ok()) {
     return Done(context, s);
   }
@@ -167,11 +167,11 @@ grpc::ServerUnaryReactor* PeerService::Resolve(
   // The exporter decides: its access list against who is calling (as gRPC
   // verified it) and the uid that caller vouches for.
   const core::ExportAccessList& allow = *snapshot.exported.allow;
-  const core::PeerIdentity who = PeerIdentityOf(*context);
+  const core::PeerIdentity who = peer::PeerIdentityOf(*context);
   if (!allow.Admits(who, uid)) {
     return Done(context, absl::PermissionDeniedError(absl::StrCat(
                              "the export of ", label, " does not admit peer ",
-                             DescribePeer(who), " acting for ",
+                             peer::DescribePeer(who), " acting for ",
                              uid.has_value() ? absl::StrCat("uid ", *uid)
                                              : std::string("no uid"),
                              " (its access list: ", allow.ToString(),

@@ -37,6 +37,7 @@
 #include "rdmad/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/raw_session.h"
+#include "tests/integration/test_pki.h"
 
 namespace rdmad::testing {
 namespace {
@@ -842,65 +843,23 @@ TEST(DaemonAccessTest, PeerAllowListRefusesOthers) {
 class MutualTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    pki_ = dir_.path() + "/pki";
-    ASSERT_EQ(::mkdir(pki_.c_str(), 0700), 0);
-    ASSERT_TRUE(MakeCa("ca"));
-    ASSERT_TRUE(MakeCa("rogue"));
-    ASSERT_TRUE(MakeCert("ca", "d1"));
-    ASSERT_TRUE(MakeCert("ca", "d2"));
-    ASSERT_TRUE(MakeCert("rogue", "d3"));
+    ASSERT_TRUE(pki_.MakeCa("ca"));
+    ASSERT_TRUE(pki_.MakeCa("rogue"));
+    ASSERT_TRUE(pki_.MakeCert("ca", "d1"));
+    ASSERT_TRUE(pki_.MakeCert("ca", "d2"));
+    ASSERT_TRUE(pki_.MakeCert("rogue", "d3"));
   }
 
-  // RunProcess execs a path; find openssl on $PATH.
-  static std::string OpensslPath() {
-    const char* path = std::getenv("PATH");
-    for (absl::string_view dir :
-         absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-      const std::string candidate = absl::StrCat(dir, "/openssl");
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return "/usr/bin/openssl";
-  }
-
-  bool Openssl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {OpensslPath()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ProcessResult r = RunProcess(argv, "", absl::Seconds(60));
-    if (r.exit_code != 0) {
-      ADD_FAILURE() << "openssl failed (is the openssl package installed?): "
-                    << r.err;
-    }
-    return r.exit_code == 0;
-  }
-  std::string P(const std::string& name) { return pki_ + "/" + name; }
-
-  bool MakeCa(const std::string& ca) {
-    return Openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                    "-subj", "/CN=rdmad test " + ca, "-keyout", P(ca + ".key"),
-                    "-out", P(ca + ".pem")});
-  }
   bool MakeCert(const std::string& ca, const std::string& name) {
-    std::ofstream(P(name + ".ext"))
-        << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-           "extendedKeyUsage=serverAuth,clientAuth\n";
-    return Openssl({"req", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
-                    "/CN=" + name, "-keyout", P(name + ".key"), "-out",
-                    P(name + ".csr")}) &&
-           Openssl({"x509", "-req", "-in", P(name + ".csr"), "-CA",
-                    P(ca + ".pem"), "-CAkey", P(ca + ".key"), "-CAcreateserial",
-                    "-days", "2", "-extfile", P(name + ".ext"), "-out",
-                    P(name + ".pem")});
+    return pki_.MakeCert(ca, name);
   }
+  std::string P(const std::string& name) { return pki_.Path(name); }
   std::string TlsConfig(const std::string& ca, const std::string& name) {
-    return absl::StrCat("tls_ca_file: \"", P(ca + ".pem"), "\"\n",
-                        "tls_cert_file: \"", P(name + ".pem"), "\"\n",
-                        "tls_key_file: \"", P(name + ".key"), "\"\n");
+    return pki_.TlsConfig(ca, name);
   }
 
   TempDir dir_;
-  std::string pki_;
+  TestPki pki_{dir_.path() + "/pki"};
 };
 
 TEST_F(MutualTlsTest, DaemonsWithCertsTransferAndOthersAreRefused) {

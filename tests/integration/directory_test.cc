@@ -16,6 +16,7 @@
 #include "rdmad/client.h"
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/directory_helpers.h"
 #include "tests/integration/etcd_process.h"
 
 namespace rdmad::testing {
@@ -25,13 +26,6 @@ using ::testing::HasSubstr;
 
 // Short, so that a dead daemon vanishes quickly; etcd's minimum is ~2 s.
 constexpr int kLeaseTtlSeconds = 3;
-
-// A name as any client addresses it: no peer.
-RemoteRegion ByName(const std::string& name) {
-  RemoteRegion r;
-  r.name = name;
-  return r;
-}
 
 class DirectoryTest : public ::testing::Test {
  protected:
@@ -52,44 +46,14 @@ class DirectoryTest : public ::testing::Test {
       ASSERT_TRUE(daemon.ok()) << daemon.status();
       daemons_.push_back(*std::move(daemon));
     }
-    for (auto& d : daemons_) ASSERT_TRUE(WaitConnected(*d)) << d->LogTail();
+    for (auto& d : daemons_) {
+      ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
+    }
   }
 
   DaemonProcess& a() { return *daemons_[0]; }
   DaemonProcess& b() { return *daemons_[1]; }
   DaemonProcess& c() { return *daemons_[2]; }
-
-  // Waits (generously: the machine may be busy) until `daemon` says its
-  // directory is connected.
-  bool WaitConnected(const DaemonProcess& daemon,
-                     absl::Duration timeout = absl::Seconds(60)) {
-    auto client = Connect(daemon);
-    if (client == nullptr) return false;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      auto status = client->GetStatus();
-      if (status.ok() && status->directory.has_value() &&
-          status->directory->state == DirectoryState::kConnected) {
-        return true;
-      }
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
-  }
-
-  // The cluster's entry for `name` as `daemon` lists it; nullopt if none.
-  std::optional<ClusterRegion> Listed(const DaemonProcess& daemon,
-                                          const std::string& name) {
-    auto client = Connect(daemon);
-    if (client == nullptr) return std::nullopt;
-    auto list = client->ListClusterRegions(name);
-    EXPECT_TRUE(list.ok()) << list.status();
-    if (!list.ok()) return std::nullopt;
-    for (const ClusterRegion& r : list->regions) {
-      if (r.name == name) return r;
-    }
-    return std::nullopt;
-  }
 
   // Whether `name` leaves `daemon`'s listing within `timeout`.
   bool GoneWithin(const DaemonProcess& daemon, const std::string& name,
@@ -100,28 +64,6 @@ class DirectoryTest : public ::testing::Test {
       if (absl::Now() >= limit) return false;
       absl::SleepFor(absl::Milliseconds(20));
     }
-  }
-
-  // Writes `text` into `name` from a client of `from`, by name alone.
-  absl::Status WriteByName(const DaemonProcess& from, const std::string& name,
-                           const std::string& text) {
-    auto client = Connect(from);
-    if (client == nullptr) return absl::UnavailableError("no client");
-    auto buffer = client->Allocate(text.size());
-    if (!buffer.ok()) return buffer.status();
-    std::memcpy(buffer->data(), text.data(), text.size());
-    return client->Write(*buffer, 0, ByName(name), 0, text.size()).status();
-  }
-
-  // What `daemon` holds in its own region `name` (first `n` bytes).
-  std::string ReadLocal(const DaemonProcess& daemon, const std::string& name,
-                        size_t n) {
-    auto client = Connect(daemon);
-    if (client == nullptr) return "";
-    auto mapped = client->MapRegion(name);
-    EXPECT_TRUE(mapped.ok()) << mapped.status();
-    if (!mapped.ok()) return "";
-    return std::string(mapped->data(), n);
   }
 
   TempDir dir_;
@@ -251,7 +193,9 @@ TEST_F(DirectoryTest, EtcdStoppedAndRestartedMidRun) {
   for (const auto& r : *regions) EXPECT_NE(r.name, "while-down");
 
   ASSERT_TRUE(etcd_->Restart().ok());
-  for (auto& d : daemons_) ASSERT_TRUE(WaitConnected(*d)) << d->LogTail();
+  for (auto& d : daemons_) {
+    ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
+  }
   // Re-published under a new lease: listed again, still on a.
   auto listed = Listed(c(), "kept");
   ASSERT_TRUE(listed.has_value());

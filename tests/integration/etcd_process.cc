@@ -25,20 +25,25 @@ bool Accepts(int port) {
   return ok;
 }
 
-}  // namespace
-
-std::string EtcdBinary() {
-  if (const char* env = std::getenv("ETCD_BINARY"); env != nullptr && *env) {
+// $`variable`, else `name` on PATH; "" if neither.
+std::string FindBinary(const char* variable, const char* name) {
+  if (const char* env = std::getenv(variable); env != nullptr && *env) {
     return env;
   }
   const char* path = std::getenv("PATH");
   for (absl::string_view dir :
        absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    std::string candidate = absl::StrCat(dir, "/etcd");
+    std::string candidate = absl::StrCat(dir, "/", name);
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
 }
+
+}  // namespace
+
+std::string EtcdBinary() { return FindBinary("ETCD_BINARY", "etcd"); }
+
+std::string EtcdctlBinary() { return FindBinary("ETCDCTL_BINARY", "etcdctl"); }
 
 std::string EtcdMissingReason() {
   if (!EtcdBinary().empty()) return "";
@@ -47,9 +52,10 @@ std::string EtcdMissingReason() {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
-    const std::string& dir) {
+    const std::string& dir, EtcdOptions options) {
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
   etcd->dir_ = dir;
+  etcd->options_ = std::move(options);
   etcd->client_port_ = FreeLoopbackPort();
   etcd->peer_port_ = FreeLoopbackPort();
   if (absl::Status s = etcd->Launch(); !s.ok()) return s;
@@ -59,7 +65,9 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
 EtcdProcess::~EtcdProcess() { Kill(); }
 
 absl::Status EtcdProcess::Launch() {
-  const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
+  const bool tls = !options_.cert_file.empty();
+  const std::string client = absl::StrCat(tls ? "https" : "http",
+                                          "://127.0.0.1:", client_port_);
   const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
   std::vector<std::string> argv = {
       EtcdBinary(),
@@ -74,6 +82,18 @@ absl::Status EtcdProcess::Launch() {
       "--listen-metrics-urls", "",
       "--log-level", "warn",
   };
+  if (tls) {
+    argv.insert(argv.end(), {"--cert-file", options_.cert_file, "--key-file",
+                             options_.key_file});
+  }
+  if (!options_.client_ca_file.empty()) {
+    argv.insert(argv.end(), {"--client-cert-auth", "--trusted-ca-file",
+                             options_.client_ca_file});
+  }
+  if (options_.auth_token_ttl_seconds != 0) {
+    argv.insert(argv.end(), {"--auth-token-ttl",
+                             absl::StrCat(options_.auth_token_ttl_seconds)});
+  }
   auto child = ChildProcess::Spawn(argv, absl::StrCat(dir_, "/etcd.log"));
   if (!child.ok()) return child.status();
   child_ = *std::move(child);
@@ -97,6 +117,26 @@ void EtcdProcess::Kill() {
 absl::Status EtcdProcess::Restart() {
   Kill();
   return Launch();
+}
+
+absl::Status EtcdProcess::RestartEmpty() {
+  Kill();
+  const ProcessResult removed =
+      RunProcess({"/bin/rm", "-rf", absl::StrCat(dir_, "/etcd-data")});
+  if (removed.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("rm: ", removed.err));
+  }
+  return Launch();
+}
+
+ProcessResult EtcdProcess::Ctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {
+      EtcdctlBinary(),
+      absl::StrCat("--endpoints=", options_.cert_file.empty() ? "http" : "https",
+                   "://", endpoint())};
+  argv.insert(argv.end(), ctl_flags_.begin(), ctl_flags_.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, "", absl::Seconds(30));
 }
 
 std::string EtcdProcess::endpoint() const {

@@ -191,6 +191,47 @@ TEST_F(DirectoryRouteTest, AnEntryForThisDaemonIsNeverSentToItself) {
   EXPECT_TRUE(remote_.sent.empty());
 }
 
+// With mutual TLS, a record that names no certificate identity reaches no
+// one: it is looked up once more (the rightful holder may have re-published
+// it), and what the directory then lists is sent to.
+TEST_F(DirectoryRouteTest, UnderMutualTlsARecordWithoutIdentityIsNotSentTo) {
+  const HolderTrust trust(/*mutual_tls=*/true, PeerAllowList());
+  engine_.SetDirectory(&directory_, &trust);
+  DirectoryEntry forged = Entry("evil:1", 0xe1, 10);
+  directory_.answers.push_back(forged);
+  directory_.answers.push_back(forged);
+  auto result = Run("kv/x");
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("'kv/x'"));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("evil:1"));
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("names no certificate identity"));
+  EXPECT_TRUE(remote_.sent.empty());
+  ASSERT_EQ(directory_.asked.size(), 2u);
+  EXPECT_EQ(directory_.asked[1].second, (DirectoryGeneration{0xe1, 10}));
+
+  // The holder re-published its own record meanwhile: that one is used,
+  // and the peer layer is told which certificate the holder must present.
+  DirectoryEntry rightful = Entry("good:1", 0xa1, 12);
+  rightful.identity = "node-good";
+  directory_.answers.push_back(forged);
+  directory_.answers.push_back(rightful);
+  ASSERT_TRUE(Run("kv/x").ok());
+  ASSERT_EQ(remote_.sent.size(), 1u);
+  EXPECT_EQ(remote_.sent[0].peer, "good:1");
+  EXPECT_EQ(remote_.sent[0].holder_trust, &trust);
+  EXPECT_EQ(remote_.sent[0].expect_identity, "node-good");
+}
+
+TEST_F(DirectoryRouteTest, WithoutTrustRulesHoldersAreNotChecked) {
+  const HolderTrust trust;  // neither mutual TLS nor peer_allow
+  engine_.SetDirectory(&directory_, &trust);
+  directory_.answers.push_back(Entry("n1:1", 0xa1, 10));
+  ASSERT_TRUE(Run("kv/x").ok());
+  ASSERT_EQ(remote_.sent.size(), 1u);
+  EXPECT_EQ(remote_.sent[0].holder_trust, nullptr);
+}
+
 TEST_F(DirectoryRouteTest, WithoutADirectoryNamesStayLocal) {
   engine_.SetDirectory(nullptr);
   EXPECT_EQ(Run("kv/x").status().code(), absl::StatusCode::kNotFound);

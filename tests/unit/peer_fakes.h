@@ -214,6 +214,7 @@ class FakeConnector final : public PeerConnector {
     absl::Status hello_error;    // Hello fails with this when set
     absl::Status resolve_error;  // Resolve fails with this when set
     std::map<std::string, core::RemoteRegionInfo> regions;  // by name
+    core::PeerIdentity identity;  // who answers Hello
   };
 
   bool CanUse(core::TransportKind kind, std::string* why) const override {
@@ -381,7 +382,8 @@ class FakeConnector final : public PeerConnector {
           absl::StrCat("peer ", address, " is unreachable"));
     }
     if (!it->second.hello_error.ok()) return it->second.hello_error;
-    return HelloReply{it->second.incarnation, it->second.transports};
+    return HelloReply{it->second.incarnation, it->second.transports,
+                      it->second.identity};
   }
   int Count(const absl::flat_hash_map<std::string, int>& m,
             const std::string& a) const {

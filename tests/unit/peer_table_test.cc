@@ -139,6 +139,40 @@ TEST_F(PeerTableTest, ChecksRangeAndAccessBeforeSending) {
   EXPECT_TRUE(RunStatus(Make(kPeer, "ro", 10, 0, core::OpType::kRead)).ok());
 }
 
+// A transfer the cluster directory routed goes only to a peer trusted to
+// hold the name, as that peer answered Hello: nothing is resolved there or
+// sent otherwise, whether the link is new or ready, and the cached
+// resolution of an earlier transfer does not bypass the check.
+TEST_F(PeerTableTest, ADirectoryRoutedTransferGoesOnlyToATrustedHolder) {
+  FakeConnector::Remote remote = connector_.remote(kPeer);
+  remote.identity = {"10.0.0.2", {"intruder"}};
+  connector_.SetRemote(kPeer, remote);
+  const core::HolderTrust trust(/*mutual_tls=*/true, core::PeerAllowList());
+  auto routed = [&](const std::string& identity) {
+    core::Transfer t = Make(kPeer, "kv");
+    t.remote.holder_trust = &trust;
+    t.remote.expect_identity = identity;
+    return t;
+  };
+  absl::Status s = RunStatus(routed("node-b"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("'node-b'"));
+  EXPECT_THAT(s.message(), HasSubstr("'intruder'"));
+  EXPECT_EQ(connector_.resolves(kPeer), 0) << "not even the name went there";
+  EXPECT_EQ(Channel()->posted(), 0u);
+
+  // The same peer by address, as a client named it: not the directory's
+  // business; then, with its resolution cached, the routed one still fails.
+  ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
+  EXPECT_EQ(RunStatus(routed("node-b")).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Channel()->posted(), 1u);
+
+  // The certificate the record names: sent.
+  EXPECT_TRUE(RunStatus(routed("intruder")).ok());
+  EXPECT_EQ(Channel()->posted(), 2u);
+}
+
 TEST_F(PeerTableTest, UnavailableIsRetriedOnceAfterANewHello) {
   ASSERT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
   Channel()->FailNext({absl::UnavailableError("connection lost")});

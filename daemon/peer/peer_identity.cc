@@ -1,4 +1,4 @@
-#include "daemon/service/peer_identity.h"
+#include "daemon/peer/peer_identity.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 
-namespace rdmad::service {
+namespace rdmad::peer {
 
 std::string AddressOfGrpcPeer(absl::string_view peer) {
   absl::string_view rest;
@@ -27,10 +27,12 @@ std::string AddressOfGrpcPeer(absl::string_view peer) {
   return std::string(host);
 }
 
-core::PeerIdentity PeerIdentityOf(const grpc::ServerContextBase& context) {
+namespace {
+
+core::PeerIdentity IdentityOf(
+    absl::string_view peer, const std::shared_ptr<const grpc::AuthContext>& auth) {
   core::PeerIdentity identity;
-  identity.address = AddressOfGrpcPeer(context.peer());
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  identity.address = AddressOfGrpcPeer(peer);
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return identity;
   for (const char* property :
        {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
@@ -47,6 +49,16 @@ core::PeerIdentity PeerIdentityOf(const grpc::ServerContextBase& context) {
   return identity;
 }
 
+}  // namespace
+
+core::PeerIdentity PeerIdentityOf(const grpc::ServerContextBase& context) {
+  return IdentityOf(context.peer(), context.auth_context());
+}
+
+core::PeerIdentity PeerIdentityOf(const grpc::ClientContext& context) {
+  return IdentityOf(context.peer(), context.auth_context());
+}
+
 std::string DescribePeer(const core::PeerIdentity& peer) {
   std::string out = peer.address.empty() ? "(unknown address)" : peer.address;
   if (!peer.certificate_names.empty()) {
@@ -56,4 +68,4 @@ std::string DescribePeer(const core::PeerIdentity& peer) {
   return out;
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::peer

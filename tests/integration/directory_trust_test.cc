@@ -1,0 +1,633 @@
+// Who may claim a name in the cluster directory, and who gets the bytes a
+// client writes to it by name (docs/DIRECTORY.md, "Trust"), against a real
+// etcd on loopback:
+//   - a daemon started by another local uid that claims a name first, and a
+//     record written straight into etcd, get no bytes from a client whose
+//     daemon uses mutual TLS, or a peer allow-list that excludes them;
+//   - the rightful holder re-asserts its record at once after an overwrite
+//     and after a delete, and two daemons that both think they hold a name
+//     do not write over each other;
+//   - etcd back empty after an outage: transfers by name never fail
+//     NOT_FOUND while the holder publishes again;
+//   - etcd's own authentication: user and password (a token that expires
+//     is renewed; a wrong password and a user without permission on the
+//     prefix are told precisely), and client certificates.
+// The tests with another uid need root (CI runs as root) and skip loudly
+// otherwise.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/directory_helpers.h"
+#include "tests/integration/etcd_process.h"
+#include "tests/integration/test_pki.h"
+
+namespace rdmad::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A uid no other test uses, for the daemon of "another local user".
+constexpr uint32_t kIntruderUid = 64992;
+constexpr int kLeaseTtlSeconds = 3;
+constexpr char kWarning[] = "can claim this cluster's region names";
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class DirectoryTrustTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = EtcdMissingReason(); !why.empty()) {
+      if (std::getenv("CI") != nullptr) FAIL() << why;
+      GTEST_SKIP() << why;
+    }
+    ASSERT_TRUE(pki_.MakeCa("ca"));
+    for (const char* name : {"node-h", "node-c", "intruder"}) {
+      ASSERT_TRUE(pki_.MakeCert("ca", name));
+    }
+  }
+
+  void StartEtcd(EtcdOptions options = {}) {
+    auto etcd = EtcdProcess::Start(dir_.path(), std::move(options));
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+  }
+
+  // The directory settings every daemon of the cluster has.
+  std::string DirectoryConfig(int lease_ttl = kLeaseTtlSeconds) const {
+    return absl::StrCat("directory: \"", etcd_->url(), "\"\n",
+                        "directory_lease_ttl_seconds: ", lease_ttl, "\n");
+  }
+
+  // A daemon with `config` as its config file, on `peer_listen`.
+  std::unique_ptr<DaemonProcess> StartDaemon(
+      const std::string& name, const std::string& config,
+      const std::string& peer_listen = "127.0.0.1:0",
+      DaemonOptions options = {}) {
+    const std::string path = absl::StrCat(dir_.path(), "/", name, ".conf");
+    std::ofstream(path) << config;
+    options.peer_listen = peer_listen;
+    options.extra_args.insert(options.extra_args.end(), {"--config", path});
+    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    return daemon.ok() ? *std::move(daemon) : nullptr;
+  }
+
+  // Options that start a daemon as kIntruderUid: another local user, who
+  // can reach etcd but cannot read this cluster's certificate keys.
+  // Needs root: false (and the test skips) otherwise.
+  bool AsIntruder(DaemonOptions& options) {
+    if (::geteuid() != 0) return false;
+    // Its sockets go into the test's directory.
+    EXPECT_EQ(::chmod(dir_.path().c_str(), 0777), 0);
+    options.command_prefix = {LIMITED_LAUNCHER_PATH,
+                              absl::StrCat(kIntruderUid), "-", "-", "--"};
+    return true;
+  }
+
+  // Writes a record for region `name` straight into etcd, as anyone who
+  // can write to it could: the fences (incarnation, region id) are those
+  // of a real region, so that only the trust rules stand in the way.
+  void PutRecord(const std::string& name, const std::string& node,
+                 uint64_t region_id, uint64_t incarnation,
+                 const std::string& identity) {
+    const std::string value = absl::StrCat(
+        R"({"name":")", name, R"(","node":")", node,
+        R"(","size":"4096","access":"ACCESS_READ_WRITE","region_id":")",
+        region_id, R"(","incarnation":")", incarnation, R"(","identity":")",
+        identity, R"("})");
+    ProcessResult put = etcd_->Ctl({"put", Key(name), value});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  static std::string Key(const std::string& name) {
+    return "/rdmad/regions/" + name;
+  }
+  // The value of region `name`'s key now ("" if none).
+  std::string ValueOf(const std::string& name) {
+    ProcessResult get = etcd_->Ctl({"get", Key(name), "--print-value-only"});
+    EXPECT_EQ(get.exit_code, 0) << get.err;
+    return get.out;
+  }
+  // The mod revision of region `name`'s key (0 if none).
+  int64_t ModRevisionOf(const std::string& name) {
+    ProcessResult get = etcd_->Ctl({"get", Key(name), "-w", "json"});
+    EXPECT_EQ(get.exit_code, 0) << get.err;
+    std::smatch m;
+    if (std::regex_search(get.out, m, std::regex("\"mod_revision\":([0-9]+)"))) {
+      return std::stoll(m[1]);
+    }
+    return 0;
+  }
+  // Waits until the key of `name` names `node` again; how long it took,
+  // or nullopt after `timeout`.
+  std::optional<absl::Duration> WaitNames(const std::string& name,
+                                          const std::string& node,
+                                          absl::Duration timeout) {
+    const absl::Time start = absl::Now();
+    while (absl::Now() - start < timeout) {
+      if (absl::StrContains(ValueOf(name), absl::StrCat("\"", node, "\""))) {
+        return absl::Now() - start;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return std::nullopt;
+  }
+
+  TempDir dir_;
+  TestPki pki_{dir_.path() + "/pki"};
+  std::unique_ptr<EtcdProcess> etcd_;
+};
+
+// Writes by name from `from` in a loop until stopped, and keeps every
+// failure: a transfer by name must never fail while its holder holds it.
+class ByNameWriter {
+ public:
+  ByNameWriter(const DaemonProcess& from, std::string name)
+      : thread_([this, &from, name = std::move(name)] {
+          auto client = Connect(from);
+          if (client == nullptr) return;
+          auto buffer = client->Allocate(8);
+          if (!buffer.ok()) return;
+          while (!stop_.load()) {
+            auto w = client->Write(*buffer, 0, ByName(name), 0, 8);
+            absl::MutexLock lock(&mu_);
+            ++writes_;
+            if (!w.ok()) failures_.push_back(w.status());
+            absl::SleepFor(absl::Milliseconds(10));
+          }
+        }) {}
+  ~ByNameWriter() { Stop(); }
+
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  int writes() {
+    absl::MutexLock lock(&mu_);
+    return writes_;
+  }
+  std::vector<absl::Status> failures() {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;
+  int writes_ = 0;
+  std::vector<absl::Status> failures_;
+  std::thread thread_;
+};
+
+// --- who gets the bytes ------------------------------------------------------
+
+TEST_F(DirectoryTrustTest, AnotherUsersDaemonClaimingFirstGetsNoBytesUnderTls) {
+  DaemonOptions intruder_options;
+  if (!AsIntruder(intruder_options)) {
+    GTEST_SKIP() << "\n\n*** SKIPPED: starting a daemon as another uid needs "
+                    "root; run the suite as root (CI does) to cover it. ***\n";
+  }
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig() + pki_.TlsConfig("ca", "node-h"));
+  auto c = StartDaemon("c", DirectoryConfig() + pki_.TlsConfig("ca", "node-c"));
+  // Another local user's daemon: same etcd, no access to the node keys.
+  auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.1:0", intruder_options);
+  ASSERT_TRUE(h && c && a);
+  for (auto* d : {h.get(), c.get(), a.get()}) {
+    ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
+  }
+  // It claims the name first: the rightful holder cannot have it.
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->CreateRegion("kv", 4096, Access::kReadWrite).status().code(),
+            absl::StatusCode::kAlreadyExists);
+
+  // The client's daemon finds the name on the intruder's daemon, whose
+  // record names no certificate: nothing is written there, nor read.
+  absl::Status w = WriteByName(*c, "kv", "stolen");
+  EXPECT_EQ(w.code(), absl::StatusCode::kFailedPrecondition) << w;
+  EXPECT_THAT(w.message(), HasSubstr("'kv'"));
+  EXPECT_THAT(w.message(), HasSubstr(a->peer_address()));
+  EXPECT_THAT(w.message(), HasSubstr("names no certificate identity"));
+  auto cc = Connect(*c);
+  ASSERT_TRUE(cc);
+  auto buffer = cc->Allocate(6);
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ(cc->Read(*buffer, 0, ByName("kv"), 0, 6).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadLocal(*a, "kv", 6), std::string(6, '\0'));
+
+  // Once the name is free, the rightful holder's record names its
+  // certificate, which its Peer service presents: the bytes go there.
+  ASSERT_TRUE(ca->FreeRegion("kv").ok());
+  absl::Status made;
+  for (int i = 0; i < 100; ++i) {  // until the intruder's key is gone
+    made = ch->CreateRegion("kv", 4096, Access::kReadWrite).status();
+    if (made.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(made.ok()) << made;
+  ASSERT_TRUE(WriteByName(*c, "kv", "landed").ok());
+  EXPECT_EQ(ReadLocal(*h, "kv", 6), "landed");
+
+  // With mutual TLS configured there is no start-up warning; the
+  // intruder's daemon, with neither, warned.
+  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
+  EXPECT_THAT(FileText(a->log_path()), HasSubstr(kWarning));
+}
+
+TEST_F(DirectoryTrustTest, ARecordWrittenIntoEtcdGetsNoBytesUnderTls) {
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig() + pki_.TlsConfig("ca", "node-h"));
+  auto c = StartDaemon("c", DirectoryConfig() + pki_.TlsConfig("ca", "node-c"));
+  // A daemon with a certificate of the same CA (an old node's, say), that
+  // is in no directory: someone writes records naming it into etcd.
+  auto x = StartDaemon("x", pki_.TlsConfig("ca", "intruder"));
+  ASSERT_TRUE(h && c && x);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  auto cx = Connect(*x);
+  ASSERT_TRUE(cx);
+  auto status = cx->GetStatus();
+  ASSERT_TRUE(status.ok());
+  auto region = cx->CreateRegion("forged", 4096, Access::kReadWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+
+  // A record that claims the holder's identity for the other daemon: it
+  // presents its own certificate, not the one the record names.
+  PutRecord("forged", x->peer_address(), region->id, status->incarnation,
+            "node-h");
+  absl::Status w = WriteByName(*c, "forged", "stolen");
+  EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
+  EXPECT_THAT(w.message(), HasSubstr("'forged'"));
+  EXPECT_THAT(w.message(), HasSubstr(x->peer_address()));
+  EXPECT_THAT(w.message(), HasSubstr("'node-h'"));
+  EXPECT_THAT(w.message(), HasSubstr("'intruder'"));
+  // A record that names no identity at all.
+  PutRecord("forged2", x->peer_address(), region->id, status->incarnation, "");
+  w = WriteByName(*c, "forged2", "stolen");
+  EXPECT_EQ(w.code(), absl::StatusCode::kFailedPrecondition) << w;
+  EXPECT_THAT(w.message(), HasSubstr("'forged2'"));
+  EXPECT_EQ(ReadLocal(*x, "forged", 6), std::string(6, '\0'));
+}
+
+TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
+  DaemonOptions intruder_options;
+  if (!AsIntruder(intruder_options)) {
+    GTEST_SKIP() << "\n\n*** SKIPPED: starting a daemon as another uid needs "
+                    "root; run the suite as root (CI does) to cover it. ***\n";
+  }
+  StartEtcd();
+  // The cluster's daemons are on 127.0.0.1 and 127.0.0.2; the client's
+  // daemon trusts only those (no mutual TLS).
+  auto h = StartDaemon("h", DirectoryConfig(), "127.0.0.2:0");
+  auto c = StartDaemon("c",
+                       DirectoryConfig() +
+                           "peer_allow: \"127.0.0.1\"\n"
+                           "peer_allow: \"127.0.0.2\"\n");
+  // Another local user's daemon on another loopback address claims a name
+  // first; a daemon in no directory is named by a record put into etcd.
+  auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.4:0", intruder_options);
+  auto x = StartDaemon("x", "", "127.0.0.3:0");
+  ASSERT_TRUE(h && c && a && x);
+  for (auto* d : {h.get(), c.get(), a.get()}) {
+    ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
+  }
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  ASSERT_TRUE(ca->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  absl::Status w = WriteByName(*c, "kv", "stolen");
+  EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
+  EXPECT_THAT(w.message(), HasSubstr("'kv'"));
+  EXPECT_THAT(w.message(), HasSubstr(a->peer_address()));
+  EXPECT_THAT(w.message(), HasSubstr("outside peer_allow"));
+  EXPECT_EQ(ReadLocal(*a, "kv", 6), std::string(6, '\0'));
+
+  auto cx = Connect(*x);
+  ASSERT_TRUE(cx);
+  auto status = cx->GetStatus();
+  ASSERT_TRUE(status.ok());
+  auto region = cx->CreateRegion("forged", 4096, Access::kReadWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  PutRecord("forged", x->peer_address(), region->id, status->incarnation, "");
+  w = WriteByName(*c, "forged", "stolen");
+  EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
+  EXPECT_THAT(w.message(), HasSubstr("127.0.0.3"));
+  EXPECT_EQ(ReadLocal(*x, "forged", 6), std::string(6, '\0'));
+
+  // A daemon inside the list holds names as before.
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("good", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WriteByName(*c, "good", "landed").ok());
+  EXPECT_EQ(ReadLocal(*h, "good", 6), "landed");
+  // Neither etcd authentication nor mutual TLS: the client's daemon said
+  // at start what that means.
+  EXPECT_THAT(FileText(c->log_path()), HasSubstr(kWarning));
+}
+
+// --- the rightful holder -----------------------------------------------------
+
+TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterAnOverwrite) {
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig());
+  auto c = StartDaemon("c", DirectoryConfig());
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
+
+  PutRecord("kv", "127.0.0.1:1", 1, 1, "");
+  const auto back = WaitNames("kv", h->peer_address(), absl::Seconds(5));
+  ASSERT_TRUE(back.has_value()) << "still " << ValueOf("kv") << h->LogTail();
+  std::cout << "re-asserted " << *back << " after the overwrite\n";
+  EXPECT_THAT(FileText(h->log_path()),
+              HasSubstr("overwritten with a record naming 127.0.0.1:1"));
+  ASSERT_TRUE(WriteByName(*c, "kv", "landed").ok());
+  EXPECT_EQ(ReadLocal(*h, "kv", 6), "landed");
+}
+
+TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterADelete) {
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig());
+  auto c = StartDaemon("c", DirectoryConfig());
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
+  ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
+
+  ByNameWriter writer(*c, "kv");
+  absl::SleepFor(absl::Milliseconds(200));
+  ProcessResult del = etcd_->Ctl({"del", Key("kv")});
+  ASSERT_EQ(del.exit_code, 0) << del.err;
+  const auto back = WaitNames("kv", h->peer_address(), absl::Seconds(5));
+  ASSERT_TRUE(back.has_value()) << h->LogTail();
+  std::cout << "re-asserted " << *back << " after the delete\n";
+  absl::SleepFor(absl::Milliseconds(500));
+  writer.Stop();
+  EXPECT_GT(writer.writes(), 10);
+  for (const absl::Status& s : writer.failures()) ADD_FAILURE() << s;
+  EXPECT_THAT(FileText(h->log_path()), HasSubstr("was deleted by someone else"));
+}
+
+// A third party deletes the key of one holder and another daemon claims
+// the free name before the first re-asserts it: both think they hold it.
+// The key the second created is its claim; the first yields instead of
+// writing over it, and the second never has to write back.
+TEST_F(DirectoryTrustTest, TwoDaemonsThatBothThinkTheyHoldANameDoNotFight) {
+  StartEtcd();
+  // Long enough a lease for the first holder to live through its pause.
+  auto h = StartDaemon("h", DirectoryConfig(10));
+  auto b = StartDaemon("b", DirectoryConfig(10));
+  ASSERT_TRUE(h && b);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*b));
+  auto ch = Connect(*h);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(ch && cb);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
+
+  ASSERT_TRUE(h->Pause());
+  ProcessResult del = etcd_->Ctl({"del", Key("kv")});
+  ASSERT_EQ(del.exit_code, 0) << del.err;
+  auto made = cb->CreateRegion("kv", 4096, Access::kReadWrite);
+  h->Resume();
+  ASSERT_TRUE(made.ok()) << made.status();
+
+  // The first holder looks, finds the second's claim and yields.
+  absl::Status conflict = absl::DeadlineExceededError("no conflict shown");
+  for (int i = 0; i < 200 && !conflict.ok(); ++i) {
+    auto status = ch->GetStatus();
+    if (status.ok() && status->directory.has_value() &&
+        status->directory->conflicts.size() == 1) {
+      conflict = absl::OkStatus();
+      EXPECT_THAT(status->directory->conflicts[0], HasSubstr(b->peer_address()));
+    } else {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(conflict.ok()) << h->LogTail();
+  // No loop: the key stays the second's, untouched.
+  const int64_t revision = ModRevisionOf("kv");
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_EQ(ModRevisionOf("kv"), revision);
+  EXPECT_THAT(ValueOf("kv"), HasSubstr(b->peer_address()));
+}
+
+TEST_F(DirectoryTrustTest, ByNameTransfersKeepWorkingWhenEtcdComesBackEmpty) {
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig());
+  auto c = StartDaemon("c", DirectoryConfig());
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
+
+  ByNameWriter writer(*c, "kv");
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(etcd_->RestartEmpty().ok());
+  // The holder publishes again in the new, empty etcd...
+  const auto back = WaitNames("kv", h->peer_address(), absl::Seconds(30));
+  ASSERT_TRUE(back.has_value()) << h->LogTail();
+  std::cout << "re-published " << *back << " after etcd came back empty\n";
+  // ...and the client's daemon has read the new etcd meanwhile.
+  ASSERT_TRUE(WaitDirectoryConnected(*c));
+  absl::SleepFor(absl::Seconds(1));
+  writer.Stop();
+  EXPECT_GT(writer.writes(), 20);
+  for (const absl::Status& s : writer.failures()) ADD_FAILURE() << s;
+  auto listed = Listed(*c, "kv");
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->node, h->peer_address());
+}
+
+// --- etcd's own authentication -----------------------------------------------
+
+class DirectoryAuthTest : public DirectoryTrustTest {
+ protected:
+  // Users and roles, then authentication on: "rdmad" may read and write
+  // the cluster's prefix, "stranger" only another one. `with_password`:
+  // users log in with passwords (else they are known by certificate).
+  void SetUpAuth() {
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string>>{
+             {"user", "add", "root:rootpw"},
+             {"user", "grant-role", "root", "root"},
+             {"role", "add", "rdmad"},
+             {"role", "grant-permission", "rdmad", "--prefix=true",
+              "readwrite", "/rdmad/"},
+             {"user", "add", "rdmad:goodpw"},
+             {"user", "grant-role", "rdmad", "rdmad"},
+             {"user", "add", "node-h:unused"},
+             {"user", "grant-role", "node-h", "rdmad"},
+             {"role", "add", "other"},
+             {"role", "grant-permission", "other", "--prefix=true",
+              "readwrite", "/other/"},
+             {"user", "add", "stranger:strangerpw"},
+             {"user", "grant-role", "stranger", "other"},
+             {"user", "add", "intruder:unused"},
+             {"user", "grant-role", "intruder", "other"},
+             {"auth", "enable"}}) {
+      ProcessResult r = etcd_->Ctl(args);
+      ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
+    }
+  }
+
+  std::string PasswordConfig(const std::string& user,
+                             const std::string& password) {
+    const std::string path =
+        absl::StrCat(dir_.path(), "/", user, "-", password, ".pw");
+    std::ofstream(path) << password << "\n";
+    EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
+    return absl::StrCat("directory_user: \"", user, "\"\n",
+                        "directory_password_file: \"", path, "\"\n");
+  }
+
+  // Waits until `daemon`'s directory says it is not connected because of
+  // an error containing `what`; the error, or "" if that never came.
+  std::string WaitRefused(const DaemonProcess& daemon, const std::string& what) {
+    auto client = Connect(daemon);
+    if (client == nullptr) return "";
+    for (int i = 0; i < 300; ++i) {
+      auto status = client->GetStatus();
+      if (status.ok() && status->directory.has_value() &&
+          status->directory->state != "connected" &&
+          absl::StrContains(status->directory->last_error, what)) {
+        return status->directory->last_error;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return "";
+  }
+};
+
+TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
+  // Tokens that expire after 2 s unused: every call after a pause needs a
+  // new one.
+  StartEtcd({.auth_token_ttl_seconds = 2});
+  SetUpAuth();
+  etcd_->set_ctl_flags({"--user=root:rootpw"});
+  auto h = StartDaemon("h", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
+  auto c = StartDaemon("c", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h)) << h->LogTail();
+  ASSERT_TRUE(WaitDirectoryConnected(*c)) << c->LogTail();
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WriteByName(*c, "kv", "first").ok());
+  // With etcd authentication there is no start-up warning.
+  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
+
+  // Both tokens expire; the next calls authenticate again, unseen.
+  absl::SleepFor(absl::Seconds(4));
+  auto made = ch->CreateRegion("kv2", 4096, Access::kReadWrite);
+  ASSERT_TRUE(made.ok()) << made.status();
+  absl::SleepFor(absl::Seconds(4));
+  auto cc = Connect(*c);
+  ASSERT_TRUE(cc);
+  auto fresh = cc->LookupRegion("kv2", /*fresh=*/true);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->region.node, h->peer_address());
+  ASSERT_TRUE(WriteByName(*c, "kv2", "second").ok());
+  EXPECT_EQ(ReadLocal(*h, "kv2", 6), "second");
+
+  // A wrong password: said precisely, and nothing is published.
+  auto wrong =
+      StartDaemon("wrong", DirectoryConfig() + PasswordConfig("rdmad", "badpw"));
+  ASSERT_TRUE(wrong);
+  std::string why = WaitRefused(*wrong, "invalid user ID or password");
+  ASSERT_FALSE(why.empty()) << wrong->LogTail();
+  EXPECT_THAT(why, HasSubstr("directory_password_file"));
+  EXPECT_THAT(FileText(wrong->log_path()), HasSubstr("refused this daemon"));
+  auto cw = Connect(*wrong);
+  ASSERT_TRUE(cw);
+  auto refused = cw->CreateRegion("kv3", 4096, Access::kReadWrite);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(), HasSubstr("invalid user ID"));
+
+  // A user without permission on the prefix.
+  auto stranger = StartDaemon(
+      "stranger", DirectoryConfig() + PasswordConfig("stranger", "strangerpw"));
+  ASSERT_TRUE(stranger);
+  why = WaitRefused(*stranger, "permission denied");
+  ASSERT_FALSE(why.empty()) << stranger->LogTail();
+  EXPECT_THAT(why, HasSubstr("'stranger'"));
+  EXPECT_THAT(why, HasSubstr("/rdmad/"));
+}
+
+TEST_F(DirectoryAuthTest, ClientCertificates) {
+  // etcd serves TLS with a certificate of the CA and requires client
+  // certificates of it; with authentication on, a certificate's common
+  // name is the user.
+  ASSERT_TRUE(pki_.MakeCert("ca", "etcd-server"));
+  ASSERT_TRUE(pki_.MakeCert("ca", "root"));
+  StartEtcd({.cert_file = pki_.Path("etcd-server.pem"),
+             .key_file = pki_.Path("etcd-server.key"),
+             .client_ca_file = pki_.Path("ca.pem")});
+  etcd_->set_ctl_flags({"--cacert=" + pki_.Path("ca.pem"),
+                        "--cert=" + pki_.Path("root.pem"),
+                        "--key=" + pki_.Path("root.key")});
+  SetUpAuth();
+  auto etcd_tls = [&](const std::string& name) {
+    return absl::StrCat("directory_tls_ca_file: \"", pki_.Path("ca.pem"),
+                        "\"\ndirectory_tls_cert_file: \"",
+                        pki_.Path(name + ".pem"),
+                        "\"\ndirectory_tls_key_file: \"",
+                        pki_.Path(name + ".key"), "\"\n");
+  };
+  auto h = StartDaemon("h", DirectoryConfig() + etcd_tls("node-h"));
+  auto c = StartDaemon("c", DirectoryConfig() + etcd_tls("node-h"));
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h)) << h->LogTail();
+  ASSERT_TRUE(WaitDirectoryConnected(*c)) << c->LogTail();
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WriteByName(*c, "kv", "landed").ok());
+  EXPECT_EQ(ReadLocal(*h, "kv", 6), "landed");
+  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
+
+  // A certificate whose user may not touch the prefix.
+  auto other = StartDaemon("other", DirectoryConfig() + etcd_tls("intruder"));
+  ASSERT_TRUE(other);
+  const std::string why = WaitRefused(*other, "permission denied");
+  ASSERT_FALSE(why.empty()) << other->LogTail();
+  EXPECT_THAT(why, HasSubstr("client certificate"));
+}
+
+}  // namespace
+}  // namespace rdmad::testing
