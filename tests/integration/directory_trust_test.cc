@@ -474,6 +474,39 @@ TEST_F(DirectoryTrustTest, ByNameTransfersKeepWorkingWhenEtcdComesBackEmpty) {
   EXPECT_EQ(listed->node, h->peer_address());
 }
 
+// The other side of keeping vanished entries: a holder that died is gone
+// from the cache as soon as etcd says its lease ended, not a TTL later.
+TEST_F(DirectoryTrustTest, ADeadHoldersEntryGoesWhenItsLeaseEnds) {
+  StartEtcd();
+  auto h = StartDaemon("h", DirectoryConfig());
+  auto c = StartDaemon("c", DirectoryConfig());
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  auto ch = Connect(*h);
+  ASSERT_TRUE(ch);
+  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
+  ch.reset();
+  h->Kill();
+  // etcd expires the lease (and deletes the key) within the TTL...
+  const absl::Time killed = absl::Now();
+  while (!ValueOf("kv").empty() &&
+         absl::Now() - killed < absl::Seconds(kLeaseTtlSeconds + 5)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(ValueOf("kv"), "");
+  // ...and the client's daemon, told of the delete, asks about the lease
+  // and forgets the entry: its cache no longer answers for the name.
+  auto cc = Connect(*c);
+  ASSERT_TRUE(cc);
+  absl::Status found = absl::OkStatus();
+  for (int i = 0; i < 40 && found.ok(); ++i) {
+    found = cc->LookupRegion("kv").status();
+    if (found.ok()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(found.code(), absl::StatusCode::kNotFound) << found;
+}
+
 // --- etcd's own authentication -----------------------------------------------
 
 class DirectoryAuthTest : public DirectoryTrustTest {
