@@ -7,12 +7,13 @@
 #include <memory>
 
 #include "daemon/config/resolved_config.h"
+#include "daemon/core/holder_trust.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
-#include "daemon/core/holder_trust.h"
-#include "daemon/directory/etcd_directory.h"
 #include "daemon/daemon.h"
+#include "daemon/directory/etcd_directory.h"
+#include "daemon/memory_releaser.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/grpc_peer_connector.h"
@@ -20,7 +21,6 @@
 #include "daemon/ring/queue_registry.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/runtime/timers.h"
-#include "daemon/memory_releaser.h"
 #include "daemon/service/call_tracker.h"
 #include "daemon/service/daemon_state.h"
 #include "daemon/service/local_listener.h"

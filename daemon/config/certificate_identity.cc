@@ -27,7 +27,8 @@ std::string CommonName(X509* cert) {
   X509_NAME* subject = X509_get_subject_name(cert);
   const int at = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
   if (at < 0) return "";
-  ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
+  ASN1_STRING* data =
+      X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
   return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
                      static_cast<size_t>(ASN1_STRING_length(data)));
 }

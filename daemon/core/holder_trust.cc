@@ -43,11 +43,10 @@ absl::Status HolderTrust::CheckHolder(const std::string& name,
         ", outside peer_allow (", allow_.ToString(),
         "): a holder outside the allow-list is not trusted for names"));
   }
-  if (mutual_tls_ &&
-      (identity.empty() ||
-       std::find(presented->certificate_names.begin(),
-                 presented->certificate_names.end(),
-                 identity) == presented->certificate_names.end())) {
+  if (mutual_tls_ && (identity.empty() ||
+                      std::find(presented->certificate_names.begin(),
+                                presented->certificate_names.end(), identity) ==
+                          presented->certificate_names.end())) {
     return absl::PermissionDeniedError(absl::StrCat(
         NotSending(name, node), " with certificate identity '", identity,
         "', but ", node,

@@ -22,8 +22,9 @@ std::string EncodeNodeRecord(const v1::DirectoryNodeRecord& record);
 
 // Parses and checks a region record found under the key of region `name`:
 // the name must match the key, the node be a HOST:PORT, the access one of
-// r/w/rw, size and incarnation non-zero, the identity a printable name. INVALID_ARGUMENT saying what is
-// wrong otherwise. Unknown JSON fields are ignored (newer writers).
+// r/w/rw, size and incarnation non-zero, the identity a printable name.
+// INVALID_ARGUMENT saying what is wrong otherwise. Unknown JSON fields are
+// ignored (newer writers).
 absl::StatusOr<v1::DirectoryRegionRecord> DecodeRegionRecord(
     absl::string_view name, absl::string_view value);
 

@@ -116,9 +116,9 @@ absl::Status EtcdClient::FromGrpc(const grpc::Status& status,
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::CANCELLED:
-      return absl::UnavailableError(absl::StrCat(
-          "cluster directory ", url_, " is unreachable (", endpoint(), ": ",
-          call, ": ", said, ")"));
+      return absl::UnavailableError(
+          absl::StrCat("cluster directory ", url_, " is unreachable (",
+                       endpoint(), ": ", call, ": ", said, ")"));
     case grpc::StatusCode::PERMISSION_DENIED:
       hint = absl::StrCat(
           ": ",
@@ -134,8 +134,9 @@ absl::Status EtcdClient::FromGrpc(const grpc::Status& status,
           "/)");
       break;
     case grpc::StatusCode::UNAUTHENTICATED:
-      hint = ": etcd refused this daemon's auth token even after it "
-             "authenticated anew";
+      hint =
+          ": etcd refused this daemon's auth token even after it "
+          "authenticated anew";
       break;
     default:
       if (absl::StrContains(said, "invalid user ID or password")) {
@@ -150,9 +151,9 @@ absl::Status EtcdClient::FromGrpc(const grpc::Status& status,
       }
       break;
   }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("cluster directory ", url_, ": ", call,
-                                   ": ", said, hint));
+  return absl::Status(
+      static_cast<absl::StatusCode>(status.error_code()),
+      absl::StrCat("cluster directory ", url_, ": ", call, ": ", said, hint));
 }
 
 namespace {
@@ -176,10 +177,11 @@ absl::Status EtcdClient::OnAuthenticated(
       token_.clear();
     }
     if (first) {
-      spdlog::warn("cluster directory {}: directory_user is set, but etcd has "
-                   "authentication disabled: anyone who reaches etcd can "
-                   "write this cluster's names (etcdctl auth enable)",
-                   url_);
+      spdlog::warn(
+          "cluster directory {}: directory_user is set, but etcd has "
+          "authentication disabled: anyone who reaches etcd can "
+          "write this cluster's names (etcdctl auth enable)",
+          url_);
     }
     return absl::OkStatus();
   }
@@ -356,7 +358,7 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
   RDMAD_RETURN_IF_ERROR(
       Unary("transaction", deadline, [&](grpc::ClientContext& context) {
         return etcdserverpb::KV::NewStub(Channel())->Txn(&context, request,
-                                                          &response);
+                                                         &response);
       }));
   return response;
 }
@@ -367,7 +369,7 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
   RDMAD_RETURN_IF_ERROR(
       Unary("read", deadline, [&](grpc::ClientContext& context) {
         return etcdserverpb::KV::NewStub(Channel())->Range(&context, request,
-                                                            &response);
+                                                           &response);
       }));
   return response;
 }
@@ -378,7 +380,7 @@ absl::StatusOr<etcdserverpb::PutResponse> EtcdClient::Put(
   RDMAD_RETURN_IF_ERROR(
       Unary("write", deadline, [&](grpc::ClientContext& context) {
         return etcdserverpb::KV::NewStub(Channel())->Put(&context, request,
-                                                          &response);
+                                                         &response);
       }));
   return response;
 }
@@ -389,7 +391,8 @@ void EtcdClient::RangeAsync(
   // Shared by the call and its repetition after a new token.
   std::shared_ptr<etcdserverpb::KV::Stub> stub =
       etcdserverpb::KV::NewStub(Channel());
-  auto shared = std::make_shared<etcdserverpb::RangeRequest>(std::move(request));
+  auto shared =
+      std::make_shared<etcdserverpb::RangeRequest>(std::move(request));
   UnaryAsync<etcdserverpb::RangeResponse>(
       "read", deadline,
       [stub, shared](grpc::ClientContext* context,

@@ -132,9 +132,9 @@ class EtcdClient {
   // Runs `call` (a blocking unary call on the context it is given) with a
   // token, authenticating again and repeating it once if etcd refused the
   // token. `what` names it in errors.
-  absl::Status Unary(absl::string_view what, absl::Time deadline,
-                     const std::function<grpc::Status(grpc::ClientContext&)>&
-                         call);
+  absl::Status Unary(
+      absl::string_view what, absl::Time deadline,
+      const std::function<grpc::Status(grpc::ClientContext&)>& call);
   // The same without blocking: `start` begins the call; `done` runs once.
   template <typename Response>
   void UnaryAsync(std::string what, absl::Time deadline,

@@ -257,11 +257,15 @@ void EtcdDirectory::SessionLoop() {
         if (s.code() != logged_failure) {
           logged_failure = s.code();
           if (IsUnreachable(s)) {
-            spdlog::warn("cluster directory not reachable, retrying in the "
-                         "background: {}", std::string(s.message()));
+            spdlog::warn(
+                "cluster directory not reachable, retrying in the "
+                "background: {}",
+                std::string(s.message()));
           } else {
-            spdlog::error("cluster directory refused this daemon, retrying in "
-                          "the background: {}", std::string(s.message()));
+            spdlog::error(
+                "cluster directory refused this daemon, retrying in "
+                "the background: {}",
+                std::string(s.message()));
           }
         }
         etcd_.Rotate();

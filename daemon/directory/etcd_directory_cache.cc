@@ -62,12 +62,13 @@ bool EtcdDirectory::ChangedBySomeoneElse(
 }
 
 void EtcdDirectory::CheckLease(const std::string& name, int64_t lease) {
-  etcd_.LeaseTimeToLiveAsync(
-      lease, absl::Now() + options_.rpc_timeout,
-      [this, name, lease](absl::StatusOr<int64_t> ttl) {
-        // Unknown (etcd unreachable): kept, until its time is up.
-        if (ttl.ok() && *ttl < 0) cache_.DropVanished(name, lease);
-      });
+  etcd_.LeaseTimeToLiveAsync(lease, absl::Now() + options_.rpc_timeout,
+                             [this, name, lease](absl::StatusOr<int64_t> ttl) {
+                               // Unknown (etcd unreachable): kept, until its
+                               // time is up.
+                               if (ttl.ok() && *ttl < 0)
+                                 cache_.DropVanished(name, lease);
+                             });
 }
 
 bool EtcdDirectory::OnWatchResponse(
@@ -86,11 +87,11 @@ bool EtcdDirectory::OnWatchResponse(
     auto name = keys_.RegionName(event.kv().key());
     if (!name.has_value()) continue;
     const bool deleted = event.type() == mvccpb::Event::DELETE;
-    if (ChangedBySomeoneElse(*name,
-                             deleted ? std::nullopt
-                                     : std::optional<std::string>(
-                                           event.kv().value()),
-                             event.kv().lease())) {
+    if (ChangedBySomeoneElse(
+            *name,
+            deleted ? std::nullopt
+                    : std::optional<std::string>(event.kv().value()),
+            event.kv().lease())) {
       QueueReassert(*name);
     }
     auto record = deleted ? absl::StatusOr<v1::DirectoryRegionRecord>(
@@ -133,9 +134,10 @@ void EtcdDirectory::WatchLoop() {
       // unreachable etcd is the session's to report.
       if (!IsUnreachable(all.status()) &&
           all.status().code() != logged_failure) {
-        spdlog::error("cluster directory: cannot read the directory, "
-                      "retrying: {}",
-                      std::string(all.status().message()));
+        spdlog::error(
+            "cluster directory: cannot read the directory, "
+            "retrying: {}",
+            std::string(all.status().message()));
       }
       logged_failure = all.status().code();
       if (!Sleep(backoff)) break;

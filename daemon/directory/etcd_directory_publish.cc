@@ -184,13 +184,13 @@ absl::Status EtcdDirectory::PublishRounds(const std::string& name,
       conflicts_.erase(name);
     }
     if (reassert) {
-      spdlog::warn("cluster directory: the record of region '{}' was {} by "
-                   "someone else; this daemon holds the name and published "
-                   "it again",
-                   name,
-                   created.succeeded()
-                       ? std::string("deleted")
-                       : absl::StrCat("overwritten with ", replaced));
+      spdlog::warn(
+          "cluster directory: the record of region '{}' was {} by "
+          "someone else; this daemon holds the name and published "
+          "it again",
+          name,
+          created.succeeded() ? std::string("deleted")
+                              : absl::StrCat("overwritten with ", replaced));
     }
     return absl::OkStatus();
   }

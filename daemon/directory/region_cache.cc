@@ -20,7 +20,8 @@ void RegionCache::Vanish(Item& item, absl::Time now) const {
 }
 
 void RegionCache::Purge(absl::Time now) {
-  absl::erase_if(entries_, [&](const auto& kv) { return Expired(kv.second, now); });
+  absl::erase_if(entries_,
+                 [&](const auto& kv) { return Expired(kv.second, now); });
 }
 
 void RegionCache::Reset(std::vector<core::DirectoryEntry> entries,

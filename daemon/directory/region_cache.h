@@ -66,8 +66,9 @@ class RegionCache {
 
   // `default_ttl`: the holder lease TTL assumed for records that state
   // none. `clock` tells the time (tests pass their own).
-  explicit RegionCache(absl::Duration default_ttl = absl::Seconds(10),
-                       Clock clock = [] { return absl::Now(); });
+  explicit RegionCache(
+      absl::Duration default_ttl = absl::Seconds(10),
+      Clock clock = [] { return absl::Now(); });
 
   // A full listing taken at store `revision` (the watch starts after it):
   // replaces the entries it lists, keeps the others as vanished, and marks

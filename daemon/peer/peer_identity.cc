@@ -30,7 +30,8 @@ std::string AddressOfGrpcPeer(absl::string_view peer) {
 namespace {
 
 core::PeerIdentity IdentityOf(
-    absl::string_view peer, const std::shared_ptr<const grpc::AuthContext>& auth) {
+    absl::string_view peer,
+    const std::shared_ptr<const grpc::AuthContext>& auth) {
   core::PeerIdentity identity;
   identity.address = AddressOfGrpcPeer(peer);
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return identity;

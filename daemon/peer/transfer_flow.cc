@@ -182,9 +182,8 @@ absl::Status TransferFlow::CheckHolder(const Running& r, const Link& link) {
   if (remote.holder_trust == nullptr) return absl::OkStatus();
   std::shared_ptr<const core::PeerIdentity> presented =
       r.peer->connection->IdentityOf(link.incarnation);
-  return remote.holder_trust->CheckHolder(remote.name, r.peer->address,
-                                          remote.expect_identity,
-                                          presented.get());
+  return remote.holder_trust->CheckHolder(
+      remote.name, r.peer->address, remote.expect_identity, presented.get());
 }
 
 std::optional<transport::RemoteOp> TransferFlow::MakeOp(

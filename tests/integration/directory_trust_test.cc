@@ -8,7 +8,8 @@
 //     and after a delete, and two daemons that both think they hold a name
 //     do not write over each other;
 //   - etcd back empty after an outage: transfers by name never fail
-//     NOT_FOUND while the holder publishes again;
+//     NOT_FOUND while the holder publishes again; yet a holder that died
+//     is forgotten as soon as etcd says its lease ended;
 //   - etcd's own authentication: user and password (a token that expires
 //     is renewed; a wrong password and a user without permission on the
 //     prefix are told precisely), and client certificates.
@@ -104,8 +105,8 @@ class DirectoryTrustTest : public ::testing::Test {
     if (::geteuid() != 0) return false;
     // Its sockets go into the test's directory.
     EXPECT_EQ(::chmod(dir_.path().c_str(), 0777), 0);
-    options.command_prefix = {LIMITED_LAUNCHER_PATH,
-                              absl::StrCat(kIntruderUid), "-", "-", "--"};
+    options.command_prefix = {LIMITED_LAUNCHER_PATH, absl::StrCat(kIntruderUid),
+                              "-", "-", "--"};
     return true;
   }
 
@@ -137,7 +138,8 @@ class DirectoryTrustTest : public ::testing::Test {
     ProcessResult get = etcd_->Ctl({"get", Key(name), "-w", "json"});
     EXPECT_EQ(get.exit_code, 0) << get.err;
     std::smatch m;
-    if (std::regex_search(get.out, m, std::regex("\"mod_revision\":([0-9]+)"))) {
+    if (std::regex_search(get.out, m,
+                          std::regex("\"mod_revision\":([0-9]+)"))) {
       return std::stoll(m[1]);
     }
     return 0;
@@ -307,10 +309,9 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
   // The cluster's daemons are on 127.0.0.1 and 127.0.0.2; the client's
   // daemon trusts only those (no mutual TLS).
   auto h = StartDaemon("h", DirectoryConfig(), "127.0.0.2:0");
-  auto c = StartDaemon("c",
-                       DirectoryConfig() +
-                           "peer_allow: \"127.0.0.1\"\n"
-                           "peer_allow: \"127.0.0.2\"\n");
+  auto c = StartDaemon("c", DirectoryConfig() +
+                                "peer_allow: \"127.0.0.1\"\n"
+                                "peer_allow: \"127.0.0.2\"\n");
   // Another local user's daemon on another loopback address claims a name
   // first; a daemon in no directory is named by a record put into etcd.
   auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.4:0", intruder_options);
@@ -398,7 +399,8 @@ TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterADelete) {
   writer.Stop();
   EXPECT_GT(writer.writes(), 10);
   for (const absl::Status& s : writer.failures()) ADD_FAILURE() << s;
-  EXPECT_THAT(FileText(h->log_path()), HasSubstr("was deleted by someone else"));
+  EXPECT_THAT(FileText(h->log_path()),
+              HasSubstr("was deleted by someone else"));
 }
 
 // A third party deletes the key of one holder and another daemon claims
@@ -432,7 +434,8 @@ TEST_F(DirectoryTrustTest, TwoDaemonsThatBothThinkTheyHoldANameDoNotFight) {
     if (status.ok() && status->directory.has_value() &&
         status->directory->conflicts.size() == 1) {
       conflict = absl::OkStatus();
-      EXPECT_THAT(status->directory->conflicts[0], HasSubstr(b->peer_address()));
+      EXPECT_THAT(status->directory->conflicts[0],
+                  HasSubstr(b->peer_address()));
     } else {
       absl::SleepFor(absl::Milliseconds(50));
     }
@@ -520,15 +523,15 @@ class DirectoryAuthTest : public DirectoryTrustTest {
              {"user", "add", "root:rootpw"},
              {"user", "grant-role", "root", "root"},
              {"role", "add", "rdmad"},
-             {"role", "grant-permission", "rdmad", "--prefix=true",
-              "readwrite", "/rdmad/"},
+             {"role", "grant-permission", "rdmad", "--prefix=true", "readwrite",
+              "/rdmad/"},
              {"user", "add", "rdmad:goodpw"},
              {"user", "grant-role", "rdmad", "rdmad"},
              {"user", "add", "node-h:unused"},
              {"user", "grant-role", "node-h", "rdmad"},
              {"role", "add", "other"},
-             {"role", "grant-permission", "other", "--prefix=true",
-              "readwrite", "/other/"},
+             {"role", "grant-permission", "other", "--prefix=true", "readwrite",
+              "/other/"},
              {"user", "add", "stranger:strangerpw"},
              {"user", "grant-role", "stranger", "other"},
              {"user", "add", "intruder:unused"},
@@ -551,7 +554,8 @@ class DirectoryAuthTest : public DirectoryTrustTest {
 
   // Waits until `daemon`'s directory says it is not connected because of
   // an error containing `what`; the error, or "" if that never came.
-  std::string WaitRefused(const DaemonProcess& daemon, const std::string& what) {
+  std::string WaitRefused(const DaemonProcess& daemon,
+                          const std::string& what) {
     auto client = Connect(daemon);
     if (client == nullptr) return "";
     for (int i = 0; i < 300; ++i) {
@@ -573,8 +577,10 @@ TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
   StartEtcd({.auth_token_ttl_seconds = 2});
   SetUpAuth();
   etcd_->set_ctl_flags({"--user=root:rootpw"});
-  auto h = StartDaemon("h", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
-  auto c = StartDaemon("c", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
+  auto h =
+      StartDaemon("h", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
+  auto c =
+      StartDaemon("c", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
   ASSERT_TRUE(h && c);
   ASSERT_TRUE(WaitDirectoryConnected(*h)) << h->LogTail();
   ASSERT_TRUE(WaitDirectoryConnected(*c)) << c->LogTail();
@@ -599,8 +605,8 @@ TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
   EXPECT_EQ(ReadLocal(*h, "kv2", 6), "second");
 
   // A wrong password: said precisely, and nothing is published.
-  auto wrong =
-      StartDaemon("wrong", DirectoryConfig() + PasswordConfig("rdmad", "badpw"));
+  auto wrong = StartDaemon(
+      "wrong", DirectoryConfig() + PasswordConfig("rdmad", "badpw"));
   ASSERT_TRUE(wrong);
   std::string why = WaitRefused(*wrong, "invalid user ID or password");
   ASSERT_FALSE(why.empty()) << wrong->LogTail();
@@ -636,11 +642,10 @@ TEST_F(DirectoryAuthTest, ClientCertificates) {
                         "--key=" + pki_.Path("root.key")});
   SetUpAuth();
   auto etcd_tls = [&](const std::string& name) {
-    return absl::StrCat("directory_tls_ca_file: \"", pki_.Path("ca.pem"),
-                        "\"\ndirectory_tls_cert_file: \"",
-                        pki_.Path(name + ".pem"),
-                        "\"\ndirectory_tls_key_file: \"",
-                        pki_.Path(name + ".key"), "\"\n");
+    return absl::StrCat(
+        "directory_tls_ca_file: \"", pki_.Path("ca.pem"),
+        "\"\ndirectory_tls_cert_file: \"", pki_.Path(name + ".pem"),
+        "\"\ndirectory_tls_key_file: \"", pki_.Path(name + ".key"), "\"\n");
   };
   auto h = StartDaemon("h", DirectoryConfig() + etcd_tls("node-h"));
   auto c = StartDaemon("c", DirectoryConfig() + etcd_tls("node-h"));

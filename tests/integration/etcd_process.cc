@@ -66,8 +66,8 @@ EtcdProcess::~EtcdProcess() { Kill(); }
 
 absl::Status EtcdProcess::Launch() {
   const bool tls = !options_.cert_file.empty();
-  const std::string client = absl::StrCat(tls ? "https" : "http",
-                                          "://127.0.0.1:", client_port_);
+  const std::string client =
+      absl::StrCat(tls ? "https" : "http", "://127.0.0.1:", client_port_);
   const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
   std::vector<std::string> argv = {
       EtcdBinary(),
@@ -132,8 +132,9 @@ absl::Status EtcdProcess::RestartEmpty() {
 ProcessResult EtcdProcess::Ctl(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {
       EtcdctlBinary(),
-      absl::StrCat("--endpoints=", options_.cert_file.empty() ? "http" : "https",
-                   "://", endpoint())};
+      absl::StrCat(
+          "--endpoints=", options_.cert_file.empty() ? "http" : "https", "://",
+          endpoint())};
   argv.insert(argv.end(), ctl_flags_.begin(), ctl_flags_.end());
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, "", absl::Seconds(30));

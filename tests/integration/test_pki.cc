@@ -45,8 +45,8 @@ bool TestPki::Openssl(const std::vector<std::string>& args) {
 bool TestPki::MakeCa(const std::string& ca) {
   return Openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
                   "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                  "-subj", "/CN=rdmad test " + ca, "-keyout",
-                  Path(ca + ".key"), "-out", Path(ca + ".pem")});
+                  "-subj", "/CN=rdmad test " + ca, "-keyout", Path(ca + ".key"),
+                  "-out", Path(ca + ".pem")});
 }
 
 bool TestPki::MakeCert(const std::string& ca, const std::string& name) {

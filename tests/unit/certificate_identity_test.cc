@@ -90,7 +90,8 @@ TEST(CertificateIdentityTest, ThenTheFirstDnsThenTheFirstUriName) {
 TEST(CertificateIdentityTest, NoNameOrNoCertificateIsRefused) {
   auto none = CertificateIdentity(kNoName);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(none.status().message()), HasSubstr("no common name"));
+  EXPECT_THAT(std::string(none.status().message()),
+              HasSubstr("no common name"));
   auto garbage = CertificateIdentity("-----BEGIN CERTIFICATE-----\nxx\n");
   EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CertificateIdentity("").status().code(),

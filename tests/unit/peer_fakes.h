@@ -214,7 +214,7 @@ class FakeConnector final : public PeerConnector {
     absl::Status hello_error;    // Hello fails with this when set
     absl::Status resolve_error;  // Resolve fails with this when set
     std::map<std::string, core::RemoteRegionInfo> regions;  // by name
-    core::PeerIdentity identity;  // who answers Hello
+    core::PeerIdentity identity;                            // who answers Hello
   };
 
   bool CanUse(core::TransportKind kind, std::string* why) const override {

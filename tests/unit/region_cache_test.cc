@@ -93,7 +93,8 @@ TEST(RegionCacheTest, EntriesOutliveTheWatch) {
 // etcd restored empty after an outage: the holder has not re-published
 // yet, so its entry keeps answering; its new entry replaces it although the
 // new store's revisions start again from 1.
-TEST(RegionCacheTest, AnEntryMissingAfterAnOutageKeepsAnsweringUntilRepublished) {
+TEST(RegionCacheTest,
+     AnEntryMissingAfterAnOutageKeepsAnsweringUntilRepublished) {
   TestClock clock;
   RegionCache cache(absl::Seconds(10), clock.fn());
   cache.Reset({Entry("a", "n1:1", 40)}, 50);
@@ -121,8 +122,8 @@ TEST(RegionCacheTest, AVanishedEntryGoesAfterTheHoldersTtl) {
   RegionCache cache(absl::Seconds(10), clock.fn());
   cache.Reset({Entry("a", "n1:1", 40)}, 50);
   cache.Reset({}, 1);
-  clock.now += absl::Seconds(3) + RegionCache::kVanishedSlack -
-               absl::Milliseconds(1);
+  clock.now +=
+      absl::Seconds(3) + RegionCache::kVanishedSlack - absl::Milliseconds(1);
   EXPECT_TRUE(cache.Find("a").has_value());
   clock.now += absl::Milliseconds(1);
   EXPECT_FALSE(cache.Find("a").has_value());
@@ -132,8 +133,8 @@ TEST(RegionCacheTest, AVanishedEntryGoesAfterTheHoldersTtl) {
   no_ttl.holder_ttl = absl::ZeroDuration();
   cache.ApplyPut(no_ttl);
   cache.ApplyDelete("b", 6);
-  clock.now += absl::Seconds(10) + RegionCache::kVanishedSlack -
-               absl::Milliseconds(1);
+  clock.now +=
+      absl::Seconds(10) + RegionCache::kVanishedSlack - absl::Milliseconds(1);
   EXPECT_TRUE(cache.Find("b").has_value());
   clock.now += absl::Milliseconds(1);
   EXPECT_FALSE(cache.Find("b").has_value());
