@@ -13,8 +13,8 @@
 //   - etcd's own authentication: user and password (a token that expires
 //     is renewed; a wrong password and a user without permission on the
 //     prefix are told precisely), and client certificates.
-// The tests with another uid need root (CI runs as root) and skip loudly
-// otherwise.
+// The intruder's daemon runs as another uid where the test runs as root
+// (CI does), else as the test's own uid, said loudly.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +59,16 @@ std::string FileText(const std::string& path) {
   return text.str();
 }
 
+// The real uid of process `pid` (from /proc); -1 if unknown.
+int64_t UidOf(pid_t pid) {
+  std::smatch m;
+  const std::string status = FileText(absl::StrCat("/proc/", pid, "/status"));
+  if (std::regex_search(status, m, std::regex("Uid:\\s+([0-9]+)"))) {
+    return std::stoll(m[1]);
+  }
+  return -1;
+}
+
 class DirectoryTrustTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,16 +108,22 @@ class DirectoryTrustTest : public ::testing::Test {
     return daemon.ok() ? *std::move(daemon) : nullptr;
   }
 
-  // Options that start a daemon as kIntruderUid: another local user, who
-  // can reach etcd but cannot read this cluster's certificate keys.
-  // Needs root: false (and the test skips) otherwise.
-  bool AsIntruder(DaemonOptions& options) {
-    if (::geteuid() != 0) return false;
+  // Options that start a daemon as another local user (kIntruderUid), who
+  // can reach etcd but cannot read this cluster's certificate keys. That
+  // needs root; otherwise the daemon runs as this test's user (it is still
+  // started without the keys), and the test says so.
+  DaemonOptions AsAnotherUser() {
+    DaemonOptions options;
+    if (::geteuid() != 0) {
+      std::cout << "*** not root: the intruder's daemon runs as this test's "
+                   "uid, not as another one (CI runs as root) ***\n";
+      return options;
+    }
     // Its sockets go into the test's directory.
     EXPECT_EQ(::chmod(dir_.path().c_str(), 0777), 0);
     options.command_prefix = {LIMITED_LAUNCHER_PATH, absl::StrCat(kIntruderUid),
                               "-", "-", "--"};
-    return true;
+    return options;
   }
 
   // Writes a record for region `name` straight into etcd, as anyone who
@@ -208,17 +224,16 @@ class ByNameWriter {
 // --- who gets the bytes ------------------------------------------------------
 
 TEST_F(DirectoryTrustTest, AnotherUsersDaemonClaimingFirstGetsNoBytesUnderTls) {
-  DaemonOptions intruder_options;
-  if (!AsIntruder(intruder_options)) {
-    GTEST_SKIP() << "\n\n*** SKIPPED: starting a daemon as another uid needs "
-                    "root; run the suite as root (CI does) to cover it. ***\n";
-  }
+  const DaemonOptions intruder_options = AsAnotherUser();
   StartEtcd();
   auto h = StartDaemon("h", DirectoryConfig() + pki_.TlsConfig("ca", "node-h"));
   auto c = StartDaemon("c", DirectoryConfig() + pki_.TlsConfig("ca", "node-c"));
   // Another local user's daemon: same etcd, no access to the node keys.
   auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.1:0", intruder_options);
   ASSERT_TRUE(h && c && a);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(UidOf(a->pid()), kIntruderUid);
+  }
   for (auto* d : {h.get(), c.get(), a.get()}) {
     ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
   }
@@ -300,11 +315,7 @@ TEST_F(DirectoryTrustTest, ARecordWrittenIntoEtcdGetsNoBytesUnderTls) {
 }
 
 TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
-  DaemonOptions intruder_options;
-  if (!AsIntruder(intruder_options)) {
-    GTEST_SKIP() << "\n\n*** SKIPPED: starting a daemon as another uid needs "
-                    "root; run the suite as root (CI does) to cover it. ***\n";
-  }
+  const DaemonOptions intruder_options = AsAnotherUser();
   StartEtcd();
   // The cluster's daemons are on 127.0.0.1 and 127.0.0.2; the client's
   // daemon trusts only those (no mutual TLS).
@@ -317,6 +328,9 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
   auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.4:0", intruder_options);
   auto x = StartDaemon("x", "", "127.0.0.3:0");
   ASSERT_TRUE(h && c && a && x);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(UidOf(a->pid()), kIntruderUid);
+  }
   for (auto* d : {h.get(), c.get(), a.get()}) {
     ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
   }
