@@ -84,13 +84,17 @@ absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(
                          ReadPem("tls_cert_file", config.tls_cert_file()));
   RDMAD_ASSIGN_OR_RETURN(tls.key,
                          ReadPem("tls_key_file", config.tls_key_file()));
+  // The cluster directory binds this daemon's records to it; without a
+  // directory nothing needs it.
   auto identity = CertificateIdentity(tls.cert);
-  if (!identity.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tls_cert_file ", config.tls_cert_file(), ": ",
-                     identity.status().message()));
+  if (identity.ok()) {
+    tls.identity = *std::move(identity);
+  } else if (!config.directory().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls_cert_file ", config.tls_cert_file(), ": ",
+        identity.status().message(),
+        " (with a cluster directory, this daemon's records name it)"));
   }
-  tls.identity = *std::move(identity);
   return tls;
 }
 

@@ -22,7 +22,8 @@ struct PeerTls {
   std::string cert;
   std::string key;
   // This daemon's name in its certificate (certificate_identity.h): what
-  // its cluster directory records name.
+  // its cluster directory records name. Empty if it has none, which only a
+  // daemon without a directory may.
   std::string identity;
 };
 
@@ -37,7 +38,8 @@ struct ResolvedConfig {
 // `config` has its defaults applied (ApplyDefaults). INVALID_ARGUMENT
 // naming the field for a value CheckConfig refuses, a group that does not
 // exist, a TLS file that cannot be read or is not PEM, an incomplete TLS
-// set, a certificate with no name to be known by, a bad peer_allow entry.
+// set, a certificate with no name to be known by (with a directory), a bad
+// peer_allow entry.
 absl::StatusOr<ResolvedConfig> ResolveConfig(const v1::DaemonConfig& config);
 
 // "0660" -> 0660. INVALID_ARGUMENT unless 1..4 octal digits.

@@ -4,8 +4,14 @@
 // verifies them here): which name is taken is all that is checked.
 #include "daemon/config/certificate_identity.h"
 
+#include <fstream>
+#include <string>
+
+#include "daemon/config/config_file.h"
+#include "daemon/config/resolved_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rdmad/v1/config.pb.h"
 
 namespace rdmad::config {
 namespace {
@@ -96,6 +102,37 @@ TEST(CertificateIdentityTest, NoNameOrNoCertificateIsRefused) {
   EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CertificateIdentity("").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// What the daemon makes of its tls_* files: the identity its directory
+// records name, required only where there is a directory.
+TEST(CertificateIdentityTest, TheDaemonsIdentityIsNeededOnlyWithADirectory) {
+  const std::string dir = ::testing::TempDir();
+  const auto config = [&](const char* pem, bool directory) {
+    const std::string cert = dir + "/identity-cert.pem";
+    std::ofstream(cert) << pem;
+    std::ofstream(dir + "/identity-key.pem")
+        << "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n";
+    v1::DaemonConfig c;
+    c.set_tls_ca_file(cert);
+    c.set_tls_cert_file(cert);
+    c.set_tls_key_file(dir + "/identity-key.pem");
+    if (directory) c.set_directory("etcd://127.0.0.1:2379");
+    ApplyDefaults(c);
+    return c;
+  };
+  auto named = ResolveConfig(config(kCommonName, true));
+  ASSERT_TRUE(named.ok()) << named.status();
+  ASSERT_TRUE(named->tls.has_value());
+  EXPECT_EQ(named->tls->identity, "node-a");
+
+  auto nameless = ResolveConfig(config(kNoName, true));
+  EXPECT_EQ(nameless.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(nameless.status().message()),
+              HasSubstr("tls_cert_file"));
+  auto alone = ResolveConfig(config(kNoName, false));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(alone->tls->identity, "");
 }
 
 }  // namespace
