@@ -355,12 +355,14 @@ void DaemonProcess::Resume() {
 
 pid_t DaemonProcess::pid() const { return child_ ? child_->pid() : -1; }
 
-std::string DaemonProcess::Log() const {
-  std::ifstream in(log_path_);
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
+
+std::string DaemonProcess::Log() const { return ReadTextFile(log_path_); }
 
 std::string DaemonProcess::LogTail() const {
   std::string all = Log();

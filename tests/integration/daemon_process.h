@@ -51,6 +51,9 @@ std::optional<std::vector<std::string>> FdTargets(pid_t pid);
 // How many descriptors `pid` holds; -1 if the process is gone.
 int OpenFds(pid_t pid);
 
+// The whole text of the file at `path`; "" if it cannot be read.
+std::string ReadTextFile(const std::string& path);
+
 // A TCP port on 127.0.0.1 that nothing listened on a moment ago (the
 // kernel's pick for a bound socket); 0 if none could be had.
 int FreeLoopbackPort();

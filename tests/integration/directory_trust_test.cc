@@ -23,7 +23,6 @@
 #include <iostream>
 #include <memory>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,17 +51,11 @@ constexpr uint32_t kIntruderUid = 64992;
 constexpr int kLeaseTtlSeconds = 3;
 constexpr char kWarning[] = "can claim this cluster's region names";
 
-std::string FileText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The real uid of process `pid` (from /proc); -1 if unknown.
 int64_t UidOf(pid_t pid) {
   std::smatch m;
-  const std::string status = FileText(absl::StrCat("/proc/", pid, "/status"));
+  const std::string status =
+      ReadTextFile(absl::StrCat("/proc/", pid, "/status"));
   if (std::regex_search(status, m, std::regex("Uid:\\s+([0-9]+)"))) {
     return std::stoll(m[1]);
   }
@@ -124,6 +117,38 @@ class DirectoryTrustTest : public ::testing::Test {
     options.command_prefix = {LIMITED_LAUNCHER_PATH, absl::StrCat(kIntruderUid),
                               "-", "-", "--"};
     return options;
+  }
+
+  // Another local user's daemon (AsAnotherUser) on `peer_listen`, in the
+  // cluster's directory without its keys, which claims region `name`
+  // (exported rw) before anyone else.
+  std::unique_ptr<DaemonProcess> StartIntruderClaiming(
+      const std::string& peer_listen, const std::string& name) {
+    auto a = StartDaemon("a", DirectoryConfig(), peer_listen, AsAnotherUser());
+    if (a == nullptr) return nullptr;
+    if (::geteuid() == 0) {
+      EXPECT_EQ(UidOf(a->pid()), kIntruderUid);
+    }
+    EXPECT_TRUE(WaitDirectoryConnected(*a)) << a->LogTail();
+    auto client = Connect(*a);
+    if (client == nullptr) return nullptr;
+    auto made = client->CreateRegion(name, 4096, Access::kReadWrite);
+    EXPECT_TRUE(made.ok()) << made.status();
+    return made.ok() ? std::move(a) : nullptr;
+  }
+
+  // Makes region `name` (exported rw) on `x`, a daemon in no directory, and
+  // writes a record for it naming `identity` straight into etcd.
+  void ForgeRecordFor(const DaemonProcess& x, const std::string& name,
+                      const std::string& identity) {
+    auto client = Connect(x);
+    ASSERT_TRUE(client);
+    auto status = client->GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    auto region = client->CreateRegion(name, 4096, Access::kReadWrite);
+    ASSERT_TRUE(region.ok()) << region.status();
+    PutRecord(name, x.peer_address(), region->id, status->incarnation,
+              identity);
   }
 
   // Writes a record for region `name` straight into etcd, as anyone who
@@ -224,23 +249,15 @@ class ByNameWriter {
 // --- who gets the bytes ------------------------------------------------------
 
 TEST_F(DirectoryTrustTest, AnotherUsersDaemonClaimingFirstGetsNoBytesUnderTls) {
-  const DaemonOptions intruder_options = AsAnotherUser();
   StartEtcd();
   auto h = StartDaemon("h", DirectoryConfig() + pki_.TlsConfig("ca", "node-h"));
   auto c = StartDaemon("c", DirectoryConfig() + pki_.TlsConfig("ca", "node-c"));
-  // Another local user's daemon: same etcd, no access to the node keys.
-  auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.1:0", intruder_options);
-  ASSERT_TRUE(h && c && a);
-  if (::geteuid() == 0) {
-    EXPECT_EQ(UidOf(a->pid()), kIntruderUid);
-  }
-  for (auto* d : {h.get(), c.get(), a.get()}) {
-    ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
-  }
-  // It claims the name first: the rightful holder cannot have it.
-  auto ca = Connect(*a);
-  ASSERT_TRUE(ca);
-  ASSERT_TRUE(ca->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(h && c);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  // Another local user's daemon claims the name first: the rightful holder
+  // cannot have it.
+  auto a = StartIntruderClaiming("127.0.0.1:0", "kv");
+  ASSERT_TRUE(a);
   auto ch = Connect(*h);
   ASSERT_TRUE(ch);
   EXPECT_EQ(ch->CreateRegion("kv", 4096, Access::kReadWrite).status().code(),
@@ -263,6 +280,8 @@ TEST_F(DirectoryTrustTest, AnotherUsersDaemonClaimingFirstGetsNoBytesUnderTls) {
 
   // Once the name is free, the rightful holder's record names its
   // certificate, which its Peer service presents: the bytes go there.
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
   ASSERT_TRUE(ca->FreeRegion("kv").ok());
   absl::Status made;
   for (int i = 0; i < 100; ++i) {  // until the intruder's key is gone
@@ -276,8 +295,8 @@ TEST_F(DirectoryTrustTest, AnotherUsersDaemonClaimingFirstGetsNoBytesUnderTls) {
 
   // With mutual TLS configured there is no start-up warning; the
   // intruder's daemon, with neither, warned.
-  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
-  EXPECT_THAT(FileText(a->log_path()), HasSubstr(kWarning));
+  EXPECT_THAT(c->Log(), Not(HasSubstr(kWarning)));
+  EXPECT_THAT(a->Log(), HasSubstr(kWarning));
 }
 
 TEST_F(DirectoryTrustTest, ARecordWrittenIntoEtcdGetsNoBytesUnderTls) {
@@ -289,17 +308,10 @@ TEST_F(DirectoryTrustTest, ARecordWrittenIntoEtcdGetsNoBytesUnderTls) {
   auto x = StartDaemon("x", pki_.TlsConfig("ca", "intruder"));
   ASSERT_TRUE(h && c && x);
   ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
-  auto cx = Connect(*x);
-  ASSERT_TRUE(cx);
-  auto status = cx->GetStatus();
-  ASSERT_TRUE(status.ok());
-  auto region = cx->CreateRegion("forged", 4096, Access::kReadWrite);
-  ASSERT_TRUE(region.ok()) << region.status();
 
   // A record that claims the holder's identity for the other daemon: it
   // presents its own certificate, not the one the record names.
-  PutRecord("forged", x->peer_address(), region->id, status->incarnation,
-            "node-h");
+  ForgeRecordFor(*x, "forged", "node-h");
   absl::Status w = WriteByName(*c, "forged", "stolen");
   EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
   EXPECT_THAT(w.message(), HasSubstr("'forged'"));
@@ -307,15 +319,15 @@ TEST_F(DirectoryTrustTest, ARecordWrittenIntoEtcdGetsNoBytesUnderTls) {
   EXPECT_THAT(w.message(), HasSubstr("'node-h'"));
   EXPECT_THAT(w.message(), HasSubstr("'intruder'"));
   // A record that names no identity at all.
-  PutRecord("forged2", x->peer_address(), region->id, status->incarnation, "");
+  ForgeRecordFor(*x, "forged2", "");
   w = WriteByName(*c, "forged2", "stolen");
   EXPECT_EQ(w.code(), absl::StatusCode::kFailedPrecondition) << w;
   EXPECT_THAT(w.message(), HasSubstr("'forged2'"));
   EXPECT_EQ(ReadLocal(*x, "forged", 6), std::string(6, '\0'));
+  EXPECT_EQ(ReadLocal(*x, "forged2", 6), std::string(6, '\0'));
 }
 
 TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
-  const DaemonOptions intruder_options = AsAnotherUser();
   StartEtcd();
   // The cluster's daemons are on 127.0.0.1 and 127.0.0.2; the client's
   // daemon trusts only those (no mutual TLS).
@@ -323,20 +335,14 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
   auto c = StartDaemon("c", DirectoryConfig() +
                                 "peer_allow: \"127.0.0.1\"\n"
                                 "peer_allow: \"127.0.0.2\"\n");
-  // Another local user's daemon on another loopback address claims a name
-  // first; a daemon in no directory is named by a record put into etcd.
-  auto a = StartDaemon("a", DirectoryConfig(), "127.0.0.4:0", intruder_options);
+  // A daemon in no directory, which a record put into etcd will name.
   auto x = StartDaemon("x", "", "127.0.0.3:0");
-  ASSERT_TRUE(h && c && a && x);
-  if (::geteuid() == 0) {
-    EXPECT_EQ(UidOf(a->pid()), kIntruderUid);
-  }
-  for (auto* d : {h.get(), c.get(), a.get()}) {
-    ASSERT_TRUE(WaitDirectoryConnected(*d)) << d->LogTail();
-  }
-  auto ca = Connect(*a);
-  ASSERT_TRUE(ca);
-  ASSERT_TRUE(ca->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_TRUE(h && c && x);
+  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
+  // Another local user's daemon on another loopback address claims a name
+  // first.
+  auto a = StartIntruderClaiming("127.0.0.4:0", "kv");
+  ASSERT_TRUE(a);
   absl::Status w = WriteByName(*c, "kv", "stolen");
   EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
   EXPECT_THAT(w.message(), HasSubstr("'kv'"));
@@ -344,13 +350,7 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
   EXPECT_THAT(w.message(), HasSubstr("outside peer_allow"));
   EXPECT_EQ(ReadLocal(*a, "kv", 6), std::string(6, '\0'));
 
-  auto cx = Connect(*x);
-  ASSERT_TRUE(cx);
-  auto status = cx->GetStatus();
-  ASSERT_TRUE(status.ok());
-  auto region = cx->CreateRegion("forged", 4096, Access::kReadWrite);
-  ASSERT_TRUE(region.ok()) << region.status();
-  PutRecord("forged", x->peer_address(), region->id, status->incarnation, "");
+  ForgeRecordFor(*x, "forged", "");
   w = WriteByName(*c, "forged", "stolen");
   EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
   EXPECT_THAT(w.message(), HasSubstr("127.0.0.3"));
@@ -364,7 +364,7 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
   EXPECT_EQ(ReadLocal(*h, "good", 6), "landed");
   // Neither etcd authentication nor mutual TLS: the client's daemon said
   // at start what that means.
-  EXPECT_THAT(FileText(c->log_path()), HasSubstr(kWarning));
+  EXPECT_THAT(c->Log(), HasSubstr(kWarning));
 }
 
 // --- the rightful holder -----------------------------------------------------
@@ -384,7 +384,7 @@ TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterAnOverwrite) {
   const auto back = WaitNames("kv", h->peer_address(), absl::Seconds(5));
   ASSERT_TRUE(back.has_value()) << "still " << ValueOf("kv") << h->LogTail();
   std::cout << "re-asserted " << *back << " after the overwrite\n";
-  EXPECT_THAT(FileText(h->log_path()),
+  EXPECT_THAT(h->Log(),
               HasSubstr("overwritten with a record naming 127.0.0.1:1"));
   ASSERT_TRUE(WriteByName(*c, "kv", "landed").ok());
   EXPECT_EQ(ReadLocal(*h, "kv", 6), "landed");
@@ -413,8 +413,7 @@ TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterADelete) {
   writer.Stop();
   EXPECT_GT(writer.writes(), 10);
   for (const absl::Status& s : writer.failures()) ADD_FAILURE() << s;
-  EXPECT_THAT(FileText(h->log_path()),
-              HasSubstr("was deleted by someone else"));
+  EXPECT_THAT(h->Log(), HasSubstr("was deleted by someone else"));
 }
 
 // A third party deletes the key of one holder and another daemon claims
@@ -603,7 +602,7 @@ TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
   ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
   ASSERT_TRUE(WriteByName(*c, "kv", "first").ok());
   // With etcd authentication there is no start-up warning.
-  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
+  EXPECT_THAT(c->Log(), Not(HasSubstr(kWarning)));
 
   // Both tokens expire; the next calls authenticate again, unseen.
   absl::SleepFor(absl::Seconds(4));
@@ -625,7 +624,7 @@ TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
   std::string why = WaitRefused(*wrong, "invalid user ID or password");
   ASSERT_FALSE(why.empty()) << wrong->LogTail();
   EXPECT_THAT(why, HasSubstr("directory_password_file"));
-  EXPECT_THAT(FileText(wrong->log_path()), HasSubstr("refused this daemon"));
+  EXPECT_THAT(wrong->Log(), HasSubstr("refused this daemon"));
   auto cw = Connect(*wrong);
   ASSERT_TRUE(cw);
   auto refused = cw->CreateRegion("kv3", 4096, Access::kReadWrite);
@@ -671,7 +670,7 @@ TEST_F(DirectoryAuthTest, ClientCertificates) {
   ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
   ASSERT_TRUE(WriteByName(*c, "kv", "landed").ok());
   EXPECT_EQ(ReadLocal(*h, "kv", 6), "landed");
-  EXPECT_THAT(FileText(c->log_path()), Not(HasSubstr(kWarning)));
+  EXPECT_THAT(c->Log(), Not(HasSubstr(kWarning)));
 
   // A certificate whose user may not touch the prefix.
   auto other = StartDaemon("other", DirectoryConfig() + etcd_tls("intruder"));
