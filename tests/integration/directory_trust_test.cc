@@ -119,6 +119,21 @@ class DirectoryTrustTest : public ::testing::Test {
     return options;
   }
 
+  // etcd, a holder h_ that exports region `name` (rw) and a client's daemon
+  // c_, both in the directory, and `name` listed in etcd.
+  void StartHolderAndClient(const std::string& name,
+                            int lease_ttl = kLeaseTtlSeconds) {
+    StartEtcd();
+    h_ = StartDaemon("h", DirectoryConfig(lease_ttl));
+    c_ = StartDaemon("c", DirectoryConfig(lease_ttl));
+    ASSERT_TRUE(h_ && c_);
+    ASSERT_TRUE(WaitDirectoryConnected(*h_) && WaitDirectoryConnected(*c_));
+    auto client = Connect(*h_);
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(client->CreateRegion(name, 4096, Access::kReadWrite).ok());
+    ASSERT_TRUE(WaitNames(name, h_->peer_address(), absl::Seconds(10)));
+  }
+
   // Another local user's daemon (AsAnotherUser) on `peer_listen`, in the
   // cluster's directory without its keys, which claims region `name`
   // (exported rw) before anyone else.
@@ -203,6 +218,8 @@ class DirectoryTrustTest : public ::testing::Test {
   TempDir dir_;
   TestPki pki_{dir_.path() + "/pki"};
   std::unique_ptr<EtcdProcess> etcd_;
+  std::unique_ptr<DaemonProcess> h_;  // StartHolderAndClient's
+  std::unique_ptr<DaemonProcess> c_;
 };
 
 // Writes by name from `from` in a loop until stopped, and keeps every
@@ -370,15 +387,9 @@ TEST_F(DirectoryTrustTest, OutsideTheAllowListNoDaemonGetsBytesByName) {
 // --- the rightful holder -----------------------------------------------------
 
 TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterAnOverwrite) {
-  StartEtcd();
-  auto h = StartDaemon("h", DirectoryConfig());
-  auto c = StartDaemon("c", DirectoryConfig());
-  ASSERT_TRUE(h && c);
-  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
-  auto ch = Connect(*h);
-  ASSERT_TRUE(ch);
-  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
-  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
+  ASSERT_NO_FATAL_FAILURE(StartHolderAndClient("kv"));
+  DaemonProcess* h = h_.get();
+  DaemonProcess* c = c_.get();
 
   PutRecord("kv", "127.0.0.1:1", 1, 1, "");
   const auto back = WaitNames("kv", h->peer_address(), absl::Seconds(5));
@@ -391,15 +402,9 @@ TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterAnOverwrite) {
 }
 
 TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterADelete) {
-  StartEtcd();
-  auto h = StartDaemon("h", DirectoryConfig());
-  auto c = StartDaemon("c", DirectoryConfig());
-  ASSERT_TRUE(h && c);
-  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
-  auto ch = Connect(*h);
-  ASSERT_TRUE(ch);
-  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
-  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
+  ASSERT_NO_FATAL_FAILURE(StartHolderAndClient("kv"));
+  DaemonProcess* h = h_.get();
+  DaemonProcess* c = c_.get();
   ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
 
   ByNameWriter writer(*c, "kv");
@@ -421,17 +426,13 @@ TEST_F(DirectoryTrustTest, TheHolderReassertsItsRecordAfterADelete) {
 // The key the second created is its claim; the first yields instead of
 // writing over it, and the second never has to write back.
 TEST_F(DirectoryTrustTest, TwoDaemonsThatBothThinkTheyHoldANameDoNotFight) {
-  StartEtcd();
   // Long enough a lease for the first holder to live through its pause.
-  auto h = StartDaemon("h", DirectoryConfig(10));
-  auto b = StartDaemon("b", DirectoryConfig(10));
-  ASSERT_TRUE(h && b);
-  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*b));
+  ASSERT_NO_FATAL_FAILURE(StartHolderAndClient("kv", 10));
+  DaemonProcess* h = h_.get();
+  DaemonProcess* b = c_.get();  // the second daemon to claim "kv"
   auto ch = Connect(*h);
   auto cb = Connect(*b);
   ASSERT_TRUE(ch && cb);
-  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
-  ASSERT_TRUE(WaitNames("kv", h->peer_address(), absl::Seconds(10)));
 
   ASSERT_TRUE(h->Pause());
   ProcessResult del = etcd_->Ctl({"del", Key("kv")});
@@ -462,14 +463,9 @@ TEST_F(DirectoryTrustTest, TwoDaemonsThatBothThinkTheyHoldANameDoNotFight) {
 }
 
 TEST_F(DirectoryTrustTest, ByNameTransfersKeepWorkingWhenEtcdComesBackEmpty) {
-  StartEtcd();
-  auto h = StartDaemon("h", DirectoryConfig());
-  auto c = StartDaemon("c", DirectoryConfig());
-  ASSERT_TRUE(h && c);
-  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
-  auto ch = Connect(*h);
-  ASSERT_TRUE(ch);
-  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHolderAndClient("kv"));
+  DaemonProcess* h = h_.get();
+  DaemonProcess* c = c_.get();
   ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
 
   ByNameWriter writer(*c, "kv");
@@ -493,16 +489,10 @@ TEST_F(DirectoryTrustTest, ByNameTransfersKeepWorkingWhenEtcdComesBackEmpty) {
 // The other side of keeping vanished entries: a holder that died is gone
 // from the cache as soon as etcd says its lease ended, not a TTL later.
 TEST_F(DirectoryTrustTest, ADeadHoldersEntryGoesWhenItsLeaseEnds) {
-  StartEtcd();
-  auto h = StartDaemon("h", DirectoryConfig());
-  auto c = StartDaemon("c", DirectoryConfig());
-  ASSERT_TRUE(h && c);
-  ASSERT_TRUE(WaitDirectoryConnected(*h) && WaitDirectoryConnected(*c));
-  auto ch = Connect(*h);
-  ASSERT_TRUE(ch);
-  ASSERT_TRUE(ch->CreateRegion("kv", 4096, Access::kReadWrite).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHolderAndClient("kv"));
+  DaemonProcess* h = h_.get();
+  DaemonProcess* c = c_.get();
   ASSERT_TRUE(WriteByName(*c, "kv", "warm").ok());
-  ch.reset();
   h->Kill();
   // etcd expires the lease (and deletes the key) within the TTL...
   const absl::Time killed = absl::Now();
