@@ -25,6 +25,8 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -517,32 +519,32 @@ TEST_F(DirectoryTrustTest, ADeadHoldersEntryGoesWhenItsLeaseEnds) {
 
 class DirectoryAuthTest : public DirectoryTrustTest {
  protected:
-  // Users and roles, then authentication on: "rdmad" may read and write
-  // the cluster's prefix, "stranger" only another one. `with_password`:
-  // users log in with passwords (else they are known by certificate).
+  // Users and roles, then authentication on: "rdmad" (a password) and
+  // "node-h" (a certificate's common name) may read and write the
+  // cluster's prefix; "stranger" and "intruder" only another one.
   void SetUpAuth() {
-    for (const std::vector<std::string>& args :
-         std::vector<std::vector<std::string>>{
-             {"user", "add", "root:rootpw"},
-             {"user", "grant-role", "root", "root"},
-             {"role", "add", "rdmad"},
-             {"role", "grant-permission", "rdmad", "--prefix=true", "readwrite",
-              "/rdmad/"},
-             {"user", "add", "rdmad:goodpw"},
-             {"user", "grant-role", "rdmad", "rdmad"},
-             {"user", "add", "node-h:unused"},
-             {"user", "grant-role", "node-h", "rdmad"},
-             {"role", "add", "other"},
-             {"role", "grant-permission", "other", "--prefix=true", "readwrite",
-              "/other/"},
-             {"user", "add", "stranger:strangerpw"},
-             {"user", "grant-role", "stranger", "other"},
-             {"user", "add", "intruder:unused"},
-             {"user", "grant-role", "intruder", "other"},
-             {"auth", "enable"}}) {
-      ProcessResult r = etcd_->Ctl(args);
-      ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
+    ASSERT_NO_FATAL_FAILURE(Ctl({"user", "add", "root:rootpw"}));
+    ASSERT_NO_FATAL_FAILURE(Ctl({"user", "grant-role", "root", "root"}));
+    for (const auto& [role, prefix] :
+         {std::pair{"rdmad", "/rdmad/"}, std::pair{"other", "/other/"}}) {
+      ASSERT_NO_FATAL_FAILURE(Ctl({"role", "add", role}));
+      ASSERT_NO_FATAL_FAILURE(Ctl({"role", "grant-permission", role,
+                                   "--prefix=true", "readwrite", prefix}));
     }
+    for (const auto& [user, password, role] :
+         {std::tuple{"rdmad", "goodpw", "rdmad"},
+          std::tuple{"node-h", "unused", "rdmad"},
+          std::tuple{"stranger", "strangerpw", "other"},
+          std::tuple{"intruder", "unused", "other"}}) {
+      ASSERT_NO_FATAL_FAILURE(
+          Ctl({"user", "add", absl::StrCat(user, ":", password)}));
+      ASSERT_NO_FATAL_FAILURE(Ctl({"user", "grant-role", user, role}));
+    }
+    ASSERT_NO_FATAL_FAILURE(Ctl({"auth", "enable"}));
+  }
+  void Ctl(const std::vector<std::string>& args) {
+    ProcessResult r = etcd_->Ctl(args);
+    ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
   }
 
   std::string PasswordConfig(const std::string& user,
@@ -578,7 +580,7 @@ TEST_F(DirectoryAuthTest, UserAndPasswordTokenRenewalAndRefusals) {
   // Tokens that expire after 2 s unused: every call after a pause needs a
   // new one.
   StartEtcd({.auth_token_ttl_seconds = 2});
-  SetUpAuth();
+  ASSERT_NO_FATAL_FAILURE(SetUpAuth());
   etcd_->set_ctl_flags({"--user=root:rootpw"});
   auto h =
       StartDaemon("h", DirectoryConfig() + PasswordConfig("rdmad", "goodpw"));
@@ -643,7 +645,7 @@ TEST_F(DirectoryAuthTest, ClientCertificates) {
   etcd_->set_ctl_flags({"--cacert=" + pki_.Path("ca.pem"),
                         "--cert=" + pki_.Path("root.pem"),
                         "--key=" + pki_.Path("root.key")});
-  SetUpAuth();
+  ASSERT_NO_FATAL_FAILURE(SetUpAuth());
   auto etcd_tls = [&](const std::string& name) {
     return absl::StrCat(
         "directory_tls_ca_file: \"", pki_.Path("ca.pem"),
