@@ -229,6 +229,9 @@ class EtcdDirectory final : public ClusterDirectory {
       ABSL_GUARDED_BY(mu_);
   uint64_t reconnects_ ABSL_GUARDED_BY(mu_) = 0;
 
+  // Records this daemon published again after someone else changed them
+  // (written by the session thread; read for the log).
+  std::atomic<uint64_t> reassertions_{0};
   std::atomic<uint64_t> lookups_cached_{0};
   std::atomic<uint64_t> lookups_store_{0};
   std::atomic<uint64_t> lookups_failed_{0};

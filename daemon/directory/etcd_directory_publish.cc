@@ -183,14 +183,18 @@ absl::Status EtcdDirectory::PublishRounds(const std::string& name,
       published_[name] = Held{value, create_revision};
       conflicts_.erase(name);
     }
-    if (reassert) {
+    // Said first and every 1000th time: someone who keeps overwriting a
+    // record must not flood the log.
+    if (const uint64_t n = reassert ? ++reassertions_ : 0;
+        n == 1 || (n != 0 && n % 1000 == 0)) {
       spdlog::warn(
           "cluster directory: the record of region '{}' was {} by "
           "someone else; this daemon holds the name and published "
-          "it again",
+          "it again ({} time(s) since it started)",
           name,
           created.succeeded() ? std::string("deleted")
-                              : absl::StrCat("overwritten with ", replaced));
+                              : absl::StrCat("overwritten with ", replaced),
+          n);
     }
     return absl::OkStatus();
   }
