@@ -62,13 +62,12 @@ bool EtcdDirectory::ChangedBySomeoneElse(
 }
 
 void EtcdDirectory::CheckLease(const std::string& name, int64_t lease) {
+  auto answered = [this, name, lease](absl::StatusOr<int64_t> ttl) {
+    // Unknown (etcd unreachable): kept until its time is up.
+    if (ttl.ok() && *ttl < 0) cache_.DropVanished(name, lease);
+  };
   etcd_.LeaseTimeToLiveAsync(lease, absl::Now() + options_.rpc_timeout,
-                             [this, name, lease](absl::StatusOr<int64_t> ttl) {
-                               // Unknown (etcd unreachable): kept, until its
-                               // time is up.
-                               if (ttl.ok() && *ttl < 0)
-                                 cache_.DropVanished(name, lease);
-                             });
+                             std::move(answered));
 }
 
 bool EtcdDirectory::OnWatchResponse(
