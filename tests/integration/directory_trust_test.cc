@@ -566,7 +566,7 @@ class DirectoryAuthTest : public DirectoryTrustTest {
     for (int i = 0; i < 300; ++i) {
       auto status = client->GetStatus();
       if (status.ok() && status->directory.has_value() &&
-          status->directory->state != "connected" &&
+          status->directory->state != DirectoryState::kConnected &&
           absl::StrContains(status->directory->last_error, what)) {
         return status->directory->last_error;
       }
