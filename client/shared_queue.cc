@@ -86,16 +86,17 @@ absl::StatusOr<std::vector<Completion>> SharedQueue::Run(
   for (size_t i = 0; i < n; ++i) {
     Op op = requests[i];
     results[i].tag = op.tag;
-    if (const RemoteRegion* const* region =
-            std::get_if<const RemoteRegion*>(&op.remote)) {
-      auto handle = HandleFor(**region);
+    if (std::holds_alternative<const RemoteRegion*>(op.remote)) {
+      // Copied out: assigning the handle below replaces the variant's value.
+      const RemoteRegion* const region = std::get<const RemoteRegion*>(op.remote);
+      auto handle = HandleFor(*region);
       if (!handle.ok()) {
         results[i].status = handle.status();
         continue;
       }
       opened[i] = *std::move(handle);
       op.remote = opened[i].get();
-      op.remote_offset += (*region)->offset;
+      op.remote_offset += region->offset;
     } else if (std::get<const RemoteHandle*>(op.remote)->session_generation_ !=
                generation) {
       // Submit would refuse the whole batch for it: it fails alone.
