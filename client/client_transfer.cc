@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
       this, impl_->link, id, call.generation, base, size, std::move(fds[1]),
       std::move(fds[2]), options.spin,
       std::min(options.default_timeout, absl::Hours(1)));
+  impl->notifications = options.notifications;
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 

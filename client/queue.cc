@@ -46,7 +46,9 @@ constexpr absl::Duration kReportGrace = absl::Seconds(5);
 absl::Status SessionGone(uint64_t queue_id) {
   return absl::UnavailableError(absl::StrCat(
       "rdmad closed this client's session (it stopped or restarted): "
-      "queue ", queue_id, " is gone; the next call opens a new session"));
+      "queue ", queue_id, " is gone: open a new queue (Client::OpenQueue) "
+      "and open remote handles again; the Client opens a new session by "
+      "itself"));
 }
 
 }  // namespace
@@ -393,6 +395,17 @@ absl::Status Queue::Wait(absl::Duration timeout) {
 absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Completions on the ring would be the parent's.
   if (impl_->link->Forked()) return impl_->link->ForkedError();
+  // Nothing can complete: say so now rather than sleep to the deadline.
+  if (impl_->in_flight == 0 && !impl_->notifications &&
+      impl_->held.empty() && impl_->completions.Empty()) {
+    if (absl::Status s = impl_->Usable(); !s.ok()) return s;
+    if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nothing is in flight on queue ", impl_->id,
+        ": Wait returns when a submitted operation completes, so Submit "
+        "first (a queue opened with QueueOptions::notifications also "
+        "waits for notifications)"));
+  }
   // Busy-polling helps only while the engine runs on another CPU: on ours
   // it would keep the engine from running until the spin runs out. There
   // the spin polls between sched_yield calls instead, which let the

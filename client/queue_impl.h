@@ -69,6 +69,9 @@ struct __attribute__((visibility("hidden"))) Queue::Impl {
   // QueueOptions::default_timeout, at most an hour (as the daemon takes it).
   const absl::Duration default_timeout;
   uint32_t in_flight = 0;  // submitted, completion not polled yet
+  // QueueOptions::notifications: something may arrive with nothing in
+  // flight.
+  bool notifications = false;
   // Notifications Run polled while it waited for its operations: Poll
   // returns them first.
   std::deque<Completion> held;

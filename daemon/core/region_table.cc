@@ -526,7 +526,9 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
       "no exported region named '", name, "' on this daemon: on its node, "
       "'rdmactl regions' lists the regions, 'rdmactl export NAME r|w|rw' "
       "exports one, 'rdmactl alloc NAME SIZE --export rw' creates one "
-      "exported"));
+      "exported; a program exports with Client::Export, or names and "
+      "exports a buffer it allocates with AllocateOptions{.name, "
+      ".export_access}"));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(

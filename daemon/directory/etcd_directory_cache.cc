@@ -181,7 +181,8 @@ absl::Status EtcdDirectory::NotFound(const std::string& name) const {
       absl::StrCat("no daemon exports a region named '", name,
                    "' (cluster directory ", etcd_.url(),
                    "): check the name (rdmactl ls) or export it on one "
-                   "(rdmactl export NAME r|w|rw)"));
+                   "(rdmactl export NAME r|w|rw; from a program, "
+                   "Client::Export or AllocateOptions::export_access)"));
 }
 
 void EtcdDirectory::Resolve(const std::string& name, absl::Time deadline,

@@ -46,7 +46,10 @@ absl::Status FromPeerCall(const grpc::Status& status, const std::string& peer,
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::UnavailableError(
           absl::StrCat("peer ", peer, " is unreachable: ", call,
-                       " failed: ", status.error_message()));
+                       " failed: ", status.error_message(),
+                       ". Check the address (HOST:PORT of that daemon's Peer "
+                       "service, its --peer_listen or --advertise_address) "
+                       "and that rdmad runs there"));
     case grpc::StatusCode::CANCELLED:
       return absl::UnavailableError(
           absl::StrCat("peer ", peer, ": ", call, " was cancelled (",

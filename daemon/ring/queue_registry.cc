@@ -229,7 +229,9 @@ void QueueRegistry::Shutdown() {
   }
   for (auto& [id, session] : sessions) {
     for (const auto& q : session.queues) {
-      q->Stop(absl::UnavailableError("rdmad is shutting down"));
+      q->Stop(absl::UnavailableError(
+          "rdmad is shutting down: once it is back, open a new queue (and "
+          "remote handles); a restarted rdmad serves no queue of before"));
     }
   }
   for (auto& engine : engines_) engine->Shutdown();

@@ -227,6 +227,8 @@ class Queue {
 
   // Waits until Poll has something to return, the queue stopped, or
   // `deadline` (DEADLINE_EXCEEDED). Busy-polls briefly before it sleeps.
+  // FAILED_PRECONDITION at once when nothing is in flight (and the queue
+  // takes no notifications): nothing could end the wait but the deadline.
   absl::Status Wait(absl::Time deadline);
   // The same for at most `timeout` from now. Reads the clock only once the
   // completion is slow to come (after a few polls), so a caller that waits

@@ -253,6 +253,7 @@ TEST_P(ClientReconnectTest, WaitOnTheQueueOfAKilledDaemonSaysSo) {
   const absl::Status waited = (*queue)->Wait(absl::Now() + absl::Seconds(120));
   EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
   EXPECT_THAT(waited.message(), HasSubstr("stopped or restarted"));
+  EXPECT_THAT(waited.message(), HasSubstr("open a new queue"));
 }
 
 // The same for epoll users (Arm, event_fd): nothing will ever make the

@@ -6,9 +6,11 @@
 // TCP on the host and over verbs in the soft-RoCE lab
 // (RDMAD_TEST_TRANSPORT=verbs).
 #include <dirent.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -523,16 +525,21 @@ TEST_F(QueueTest, SpinIsBoundedAndZeroWaitsAsleep) {
                 HasSubstr("QueueOptions::default_timeout"));
   }
 
-  // A spin longer than the wait ends at the wait's deadline.
-  auto spinner = ca->OpenQueue({.spin = absl::Seconds(1)});
+  // A spin longer than the wait ends at the wait's deadline. (These
+  // queues take notifications: a Wait on them may find nothing and time
+  // out, where one with nothing that could complete answers at once.)
+  auto spinner =
+      ca->OpenQueue({.notifications = true, .spin = absl::Seconds(1)});
   ASSERT_TRUE(spinner.ok()) << spinner.status();
   const absl::Time start = absl::Now();
   EXPECT_EQ((*spinner)->Wait(absl::Milliseconds(20)).code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(900))
       << "the 1s spin outlived the 20ms wait";
+  spinner->reset();  // one queue of a session takes notifications
 
-  auto queue = ca->OpenQueue({.spin = absl::ZeroDuration()});
+  auto queue =
+      ca->OpenQueue({.notifications = true, .spin = absl::ZeroDuration()});
   ASSERT_TRUE(queue.ok()) << queue.status();
   // A Wait with nothing in flight uses (next to) no CPU: it never spins.
   timespec before{}, after{};
@@ -764,6 +771,46 @@ TEST_F(QueueTest, SubmitNamesTheOperationItRefuses) {
   EXPECT_THAT(refused.status().message(),
               HasSubstr("operation 1 (tag 42) of 2, nothing queued: it names "
                         "no remote handle"));
+}
+
+// What a program meets first, said for a program: Wait with nothing to
+// wait for answers at once; a name nobody exports points at the library's
+// calls too, not only rdmactl's; an address nobody answers at says to check
+// it.
+TEST_F(QueueTest, MistakesAreExplainedForAProgram) {
+  auto ca = Connect(*a_);
+  ASSERT_TRUE(ca);
+  auto queue = ca->OpenQueue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  const absl::Time start = absl::Now();
+  const absl::Status idle = (*queue)->Wait(absl::Seconds(60));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "slept to the deadline";
+  EXPECT_EQ(idle.code(), absl::StatusCode::kFailedPrecondition) << idle;
+  EXPECT_THAT(idle.message(), HasSubstr("nothing is in flight"));
+
+  auto missing = ca->OpenRemote(*RemoteRegion::Parse(
+      absl::StrCat(b_->peer_address(), "/nobody-exports-this")));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("Client::Export"));
+
+  // A port nobody listens on: bound by the kernel's choice, then closed.
+  int closed_port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    closed_port = ntohs(addr.sin_port);
+    ::close(fd);
+  }
+  auto unreachable = ca->OpenRemote(*RemoteRegion::Parse(
+      absl::StrCat("127.0.0.1:", closed_port, "/kv")));
+  EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(unreachable.status().message(), HasSubstr("Check the address"));
 }
 
 TEST_F(QueueTest, AClientKilledWithOperationsInFlightLeavesOthersAlone) {
