@@ -82,8 +82,9 @@ def make_ops(kind, local, local_offset, remote, remote_offset, length,
     """
     local = getattr(local, "id", local)
     remote = getattr(remote, "id", remote)
+    given = [c for c in (tag, immediate, timeout) if c is not None]
     columns = np.broadcast(kind, local, local_offset, remote, remote_offset,
-                           length)
+                           length, *given)
     out = np.zeros(columns.size if columns.shape else 1, OP_DTYPE)
     out["kind"] = kind
     out["local"] = local

@@ -1,0 +1,212 @@
+"""Queues: vectorized submit and poll, run, wait without the GIL, and
+notifications."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rdmad
+from conftest import scaled
+
+RECORD = 64  # bytes each op moves in the 100k-op test
+
+
+@pytest.fixture
+def pair(daemon_a, daemon_b, unique):
+    """A client of daemon A, and a region of daemon B it may write and read
+    (with B's client, which owns it)."""
+    name = unique("q")
+    owner = daemon_b.connect()
+    client = daemon_a.connect()
+
+    def target(size):
+        region = owner.allocate(size, name=name, export="rw")
+        return region, client.open_remote(f"{daemon_b.peer_address}/{name}")
+
+    return client, owner, target
+
+
+def submit_all(q, ops):
+    """Submits `ops` with submit() and poll(), as room comes back; returns
+    every completion in completion order."""
+    results = []
+    sent = 0
+    while sent < len(ops):
+        if q.in_flight < q.capacity:
+            try:
+                sent += q.submit(ops[sent:])
+            except rdmad.ResourceExhausted:
+                pass
+        got = q.poll()
+        if len(got):
+            results.append(got)
+        elif sent < len(ops) or q.in_flight:
+            q.wait(10)
+    while q.in_flight:
+        assert q.wait(10)
+        results.append(q.poll())
+    done = np.concatenate(results)
+    return done
+
+
+def test_100k_vectorized_ops_are_byte_identical(pair):
+    client, owner, target = pair
+    n = scaled(100_000, 1000)
+    rng = np.random.default_rng(7)
+    src = client.allocate(n * RECORD)
+    dst = client.allocate(n * RECORD)
+    region, kv = target(n * RECORD)
+    source = np.frombuffer(src, np.uint8).reshape(n, RECORD)
+    source[:] = rng.integers(0, 256, size=(n, RECORD), dtype=np.uint8)
+
+    # Record i goes to slot place[i] of the region: order matters.
+    place = rng.permutation(n).astype(np.uint64)
+    q = client.open_queue(depth=1024, completion_depth=4096)
+    writes = rdmad.make_ops(rdmad.WRITE, src, np.arange(n) * RECORD, kv,
+                            place * RECORD, RECORD)
+    done = submit_all(q, writes)
+    assert len(done) == n and not done["code"].any()
+    assert np.array_equal(np.sort(done["tag"]), np.arange(n))
+    assert (done["bytes"] == RECORD).all()
+    landed = np.frombuffer(region, np.uint8).reshape(n, RECORD)
+    assert np.array_equal(landed[place], source)
+
+    # Read every slot back into its record's place with run().
+    reads = rdmad.make_ops(rdmad.READ, dst, np.arange(n) * RECORD, kv,
+                           place * RECORD, RECORD)
+    back = q.run(reads)
+    assert back.ok and np.array_equal(back["tag"], np.arange(n))
+    assert np.array_equal(np.frombuffer(dst, np.uint8).reshape(n, RECORD),
+                          source)
+
+
+def test_submit_takes_what_fits(pair):
+    client, _, target = pair
+    _, kv = target(1 << 16)
+    buf = client.allocate(1 << 16)
+    q = client.open_queue(depth=8, completion_depth=16)
+    assert q.capacity == 16
+    ops = rdmad.make_ops(rdmad.WRITE, buf, 0, kv, 0, 64, tag=np.arange(100))
+    first = q.submit(ops)
+    assert 0 < first <= 16 and q.in_flight == first
+    # Until completions are polled, the ring fills and refuses.
+    queued = first
+    while queued < 16:
+        queued += q.submit(ops[queued:])
+    with pytest.raises(rdmad.ResourceExhausted, match="Poll completions"):
+        q.submit(ops[queued:])
+    got = []
+    while sum(len(g) for g in got) < queued:
+        q.wait(10)
+        got.append(q.poll())
+    assert np.array_equal(np.sort(np.concatenate(got)["tag"]),
+                          np.arange(queued))
+    assert q.in_flight == 0
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("kind", 9, "kind 9 is neither rdmad.WRITE"),
+    ("flags", 0x80, "unknown flags 0x80"),
+    ("local", 999_999, "local buffer #999999 is no live Buffer"),
+    ("remote", 999_999, "remote handle 999999 is no open RemoteHandle"),
+])
+def test_a_bad_record_is_refused_by_its_index(pair, field, value, message):
+    client, _, target = pair
+    _, kv = target(4096)
+    buf = client.allocate(4096)
+    q = client.open_queue()
+    ops = rdmad.make_ops(rdmad.WRITE, buf, 0, kv, 0, 8, tag=np.arange(5) + 40)
+    ops[3][field] = value
+    with pytest.raises(rdmad.InvalidArgument) as refused:
+        q.submit(ops)
+    assert "operation 3 (tag 43) of 5, nothing submitted" in str(refused.value)
+    assert message in str(refused.value)
+    assert q.in_flight == 0
+
+
+def test_records_of_another_size_are_refused(daemon_a):
+    q = daemon_a.connect().open_queue()
+    with pytest.raises(rdmad.InvalidArgument, match="64-byte records"):
+        q.submit(b"\0" * 65)
+
+
+def test_a_freed_buffer_and_a_closed_handle_are_no_longer_named(pair):
+    client, _, target = pair
+    _, kv = target(4096)
+    buf = client.allocate(4096)
+    q = client.open_queue()
+    ops = rdmad.make_ops(rdmad.WRITE, buf, 0, kv, 0, 8)
+    buf.free()
+    with pytest.raises(rdmad.InvalidArgument, match="no live Buffer"):
+        q.submit(ops)
+    other = client.allocate(4096)
+    kv.close()
+    with pytest.raises(rdmad.InvalidArgument, match="no open RemoteHandle"):
+        q.submit(rdmad.make_ops(rdmad.WRITE, other, 0, kv, 0, 8))
+
+
+def test_poll_carries_the_failures_messages(pair):
+    client, _, target = pair
+    _, kv = target(4096)
+    buf = client.allocate(8192)
+    q = client.open_queue()
+    ops = rdmad.make_ops(rdmad.WRITE, buf, 0, kv, [0, 8192, 64], 64)
+    assert q.submit(ops) == 3
+    done = submit_all(q, ops[:0])
+    done = done[np.argsort(done["tag"])]
+    assert list(done["code"]) == [0, rdmad.OutOfRange.code, 0]
+    with pytest.raises(rdmad.OutOfRange, match="does not fit"):
+        q.run(ops)
+
+
+def test_wait_releases_the_gil(pair):
+    client, _, _ = pair
+    q = client.open_queue()
+    waiter = threading.Thread(target=q.wait, args=(0.6,))
+    start = time.monotonic()
+    waiter.start()
+    # Python work in this thread while the other waits: it would stall for
+    # the whole second if wait() held the GIL.
+    spins = 0
+    while time.monotonic() - start < 0.2:
+        spins += 1
+    elapsed = time.monotonic() - start
+    waiter.join()
+    assert elapsed < 0.5, f"the main thread stalled {elapsed:.2f} s"
+    assert spins > 1000
+    assert q.wait(0.05) is False  # nothing in flight: the wait times out
+
+
+def test_notifications(pair, daemon_b):
+    client, owner, target = pair
+    region, kv = target(1 << 16)
+    inbox = owner.open_queue(notifications=True, completion_depth=256)
+    buf = client.allocate(4096)
+    q = client.open_queue()
+    offsets = np.arange(10) * 512
+    writes = rdmad.make_ops(rdmad.WRITE, buf, 0, kv, offsets, 100,
+                            immediate=np.arange(10) + 70)
+    assert q.run(writes).ok
+    notes = []
+    deadline = time.monotonic() + 10
+    while len(notes) < 10 and time.monotonic() < deadline:
+        inbox.wait(1)
+        notes.extend(inbox.poll_notifications())
+    assert len(notes) == 10
+    notes = np.array(notes)
+    assert (notes["region"] == region.id).all()
+    assert np.array_equal(np.sort(notes["offset"]), offsets)
+    assert (notes["bytes"] == 100).all()
+    assert np.array_equal(np.sort(notes["immediate"]), np.arange(10) + 70)
+    assert len(inbox.poll()) == 0  # nothing of them among completions
+
+
+def test_an_immediate_only_rides_a_write(pair):
+    client, _, target = pair
+    _, kv = target(4096)
+    buf = client.allocate(4096)
+    q = client.open_queue()
+    with pytest.raises(rdmad.InvalidArgument, match="only a WRITE"):
+        q.submit(rdmad.make_ops(rdmad.READ, buf, 0, kv, 0, 8, immediate=1))
