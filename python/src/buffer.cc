@@ -85,6 +85,17 @@ class PyBuffer {
       view->obj = nullptr;
       return -1;
     }
+    if (buffer->core_->buffer.data() == nullptr) {
+      PyErr_SetString(
+          PyExc_BufferError,
+          absl::StrCat(buffer->Describe(),
+                       " is a dma-buf (GPU memory): it is not mapped in this "
+                       "process; reach it through its allocator (torch, "
+                       "CuPy)")
+              .c_str());
+      view->obj = nullptr;
+      return -1;
+    }
     // Refuses a writable view of a read-only mapping (PyBUF_WRITABLE).
     if (PyBuffer_FillInfo(view, self, buffer->core_->buffer.data(),
                           static_cast<Py_ssize_t>(buffer->size_),
@@ -182,7 +193,8 @@ its last reference, views included. Usable as a context manager.)doc");
       .def_property_readonly("views", &PyBuffer::views,
                              "How many buffer-protocol views of it exist.")
       .def_property_readonly("address", &PyBuffer::address,
-                             "The mapping's address in this process.")
+                             "The mapping's address in this process (0 for "
+                             "a dma-buf, which is not mapped here).")
       .def("free", &PyBuffer::Free)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",

@@ -167,6 +167,15 @@ class PyClient {
         Call([&](Client& c) { return c.Register(memfd, size, options); }));
   }
 
+  py::object RegisterDmabuf(int fd, uint64_t offset, uint64_t length,
+                            const std::optional<std::string>& name,
+                            const py::object& export_access) {
+    const AllocateOptions options = Options(name, export_access);
+    return Wrap(Call([&](Client& c) {
+      return c.RegisterDmabuf(fd, offset, length, options);
+    }));
+  }
+
   py::object MapRegion(const std::string& name) {
     return Wrap(Call([&](Client& c) { return c.MapRegion(name); }));
   }
@@ -320,7 +329,7 @@ the one the opened address named, for the caller to add.)doc")
                             ", ", h.transport(), ">");
       });
 
-  py::class_<PyClient>(m, "Client", R"doc(
+  py::class_<PyClient>(m, "Client", py::dynamic_attr(), R"doc(
 A session with the rdmad daemon of this node (Client.connect). The daemon
 frees what the session owns when this process exits. Calls to the daemon
 release the GIL. Methods raise rdmad.Error subclasses (rdmad.NotFound,
@@ -338,6 +347,13 @@ rdmad.PermissionDenied, rdmad.Unavailable...) with the daemon's message.)doc")
            py::arg("name") = py::none(), py::arg("export") = py::none(),
            "Registers the first `size` bytes of a memfd this process made "
            "(os.memfd_create with MFD_ALLOW_SEALING).")
+      .def("register_dmabuf", &PyClient::RegisterDmabuf, py::arg("fd"),
+           py::arg("offset"), py::arg("length"), py::arg("name") = py::none(),
+           py::arg("export") = py::none(),
+           "Registers `length` bytes from `offset` of the dma-buf `fd` (GPU "
+           "memory: see rdmad.cuda). The Buffer names the region in "
+           "operations; it has no CPU mapping here (no buffer protocol). "
+           "The caller keeps `fd`.")
       .def("map_region", &PyClient::MapRegion, py::arg("name"),
            "Maps a daemon-owned named region (read-only where its mode "
            "grants only read).")

@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import rdmad
+from rdmad import cuda
 
 log = logging.getLogger(__name__)
 
@@ -248,18 +249,39 @@ class TransferEngine:
                               "capacities, please")
         with self._lock:
             for address, capacity in zip(buffer_addresses, capacities):
-                found = self._containing(int(address), int(capacity))
-                if found is None:
-                    return self._fail(
-                        -rdmad.InvalidArgument.code,
-                        f"register_memory({int(address):#x}, {int(capacity)}):"
-                        " rdmad registers only memory it shares with its "
-                        "daemon, and this is not inside any: allocate it "
-                        "with TransferEngine.allocate_managed_buffer(length) "
-                        "(malloc'ed, numpy and torch CPU memory cannot be "
-                        "registered)")
-                self._registered[int(address)] = int(capacity)
+                address, capacity = int(address), int(capacity)
+                if self._containing(address, capacity) is None:
+                    failed = self._register_gpu(address, capacity)
+                    if failed is not None:
+                        # No CUDA here: then it is no GPU memory either.
+                        code = (rdmad.InvalidArgument.code
+                                if isinstance(failed, cuda.NoCuda)
+                                else failed.code)
+                        return self._fail(
+                            -code,
+                            f"register_memory({address:#x}, {capacity}): "
+                            "rdmad registers only memory it shares with its "
+                            "daemon or a GPU's dma-buf, and this is neither "
+                            f"({failed.message}): allocate it with "
+                            "TransferEngine.allocate_managed_buffer(length) "
+                            "(malloc'ed, numpy and torch CPU memory cannot "
+                            "be registered)")
+                self._registered[address] = capacity
+            self._rebuild()
         return 0
+
+    def _register_gpu(self, address, capacity):
+        """Registers the CUDA allocation holding the range (rdmad.cuda);
+        None, or the error that says why not."""
+        try:
+            reg = cuda.cache(self._client).register(
+                address, capacity,
+                name=f"mooncake-{self._id}-{next(self._names)}", export="rw")
+        except rdmad.Error as e:
+            return e
+        # The whole allocation is registered (and reachable) from now on.
+        self._managed[reg.base] = reg.buffer
+        return None
 
     def unregister_memory(self, buffer_addr):
         return self.batch_unregister_memory([buffer_addr])
@@ -423,7 +445,11 @@ class TransferEngine:
                        "allocate_managed_buffer")
             return None
         buf, offset = found
-        return memoryview(buf)[offset:offset + length]
+        try:
+            return memoryview(buf)[offset:offset + length]
+        except BufferError as e:  # GPU memory has no CPU mapping here
+            self._fail(-rdmad.InvalidArgument.code, str(e))
+            return None
 
     def _rebuild(self):
         self._local = _Ranges((base, buf.size, buf.id, 0)
