@@ -14,6 +14,11 @@
 #   librdmad-client0
 #              the client library, librdmad_client.so.0 (its soname), with
 #              the ldconfig trigger and a shlibs file.
+#   python3-rdmad
+#              the Python package rdmad (python/: the extension module over
+#              librdmad_client.so.0 and the pure-Python modules) in Debian's
+#              dist-packages, for Debian's python3; built where the build
+#              has it (RDMAD_PYTHON_BUILT).
 #   rdmad-dev  what building against it takes: its headers (rdmad/*.h;
 #              they include no generated code), the librdmad_client.so
 #              link, a pkg-config file (g++ app.cc $(pkg-config --cflags
@@ -135,11 +140,40 @@ set(RDMAD_PC_PRIVATE_LIBS
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rdmad-client.pc.in
                ${CMAKE_BINARY_DIR}/pkgconfig/rdmad-client-uninstalled.pc @ONLY)
 
+# The Python package (component python -> python3-rdmad): the build tree's
+# python/rdmad folder, as Debian's python3 finds it.
+if(RDMAD_PYTHON_BUILT)
+  set(RDMAD_PYTHON_INSTALL_DIR lib/python3/dist-packages)
+  install(TARGETS rdmad_python_ext
+          LIBRARY DESTINATION ${RDMAD_PYTHON_INSTALL_DIR}/rdmad
+          COMPONENT python)
+  foreach(module ${RDMAD_PYTHON_MODULES})
+    get_filename_component(module_dir ${module} DIRECTORY)
+    install(FILES ${PROJECT_SOURCE_DIR}/python/${module}
+            DESTINATION ${RDMAD_PYTHON_INSTALL_DIR}/${module_dir}
+            COMPONENT python)
+  endforeach()
+  install(FILES ${RDMAD_DOC_DIR}/changelog.gz ${RDMAD_DOC_DIR}/copyright
+          DESTINATION share/doc/python3-rdmad COMPONENT python)
+endif()
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 # "Unspecified": everything installed without a component (the binaries,
 # whose install() rules live with their targets, and the files above).
 set(CPACK_COMPONENTS_ALL Unspecified dev libs)
+if(RDMAD_PYTHON_BUILT)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-rdmad)
+  set(CPACK_DEBIAN_PYTHON_FILE_NAME DEB-DEFAULT)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+  # Its extension is built for Debian's python3 (3.11): the range pins it,
+  # as dh-python's ${python3:Depends} would.
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+      "librdmad-client0 (= ${PROJECT_VERSION}), python3 (>= 3.11), python3 (<< 3.12), python3-numpy")
+  set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+      "Python package of rdmad, the per-node RDMA resource daemon\nrdmad from Python: registered buffers that numpy and torch see without a\ncopy, shared-memory queues that take operations as one array and return\ncompletions as one array, awaitable operations on asyncio (rdmad.aio),\nCUDA memory as dma-bufs (rdmad.cuda) and Mooncake Transfer Engine's API\n(rdmad.compat.mooncake).")
+endif()
 set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME rdmad)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME rdmad-dev)
 set(CPACK_DEBIAN_LIBS_PACKAGE_NAME librdmad-client0)
@@ -171,6 +205,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Where dpkg-shlibdeps finds librdmad_client.so.0 for python3-rdmad's
+# extension (the package depends on librdmad-client0 itself, above).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/client)
 # The verbs providers (mlx5, rxe...) are plugins libibverbs loads at run
 # time; dpkg-shlibdeps cannot see them.
 # bash-completion loads rdmactl's completion file.

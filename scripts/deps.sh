@@ -27,8 +27,9 @@ for use in "$@"; do
         golang-etcd-server-dev
         # lld links in a third of the time GNU ld takes (RDMAD_LLD).
         lld
-        # Free ports for the demo and tests are picked with it.
-        python3)
+        # Free ports for the demo and tests are picked with it; the Python
+        # package (python/) is built for it with pybind11.
+        python3 python3-dev pybind11-dev python3-pybind11 python3-numpy)
       ;;
     demo)
       # The demo's cluster-directory part; skipped where etcd is missing.
@@ -37,10 +38,9 @@ for use in "$@"; do
     test)
       packages+=(
         # The gRPC example client (examples/python) and its test; the
-        # Python package's build and tests.
-        python3-grpcio python3-grpc-tools python3-protobuf
-        python3-pybind11 pybind11-dev python3-numpy python3-pytest
-        python3-pytest-asyncio python3-setuptools python3-venv
+        # Python package's tests, its pip install among them.
+        python3-grpcio python3-grpc-tools python3-protobuf python3-pytest
+        python3-pytest-asyncio python3-setuptools python3-venv python3-pip
         # Packaging: the .deb and its policy check; the man pages' test.
         dpkg-dev file lintian groff-base
         # The soft-RoCE lab (tests/lab): a Debian kernel with rdma_rxe,

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "python/src/binding.h"
+#include "binding.h"
 
 namespace rdmad::python {
 namespace {

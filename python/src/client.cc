@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "python/src/binding.h"
+#include "binding.h"
 
 namespace rdmad::python {
 namespace {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "python/src/binding.h"
-#include "python/src/records.h"
+#include "binding.h"
+#include "records.h"
 
 namespace rdmad::python {
 namespace {

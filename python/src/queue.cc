@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "python/src/binding.h"
-#include "python/src/records.h"
+#include "binding.h"
+#include "records.h"
 
 namespace rdmad::python {
 namespace {

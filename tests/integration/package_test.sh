@@ -4,6 +4,10 @@
 #     maintainer scripts and the conffile;
 #   * dpkg-deb --contents: every file the package promises;
 #   * lintian: no errors (warnings and notes are shown, not fatal);
+#   * python3-rdmad (where the build has the Python package): its
+#     dependencies and files in Debian's dist-packages; unpacked beside
+#     librdmad-client0, Debian's python3 imports it and moves data through
+#     a daemon with it;
 #   * librdmad-client0 and rdmad-dev, unpacked: the shared library's soname
 #     and exports (the public API only); examples/hello_transfer.cc, the
 #     Example: block of rdmad/client.h and examples/queue_run.cc build
@@ -162,8 +166,50 @@ start_test_daemon "$build/daemon/rdmad" "$build/client/rdmactl/rdmactl" "$out/ru
 "$build/client/rdmactl/rdmactl" --socket "$out/run/rdmad.sock" alloc target 256K >/dev/null
 run_client_program "$out/queue_run" "$out/run/rdmad.sock" target \
   "$root/usr/lib/$multiarch"
-stop_daemon
 echo "librdmad-client0 + rdmad-dev: queue_run built via pkg-config and ran OK"
+
+# python3-rdmad: Debian's python3 finds it in dist-packages, its extension
+# finds librdmad_client.so.0 where the system keeps libraries (no rpath to
+# this build tree), and it writes through the daemon.
+python_deb="$(ls "$out"/python3-rdmad_*.deb 2>/dev/null || true)"
+python_check='
+import sys, numpy as np, rdmad, rdmad.aio, rdmad.compat.mooncake, rdmad.cuda
+client = rdmad.Client.connect(sys.argv[1])
+buf = client.allocate(4096)
+np.frombuffer(buf, np.uint8)[:] = 7
+done = client.open_queue().run(rdmad.make_ops(rdmad.WRITE, buf, 0,
+                                              client.open_remote("target"), 0, 4096))
+print(rdmad.__file__, int(done["bytes"][0]))
+'
+if [[ -n "$python_deb" ]]; then
+  python_info="$(dpkg-deb --info "$python_deb")"
+  grep -q '^ Package: python3-rdmad$' <<<"$python_info" || fail "python3-rdmad name"
+  for dep in "librdmad-client0 (= " "python3 (>= 3.11)" "python3 (<< 3.12)" python3-numpy; do
+    [[ "$(grep '^ Depends:' <<<"$python_info")" == *"$dep"* ]] ||
+      fail "python3-rdmad does not depend on $dep: $(grep '^ Depends:' <<<"$python_info")"
+  done
+  python_contents="$(dpkg-deb --contents "$python_deb")"
+  dist=./usr/lib/python3/dist-packages/rdmad
+  for path in $dist/__init__.py $dist/aio.py $dist/cuda.py $dist/errors.py \
+      $dist/compat/mooncake.py "$dist/_rdmad\.cpython-[0-9]*-$multiarch\.so" \
+      ./usr/share/doc/python3-rdmad/copyright; do
+    grep -qE " $path\$" <<<"$python_contents" || fail "$path missing from python3-rdmad"
+  done
+  dpkg-deb -x "$python_deb" "$root"
+  if readelf -d "$root"/usr/lib/python3/dist-packages/rdmad/_rdmad.*.so | grep -q 'R.*PATH'; then
+    fail "python3-rdmad's extension carries an rpath"
+  fi
+  got="$(cd / && LD_LIBRARY_PATH="$root/usr/lib/$multiarch" \
+    PYTHONPATH="$root/usr/lib/python3/dist-packages" \
+    /usr/bin/python3 -c "$python_check" "$out/run/rdmad.sock" 2>&1)" ||
+    fail "python3-rdmad, unpacked: $got"
+  [[ "$got" == "$root/usr/lib/python3/dist-packages/rdmad/__init__.py 4096" ]] ||
+    fail "python3-rdmad, unpacked: $got"
+  echo "python3-rdmad: imported from dist-packages and wrote through rdmad OK"
+else
+  echo "no python3-rdmad: this build has no Python package (pybind11-dev)"
+fi
+stop_daemon
 
 if [[ "$(id -u)" -ne 0 || -z "${CI:-}" ]]; then
   echo "not installing: that is done as root in CI only (CI=${CI:-unset}, uid $(id -u))"
@@ -173,8 +219,8 @@ if [[ "$(dpkg-query -W -f='${Status}' rdmad 2>/dev/null || true)" == "install ok
   echo "rdmad is already installed on this machine; not touching it"
   exit 0
 fi
-trap 'stop_daemon; dpkg --purge rdmad-dev librdmad-client0 rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
-dpkg -i "$deb" "$libs" "$dev"
+trap 'stop_daemon; dpkg --purge python3-rdmad rdmad-dev librdmad-client0 rdmad >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+dpkg -i "$deb" "$libs" "$dev" $python_deb
 # A sanitizer build (scripts/test.sh's second pass) packages instrumented
 # binaries: leak reports at exit are not what this checks.
 export ASAN_OPTIONS=detect_leaks=0
@@ -193,8 +239,15 @@ mkdir "$out/installed"
 start_test_daemon /usr/sbin/rdmad /usr/bin/rdmactl "$out/installed"
 /usr/bin/rdmactl --socket "$out/installed/rdmad.sock" alloc target 256K >/dev/null
 run_client_program "$out/queue_installed" "$out/installed/rdmad.sock" target
+if [[ -n "$python_deb" ]]; then
+  got="$(cd / && /usr/bin/python3 -c "$python_check" "$out/installed/rdmad.sock" 2>&1)" ||
+    fail "installed python3-rdmad: $got"
+  [[ "$got" == "/usr/lib/python3/dist-packages/rdmad/__init__.py 4096" ]] ||
+    fail "installed python3-rdmad: $got"
+  echo "installed python3-rdmad: OK"
+fi
 stop_daemon
-dpkg --purge rdmad-dev librdmad-client0 rdmad
+dpkg --purge python3-rdmad rdmad-dev librdmad-client0 rdmad
 [[ ! -e /usr/sbin/rdmad ]] || fail "rdmad left behind after purge"
 [[ ! -e "/usr/lib/$multiarch/librdmad_client.so.0" ]] ||
   fail "librdmad_client.so.0 left behind after purge"
