@@ -50,7 +50,7 @@ class RecordView {
   RecordView& operator=(const RecordView&) = delete;
 
   size_t size() const { return view_.len / sizeof(OpRecord); }
-  OpRecord operator[](size_t i) const {
+  OpRecord operator()(size_t i) const {
     OpRecord r;  // copied: the array is the caller's, and may be unaligned
     std::memcpy(&r, static_cast<const char*>(view_.buf) + i * sizeof(r),
                 sizeof(r));
@@ -71,12 +71,13 @@ class PyQueue {
         queue_(std::move(queue)),
         capacity_(capacity) {}
 
-  // Turns records into ops_ (under mu_ and the registry's lock). With
-  // `keep`, also holds what they name, for a call without the GIL.
-  void Resolve(const RecordView& records,
+  // Turns the `n` records `records(i)` gives into ops_ (under mu_ and the
+  // registry's lock). With `keep`, also holds what they name, for a call
+  // without the GIL.
+  template <typename Records>
+  void Resolve(size_t n, const Records& records,
                std::vector<std::shared_ptr<BufferCore>>* keep_buffers,
                std::vector<std::shared_ptr<const RemoteHandle>>* keep_handles) {
-    const size_t n = records.size();
     ops_.clear();
     ops_.reserve(n);
     std::lock_guard<std::mutex> registry(client_->buffers_mu);
@@ -85,7 +86,7 @@ class PyQueue {
     uint64_t last_remote = 0;
     const RemoteHandle* remote = nullptr;
     for (size_t i = 0; i < n; ++i) {
-      const OpRecord r = records[i];
+      const OpRecord r = records(i);
       auto refuse = [&](auto&&... what) {
         ThrowStatus(absl::InvalidArgumentError(
             absl::StrCat("operation ", i, " (tag ", r.tag, ") of ", n,
@@ -138,7 +139,7 @@ class PyQueue {
   size_t Submit(py::handle ops) {
     const RecordView records(ops);
     auto lock = Lock();
-    Resolve(records, nullptr, nullptr);
+    Resolve(records.size(), records, nullptr, nullptr);
     return Unwrap(Live().Submit(ops_));
   }
 
@@ -159,8 +160,9 @@ class PyQueue {
     r.remote_offset = remote_offset;
     r.length = length;
     r.timeout_ms = timeout_ms;
-    py::bytes record(reinterpret_cast<const char*>(&r), sizeof(r));
-    return Submit(record);
+    auto lock = Lock();
+    Resolve(1, [&r](size_t) { return r; }, nullptr, nullptr);
+    return Unwrap(Live().Submit(ops_));
   }
 
   py::object Run(py::handle ops, std::optional<double> timeout) {
@@ -168,7 +170,7 @@ class PyQueue {
     std::vector<std::shared_ptr<BufferCore>> buffers;
     std::vector<std::shared_ptr<const RemoteHandle>> handles;
     auto lock = Lock();
-    Resolve(records, &buffers, &handles);
+    Resolve(records.size(), records, &buffers, &handles);
     const absl::Time deadline = timeout.has_value()
                                     ? absl::Now() + absl::Seconds(*timeout)
                                     : absl::InfiniteFuture();
@@ -255,6 +257,11 @@ class PyQueue {
     return Live().in_flight();
   }
   bool closed() const { return queue_ == nullptr; }
+  // Notifications poll() took off the ring, for poll_notifications().
+  size_t notifications_ready() {
+    auto lock = Lock();
+    return notes_.size();
+  }
 
   void Close() {
     auto lock = Lock();
@@ -428,6 +435,10 @@ GIL released. For threads that submit at once, open a queue per thread.)doc")
                              "flight at once.")
       .def_property_readonly("in_flight", &PyQueue::in_flight)
       .def_property_readonly("closed", &PyQueue::closed)
+      .def_property_readonly("notifications_ready",
+                             &PyQueue::notifications_ready,
+                             "How many notifications poll() set aside for "
+                             "poll_notifications().")
       .def("close", &PyQueue::Close)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyQueue& q, py::args) {
