@@ -26,6 +26,15 @@ export RDMAD_CI_UNITY="-DRDMAD_UNITY_BUILD=ON"
 rm -rf "$build"
 "$here/scripts/setup.sh" "$build" "$RDMAD_CI_FLAGS" "$RDMAD_CI_UNITY"
 echo "setup and build took $SECONDS s"
+# The Python package's pytest files run among the integration tests (one
+# CTest test each). A build without pybind11 leaves them out with only a
+# CMake warning: that must fail here, not pass with fewer tests.
+if ! ctest --test-dir "$build" -N -R '^python_buffer_test$' |
+    grep -q 'Total Tests: 1'; then
+  echo "test.sh: the Python package's tests are missing from $build:" \
+       "pybind11 was not found (scripts/deps.sh build test)" >&2
+  exit 1
+fi
 
 echo "=== tests: unit, integration, lab ==="
 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L 'unit|integration' \
