@@ -31,7 +31,7 @@ import collections
 import numpy as np
 
 from . import _rdmad
-from ._records import COMPLETION_DTYPE, OP_DTYPE, Completions
+from ._records import COMPLETION_DTYPE, OP_DTYPE, Completions, make_ops
 from .errors import Cancelled, ResourceExhausted, error_class
 
 # An internal tag: the batch's number in the high 32 bits, the operation's
@@ -189,18 +189,10 @@ class Queue:
             if self._in_flight == 1 and self._spin > 0:
                 self._q.wait(self._spin)
         else:
-            record = np.zeros(1, OP_DTYPE)
-            record["kind"] = kind
-            record["local"] = local_id
-            record["local_offset"] = local_offset
-            record["remote"] = remote_id
-            record["remote_offset"] = remote_offset
-            record["length"] = length
-            record["tag"] = tag
+            record = make_ops(kind, local_id, local_offset, remote_id,
+                              remote_offset, length, tag=tag,
+                              immediate=immediate)
             record["timeout_ms"] = timeout_ms
-            if immediate is not None:
-                record["immediate"] = immediate
-                record["flags"] = _rdmad.FLAG_IMMEDIATE
             self._backlog.append(record)
         self._pump()
         return await future
