@@ -329,6 +329,14 @@ the one the opened address named, for the caller to add.)doc")
                             ", ", h.transport(), ">");
       });
 
+  // Client.write and Client.read: one transfer of `kind` each.
+  auto transfer = [](Op::Kind kind) {
+    return [kind](PyClient& c, py::handle buf, uint64_t offset,
+                  const std::string& address, uint64_t remote_offset,
+                  uint64_t length) {
+      return c.Transfer(kind, buf, offset, address, remote_offset, length);
+    };
+  };
   py::class_<PyClient>(m, "Client", py::dynamic_attr(), R"doc(
 A session with the rdmad daemon of this node (Client.connect). The daemon
 frees what the session owns when this process exits. Calls to the daemon
@@ -360,26 +368,14 @@ rdmad.PermissionDenied, rdmad.Unavailable...) with the daemon's message.)doc")
       .def("open_remote", &PyClient::OpenRemote, py::arg("address"),
            "Opens '[PEER/]NAME[@OFFSET]' or an 'rdmad1:' descriptor for "
            "queue operations.")
-      .def("write",
-           [](PyClient& c, py::handle buf, uint64_t offset,
-              const std::string& address, uint64_t remote_offset,
-              uint64_t length) {
-             return c.Transfer(Op::Kind::kWrite, buf, offset, address,
-                               remote_offset, length);
-           },
-           py::arg("buffer"), py::arg("offset"), py::arg("address"),
-           py::arg("remote_offset"), py::arg("length"),
+      .def("write", transfer(Op::Kind::kWrite), py::arg("buffer"),
+           py::arg("offset"), py::arg("address"), py::arg("remote_offset"),
+           py::arg("length"),
            "One WRITE from `buffer` to the region `address` names; returns "
            "the bytes moved. For many, use a Queue.")
-      .def("read",
-           [](PyClient& c, py::handle buf, uint64_t offset,
-              const std::string& address, uint64_t remote_offset,
-              uint64_t length) {
-             return c.Transfer(Op::Kind::kRead, buf, offset, address,
-                               remote_offset, length);
-           },
-           py::arg("buffer"), py::arg("offset"), py::arg("address"),
-           py::arg("remote_offset"), py::arg("length"))
+      .def("read", transfer(Op::Kind::kRead), py::arg("buffer"),
+           py::arg("offset"), py::arg("address"), py::arg("remote_offset"),
+           py::arg("length"))
       .def("open_queue", &PyClient::OpenQueueOf, py::arg("depth") = 256,
            py::arg("completion_depth") = 0, py::arg("notifications") = false,
            py::arg("spin") = py::none(), py::arg("default_timeout") = 30.0,
