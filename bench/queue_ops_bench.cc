@@ -82,8 +82,8 @@ int Run(const Options& o) {
   std::memset(buf->data(), 1, bytes);
   auto queue = (*client)->OpenQueue(
       {.depth = static_cast<uint32_t>(std::max<uint64_t>(o.batch, 256)),
-       .completion_depth = static_cast<uint32_t>(
-           std::max<uint64_t>(2 * o.batch, 512))});
+       .completion_depth =
+           static_cast<uint32_t>(std::max<uint64_t>(2 * o.batch, 512))});
   if (!queue.ok()) Fail("open_queue", queue.status());
   rdmad::Queue& q = **queue;
   std::vector<rdmad::Completion> polled(std::max<uint64_t>(2 * o.batch, 512));
@@ -91,9 +91,13 @@ int Run(const Options& o) {
   if (o.mode == "submit") {
     std::vector<rdmad::Op> ops;
     for (uint64_t i = 0; i < o.batch; ++i) {
-      ops.push_back({.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-                     .local_offset = i * 8, .remote = &*handle,
-                     .remote_offset = i * 8, .length = 8, .tag = i});
+      ops.push_back({.kind = rdmad::Op::Kind::kWrite,
+                     .local = &*buf,
+                     .local_offset = i * 8,
+                     .remote = &*handle,
+                     .remote_offset = i * 8,
+                     .length = 8,
+                     .tag = i});
     }
     std::vector<double> per_op;
     for (uint64_t round = 0; round < o.iters; ++round) {
@@ -107,12 +111,14 @@ int Run(const Options& o) {
       per_op.push_back(absl::ToDoubleNanoseconds(took) / ops.size());
       Drain(q, ops.size(), polled);
     }
-    std::printf("{\"mode\": \"submit\", \"batch\": %llu, \"ns_per_op\": %.2f}\n",
-                static_cast<unsigned long long>(o.batch),
-                Percentile(per_op, 0.5));
+    std::printf(
+        "{\"mode\": \"submit\", \"batch\": %llu, \"ns_per_op\": %.2f}\n",
+        static_cast<unsigned long long>(o.batch), Percentile(per_op, 0.5));
   } else if (o.mode == "latency") {
-    const rdmad::Op op{.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-                       .remote = &*handle, .length = 8};
+    const rdmad::Op op{.kind = rdmad::Op::Kind::kWrite,
+                       .local = &*buf,
+                       .remote = &*handle,
+                       .length = 8};
     std::vector<double> us;
     for (uint64_t i = 0; i < o.iters; ++i) {
       const absl::Time start = absl::Now();
@@ -126,9 +132,13 @@ int Run(const Options& o) {
   } else if (o.mode == "bandwidth") {
     std::vector<rdmad::Op> ops;
     for (uint64_t i = 0; i < o.qd; ++i) {
-      ops.push_back({.kind = rdmad::Op::Kind::kWrite, .local = &*buf,
-                     .local_offset = i * o.size, .remote = &*handle,
-                     .remote_offset = i * o.size, .length = o.size, .tag = i});
+      ops.push_back({.kind = rdmad::Op::Kind::kWrite,
+                     .local = &*buf,
+                     .local_offset = i * o.size,
+                     .remote = &*handle,
+                     .remote_offset = i * o.size,
+                     .length = o.size,
+                     .tag = i});
     }
     auto queued = q.Submit(ops);
     if (!queued.ok() || *queued != ops.size()) Fail("submit", queued.status());
@@ -151,11 +161,11 @@ int Run(const Options& o) {
     }
     const double secs = absl::ToDoubleSeconds(absl::Now() - start);
     Drain(q, q.in_flight(), polled);
-    std::printf("{\"mode\": \"bandwidth\", \"size\": %llu, \"qd\": %llu, "
-                "\"gbytes_per_s\": %.3f}\n",
-                static_cast<unsigned long long>(o.size),
-                static_cast<unsigned long long>(o.qd),
-                done * o.size / secs / 1e9);
+    std::printf(
+        "{\"mode\": \"bandwidth\", \"size\": %llu, \"qd\": %llu, "
+        "\"gbytes_per_s\": %.3f}\n",
+        static_cast<unsigned long long>(o.size),
+        static_cast<unsigned long long>(o.qd), done * o.size / secs / 1e9);
   } else {
     std::fprintf(stderr, "queue_ops_bench: --mode submit|latency|bandwidth\n");
     return 2;

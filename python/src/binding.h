@@ -17,13 +17,13 @@
 #ifndef RDMAD_PYTHON_BINDING_H_
 #define RDMAD_PYTHON_BINDING_H_
 
+#include <pybind11/pybind11.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
-
-#include <pybind11/pybind11.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

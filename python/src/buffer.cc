@@ -127,8 +127,10 @@ class PyBuffer {
 
   [[noreturn]] static void ThrowInUse(const std::string& message) {
     py::object error =
-        py::module_::import("rdmad.errors").attr("BufferInUse")(
-            static_cast<int>(absl::StatusCode::kFailedPrecondition), message);
+        py::module_::import("rdmad.errors")
+            .attr("BufferInUse")(
+                static_cast<int>(absl::StatusCode::kFailedPrecondition),
+                message);
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
                     error.ptr());
     throw py::error_already_set();
@@ -160,8 +162,8 @@ BufferCore::~BufferCore() {
 }
 
 py::object WrapBuffer(std::shared_ptr<ClientState> client, Buffer buffer) {
-  auto core = std::make_shared<BufferCore>(std::move(client),
-                                           std::move(buffer));
+  auto core =
+      std::make_shared<BufferCore>(std::move(client), std::move(buffer));
   return py::cast(new PyBuffer(std::move(core)),
                   py::return_value_policy::take_ownership);
 }

@@ -1,13 +1,13 @@
 // rdmad.Client and rdmad.RemoteHandle: the session with the local daemon,
 // its buffers and named regions, and remote regions opened for queues.
+#include <pybind11/stl.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
-
-#include <pybind11/stl.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -17,7 +17,9 @@ namespace rdmad::python {
 namespace {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
-double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+double UnixSeconds(absl::Time t) {
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
 
 py::dict RegionDict(const RegionInfo& r) {
   py::dict d;
@@ -70,8 +72,8 @@ py::dict QueueDict(const QueueInfo& q) {
   d["completed"] = q.completed;
   d["failed"] = q.failed;
   d["notified"] = q.notified;
-  d["stopped"] = q.stop_reason.ok() ? std::string()
-                                    : std::string(q.stop_reason.message());
+  d["stopped"] =
+      q.stop_reason.ok() ? std::string() : std::string(q.stop_reason.message());
   return d;
 }
 
@@ -104,12 +106,15 @@ class PyRemoteHandle {
  public:
   PyRemoteHandle(std::shared_ptr<ClientState> client,
                  std::shared_ptr<const RemoteHandle> handle, uint64_t offset)
-      : client_(std::move(client)), handle_(std::move(handle)),
+      : client_(std::move(client)),
+        handle_(std::move(handle)),
         offset_(offset) {}
 
   uint64_t id() const { return handle_->id(); }
   uint64_t size() const { return handle_->size(); }
-  std::string access() const { return std::string(AccessName(handle_->access())); }
+  std::string access() const {
+    return std::string(AccessName(handle_->access()));
+  }
   std::string transport() const {
     return std::string(TransportName(handle_->transport()));
   }
@@ -182,8 +187,7 @@ class PyClient {
 
   PyRemoteHandle OpenRemote(const std::string& address) {
     const RemoteRegion remote = Unwrap(RemoteRegion::Parse(address));
-    RemoteHandle handle =
-        Call([&](Client& c) { return c.OpenRemote(remote); });
+    RemoteHandle handle = Call([&](Client& c) { return c.OpenRemote(remote); });
     auto shared = std::make_shared<const RemoteHandle>(std::move(handle));
     State().handles[shared->id()] = shared;
     return PyRemoteHandle(state_, shared, remote.offset);
@@ -285,7 +289,9 @@ class PyClient {
     return CallWithoutGil(*State().client, std::forward<F>(call));
   }
 
-  py::object Wrap(Buffer buffer) { return WrapBuffer(state_, std::move(buffer)); }
+  py::object Wrap(Buffer buffer) {
+    return WrapBuffer(state_, std::move(buffer));
+  }
 
   std::shared_ptr<BufferCore> Core(py::handle buffer) {
     const uint64_t id = py::cast<uint64_t>(buffer.attr("id"));
@@ -389,8 +395,8 @@ rdmad.PermissionDenied, rdmad.Unavailable...) with the daemon's message.)doc")
       .def("regions", &PyClient::Regions)
       .def("queues", &PyClient::Queues)
       .def("create_region", &PyClient::CreateRegion, py::arg("name"),
-           py::arg("size"), py::arg("export") = py::none(),
-           py::arg("mode") = 0, py::arg("group") = py::none(),
+           py::arg("size"), py::arg("export") = py::none(), py::arg("mode") = 0,
+           py::arg("group") = py::none(),
            "A daemon-owned named region (it outlives this session).")
       .def("free_region", &PyClient::FreeRegion, py::arg("name"))
       .def("export", &PyClient::Export, py::arg("name"), py::arg("access"))

@@ -30,8 +30,8 @@ void ThrowStatus(const absl::Status& status) {
   // (the package imports it before this module).
   static py::object* by_code = nullptr;
   if (by_code == nullptr) {
-    by_code = new py::object(py::module_::import("rdmad.errors").attr(
-        "_by_code"));
+    by_code =
+        new py::object(py::module_::import("rdmad.errors").attr("_by_code"));
   }
   py::object error = (*by_code)(static_cast<int>(status.code()),
                                 std::string(status.message()));

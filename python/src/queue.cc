@@ -8,6 +8,8 @@
 // lock per queue serializes every call on the rdmad::Queue (which is not
 // thread-safe); wait() and run() hold it with the GIL released.
 #include <poll.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,9 +20,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/numpy.h>
-#include <pybind11/stl.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -40,9 +39,11 @@ class RecordView {
     if (view_.len % static_cast<Py_ssize_t>(sizeof(OpRecord)) != 0) {
       const Py_ssize_t len = view_.len;
       PyBuffer_Release(&view_);
-      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
-          "operations are ", sizeof(OpRecord), "-byte records (rdmad.OP_DTYPE, "
-          "rdmad.ops()): got ", len, " bytes")));
+      ThrowStatus(absl::InvalidArgumentError(
+          absl::StrCat("operations are ", sizeof(OpRecord),
+                       "-byte records (rdmad.OP_DTYPE, "
+                       "rdmad.ops()): got ",
+                       len, " bytes")));
     }
   }
   ~RecordView() { PyBuffer_Release(&view_); }
@@ -161,7 +162,8 @@ class PyQueue {
     r.length = length;
     r.timeout_ms = timeout_ms;
     auto lock = Lock();
-    Resolve(1, [&r](size_t) { return r; }, nullptr, nullptr);
+    Resolve(
+        1, [&r](size_t) { return r; }, nullptr, nullptr);
     return Unwrap(Live().Submit(ops_));
   }
 
@@ -337,10 +339,12 @@ class PyQueue {
       CompletionRecord& r = records[i];
       r.tag = c.tag;
       r.bytes = c.bytes;
-      r.daemon_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(c.daemon_time));
+      r.daemon_ns =
+          static_cast<uint64_t>(absl::ToInt64Nanoseconds(c.daemon_time));
       r.code = static_cast<int32_t>(c.status.code());
       r.transport = static_cast<uint8_t>(c.transport);
-      if (!c.status.ok()) messages[py::int_(i)] = std::string(c.status.message());
+      if (!c.status.ok())
+        messages[py::int_(i)] = std::string(c.status.message());
     }
     if (!messages.empty()) out.attr("messages") = messages;
     return out;
@@ -349,7 +353,7 @@ class PyQueue {
   const std::shared_ptr<ClientState> client_;
   std::mutex mu_;  // serializes every use of queue_ and the members below
   std::unique_ptr<Queue> queue_;  // null once closed
-  const uint32_t capacity_;  // completion entries: the most in flight
+  const uint32_t capacity_;       // completion entries: the most in flight
   std::vector<Op> ops_;
   std::vector<Completion> scratch_;
   // Polled off the ring by the other kind of poll.
@@ -396,12 +400,13 @@ GIL released. For threads that submit at once, open a queue per thread.)doc")
            "Raises rdmad.InvalidArgument, naming the record, for a bad kind "
            "or flags, or ids of no live buffer or open handle of this "
            "client; rdmad.ResourceExhausted when not even the first fits.")
-      .def("submit_one", &PyQueue::SubmitOne, py::arg("kind"),
-           py::arg("local"), py::arg("local_offset"), py::arg("remote"),
-           py::arg("remote_offset"), py::arg("length"), py::arg("tag") = 0,
+      .def("submit_one", &PyQueue::SubmitOne, py::arg("kind"), py::arg("local"),
+           py::arg("local_offset"), py::arg("remote"), py::arg("remote_offset"),
+           py::arg("length"), py::arg("tag") = 0,
            py::arg("immediate") = py::none(), py::arg("timeout_ms") = 0,
            "One operation by its fields (ids, not objects).")
-      .def("run", &PyQueue::Run, py::arg("ops"), py::arg("timeout") = py::none(),
+      .def("run", &PyQueue::Run, py::arg("ops"),
+           py::arg("timeout") = py::none(),
            "Runs all of `ops` (any number) with the GIL released: submits "
            "what fits, waits, polls, until all completed; returns their "
            "Completions in `ops` order. Raises the error of the first op "

@@ -31,7 +31,7 @@ struct OpRecord {
   uint64_t tag;        // returned in the completion
   uint64_t local;      // Buffer.id of a buffer of the queue's client
   uint64_t local_offset;
-  uint64_t remote;     // RemoteHandle.id of a handle of that client
+  uint64_t remote;  // RemoteHandle.id of a handle of that client
   uint64_t remote_offset;
   uint64_t length;
   uint32_t timeout_ms;  // 0: the queue's default

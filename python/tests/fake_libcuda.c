@@ -39,25 +39,42 @@ int cuInit(unsigned flags) {
 
 int cuGetErrorName(int error, const char** name) {
   switch (error) {
-    case 0: *name = "CUDA_SUCCESS"; return 0;
-    case 1: *name = "CUDA_ERROR_INVALID_VALUE"; return 0;
-    case 100: *name = "CUDA_ERROR_NO_DEVICE"; return 0;
-    default: return 1;
+    case 0:
+      *name = "CUDA_SUCCESS";
+      return 0;
+    case 1:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return 0;
+    case 100:
+      *name = "CUDA_ERROR_NO_DEVICE";
+      return 0;
+    default:
+      return 1;
   }
 }
 
 int cuPointerGetAttribute(void* data, int attribute, unsigned long long p) {
   if (!device(p)) return 1;
   switch (attribute) {
-    case 1: *(void**)data = (void*)0x1; return 0;        /* CONTEXT */
-    case 2: *(unsigned*)data = 2; return 0;              /* MEMORY_TYPE */
-    case 7: *(unsigned long long*)data = *generation_of(p); return 0;
-    default: return 1;
+    case 1:
+      *(void**)data = (void*)0x1;
+      return 0; /* CONTEXT */
+    case 2:
+      *(unsigned*)data = 2;
+      return 0; /* MEMORY_TYPE */
+    case 7:
+      *(unsigned long long*)data = *generation_of(p);
+      return 0;
+    default:
+      return 1;
   }
 }
 
 int cuCtxPushCurrent_v2(void* context) { return context != NULL ? 0 : 1; }
-int cuCtxPopCurrent_v2(void** context) { *context = (void*)0x1; return 0; }
+int cuCtxPopCurrent_v2(void** context) {
+  *context = (void*)0x1;
+  return 0;
+}
 
 int cuMemGetAddressRange_v2(unsigned long long* base, size_t* size,
                             unsigned long long p) {
