@@ -423,7 +423,8 @@ GIL released. For threads that submit at once, open a queue per thread.)doc")
       .def("wait", &PyQueue::Wait, py::arg("timeout") = py::none(),
            "Waits (GIL released) until poll() or poll_notifications() has "
            "something; False if `timeout` seconds passed first. Raises why "
-           "the queue stopped.")
+           "the queue stopped, and FailedPrecondition at once when nothing "
+           "is in flight (and the queue takes no notifications).")
       .def("arm", &PyQueue::Arm,
            "Asks for event_fd to become readable at the next completion; "
            "False when something is ready already (poll it, then arm again) "

@@ -29,7 +29,8 @@ while True:   # batches of 1 MiB WRITEs, until killed
         except rdmad.ResourceExhausted:
             pass
         q.poll()
-        q.wait(1)
+        if q.in_flight:   # with nothing in flight, wait() refuses
+            q.wait(1)
 """
 
 

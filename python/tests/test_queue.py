@@ -171,7 +171,9 @@ def test_poll_carries_the_failures_messages(pair):
 
 def test_wait_releases_the_gil(pair):
     client, _, _ = pair
-    q = client.open_queue()
+    # A queue that takes notifications waits for them with nothing in
+    # flight (one that does not refuses: see below).
+    q = client.open_queue(notifications=True)
     waiter = threading.Thread(target=q.wait, args=(0.6,))
     start = time.monotonic()
     waiter.start()
@@ -184,7 +186,17 @@ def test_wait_releases_the_gil(pair):
     waiter.join()
     assert elapsed < 0.5, f"the main thread stalled {elapsed:.2f} s"
     assert spins > 1000
-    assert q.wait(0.05) is False  # nothing in flight: the wait times out
+    assert q.wait(0.05) is False  # no notification came: it timed out
+
+
+def test_wait_with_nothing_in_flight_says_so_at_once(pair):
+    client, _, _ = pair
+    q = client.open_queue()
+    start = time.monotonic()
+    with pytest.raises(rdmad.FailedPrecondition,
+                       match="nothing is in flight"):
+        q.wait(5)
+    assert time.monotonic() - start < 1
 
 
 def test_notifications(pair, daemon_b):
