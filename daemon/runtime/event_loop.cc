@@ -184,12 +184,15 @@ bool EventLoop::RunTasks() {
   return !tasks.empty();
 }
 
-absl::Time EventLoop::RunTimers(absl::Time now) {
+void EventLoop::RunTimers(absl::Time now) {
   while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto node = timers_.extract(timers_.begin());
     timer_when_.erase(node.key().second);
     node.mapped()();
   }
+}
+
+absl::Time EventLoop::NextTimer() const {
   return timers_.empty() ? absl::InfiniteFuture()
                          : timers_.begin()->first.first;
 }
@@ -211,7 +214,6 @@ void EventLoop::Run() {
   sleeping_.store(false);
   epoll_event events[kMaxEvents];
   absl::Time spin_until = absl::InfinitePast();
-  absl::Time next_timer = absl::InfiniteFuture();
   absl::Time next_fd_check = absl::InfinitePast();
   absl::Duration fd_check_every = kFdCheckWhileSpinning;
   bool slept = false;
@@ -245,8 +247,11 @@ void EventLoop::Run() {
         have_tasks = !tasks_.empty();
       }
       if (!have_tasks) {
+        // The timers as they are now: pollers arm theirs in Poll and
+        // PrepareToSleep, after this turn's look at them (a stalled
+        // queue's 100 us look slept a whole kMaxSleep otherwise).
         const absl::Duration sleep = std::min(
-            kMaxSleep, std::max(absl::ZeroDuration(), next_timer - now));
+            kMaxSleep, std::max(absl::ZeroDuration(), NextTimer() - now));
         // Round up so a timer is never checked a moment early and then
         // slept past.
         timeout_ms = static_cast<int>(
@@ -294,7 +299,7 @@ void EventLoop::Run() {
     RunTasks();
     // Timers due by `now` (read after any sleep): one that comes due during
     // this turn runs on the next, a few microseconds later.
-    next_timer = RunTimers(now);
+    RunTimers(now);
     bool work = PollAll();
     for (int i = 1; !work && spinning && i < kPollsPerTurnWhileSpinning &&
                     !has_tasks_.load(std::memory_order_relaxed) &&

@@ -136,8 +136,10 @@ class EventLoop {
   void Run();
   // Runs queued tasks; true if there were any.
   bool RunTasks();
-  // Runs due timers; returns when the next one is due.
-  absl::Time RunTimers(absl::Time now);
+  // Runs due timers.
+  void RunTimers(absl::Time now);
+  // When the next timer is due (InfiniteFuture: none).
+  absl::Time NextTimer() const;
   bool PollAll();
   void Wake();
 

@@ -1,7 +1,8 @@
 // EventLoop (daemon/runtime/event_loop.h): while pollers keep it spinning
 // it still serves its file descriptors, tasks and timers (it looks at the
 // descriptors only every few microseconds then); when they fall idle it
-// asks them to arm their wake-ups, sleeps, and tells them when it woke.
+// asks them to arm their wake-ups, sleeps (no longer than the timers they
+// armed allow), and tells them when it woke.
 #include "daemon/runtime/event_loop.h"
 
 #include <sys/epoll.h>
@@ -160,6 +161,52 @@ TEST_F(EventLoopTest, APollerThatFindsWorkWhilePreparingKeepsItAwake) {
   polls = poller_.polls.load();
   ASSERT_TRUE(Eventually([&] { return poller_.polls.load() > polls + 1000; }));
   EXPECT_EQ(poller_.wakes.load(), wakes) << "the loop slept with work waiting";
+}
+
+// A poller that, each time the loop is about to sleep, arms a timer 10 ms
+// ahead (as a stalled ring queue does), `times` times over.
+class ArmingPoller : public Poller {
+ public:
+  ArmingPoller(EventLoop* loop, int times) : loop_(loop), left_(times) {}
+  bool Poll() override { return false; }
+  bool PrepareToSleep() override {
+    if (left_ > 0 && !armed_) {
+      armed_ = true;
+      --left_;
+      loop_->RunAt(absl::Now() + absl::Milliseconds(10), [this] {
+        armed_ = false;
+        fired.fetch_add(1);
+      });
+    }
+    return false;
+  }
+  void Woke() override {}
+
+  std::atomic<int> fired{0};
+
+ private:
+  EventLoop* const loop_;
+  int left_;            // loop thread only
+  bool armed_ = false;  // loop thread only
+};
+
+// A timer a poller arms as the loop goes to sleep bounds that very sleep:
+// five 10 ms timers in a row take tens of milliseconds, not five of the
+// loop's longest sleeps (1 s each).
+TEST_F(EventLoopTest, ATimerArmedBeforeSleepingBoundsTheSleep) {
+  ArmingPoller arming(loop_.get(), 5);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(RunOnLoop(loop_.get(), [&] {
+                loop_->AddPoller(&arming);
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_TRUE(Eventually([&] { return arming.fired.load() == 5; }));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500))
+      << "the loop slept past the timers its poller armed";
+  ASSERT_TRUE(RunOnLoop(loop_.get(), [&] {
+                loop_->RemovePoller(&arming);
+                return absl::OkStatus();
+              }).ok());
 }
 
 }  // namespace
