@@ -222,6 +222,8 @@ QueueInfo FromProto(const v1::QueueInfo& q) {
   out.notified = q.notified();
   out.client_wakeups = q.client_wakeups();
   out.doorbells = q.doorbells();
+  out.notifications_held = q.notifications_held();
+  out.notifications_lost = q.notifications_lost();
   if (q.stopped()) {
     // A code this library does not know (or OK, which a stop never is)
     // still says the queue stopped.

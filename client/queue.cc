@@ -255,6 +255,15 @@ size_t Queue::Impl::PollRing(absl::Span<Completion> out) {
         c.offset = e.offset;
         c.bytes = e.bytes;
         c.immediate = e.immediate;
+        c.transport = TransportOf(e.transport);
+        c.writer = std::move(messages[i]);
+        if (e.tag <= UINT32_MAX) c.writer_uid = static_cast<uint32_t>(e.tag);
+        continue;
+      }
+      if (e.kind ==
+          static_cast<uint8_t>(queue::CompletionKind::kNotificationsLost)) {
+        c.kind = Completion::Kind::kNotificationsLost;
+        c.lost = e.bytes;
         continue;
       }
       if (in_flight > 0) --in_flight;
@@ -272,6 +281,12 @@ size_t Queue::Impl::PollRing(absl::Span<Completion> out) {
     }
     total += n;
     if (n < want) break;
+  }
+  // Room was freed: notifications the daemon holds for it follow now
+  // rather than at its engine's next look (queue_layout.h).
+  if (total > 0 && queue::HeldNotificationsWantDoorbell(base)) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(doorbell.get(), &one, sizeof(one));
   }
   return total;
 }

@@ -9,10 +9,11 @@
 //   offset 0             QueueHeader (one page): geometry, indices, flags
 //   sq_offset            the submission ring: sq_entries x SubmissionEntry
 //   cq_offset            the completion ring: cq_entries x CompletionEntry
-//   errors_offset        cq_entries x ErrorSlot: the message of a failed
-//                        op, in the slot of its completion's position (so
-//                        it cannot be overwritten before the client has
-//                        consumed that completion)
+//   errors_offset        cq_entries x ErrorSlot: the text of an entry
+//                        (a failed op's message, a notification's
+//                        writer), in the slot of its completion's position
+//                        (so it cannot be overwritten before the client
+//                        has consumed that completion)
 //
 // Both rings are single-producer single-consumer with free-running 32-bit
 // positions (entry i lives at i & (entries - 1)):
@@ -36,6 +37,19 @@
 // cq_head) against the positions it keeps itself. A queue whose sequences
 // or indices are impossible is stopped (state kStopped and a status in the
 // header); nothing else is affected.
+//
+// Notifications (WRITEs with an immediate into the owner's regions) share
+// the completion ring with the queue's own completions, but never the
+// slots those need: the daemon puts a notification on the ring only while
+// more than half of the ring stays free beside the completions of what is
+// in flight, so a writer cannot take the ring from its owner's operations.
+// What does not fit waits in the daemon (a bounded backlog per uid, in
+// order) and follows as the client frees room; `notifications_held` says
+// how many wait, and a client that frees room while it is not 0 and the
+// engine sleeps rings the doorbell, so that the rest follows at once
+// (otherwise within 10 ms). Notifications past the backlog's bound are
+// counted, and the count comes in order as a kNotificationsLost entry: no
+// notification is dropped unannounced, and none ever stops the queue.
 //
 // Waiting without burning CPU:
 //   - the engine polls the submission rings while it has work, spins a
@@ -70,7 +84,9 @@
 namespace rdmad::queue {
 
 inline constexpr uint32_t kMagic = 0x51444d52;  // "RMDQ"
-inline constexpr uint32_t kVersion = 2;  // 2: per-entry sequences
+// 2: per-entry sequences; 3: notifications say who wrote, lost ones are
+// counted on the ring, `notifications_held`.
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr uint32_t kMinEntries = 8;
 inline constexpr uint32_t kMaxEntries = 1u << 16;
@@ -106,27 +122,44 @@ static_assert(offsetof(SubmissionEntry, sequence) == 60);
 enum class CompletionKind : uint8_t {
   kCompletion = 1,    // of a submission
   kNotification = 2,  // a WRITE with immediate landed in one of our regions
+  // Notifications past the daemon's backlog bound, lost at this point of
+  // the order: `bytes` says how many.
+  kNotificationsLost = 3,
 };
 
 inline constexpr uint32_t kNoError = 0xffffffff;
+// CompletionEntry::tag of a notification whose writer has no local uid
+// (it wrote from another node).
+inline constexpr uint64_t kNoWriterUid = ~uint64_t{0};
 
-// 64 bytes: one cache line.
+// 64 bytes: one cache line. Fields by kind: c = kCompletion, n =
+// kNotification, l = kNotificationsLost; unused fields are 0.
 struct CompletionEntry {
   uint8_t kind;       // CompletionKind
-  uint8_t transport;  // 1 verbs, 2 tcp, 3 local (completions)
+  // c: how the op went; n: how the write came (1 verbs, 2 tcp, 3 local).
+  uint8_t transport;
   uint16_t reserved0;
-  int32_t code;       // absl::StatusCode; 0 = OK
-  uint64_t tag;       // completion: the submission's tag
-  uint64_t bytes;     // completion: bytes moved; notification: length
-  uint32_t error;     // index of its error slot, or kNoError
-  uint32_t immediate;  // notification: the sender's immediate
-  uint64_t region;    // notification: the region written
-  uint64_t offset;    // notification: where in it
-  uint64_t daemon_ns;  // completion: time inside the daemon, taken to done
+  int32_t code;  // c: absl::StatusCode; 0 = OK
+  // c: the submission's tag; n: the writer's uid (a writer on this node,
+  // as its kernel told the daemon), else kNoWriterUid.
+  uint64_t tag;
+  // c: bytes moved; n: length written; l: notifications lost.
+  uint64_t bytes;
+  // Index of its slot's text, or kNoError. c: the error message of a
+  // failed op; n: the writing daemon's Peer address ("HOST:PORT").
+  uint32_t error;
+  uint32_t immediate;  // n: the sender's immediate
+  uint64_t region;     // n: the region written
+  uint64_t offset;     // n: where in it
+  uint64_t daemon_ns;  // c: time inside the daemon, taken to done
   // Position + 1 (1 .. 2^32), written last: the entry is published.
   uint64_t sequence;
 };
 static_assert(sizeof(CompletionEntry) == 64);
+static_assert(offsetof(CompletionEntry, tag) == 8);
+static_assert(offsetof(CompletionEntry, bytes) == 16);
+static_assert(offsetof(CompletionEntry, error) == 24);
+static_assert(offsetof(CompletionEntry, region) == 32);
 static_assert(offsetof(CompletionEntry, sequence) == 56);
 
 struct ErrorSlot {
@@ -167,8 +200,12 @@ struct alignas(64) QueueHeader {
   // client_cpu is 0 too while the client busy-polls (not waiting on a CPU).
   std::atomic<int32_t> client_cpu;                    // client
   alignas(64) std::atomic<int32_t> engine_cpu;        // daemon
+  // Notifications the daemon holds for this queue because the ring had no
+  // room to spare for them (see above); 0 when none wait.
+  alignas(64) std::atomic<uint32_t> notifications_held;  // daemon
 };
 static_assert(sizeof(QueueHeader) <= kHeaderSize);
+static_assert(offsetof(QueueHeader, notifications_held) % 64 == 0);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int32_t>::is_always_lock_free);
 

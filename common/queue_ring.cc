@@ -268,6 +268,12 @@ void SetEngineCpu(void* base, int cpu) {
                                  std::memory_order_relaxed);
 }
 
+void SetNotificationsHeld(void* base, size_t held) {
+  Header(base)->notifications_held.store(
+      static_cast<uint32_t>(std::min<size_t>(held, UINT32_MAX)),
+      std::memory_order_relaxed);
+}
+
 bool ClientWaitsHere(const void* base) {
   const int32_t client =
       static_cast<const QueueHeader*>(base)->client_cpu.load(

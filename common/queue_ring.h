@@ -189,6 +189,14 @@ void SetEngineCpu(void* base, int cpu);
 // thread's CPU: then the engine should yield to it after completing work.
 bool ClientWaitsHere(const void* base);
 
+// The daemon: how many entries it holds for the queue's ring
+// (QueueHeader::notifications_held).
+void SetNotificationsHeld(void* base, size_t held);
+// The client, after it freed room on the completion ring: true when the
+// daemon holds notifications for it and the engine sleeps, so that the
+// doorbell brings them at once (queue_layout.h).
+inline bool HeldNotificationsWantDoorbell(const void* base);
+
 // The queue's state as the daemon left it: OK while active, else the
 // status it was stopped with.
 inline absl::Status StopStatus(const void* base);
@@ -322,6 +330,13 @@ inline bool CompletionProducer::Publish() {
   // does (SubmissionProducer::Publish).
   header_->cq_tail.store(tail_, std::memory_order_seq_cst);
   return header_->client_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
+inline bool HeldNotificationsWantDoorbell(const void* base) {
+  const auto* h = static_cast<const QueueHeader*>(base);
+  // A line the daemon writes only when its backlog changes.
+  return h->notifications_held.load(std::memory_order_relaxed) != 0 &&
+         h->engine_sleeping.load(std::memory_order_seq_cst) != 0;
 }
 
 inline absl::Status StopStatus(const void* base) {

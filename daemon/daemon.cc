@@ -198,7 +198,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                              id.version, id.transport, d.state.devices});
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(
-      d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get());
+      d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get(),
+      config.notification_backlog());
   d.transfers->SetNotificationSink(d.queues.get());
   d.state.queues = d.queues.get();
   d.metrics->SetQueues(d.queues.get());
@@ -253,6 +254,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       v1::Peer::service_full_name(), true);
   id.peer_listen = AdvertisedAddress(config, peer_server.port);
   d.connector->SetSelfAddress(id.peer_listen);
+  d.queues->SetSelfAddress(id.peer_listen);
 
   // 8. The cluster directory: needs the Peer address it publishes, and must
   // follow regions from the first one (made through the Local service).

@@ -3,8 +3,8 @@
 //
 // Checks, beyond "no crash, no UB, no leak": a decoded frame never claims
 // more bytes than it was given, a header decoded from a prefix agrees with
-// the one decoded from the whole input, and re-encoding a decoded request
-// header gives back the same bytes.
+// the one decoded from the whole input, re-encoding a decoded request
+// header gives back the same bytes, and an IDENTIFY's address is checked.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     f.header.key, f.header.offset, f.header.length, again,
                     f.header.immediate);
       Check(std::memcmp(again, data, kRequestHeaderSize) == 0);
+    }
+    if (f.header.type == FrameType::kIdentify) {
+      // A peer's name for itself: what passes the check is the body as
+      // sent, nothing added or cut.
+      const absl::string_view body(
+          reinterpret_cast<const char*>(f.payload.data()), f.payload.size());
+      auto address = ParseIdentity(body);
+      if (address.ok()) Check(*address == body);
     }
   }
   // Every prefix of garbage is garbage or incomplete, never a valid header

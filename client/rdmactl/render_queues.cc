@@ -22,10 +22,12 @@ std::string StateText(const QueueInfo& q) {
 std::string RenderQueues(const std::vector<QueueInfo>& queues,
                          absl::Time now) {
   if (queues.empty()) return "no queues\n";
+  // HELD: notifications the daemon holds for the queue (its client is
+  // behind); LOST: those lost for it past its uid's backlog.
   Table table({"QUEUE", "SESSION", "PID", "UID", "ENTRIES", "ENGINE", "AGE",
                "IN FLIGHT", "SUBMITTED", "COMPLETED", "FAILED", "NOTIFIED",
-               "WAKEUPS", "DOORBELLS", "STATE"});
-  for (size_t column : {0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13}) {
+               "HELD", "LOST", "WAKEUPS", "DOORBELLS", "STATE"});
+  for (size_t column : {0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
     table.AlignRight(column);
   }
   for (const QueueInfo& q : queues) {
@@ -34,13 +36,14 @@ std::string RenderQueues(const std::vector<QueueInfo>& queues,
     std::string entries =
         absl::StrCat(q.submission_entries, "/", q.completion_entries);
     if (q.notifications) entries += " +n";
-    table.AddRow({absl::StrCat(q.id), absl::StrCat(q.session_id),
-                  absl::StrCat(q.pid), absl::StrCat(q.uid), entries, q.engine,
-                  HumanDuration(now - q.opened), absl::StrCat(q.in_flight),
-                  absl::StrCat(q.submitted), absl::StrCat(q.completed),
-                  absl::StrCat(q.failed), absl::StrCat(q.notified),
-                  absl::StrCat(q.client_wakeups), absl::StrCat(q.doorbells),
-                  StateText(q)});
+    table.AddRow(
+        {absl::StrCat(q.id), absl::StrCat(q.session_id), absl::StrCat(q.pid),
+         absl::StrCat(q.uid), entries, q.engine, HumanDuration(now - q.opened),
+         absl::StrCat(q.in_flight), absl::StrCat(q.submitted),
+         absl::StrCat(q.completed), absl::StrCat(q.failed),
+         absl::StrCat(q.notified), absl::StrCat(q.notifications_held),
+         absl::StrCat(q.notifications_lost), absl::StrCat(q.client_wakeups),
+         absl::StrCat(q.doorbells), StateText(q)});
   }
   return table.Render();
 }
@@ -63,6 +66,8 @@ Json QueuesJson(const std::vector<QueueInfo>& queues, absl::Time now) {
         .Set("completed", q.completed)
         .Set("failed", q.failed)
         .Set("notified", q.notified)
+        .Set("held", q.notifications_held)
+        .Set("lost", q.notifications_lost)
         .Set("wakeups", q.client_wakeups)
         .Set("doorbells", q.doorbells)
         .Set("state", q.stop_reason.ok() ? "running" : "stopped");

@@ -373,6 +373,8 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);
+  CheckAtMost("notification_backlog", config.notification_backlog(), 1u << 22,
+              " (about 400 MiB per uid)", errors);
   CheckDirectory(config, errors);
   return errors;
 }
@@ -486,6 +488,9 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   }
   if (config.engine_threads() == 0) config.set_engine_threads(1);
   if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);
+  if (config.notification_backlog() == 0) {
+    config.set_notification_backlog(16384);
+  }
   if (config.data_listen().empty()) {
     // Same host as the Peer service, any free port: peers learn it from
     // Peer.Connect.

@@ -7,9 +7,9 @@ namespace rdmad::core {
 absl::Status OwnerNotToldError(absl::string_view region) {
   return absl::ResourceExhaustedError(absl::StrCat(
       region,
-      ": the data was written but its owner was not told: its notification "
-      "queue is full or stopped (the owner polls none of its completions); "
-      "the owner must poll it, or open a new one if it was stopped"));
+      ": the data was written but its owner was not told: the peer's "
+      "notification queue for it is full or stopped (that rdmad predates "
+      "notification backlogs; upgrade it)"));
 }
 
 }  // namespace rdmad::core

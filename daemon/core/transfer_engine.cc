@@ -395,7 +395,7 @@ TransferEngine::CopyLocal(const Caller& caller, const LocalCopyRequest& request,
   RDMAD_RETURN_IF_ERROR(CheckRange("remote", region.name(), region.size(),
                                    request.target_offset, request.length));
   RDMAD_RETURN_IF_ERROR(MoveBytes(request, local, region, 0, request.length));
-  return NotifyCopied(request, region);
+  return NotifyCopied(caller, request, region);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status TransferEngine::MoveBytes(
@@ -410,12 +410,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status TransferEngine::MoveBytes(
                                request.target_offset + at, n);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<uint64_t>
-TransferEngine::NotifyCopied(const LocalCopyRequest& request, Region& target) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TransferEngine::NotifyCopied(
+    const Caller& caller, const LocalCopyRequest& request, Region& target) {
   if (request.op == OpType::kWrite && request.immediate.has_value() &&
       notifications_ != nullptr) {
-    RDMAD_RETURN_IF_ERROR(notifications_->Notify(
-        target, request.target_offset, request.length, *request.immediate));
+    // The data is in place: the WRITE succeeded whatever becomes of its
+    // notification (the sink holds it until the owner has room).
+    notifications_->Notify(
+        target, request.target_offset, request.length, *request.immediate,
+        NotificationWriter{.transport = TransportKind::kLocal,
+                           .uid = caller.uid});
   }
   return request.length;
 }
@@ -456,7 +460,7 @@ absl::StatusOr<uint64_t> TransferEngine::CopyThroughExport(
     RDMAD_RETURN_IF_ERROR(MoveBytes(request, local, region, done, n));
     done += n;
   }
-  return NotifyCopied(request, region);
+  return NotifyCopied(caller, request, region);
 }
 
 void TransferEngine::Report(OpType op, const std::string& peer,

@@ -245,10 +245,10 @@ class TransferEngine {
   static absl::Status MoveBytes(const LocalCopyRequest& request,
                                 const Region& local, Region& target,
                                 uint64_t at, uint64_t n);
-  // After a copy: the target's owner hears of a WRITE's immediate; the
-  // bytes moved.
-  absl::StatusOr<uint64_t> NotifyCopied(const LocalCopyRequest& request,
-                                        Region& target);
+  // After a copy: the target's owner hears of a WRITE's immediate (from
+  // `caller`); the bytes moved.
+  uint64_t NotifyCopied(const Caller& caller, const LocalCopyRequest& request,
+                        Region& target);
   // The checks and the copy of CopyNow, without quota and report.
   std::optional<absl::StatusOr<uint64_t>> CheckAndCopy(
       const Caller& caller, const LocalCopyRequest& request,

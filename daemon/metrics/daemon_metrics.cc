@@ -248,11 +248,18 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
             "Client doorbells that woke a sleeping engine",
             {{"", t.doorbells}}, nullptr);
     counter("rdmad_notifications_total",
-            "Notifications of writes with an immediate, by result (not_told: "
-            "the owner's notification queue was full or stopped)",
+            "Notifications of writes with an immediate, by result (lost: "
+            "past the owner uid's notification_backlog, or its session "
+            "ended before it opened a notification queue)",
             {{"delivered", t.notifications_delivered},
-             {"not_told", t.notifications_not_told}},
+             {"lost", t.notifications_lost}},
             "result");
+    MetricFamily held =
+        Gauge("rdmad_notifications_held",
+              "Notifications the daemon holds for their owners: notification "
+              "queues without room to spare, owners without one open");
+    AddSample(held, {}, static_cast<double>(t.notifications_held));
+    families.push_back(std::move(held));
   }
 
   static void AddDirectory(const directory::DirectoryState& d,

@@ -20,7 +20,8 @@
 //                                                       woke a sleeping client
 //   rdmad_queue_doorbells_total                         doorbells that woke
 //                                                       an engine
-//   rdmad_notifications_total{result}                   delivered, not_told
+//   rdmad_notifications_total{result}                   delivered, lost
+//   rdmad_notifications_held                            held for their owners
 //   rdmad_build_info{version,transport}                 always 1
 //   rdmad_device_dmabuf{device,driver}                  1 if the RDMA device
 //                                                       registers dma-bufs

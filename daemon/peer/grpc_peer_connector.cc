@@ -199,13 +199,15 @@ void GrpcPeerConnector::Connect(
     absl::MutexLock lock(&mu_);
     call->request.set_generation(++generation_);
   }
+  // Before Prepare: a TCP channel names this daemon to the peer's data
+  // listener with it.
+  call->request.set_address(self_address());
   auto pending = connector->Prepare(address, &call->request);
   if (!pending.ok()) return done(pending.status());
   call->pending = *std::move(pending);
   call->request.set_incarnation(options_.incarnation);
   call->request.set_target_incarnation(incarnation);
   call->request.set_transport(ToProto(kind));
-  call->request.set_address(self_address());
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);

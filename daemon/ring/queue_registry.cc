@@ -1,6 +1,7 @@
 #include "daemon/ring/queue_registry.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -14,8 +15,12 @@ namespace rdmad::ring {
 QueueRegistry::QueueRegistry(runtime::IoRuntime* runtime,
                              core::TransferEngine* transfers,
                              const core::SessionTable* sessions,
-                             core::RegionTable* regions)
-    : sessions_table_(sessions), regions_(regions) {
+                             core::RegionTable* regions,
+                             uint64_t notification_backlog)
+    : sessions_table_(sessions),
+      regions_(regions),
+      notification_backlog_(notification_backlog),
+      self_address_(std::make_shared<const std::string>()) {
   for (size_t i = 0; i < runtime->engines(); ++i) {
     engines_.push_back(
         std::make_unique<RingEngine>(runtime->loop(i), transfers));
@@ -114,7 +119,9 @@ absl::Status QueueRegistry::Close(uint64_t session_id, uint64_t queue_id) {
       for (auto q = queues.begin(); q != queues.end(); ++q) {
         if ((*q)->id() == queue_id) {
           Retire(**q);
-          if ((*q)->notifications()) RemoveNotifier(it->second, **q);
+          if ((*q)->notifications()) {
+            RemoveNotifier(it->second, **q, /*session_continues=*/true);
+          }
           closed = std::move(*q);
           queues.erase(q);
           break;
@@ -169,44 +176,101 @@ absl::StatusOr<QueueRegistry::QueueDescriptor> QueueRegistry::Descriptor(
       absl::StrCat("this session has no queue ", queue_id));
 }
 
-absl::Status QueueRegistry::Notify(const core::Region& region,
-                                   uint64_t offset, uint64_t length,
-                                   uint32_t immediate) {
-  // Most often one queue: kept inline, no allocation per notification.
-  absl::InlinedVector<std::shared_ptr<RingQueue>, 2> targets;
+void QueueRegistry::SetSelfAddress(std::string address) {
+  absl::MutexLock lock(&mu_);
+  self_address_ = std::make_shared<const std::string>(std::move(address));
+}
+
+std::shared_ptr<NotificationBudget> QueueRegistry::BudgetOf(uint32_t uid) {
+  std::shared_ptr<NotificationBudget>& budget = budgets_[uid];
+  if (budget == nullptr) {
+    budget = std::make_shared<NotificationBudget>(uid, notification_backlog_);
+  }
+  return budget;
+}
+
+template <typename Key>
+NotificationBacklog& QueueRegistry::HeldFor(
+    absl::flat_hash_map<Key, NotificationBacklog>& held, Key key,
+    uint32_t uid) {
+  auto it = held.find(key);
+  if (it == held.end()) it = held.try_emplace(key, BudgetOf(uid)).first;
+  return it->second;
+}
+
+void QueueRegistry::Notify(const core::Region& region, uint64_t offset,
+                           uint64_t length, uint32_t immediate,
+                           const core::NotificationWriter& writer) {
+  PendingNotification n;
+  n.region = region.id();
+  n.offset = offset;
+  n.length = length;
+  n.immediate = immediate;
+  n.transport = writer.transport;
+  n.writer_uid = writer.uid;
+  const uint32_t uid = region.acl().uid;
+  // Clients asleep on a queue that got the notification: woken after the
+  // lock (a system call each). Most often one.
+  absl::InlinedVector<std::shared_ptr<RingQueue>, 2> wake;
   {
+    // Delivered under the lock: the receivers and backlogs change only
+    // under it, so a notification is never handed to a queue that is
+    // closing (its backlog taken), and each queue gets them in the order
+    // of their sequences.
     absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      BudgetOf(uid)->CountLost();  // the queues are gone
+      return;
+    }
+    n.sequence = next_sequence_++;
+    n.writer = writer.address != nullptr ? writer.address : self_address_;
     if (region.owner() == core::RegionOwnerKind::kSession) {
-      auto it = sessions_.find(region.creator().session_id);
-      if (it != sessions_.end() && it->second.notifications != nullptr) {
-        targets.push_back(it->second.notifications);
+      n.owner = NotifiedOwner::kSession;
+      const uint64_t session_id = region.creator().session_id;
+      if (auto it = sessions_.find(session_id);
+          it != sessions_.end() && it->second.notifications != nullptr) {
+        if (it->second.notifications->Notify(n)) {
+          wake.push_back(it->second.notifications);
+        }
+      } else if (sessions_table_->Contains(session_id)) {
+        HeldFor(held_by_session_, session_id, uid).Add(std::move(n));
+      } else {
+        // The buffer outlived its session by a transfer: nobody to tell.
+        BudgetOf(uid)->CountLost();
       }
-    } else if (auto it = notifications_by_uid_.find(region.acl().uid);
+    } else if (auto it = notifications_by_uid_.find(uid);
                it != notifications_by_uid_.end()) {
-      targets.assign(it->second.begin(), it->second.end());
+      n.owner = NotifiedOwner::kUid;
+      for (const auto& q : it->second) {
+        if (q->Notify(n)) wake.push_back(q);
+      }
+    } else {
+      n.owner = NotifiedOwner::kUid;
+      HeldFor(held_by_uid_, uid, uid).Add(std::move(n));
     }
   }
-  if (targets.empty()) return absl::OkStatus();  // nobody to tell
-  bool told = false;
-  for (const auto& q : targets) {
-    told |= q->Notify(region.id(), offset, length, immediate);
-  }
-  if (told) return absl::OkStatus();
-  not_told_.fetch_add(1, std::memory_order_relaxed);
-  return core::OwnerNotToldError(region.Label());
+  for (const auto& q : wake) q->WakeClient();
 }
 
 void QueueRegistry::EndSession(uint64_t session_id) {
   Session session;
   {
     absl::MutexLock lock(&mu_);
+    // Held for a session that never opened a notification queue: its
+    // buffers go with it, nobody is left to tell.
+    if (auto held = held_by_session_.find(session_id);
+        held != held_by_session_.end()) {
+      held->second.Discard();
+      held_by_session_.erase(held);
+    }
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) return;
     session = std::move(it->second);
     sessions_.erase(it);
     for (const auto& q : session.queues) Retire(*q);
     if (session.notifications != nullptr) {
-      RemoveNotifier(session, *session.notifications);
+      RemoveNotifier(session, *session.notifications,
+                     /*session_continues=*/false);
     }
   }
   for (const auto& q : session.queues) {
@@ -223,6 +287,8 @@ void QueueRegistry::Shutdown() {
     shut_down_ = true;
     sessions.swap(sessions_);
     notifications_by_uid_.clear();
+    held_by_uid_.clear();
+    held_by_session_.clear();
     for (auto& [id, session] : sessions) {
       for (const auto& q : session.queues) Retire(*q);
     }
@@ -247,18 +313,50 @@ size_t QueueRegistry::queue_count() const {
 
 void QueueRegistry::AddNotifier(Session& session,
                                 const std::shared_ptr<RingQueue>& queue) {
+  const uint32_t uid = queue->caller().uid;
   session.notifications = queue;
-  notifications_by_uid_[queue->caller().uid].push_back(queue);
+  std::vector<std::shared_ptr<RingQueue>>& of_uid = notifications_by_uid_[uid];
+  NotificationBacklog initial(BudgetOf(uid));
+  if (auto it = held_by_session_.find(queue->caller().session_id);
+      it != held_by_session_.end()) {
+    initial.MergeFrom(it->second);
+    held_by_session_.erase(it);
+  }
+  // The uid's first notification queue: what its regions' writers sent
+  // while it had none. (With others open, nothing is held for the uid.)
+  if (auto it = held_by_uid_.find(uid);
+      of_uid.empty() && it != held_by_uid_.end()) {
+    initial.MergeFrom(it->second);
+    held_by_uid_.erase(it);
+  }
+  of_uid.push_back(queue);
+  queue->HoldNotifications(std::move(initial));
 }
 
-void QueueRegistry::RemoveNotifier(Session& session, const RingQueue& queue) {
+void QueueRegistry::RemoveNotifier(Session& session, RingQueue& queue,
+                                   bool session_continues) {
+  const uint32_t uid = queue.caller().uid;
   if (session.notifications.get() == &queue) session.notifications.reset();
-  auto it = notifications_by_uid_.find(queue.caller().uid);
-  if (it == notifications_by_uid_.end()) return;
-  std::erase_if(it->second, [&queue](const std::shared_ptr<RingQueue>& q) {
-    return q.get() == &queue;
-  });
-  if (it->second.empty()) notifications_by_uid_.erase(it);
+  bool others = false;
+  if (auto it = notifications_by_uid_.find(uid);
+      it != notifications_by_uid_.end()) {
+    std::erase_if(it->second, [&queue](const std::shared_ptr<RingQueue>& q) {
+      return q.get() == &queue;
+    });
+    others = !it->second.empty();
+    if (!others) notifications_by_uid_.erase(it);
+  }
+  // What it held and its client never saw goes back to the owner.
+  NotificationBacklog left = queue.TakeBacklog();
+  NotificationBacklog own(BudgetOf(uid));
+  left.MoveOwned(NotifiedOwner::kSession, own);
+  if (!session_continues) {
+    own.Discard();
+  } else if (!own.empty()) {
+    HeldFor(held_by_session_, queue.caller().session_id, uid).MergeFrom(own);
+  }
+  // The uid's other queues got their own copies.
+  if (!others && !left.empty()) HeldFor(held_by_uid_, uid, uid).MergeFrom(left);
 }
 
 void QueueRegistry::Retire(const RingQueue& queue) {
@@ -306,8 +404,11 @@ QueueTotals QueueRegistry::Totals() const {
         totals.notifications_delivered += s.notified;
       }
     }
+    for (const auto& [uid, budget] : budgets_) {
+      totals.notifications_held += budget->held();
+      totals.notifications_lost += budget->lost();
+    }
   }
-  totals.notifications_not_told = not_told_.load(std::memory_order_relaxed);
   return totals;
 }
 

@@ -2,12 +2,24 @@
 // session. Opens queues (placing each on an engine loop, round-robin),
 // hands their descriptors to the session socket, closes them when asked or
 // when the session ends, and delivers notifications to the queue a session
-// chose for them. Thread-safe.
+// chose for them.
+//
+// Notifications are never refused and never stop a queue. Each goes to
+// its receivers (see Notify) at once or into their backlogs
+// (notification_backlog.h), in the order they arrived; an owner with no
+// notification queue open has its notifications held for it (by uid for a
+// daemon-owned region, by session for a session buffer) until one opens,
+// which takes them. Every backlog of one uid shares one budget of
+// `notification_backlog` notifications; past it they are counted lost, and
+// the count reaches the receiver in their place. A queue that closes hands
+// back what it held: to its session's next notification queue, and to its
+// uid's, unless another queue of the uid is there (and got its own copy).
+//
+// Thread-safe.
 #ifndef RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_
 #define RDMAD_DAEMON_RING_QUEUE_REGISTRY_H_
 
 #include <cstdint>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +32,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/ring/notification_backlog.h"
 #include "daemon/ring/remote_handles.h"
 #include "daemon/ring/ring_engine.h"
 #include "daemon/ring/ring_queue.h"
@@ -46,8 +59,11 @@ struct QueueTotals {
   uint64_t client_wakeups = 0;
   uint64_t doorbells = 0;
   uint64_t notifications_delivered = 0;
-  // Notifications that found the owner's queues full or stopped.
-  uint64_t notifications_not_told = 0;
+  // Notifications held now, for queues without room and owners without a
+  // queue; and those counted lost past a uid's bound (or whose session
+  // ended before it opened a notification queue), since the start.
+  uint64_t notifications_held = 0;
+  uint64_t notifications_lost = 0;
 };
 
 // Which descriptor of a queue the session socket hands out.
@@ -56,15 +72,20 @@ enum class QueueFd : uint32_t { kSegment = 0, kDoorbell = 1, kWakeup = 2 };
 class QueueRegistry final : public core::NotificationSink {
  public:
   static constexpr size_t kMaxQueuesPerSession = 64;
+  // Notifications the backlogs of one uid hold at most (config
+  // notification_backlog's default).
+  static constexpr uint64_t kDefaultNotificationBacklog = 16384;
 
   // `runtime`, `transfers`, `sessions` and `regions` are not owned and
   // outlive the registry. A queue or handle is made only for a session
   // `sessions` has open: a call that passed its session check just before
   // the session ended must not leave behind a queue nothing will ever
   // close. Each queue's segment is charged to its uid in `regions`
-  // (RegionTable::ChargeMemory) while the queue is open.
+  // (RegionTable::ChargeMemory) while the queue is open. The backlogs of
+  // one uid hold `notification_backlog` notifications at most.
   QueueRegistry(runtime::IoRuntime* runtime, core::TransferEngine* transfers,
-                const core::SessionTable* sessions, core::RegionTable* regions);
+                const core::SessionTable* sessions, core::RegionTable* regions,
+                uint64_t notification_backlog = kDefaultNotificationBacklog);
   ~QueueRegistry();  // Shutdown()
 
   // A new queue for `caller`'s session. RESOURCE_EXHAUSTED past
@@ -94,12 +115,16 @@ class QueueRegistry final : public core::NotificationSink {
                                              uint64_t queue_id,
                                              QueueFd which) const;
 
+  // This daemon's Peer address: the writer of local copies' notifications.
+  void SetSelfAddress(std::string address);
+
   // core::NotificationSink: to the notification queue of the session that
-  // owns a session buffer; for a named region, of every session of its
-  // owner's uid that has one. Dropped, OK, when there is none;
-  // RESOURCE_EXHAUSTED when there are some and none of them took it.
-  absl::Status Notify(const core::Region& region, uint64_t offset,
-                      uint64_t length, uint32_t immediate) override;
+  // owns a session buffer; for a daemon-owned region, to every
+  // notification queue of its owner's uid. Held for the owner when it has
+  // none (see above); counted lost for a session that has ended.
+  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate,
+              const core::NotificationWriter& writer) override;
 
   // Closes every queue and handle of the session.
   void EndSession(uint64_t session_id);
@@ -125,10 +150,23 @@ class QueueRegistry final : public core::NotificationSink {
   RingEngine* EngineOf(uint64_t queue_id) const;
   // Keeps notifications_by_uid_ and Session::notifications in step with
   // the queues that take notifications, as they open and close.
+  // The new queue takes what was held for its session and, if it is its
+  // uid's first, for its uid.
   void AddNotifier(Session& session, const std::shared_ptr<RingQueue>& queue)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveNotifier(Session& session, const RingQueue& queue)
+  // What the queue held goes back (see above); `session_continues` is false
+  // when its session ended, whose own notifications then are lost.
+  void RemoveNotifier(Session& session, RingQueue& queue,
+                      bool session_continues)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The uid's budget (made at first use).
+  std::shared_ptr<NotificationBudget> BudgetOf(uint32_t uid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The backlog held for `key` in `held` (made at first use).
+  template <typename Key>
+  NotificationBacklog& HeldFor(
+      absl::flat_hash_map<Key, NotificationBacklog>& held, Key key,
+      uint32_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds what a queue leaving the registry counted to retired_.
   void Retire(const RingQueue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAUTHENTICATED unless `session_id` is open (checked under mu_, which
@@ -156,7 +194,19 @@ class QueueRegistry final : public core::NotificationSink {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // The counts of queues closed so far (running and stopped stay 0).
   QueueTotals retired_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> not_told_{0};
+
+  // Notifications: what a uid's backlogs may hold together.
+  const uint64_t notification_backlog_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;  // order of arrival
+  std::shared_ptr<const std::string> self_address_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::shared_ptr<NotificationBudget>> budgets_
+      ABSL_GUARDED_BY(mu_);
+  // Held for owners without a notification queue: daemon-owned regions'
+  // by uid, session buffers' by session.
+  absl::flat_hash_map<uint32_t, NotificationBacklog> held_by_uid_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, NotificationBacklog> held_by_session_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmad::ring

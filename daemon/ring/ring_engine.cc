@@ -226,7 +226,13 @@ bool RingEngine::Poll() {
   bool work = false;
   // By index, and Serve takes its own reference when it has work: a
   // completion run inline never detaches (Detach is a task), but stay safe.
-  for (size_t i = 0; i < queues_.size(); ++i) work |= Serve(queues_[i].queue);
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    RingQueue& queue = *queues_[i].queue;
+    // Notifications held for want of room follow as the client frees it
+    // (one load per queue when none are held).
+    if (queue.holds_notifications()) work |= queue.DeliverHeld();
+    work |= Serve(queues_[i].queue);
+  }
   // A client waiting on this CPU for a round here (or for a completion the
   // loop ran since) runs now rather than after this loop's spin; one that
   // keeps doing so gets this CPU to itself (CpuStepAside).
@@ -245,6 +251,16 @@ bool RingEngine::PrepareToSleep() {
   bool work = false;
   bool stalled = false;
   for (const Attached& a : queues_) {
+    // Held notifications: delivered if the client made room since the
+    // last turn, else looked at again later, as a stalled queue is (its
+    // client frees room without a doorbell unless it knows to ring one).
+    if (a.queue->holds_notifications()) {
+      if (a.queue->DeliverHeld()) {
+        work = true;
+      } else if (!a.queue->stopped()) {
+        stalled = true;
+      }
+    }
     switch (a.queue->SleepUnlessWork()) {
       case RingQueue::SleepCheck::kSleep:
         break;

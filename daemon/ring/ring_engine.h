@@ -16,9 +16,12 @@
 // As a runtime::Poller it keeps its loop spinning while there is work and
 // for the loop's spin time after; before the loop sleeps it raises every
 // queue's sleeping flag, so that a client rings the doorbell (an eventfd
-// the loop watches) for its next submission. Idle, it uses no CPU. It also
-// keeps each queue told which CPU it runs on, so that a client on the same
-// CPU sleeps at once instead of spinning against it.
+// the loop watches) for its next submission. Idle, it uses no CPU. It
+// delivers the notifications a queue holds as its client frees room on the
+// completion ring (looking again after a while, as for a stalled queue,
+// while none is freed). It also keeps each queue told which CPU it runs
+// on, so that a client on the same CPU sleeps at once instead of spinning
+// against it.
 //
 // Lives on its loop; Attach and Detach may be called from any thread.
 #ifndef RDMAD_DAEMON_RING_RING_ENGINE_H_

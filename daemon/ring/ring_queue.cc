@@ -196,6 +196,10 @@ RingQueueStats RingQueue::stats() const {
   s.completed = completed_;
   s.failed = failed_;
   s.notified = notified_;
+  if (backlog_.has_value()) {
+    s.held = backlog_->held();
+    s.lost = backlog_->lost();
+  }
   s.client_wakeups = client_wakeups_;
   s.stop_reason = stop_reason_;
   return s;
@@ -281,37 +285,92 @@ void RingQueue::EndRound() {
   deferred_messages_.clear();
 }
 
-bool RingQueue::Notify(uint64_t region, uint64_t offset, uint64_t length,
-                       uint32_t immediate) {
-  if (stopped()) return false;
-  bool full = false;
+bool RingQueue::RoomForNotificationLocked() {
+  // More than half of the ring stays free beside the slots reserved for
+  // the operations in flight: a writer cannot take the ring from the
+  // owner's own operations (queue_layout.h).
+  const uint32_t keep = in_flight_ + geometry_.cq_entries / 2;
+  absl::StatusOr<uint32_t> space = completions_.Space(keep + 1);
+  return space.ok() && *space > keep;
+}
+
+void RingQueue::PushNotificationLocked(const PendingNotification& n) {
+  queue::CompletionEntry entry{};
+  if (n.lost > 0) {
+    entry.kind =
+        static_cast<uint8_t>(queue::CompletionKind::kNotificationsLost);
+    entry.bytes = n.lost;
+    completions_.Push(entry, "");
+    return;
+  }
+  entry.kind = static_cast<uint8_t>(queue::CompletionKind::kNotification);
+  entry.transport = TransportCode(n.transport);
+  entry.tag =
+      n.writer_uid.has_value() ? uint64_t{*n.writer_uid} : queue::kNoWriterUid;
+  entry.region = n.region;
+  entry.offset = n.offset;
+  entry.bytes = n.length;
+  entry.immediate = n.immediate;
+  completions_.Push(entry, n.writer != nullptr ? *n.writer : "");
+  ++notified_;
+}
+
+bool RingQueue::DrainLocked() {
+  bool moved = false;
+  while (!backlog_->empty() && RoomForNotificationLocked()) {
+    PushNotificationLocked(backlog_->front());
+    backlog_->PopFront();
+    moved = true;
+  }
+  holding_.store(!backlog_->empty(), std::memory_order_release);
+  queue::SetNotificationsHeld(segment_.data(), backlog_->entries());
+  return moved;
+}
+
+void RingQueue::HoldNotifications(NotificationBacklog initial) {
   bool wake = false;
   {
     SpinLockHolder lock(&mu_);
-    absl::StatusOr<uint32_t> space = completions_.Space(in_flight_ + 1);
-    // Slots reserved for submissions in flight are not ours to take.
-    full = !space.ok() || *space <= in_flight_;
-    if (!full) {
-      queue::CompletionEntry entry{};
-      entry.kind = static_cast<uint8_t>(queue::CompletionKind::kNotification);
-      entry.region = region;
-      entry.offset = offset;
-      entry.bytes = length;
-      entry.immediate = immediate;
-      completions_.Push(entry, "");
-      ++notified_;
-      wake = PublishLocked();
-    }
+    backlog_.emplace(std::move(initial));
+    if (DrainLocked()) wake = PublishLocked();
   }
   if (wake) WakeClient();
-  if (full) {
-    Stop(absl::ResourceExhaustedError(absl::StrCat(
-        "notification queue ", id_,
-        " overflowed: its completion ring had no room for a notification, "
-        "which is lost with any after it; close it and open a new one, "
-        "polled more often or with more completion entries")));
+}
+
+bool RingQueue::Notify(const PendingNotification& n) {
+  SpinLockHolder lock(&mu_);
+  if (!backlog_.has_value()) return false;  // not a notification queue
+  if (!stopped() && backlog_->empty() && RoomForNotificationLocked()) {
+    PushNotificationLocked(n);
+    return PublishLocked();
   }
-  return !full;
+  backlog_->Add(n);
+  holding_.store(true, std::memory_order_release);
+  queue::SetNotificationsHeld(segment_.data(), backlog_->entries());
+  return false;
+}
+
+bool RingQueue::DeliverHeld() {
+  if (stopped()) return false;
+  bool moved = false;
+  bool wake = false;
+  {
+    SpinLockHolder lock(&mu_);
+    if (!backlog_.has_value()) return false;
+    moved = DrainLocked();
+    if (moved) wake = PublishLocked();
+  }
+  if (wake) WakeClient();
+  return moved;
+}
+
+NotificationBacklog RingQueue::TakeBacklog() {
+  SpinLockHolder lock(&mu_);
+  holding_.store(false, std::memory_order_release);
+  queue::SetNotificationsHeld(segment_.data(), 0);
+  // What stays behind is empty: Notify is no longer called for a queue
+  // the registry took the backlog of.
+  return std::move(*backlog_);
 }
 
 void RingQueue::Stop(const absl::Status& why) {

@@ -10,15 +10,20 @@
 // copies, the loops of the data channels for remote ones) and are published
 // under a lock.
 //
-// A queue whose indices the client made impossible, or whose notification
-// slots ran out, is stopped with a precise status in its header; nothing
-// else is affected.
+// A notification queue also carries notifications, on the slots its own
+// operations do not need (queue_layout.h): what does not fit waits in the
+// queue's NotificationBacklog and follows as the client frees room
+// (DeliverHeld, from its engine). A notification never stops a queue.
+//
+// A queue whose indices the client made impossible is stopped with a
+// precise status in its header; nothing else is affected.
 #ifndef RDMAD_DAEMON_RING_RING_QUEUE_H_
 #define RDMAD_DAEMON_RING_RING_QUEUE_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +40,7 @@
 #include "daemon/core/shm_segment.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/ring/notification_backlog.h"
 #include "daemon/ring/remote_handles.h"
 
 namespace rdmad::ring {
@@ -55,6 +61,11 @@ struct RingQueueStats {
   uint64_t completed = 0;  // completions published (of taken entries)
   uint64_t failed = 0;     // of those, with a status other than OK
   uint64_t notified = 0;   // notifications delivered on the ring
+  // Notifications the daemon holds for the ring now (it had no room to
+  // spare), and those it counted lost for this queue (past the uid's
+  // backlog bound) since it opened.
+  uint64_t held = 0;
+  uint64_t lost = 0;
   // Times the daemon wrote the wake-up eventfd for a client that slept
   // waiting for a completion: each costs the client a wake-up, so a
   // count close to `completed` says its spin is shorter than its
@@ -143,11 +154,28 @@ class RingQueue {
   void Complete(uint64_t tag, const absl::Status& status, uint64_t bytes,
                 core::TransportKind transport,
                 absl::Duration daemon_time = absl::ZeroDuration());
-  // Delivers a notification (an unreserved slot). Stops the queue with
-  // RESOURCE_EXHAUSTED when the completion ring has no room for it. False
-  // when it was not delivered (no room, or the queue had stopped).
-  bool Notify(uint64_t region, uint64_t offset, uint64_t length,
-              uint32_t immediate);
+  // Notification queues only (options.notifications).
+  // Starts the queue's backlog with what was held for its owner before it
+  // opened (its uid's budget); delivers what fits.
+  void HoldNotifications(NotificationBacklog initial);
+  // Puts `n` on the ring when nothing is held before it and the ring has
+  // room to spare (more than half of it free beside the slots reserved for
+  // operations in flight), else holds it in the backlog (or counts it
+  // lost there, past the budget). Also while stopped: it is held for the
+  // owner's next queue (TakeBacklog). True when the client waits for it:
+  // the caller then calls WakeClient once its own locks are released.
+  [[nodiscard]] bool Notify(const PendingNotification& n);
+  // Wakes the client asleep on the queue (after Notify said so).
+  void WakeClient();
+  // Moves what the backlog holds onto the ring, as far as room allows;
+  // true if it moved any. The engine calls it while holds_notifications().
+  bool DeliverHeld();
+  bool holds_notifications() const {
+    return holding_.load(std::memory_order_acquire);
+  }
+  // The backlog, taken out as the queue closes (the registry hands it to
+  // the owner's next queue).
+  NotificationBacklog TakeBacklog();
   // Stops taking submissions; the status shows in the segment's header.
   void Stop(const absl::Status& why);
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
@@ -176,7 +204,14 @@ class RingQueue {
   // Publishes what was pushed; true if the client waits, and WakeClient
   // must follow once the lock is released.
   bool PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WakeClient();
+  // Whether a notification may take a slot now (see Notify).
+  bool RoomForNotificationLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes one notification or loss marker (not published).
+  void PushNotificationLocked(const PendingNotification& n)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves what fits from the backlog onto the ring and says in the header
+  // how many stay; true if it moved any (then it must be published).
+  bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t id_;
   const core::Caller caller_;
@@ -214,6 +249,10 @@ class RingQueue {
   uint64_t notified_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t client_wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status stop_reason_ ABSL_GUARDED_BY(mu_);
+  // Notifications waiting for room (notification queues only).
+  std::optional<NotificationBacklog> backlog_ ABSL_GUARDED_BY(mu_);
+  // Whether backlog_ holds anything: the engine's look without the lock.
+  std::atomic<bool> holding_{false};
 };
 
 }  // namespace rdmad::ring

@@ -110,6 +110,8 @@ grpc::ServerUnaryReactor* LocalService::ListQueues(
     info->set_notified(q.stats.notified);
     info->set_client_wakeups(q.stats.client_wakeups);
     info->set_doorbells(q.stats.doorbells);
+    info->set_notifications_held(q.stats.held);
+    info->set_notifications_lost(q.stats.lost);
     if (!q.stats.stop_reason.ok()) {
       info->set_stopped(true);
       info->set_stop_code(static_cast<int32_t>(q.stats.stop_reason.code()));

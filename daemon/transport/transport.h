@@ -182,6 +182,7 @@ class Connector {
 
   // Fills this transport's fields of `request` (kind, connection count,
   // verbs QP endpoints...) for `peer` ("HOST:PORT" of its Peer service).
+  // `request` already names this daemon (address).
   virtual absl::StatusOr<std::unique_ptr<Pending>> Prepare(
       const std::string& peer, v1::ConnectRequest* request) = 0;
 };

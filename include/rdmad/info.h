@@ -354,6 +354,11 @@ struct QueueInfo {
   uint64_t doorbells = 0;
   // OK while it runs; once stopped, why (the status Queue::status() says).
   absl::Status stop_reason;
+  // A notification queue: notifications the daemon holds for it (its
+  // completion ring has no room to spare: its client is behind), and
+  // those it lost for it past its uid's notification_backlog.
+  uint64_t notifications_held = 0;
+  uint64_t notifications_lost = 0;
 };
 
 // One exported region of the cluster, as the directory lists it

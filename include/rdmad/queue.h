@@ -114,15 +114,25 @@ struct QueueOptions {
   // Timeout of operations that set none: more than 0 (OpenQueue refuses
   // 0 or less), at most an hour (longer is an hour).
   absl::Duration default_timeout = absl::Seconds(30);
-  // Also deliver notifications (WRITEs with an immediate into this
-  // session's regions) on this queue. One queue per session may.
-  // Notifications share the completion ring with the completions of this
-  // queue's own operations and are not flow-controlled: when one finds no
-  // room, the daemon stops the queue with RESOURCE_EXHAUSTED (status()),
-  // and notifications after it are lost; the writer's WRITE still
-  // succeeds. Poll it often, give it a completion_depth well above what
-  // it keeps in flight, and after a stop close it (destroy it) before
-  // opening the next one.
+  // Also deliver notifications on this queue: of WRITEs with an immediate
+  // into this session's buffers, and into every daemon-owned region
+  // (Client::CreateRegion, `rdmactl alloc`) of this process's uid. One
+  // queue per session may; a daemon-owned region's notifications go to
+  // every notification queue of its owner's uid (each process of the user
+  // that opened one gets each of them), whoever wrote (another uid with
+  // the region's mode, another node with its export).
+  //
+  // Notifications share the completion ring with this queue's own
+  // completions but never take the half of it those need: a writer
+  // cannot slow or stop this queue's operations. A receiver that does not
+  // poll loses nothing at first: the daemon holds what does not fit (in
+  // order, after what is on the ring) and delivers it as Poll frees room,
+  // and holds what comes while the user has no notification queue open
+  // (the first one opened gets it). It holds at most the daemon's
+  // notification_backlog (default 16384) per uid; past that a
+  // notification is lost, and a Completion of kind kNotificationsLost
+  // takes its place, in order, saying how many. Nothing is lost silently,
+  // and a notification never stops the queue.
   bool notifications = false;
   // How long Wait busy-polls the completion ring before it sleeps on the
   // wake-up eventfd, while the daemon's engine runs on another CPU (on
@@ -152,12 +162,13 @@ struct Op {
   uint64_t remote_offset = 0;
   uint64_t length = 0;
   uint64_t tag = 0;  // yours; comes back in the completion
-  // WRITE only: the session that owns the target region is told (region,
-  // offset, length, immediate) on its notification queue. If that queue
-  // has no room (it is then stopped) the WRITE completes RESOURCE_EXHAUSTED:
-  // the data is in place, but the owner was not told. The owner is told at
-  // most once: such a WRITE is not retried when the connection to the peer
-  // is lost under it (UNAVAILABLE then says the notification is in doubt).
+  // WRITE only: the owner of the target region is told (region, offset,
+  // length, immediate, and who wrote) on its notification queues (see
+  // QueueOptions::notifications). The WRITE completes OK once the data is
+  // in place: telling the owner is the daemons' job from then on, whatever
+  // room its queue has. The owner is told at most once: such a WRITE is
+  // not retried when the connection to the peer is lost under it
+  // (UNAVAILABLE then says the notification is in doubt).
   std::optional<uint32_t> immediate;
   // 0 (or less): the queue's default (for Client::Write, Read and Batch:
   // what is left of the call's timeout). Rounded up to milliseconds, at most
@@ -169,7 +180,13 @@ struct Op {
 // The result of an operation (Queue::Poll and Run, Client::Write, Read
 // and Batch), or a notification (Queue::Poll on a queue that takes them).
 struct Completion {
-  enum class Kind { kCompletion, kNotification } kind = Kind::kCompletion;
+  enum class Kind {
+    kCompletion,
+    kNotification,
+    // Notifications that were lost here (the daemon's backlog for this
+    // user was full): `lost` says how many.
+    kNotificationsLost,
+  } kind = Kind::kCompletion;
   // kCompletion: the operation's tag, its status, the bytes it moved and
   // how; daemon_time is how long the daemon worked on it.
   uint64_t tag = 0;
@@ -177,11 +194,23 @@ struct Completion {
   uint64_t bytes = 0;
   Transport transport = Transport::kNone;
   absl::Duration daemon_time;
-  // kNotification: a peer wrote [offset, offset+bytes) of `region` (a
-  // region id of this session) with `immediate`.
+  // kNotification: someone wrote [offset, offset+bytes) of `region` (a
+  // region id: of this session's buffer, or of a daemon-owned region of
+  // this uid) with `immediate`, over `transport` (kLocal: a process on
+  // this node).
   uint64_t region = 0;
   uint64_t offset = 0;
   uint32_t immediate = 0;
+  // kNotification: who wrote. `writer` is the writing daemon's Peer
+  // address ("HOST:PORT"; this daemon's own for a local writer), as that
+  // daemon named itself (see docs/SECURITY.md for what it proves; from a
+  // daemon too old to name itself, the IP address it connected from).
+  // `writer_uid` is a local writer's uid, as the kernel told the daemon;
+  // none for a remote writer.
+  std::string writer;
+  std::optional<uint32_t> writer_uid;
+  // kNotificationsLost: how many notifications were lost at this point.
+  uint64_t lost = 0;
 };
 
 class Queue {

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
@@ -225,8 +226,8 @@ TEST(MetricsTest, CountsQueuesAndNotifications) {
   ASSERT_TRUE(inbox.ok()) << inbox.status();
   auto buf = (*client)->Allocate(4096);
   ASSERT_TRUE(buf.ok());
-  // Nine WRITEs with an immediate: eight told, the ninth finds the
-  // notification queue full (and stops it).
+  // Nine WRITEs with an immediate into a queue nobody polls: half its
+  // ring takes four, the daemon holds the other five.
   for (uint32_t i = 0; i < 9; ++i) {
     std::vector<Op> op = {{.kind = Op::Kind::kWrite, .local = &*buf,
                            .remote = &*inbox, .remote_offset = i * 8,
@@ -236,18 +237,18 @@ TEST(MetricsTest, CountsQueuesAndNotifications) {
     while ((*writer)->Poll(absl::MakeSpan(done)) == 0) {
       ASSERT_TRUE((*writer)->Wait(absl::Now() + absl::Seconds(30)).ok());
     }
+    ASSERT_TRUE(done[0].status.ok()) << done[0].status;
   }
   std::string scrape = Scrape(address);
   ASSERT_FALSE(scrape.empty());
-  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
-                  {{"result", "delivered"}}),
-            8)
+  EXPECT_EQ(
+      Value(scrape, "rdmad_notifications_total", {{"result", "delivered"}}), 4)
       << scrape;
-  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
-                  {{"result", "not_told"}}),
-            1);
-  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "stopped"}}), 1);
-  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "running"}}), 1);
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_held"), 5);
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_total", {{"result", "lost"}}),
+            0);
+  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "stopped"}}), 0);
+  EXPECT_EQ(Value(scrape, "rdmad_queues", {{"state", "running"}}), 2);
   EXPECT_GE(Value(scrape, "rdmad_queue_client_wakeups_total"), 0);
   EXPECT_GE(Value(scrape, "rdmad_queue_doorbells_total"), 0);
   // Closed queues leave the gauge; their counts stay in the counters.
@@ -255,9 +256,82 @@ TEST(MetricsTest, CountsQueuesAndNotifications) {
   writer->reset();
   scrape = Scrape(address);
   EXPECT_EQ(Value(scrape, "rdmad_queues"), 0) << scrape;
-  EXPECT_EQ(Value(scrape, "rdmad_notifications_total",
-                  {{"result", "delivered"}}),
-            8);
+  EXPECT_EQ(
+      Value(scrape, "rdmad_notifications_total", {{"result", "delivered"}}), 4);
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_held"), 5)
+      << "held for the uid's next notification queue";
+}
+
+// Past the uid's notification_backlog (16 here) notifications are lost,
+// never silently: the receiver gets a loss entry in their place, in order,
+// and the metrics count them. Every WRITE still succeeds.
+TEST(MetricsTest, NotificationsPastTheBacklogAreCountedAndReported) {
+  TempDir dir;
+  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
+  std::ofstream(conf) << "notification_backlog: 16\n"
+                         "metrics_listen: \"127.0.0.1:0\"\n";
+  DaemonOptions options;
+  options.extra_args = {"--config", conf};
+  auto a = DaemonProcess::Start(dir.path(), "a", options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string address = MetricsAddress((*a)->log_path());
+  ASSERT_FALSE(address.empty()) << (*a)->LogTail();
+  auto client = Connect(**a);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->CreateRegion("inbox", 4096, Access::kReadWrite).ok());
+  auto notes = client->OpenQueue(
+      {.depth = 8, .completion_depth = 8, .notifications = true});
+  auto writer = client->OpenQueue();
+  ASSERT_TRUE(notes.ok() && writer.ok());
+  auto inbox = client->OpenRemote(*RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto buf = client->Allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  auto write = [&](uint32_t immediate) {
+    std::vector<Op> op = {{.kind = Op::Kind::kWrite,
+                           .local = &*buf,
+                           .remote = &*inbox,
+                           .length = 8,
+                           .immediate = immediate}};
+    std::vector<Completion> done = RunAll(**writer, op);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].status.ok()) << done[0].status;
+  };
+  // 40 into a queue nobody polls: 4 on its ring, 16 held, 20 lost.
+  for (uint32_t i = 0; i < 40; ++i) write(i);
+  std::string scrape = Scrape(address);
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_total", {{"result", "lost"}}),
+            20)
+      << scrape;
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_held"), 16);
+  auto queues = client->ListQueues();
+  ASSERT_TRUE(queues.ok());
+  for (const QueueInfo& q : *queues) {
+    if (q.id != (*notes)->id()) continue;
+    EXPECT_EQ(q.notifications_held, 16u);
+    EXPECT_EQ(q.notifications_lost, 20u);
+    EXPECT_TRUE(q.stop_reason.ok()) << q.stop_reason;
+  }
+
+  // Once it polls: the 20 kept, then the count of the lost, then what
+  // came after.
+  std::vector<Completion> got = PollNotifications(**notes, 21);
+  write(40);
+  std::vector<Completion> last = PollNotifications(**notes, 1);
+  got.insert(got.end(), last.begin(), last.end());
+  ASSERT_EQ(got.size(), 22u);
+  for (uint32_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(got[i].kind, Completion::Kind::kNotification) << i;
+    EXPECT_EQ(got[i].immediate, i);
+  }
+  EXPECT_EQ(got[20].kind, Completion::Kind::kNotificationsLost);
+  EXPECT_EQ(got[20].lost, 20u);
+  EXPECT_EQ(got[21].immediate, 40u);
+  scrape = Scrape(address);
+  EXPECT_EQ(Value(scrape, "rdmad_notifications_held"), 0);
+  EXPECT_EQ(
+      Value(scrape, "rdmad_notifications_total", {{"result", "delivered"}}),
+      21);
 }
 
 TEST(MetricsTest, ReloadTurnsTheEndpointOn) {

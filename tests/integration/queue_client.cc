@@ -4,7 +4,9 @@
 //   verify: writes a pattern made from SEED, reads it back into another
 //           buffer, and exits 0 only if every byte matches;
 //   hang:   submits as many WRITEs as the queue holds, prints "submitted",
-//           and waits to be killed with them in flight.
+//           and waits to be killed with them in flight;
+//   immediates: writes the pattern with an immediate on each WRITE (its
+//           index: 0, 1, ...), and exits 0 only if every WRITE succeeded.
 #include <unistd.h>
 
 #include <cstdio>
@@ -64,9 +66,10 @@ absl::Status RunAll(rdmad::Queue& queue, std::vector<rdmad::Op>& ops) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr,
-                 "usage: %s SOCKET REMOTE OFFSET SIZE SEED verify|hang\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s SOCKET REMOTE OFFSET SIZE SEED verify|hang|immediates\n",
+        argv[0]);
     return 2;
   }
   const uint64_t offset = std::strtoull(argv[3], nullptr, 10);
@@ -96,6 +99,12 @@ int main(int argc, char** argv) {
     reads.push_back({.kind = rdmad::Op::Kind::kRead, .local = &*in,
                      .local_offset = at, .remote = &*remote,
                      .remote_offset = offset + at, .length = n, .tag = at});
+  }
+  if (mode == "immediates") {
+    for (uint32_t i = 0; i < writes.size(); ++i) writes[i].immediate = i;
+    if (auto s = RunAll(**queue, writes); !s.ok()) return Fail("write", s);
+    std::printf("wrote %zu\n", writes.size());
+    return 0;
   }
   if (mode == "hang") {
     auto n = (*queue)->Submit(writes);

@@ -2,10 +2,13 @@
 // only for sessions the session table has open — a call that passed its
 // session check just before the session ended leaves nothing behind — and
 // a session's limits (queues per session, one notification queue) hold
-// against calls racing each other.
+// against calls racing each other, and notifications reach their owners'
+// queues in order, are held for owners without one, and are bounded per
+// uid.
 #include "daemon/ring/queue_registry.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <memory>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "common/queue_layout.h"
+#include "common/queue_ring.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
@@ -71,6 +75,67 @@ RingQueueOptions Small(bool notifications = false) {
   options.completion_entries = 16;
   options.notifications = notifications;
   return options;
+}
+
+// A client's view of a queue's completion ring.
+class Reader {
+ public:
+  explicit Reader(const RingQueue& queue) : size_(queue.segment_size()) {
+    base_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   queue.segment_fd(), 0);
+    EXPECT_NE(base_, MAP_FAILED);
+    consumer_.emplace(base_);
+  }
+  ~Reader() { ::munmap(base_, size_); }
+
+  // What the ring holds now: a notification as its immediate, a loss as
+  // minus its count; the writer's address of the last notification in
+  // `writer`.
+  std::vector<int64_t> Poll() {
+    std::vector<int64_t> out;
+    queue::CompletionEntry done[16];
+    std::string messages[16];
+    size_t n;
+    while ((n = consumer_->Poll(absl::MakeSpan(done), messages)) > 0) {
+      for (size_t i = 0; i < n; ++i) {
+        if (done[i].kind ==
+            static_cast<uint8_t>(queue::CompletionKind::kNotificationsLost)) {
+          out.push_back(-static_cast<int64_t>(done[i].bytes));
+        } else {
+          out.push_back(done[i].immediate);
+          writer = messages[i];
+          writer_uid = done[i].tag;
+        }
+      }
+    }
+    return out;
+  }
+  // Polls until `want` entries came (the engine moves held ones in as room
+  // is freed), or 10 s passed.
+  std::vector<int64_t> PollUntil(size_t want) {
+    std::vector<int64_t> out;
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    while (out.size() < want && absl::Now() < end) {
+      std::vector<int64_t> more = Poll();
+      out.insert(out.end(), more.begin(), more.end());
+      if (more.empty()) absl::SleepFor(absl::Milliseconds(1));
+    }
+    return out;
+  }
+
+  std::string writer;
+  uint64_t writer_uid = 0;
+
+ private:
+  const size_t size_;
+  void* base_ = nullptr;
+  std::optional<queue::CompletionConsumer> consumer_;
+};
+
+void Notify(QueueRegistry& registry, const core::Region& region,
+            uint32_t immediate, uint32_t writer_uid = 1001) {
+  registry.Notify(region, 0, 8, immediate,
+                  core::NotificationWriter{.uid = writer_uid});
 }
 
 TEST_F(QueueRegistryTest, NothingIsMadeForASessionThatHasEnded) {
@@ -200,8 +265,10 @@ TEST_F(QueueRegistryTest, SegmentsCountAgainstTheUidsMemoryQuota) {
 
 // A notification goes to the notification queue of the session that owns a
 // session buffer, or to those of every session of a named region's owner
-// uid, and to none once they are closed or their sessions ended.
-TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOnly) {
+// uid; while the owner has none open it is held for it, and the next one
+// opened gets it, in order.
+TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOrWaitForThem) {
+  registry_->SetSelfAddress("127.0.0.1:7471");
   auto open_as = [this](uint32_t uid) {
     core::SessionTable::Opened opened = sessions_.Open(uid, uid, 42);
     return core::Caller{opened.id, uid, uid, 42, {}};
@@ -229,32 +296,107 @@ TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOnly) {
   auto mine = regions_.Allocate(first, buffer);
   ASSERT_TRUE(mine.ok()) << mine.status();
 
-  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 1).ok());
+  Notify(*registry_, **inbox, 1);
   EXPECT_EQ(notified(q1), 1u);
   EXPECT_EQ(notified(q2), 1u) << "every session of the owner's uid";
   EXPECT_EQ(notified(q3), 0u) << "not another uid's";
   EXPECT_EQ(notified(plain), 0u);
-  ASSERT_TRUE(registry_->Notify(**mine, 0, 8, 2).ok());
+  Notify(*registry_, **mine, 2);
   EXPECT_EQ(notified(q1), 2u);
   EXPECT_EQ(notified(q2), 1u) << "a session buffer: its own session only";
 
-  // Closed: no longer told; the other session of the uid still is.
+  // Closed: no longer told; the other session of the uid still is, and
+  // the buffer's notification is held for its session.
   ASSERT_TRUE(registry_->Close(first.session_id, (*q1)->id()).ok());
-  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 3).ok());
-  ASSERT_TRUE(registry_->Notify(**mine, 0, 8, 4).ok())
-      << "nobody to tell: dropped, OK";
+  Notify(*registry_, **inbox, 3);
+  Notify(*registry_, **mine, 4);
   EXPECT_EQ(notified(q1), 2u);
   EXPECT_EQ(notified(q2), 2u);
-  // Ended: nobody of uid 1000 left to tell.
+  // Ended: no queue of uid 1000 left; the region's are held for the uid.
   registry_->EndSession(second.session_id);
-  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 5).ok());
-  EXPECT_EQ(notified(q2), 2u);
+  Notify(*registry_, **inbox, 5);
   EXPECT_EQ(notified(q3), 0u);
-  // A new notification queue of the uid is told again.
+  EXPECT_EQ(registry_->Totals().notifications_held, 2u);
+  // A new notification queue of the session gets both, in order, then
+  // the next.
   auto again = registry_->Open(first, Small(true));
   ASSERT_TRUE(again.ok()) << again.status();
-  ASSERT_TRUE(registry_->Notify(**inbox, 0, 8, 6).ok());
-  EXPECT_EQ(notified(again), 1u);
+  Notify(*registry_, **inbox, 6);
+  Reader reader(**again);
+  EXPECT_EQ(reader.PollUntil(3), (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(reader.writer, "127.0.0.1:7471")
+      << "a local writer is named by this daemon's address";
+  EXPECT_EQ(reader.writer_uid, 1001u);
+  EXPECT_EQ(registry_->Totals().notifications_held, 0u);
+  EXPECT_EQ(registry_->Totals().notifications_lost, 0u);
+}
+
+// A queue closed with notifications it had no room for hands them to the
+// owner's next queue; a session that ends before it opened one loses its
+// buffers' notifications, counted.
+TEST_F(QueueRegistryTest, NothingHeldGoesWithoutACount) {
+  const core::Caller alice = Open();
+  core::AllocateOptions named;
+  named.size = 4096;
+  named.name = "inbox";
+  named.daemon_owned = true;
+  auto inbox = regions_.Allocate(alice, named);
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto q = registry_->Open(alice, Small(true));
+  ASSERT_TRUE(q.ok());
+  for (uint32_t i = 1; i <= 12; ++i) Notify(*registry_, **inbox, i);
+  EXPECT_EQ((*q)->stats().notified, 8u) << "half of the 16-entry ring";
+  EXPECT_EQ((*q)->stats().held, 4u);
+  ASSERT_TRUE(registry_->Close(alice.session_id, (*q)->id()).ok());
+  EXPECT_EQ(registry_->Totals().notifications_held, 4u);
+  auto next = registry_->Open(alice, Small(true));
+  ASSERT_TRUE(next.ok());
+  Reader reader(**next);
+  EXPECT_EQ(reader.PollUntil(4), (std::vector<int64_t>{9, 10, 11, 12}));
+
+  const core::Caller bob = Open();
+  core::AllocateOptions buffer;
+  buffer.size = 4096;
+  auto bobs = regions_.Allocate(bob, buffer);
+  ASSERT_TRUE(bobs.ok());
+  Notify(*registry_, **bobs, 1);
+  Notify(*registry_, **bobs, 2);
+  EXPECT_EQ(registry_->Totals().notifications_held, 2u);
+  registry_->EndSession(bob.session_id);
+  EXPECT_EQ(registry_->Totals().notifications_held, 0u);
+  EXPECT_EQ(registry_->Totals().notifications_lost, 2u);
+}
+
+// One budget for all the backlogs of a uid: two queues that do not poll
+// hold `notification_backlog` between them; the rest is counted, and each
+// queue learns in order how many it lost.
+TEST_F(QueueRegistryTest, TheBacklogIsBoundedPerUid) {
+  QueueRegistry registry(runtime_.get(), &transfers_, &sessions_, &regions_,
+                         /*notification_backlog=*/4);
+  const core::Caller one = Open();
+  const core::Caller two = Open();
+  core::AllocateOptions named;
+  named.size = 4096;
+  named.name = "inbox";
+  named.daemon_owned = true;
+  auto inbox = regions_.Allocate(one, named);
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  RingQueueOptions options = Small(true);
+  options.completion_entries = 8;  // four notifications on the ring
+  auto q1 = registry.Open(one, options);
+  auto q2 = registry.Open(two, options);
+  ASSERT_TRUE(q1.ok() && q2.ok());
+  for (uint32_t i = 1; i <= 10; ++i) Notify(registry, **inbox, i);
+  QueueTotals totals = registry.Totals();
+  EXPECT_EQ(totals.notifications_delivered, 8u);
+  EXPECT_EQ(totals.notifications_held, 4u) << "the uid's bound, both queues";
+  EXPECT_EQ(totals.notifications_lost, 8u);
+  EXPECT_EQ((*q1)->stats().held + (*q2)->stats().held, 4u);
+  EXPECT_EQ((*q1)->stats().lost, 4u);
+  EXPECT_FALSE((*q1)->stopped());
+  Reader reader(**q1);
+  EXPECT_EQ(reader.PollUntil(7), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, -4}));
+  registry.Shutdown();
 }
 
 TEST_F(QueueRegistryTest, ListAndTotalsShowEveryQueueAndKeepClosedOnesCounts) {
@@ -279,38 +421,33 @@ TEST_F(QueueRegistryTest, ListAndTotalsShowEveryQueueAndKeepClosedOnesCounts) {
   EXPECT_EQ(list[1].caller.uid, 2000u);
   EXPECT_FALSE(list[1].notifications);
 
-  // Alice's buffer: its notifications go to her queue until it is full.
+  // Alice's buffer: half her ring takes notifications, the rest is held.
   core::AllocateOptions buffer;
   buffer.size = 4096;
   auto region = regions_.Allocate(alice, buffer);
   ASSERT_TRUE(region.ok()) << region.status();
-  int delivered = 0;
-  absl::Status last;
-  while ((last = registry_->Notify(**region, 0, 8, 1)).ok()) ++delivered;
-  EXPECT_EQ(delivered, 16);
-  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+  for (int i = 0; i < 20; ++i) Notify(*registry_, **region, i);
   QueueTotals totals = registry_->Totals();
-  EXPECT_EQ(totals.running, 1u);
-  EXPECT_EQ(totals.stopped, 1u);
-  EXPECT_EQ(totals.notifications_delivered, 16u);
-  EXPECT_EQ(totals.notifications_not_told, 1u);
+  EXPECT_EQ(totals.running, 2u);
+  EXPECT_EQ(totals.stopped, 0u);
+  EXPECT_EQ(totals.notifications_delivered, 8u);
+  EXPECT_EQ(totals.notifications_held, 12u);
   list = registry_->List();
   ASSERT_EQ(list.size(), 2u);
-  EXPECT_EQ(list[0].stats.notified, 16u);
-  EXPECT_EQ(list[0].stats.stop_reason.code(),
-            absl::StatusCode::kResourceExhausted)
-      << "a stopped queue stays listed, with why, until it is closed";
+  EXPECT_EQ(list[0].stats.notified, 8u);
+  EXPECT_EQ(list[0].stats.held, 12u);
+  EXPECT_TRUE(list[0].stats.stop_reason.ok());
 
   // Closed: gone from the list, its counts kept in the totals.
   ASSERT_TRUE(registry_->Close(alice.session_id, (*notified)->id()).ok());
   totals = registry_->Totals();
   EXPECT_EQ(totals.running, 1u);
   EXPECT_EQ(totals.stopped, 0u);
-  EXPECT_EQ(totals.notifications_delivered, 16u);
+  EXPECT_EQ(totals.notifications_delivered, 8u);
   registry_->EndSession(bob.session_id);
   EXPECT_TRUE(registry_->List().empty());
   EXPECT_EQ(registry_->Totals().running, 0u);
-  EXPECT_EQ(registry_->Totals().notifications_delivered, 16u);
+  EXPECT_EQ(registry_->Totals().notifications_delivered, 8u);
 }
 
 }  // namespace

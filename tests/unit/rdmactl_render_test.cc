@@ -86,20 +86,28 @@ TEST(RenderQueuesTest, AStoppedQueueSaysWhyInTextAndJson) {
   q.completed = 10;
   q.failed = 2;
   q.notified = 8;
+  q.notifications_held = 4093;
+  q.notifications_lost = 17;
   q.client_wakeups = 3;
-  q.stop_reason = absl::ResourceExhaustedError("notification queue 4 overflowed");
+  q.stop_reason = absl::DataLossError("submission ring entry 3 overwritten");
   const std::string text = RenderQueues({q}, now);
   EXPECT_THAT(text, HasSubstr("WAKEUPS"));
+  EXPECT_THAT(text, HasSubstr("HELD"));
+  EXPECT_THAT(text, HasSubstr("4093"));
+  EXPECT_THAT(text, HasSubstr("LOST"));
   EXPECT_THAT(text, HasSubstr("8/16 +n"));
   EXPECT_THAT(text, HasSubstr("1m 15s"));
-  EXPECT_THAT(text, HasSubstr(
-      "stopped: RESOURCE_EXHAUSTED: notification queue 4 overflowed"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("stopped: DATA_LOSS: submission ring entry 3 overwritten"));
   const std::string json = QueuesJson({q}, now).Dump();
   EXPECT_THAT(json, HasSubstr("\"age_ms\": 75000"));
   EXPECT_THAT(json, HasSubstr("\"notifications\": true"));
+  EXPECT_THAT(json, HasSubstr("\"held\": 4093"));
+  EXPECT_THAT(json, HasSubstr("\"lost\": 17"));
   EXPECT_THAT(json, HasSubstr("\"wakeups\": 3"));
   EXPECT_THAT(json, HasSubstr("\"state\": \"stopped\""));
-  EXPECT_THAT(json, HasSubstr("\"stop_code\": \"RESOURCE_EXHAUSTED\""));
+  EXPECT_THAT(json, HasSubstr("\"stop_code\": \"DATA_LOSS\""));
   EXPECT_EQ(RenderQueues({}, now), "no queues\n");
 }
 

@@ -272,6 +272,65 @@ TEST_F(RingEngineTest, AClientThatConsumesNoCompletionsLetsTheEngineSleep) {
   EXPECT_FALSE(queue_->stopped());
 }
 
+// Notifications held for want of room reach the client as it frees room,
+// in order, without a doorbell (a client that only polls rings none), and
+// the engine does not spin on them while the client frees none.
+TEST_F(RingEngineTest, HeldNotificationsFollowAsTheClientFreesRoom) {
+  clockid_t loop_clock{};
+  ASSERT_TRUE(runtime::RunOnLoop(loop_.get(), [&]() -> absl::Status {
+                return ::pthread_getcpuclockid(::pthread_self(), &loop_clock) ==
+                               0
+                           ? absl::OkStatus()
+                           : absl::InternalError("pthread_getcpuclockid");
+              }).ok());
+  RingQueueOptions options;
+  options.completion_entries = 8;
+  options.notifications = true;
+  auto notes =
+      RingQueue::Create(2, kAlice, std::make_shared<RemoteHandles>(), options);
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  (*notes)->HoldNotifications(NotificationBacklog(
+      std::make_shared<NotificationBudget>(kAlice.uid, 100)));
+  engine_->Attach(*notes);
+  for (uint32_t i = 0; i < 40; ++i) {
+    PendingNotification n;
+    n.sequence = i;
+    n.immediate = i;
+    n.writer = std::make_shared<const std::string>("127.0.0.1:7471");
+    if ((*notes)->Notify(n)) (*notes)->WakeClient();
+  }
+  void* client =
+      ::mmap(nullptr, (*notes)->segment_size(), PROT_READ | PROT_WRITE,
+             MAP_SHARED, (*notes)->segment_fd(), 0);
+  ASSERT_NE(client, MAP_FAILED);
+  absl::SleepFor(absl::Milliseconds(100));  // past the loop's spin
+  const absl::Duration before = LoopCpuTime(loop_clock);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_LT(LoopCpuTime(loop_clock) - before, absl::Milliseconds(150))
+      << "the engine spun while the client freed no room";
+
+  queue::CompletionConsumer reaper(client);
+  std::vector<uint32_t> got;
+  const absl::Time start = absl::Now();
+  const absl::Time until = start + kPatience;
+  while (got.size() < 40 && absl::Now() < until) {
+    queue::CompletionEntry done[8];
+    const size_t n = reaper.Poll(absl::MakeSpan(done));
+    for (size_t i = 0; i < n; ++i) got.push_back(done[i].immediate);
+    if (n == 0) absl::SleepFor(absl::Microseconds(100));
+  }
+  std::vector<uint32_t> want(40);
+  for (uint32_t i = 0; i < 40; ++i) want[i] = i;
+  EXPECT_EQ(got, want);
+  // Ten refills of four: each within the engine's longest look-again
+  // (10 ms), not the loop's longest sleep (1 s).
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3))
+      << "held notifications waited for the loop's longest sleep";
+  EXPECT_FALSE((*notes)->holds_notifications());
+  engine_->Detach(2);
+  ::munmap(client, (*notes)->segment_size());
+}
+
 TEST_F(RingEngineTest, TransfersDroppedWithoutCompletingReleaseTheQueue) {
   SubmitRound(2);
   ASSERT_EQ(Reap(1).size(), 1u);

@@ -1,7 +1,8 @@
 // The daemon's side of a client queue (daemon/ring/ring_queue.h) and the
 // decoding of submission entries (ring_decoder.h): completion slots are
-// reserved when submissions are taken, a client that corrupts the ring or
-// lets notifications overflow stops its queue (and only it), and every
+// reserved when submissions are taken, a client that corrupts the ring
+// stops its queue (and only it), notifications take only the room the
+// queue's own operations leave and wait in order for more, and every
 // malformed entry gets its precise status.
 #include "daemon/ring/ring_queue.h"
 
@@ -37,6 +38,7 @@ class RingQueueTest : public ::testing::Test {
                                    options);
     ASSERT_TRUE(queue.ok()) << queue.status();
     queue_ = *queue;
+    queue_->HoldNotifications(NotificationBacklog(budget_));
     // The client's mapping of the same memfd.
     client_ = ::mmap(nullptr, queue_->segment_size(), PROT_READ | PROT_WRITE,
                      MAP_SHARED, queue_->segment_fd(), 0);
@@ -74,6 +76,56 @@ class RingQueueTest : public ::testing::Test {
     return &ring[position & (queue_->geometry().sq_entries - 1)];
   }
 
+  // A notification from `writer` (null: a local writer of uid 1001).
+  static PendingNotification Note(uint32_t immediate,
+                                  const char* writer = nullptr) {
+    PendingNotification n;
+    n.sequence = immediate;
+    n.region = 9;
+    n.offset = immediate * 64;
+    n.length = 64;
+    n.immediate = immediate;
+    if (writer == nullptr) {
+      n.transport = core::TransportKind::kLocal;
+      n.writer_uid = 1001;
+      n.writer = std::make_shared<const std::string>("127.0.0.1:7471");
+    } else {
+      n.transport = core::TransportKind::kTcp;
+      n.writer = std::make_shared<const std::string>(writer);
+    }
+    return n;
+  }
+  // As the registry delivers: Notify, and the wake-up it asks for.
+  void Deliver(const PendingNotification& n) {
+    if (queue_->Notify(n)) queue_->WakeClient();
+  }
+  // Polls everything published; notifications as their immediates, a loss
+  // as minus its count, a completion as 1000 + its tag.
+  std::vector<int64_t> PollAll(queue::CompletionConsumer& reaper) {
+    std::vector<int64_t> out;
+    queue::CompletionEntry done[8];
+    size_t n;
+    while ((n = reaper.Poll(absl::MakeSpan(done))) > 0) {
+      for (size_t i = 0; i < n; ++i) {
+        switch (static_cast<queue::CompletionKind>(done[i].kind)) {
+          case queue::CompletionKind::kNotification:
+            out.push_back(done[i].immediate);
+            break;
+          case queue::CompletionKind::kNotificationsLost:
+            out.push_back(-static_cast<int64_t>(done[i].bytes));
+            break;
+          case queue::CompletionKind::kCompletion:
+            out.push_back(1000 + static_cast<int64_t>(done[i].tag));
+            break;
+        }
+      }
+    }
+    return out;
+  }
+
+  // Alice's uid may hold six notifications.
+  std::shared_ptr<NotificationBudget> budget_ =
+      std::make_shared<NotificationBudget>(kAlice.uid, 6);
   std::shared_ptr<RingQueue> queue_;
   void* client_ = nullptr;
   std::optional<queue::SubmissionProducer> producer_;
@@ -238,26 +290,57 @@ TEST_F(RingQueueTest, CompletingForAClientWaitingOnThisCpuAsksToYield) {
             0);
 }
 
-TEST_F(RingQueueTest, NotificationsThatDoNotFitStopTheQueue) {
-  for (int i = 0; i < 8; ++i) EXPECT_TRUE(queue_->Notify(9, i * 64, 64, 100 + i));
+// A receiver that does not poll: half the ring is notifications, the rest
+// waits in the backlog, what passes the budget is counted, and everything
+// arrives in order as the client frees room. Nothing stops the queue.
+TEST_F(RingQueueTest, NotificationsWaitForRoomInOrderAndNeverStopTheQueue) {
+  for (uint32_t i = 1; i <= 13; ++i) Deliver(Note(i));
   EXPECT_FALSE(queue_->stopped());
-  // The client has consumed none: not delivered, and the writer is told so.
-  EXPECT_FALSE(queue_->Notify(9, 0, 64, 999));
-  EXPECT_TRUE(queue_->stopped());
-  EXPECT_FALSE(queue_->Notify(9, 0, 64, 1000)) << "a stopped queue takes none";
-  const absl::Status s = queue::StopStatus(client_);
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(s.message(), HasSubstr("overflowed"));
-  EXPECT_THAT(s.message(), HasSubstr("close it and open a new one"))
-      << "the message says the queue must be opened again";
+  EXPECT_EQ(Published(), 4u) << "at most half of the 8-entry ring";
+  RingQueueStats s = queue_->stats();
+  EXPECT_EQ(s.notified, 4u);
+  EXPECT_EQ(s.held, 6u) << "the budget";
+  EXPECT_EQ(s.lost, 3u);
+  EXPECT_EQ(budget_->lost(), 3u);
+  EXPECT_EQ(header()->notifications_held.load(), 7u)
+      << "six notifications and the count of the lost, in the header";
+  EXPECT_TRUE(queue_->holds_notifications());
+  EXPECT_FALSE(queue_->DeliverHeld()) << "no room freed yet";
+
   queue::CompletionConsumer reaper(client_);
-  queue::CompletionEntry done[8];
-  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done)), 8u);
-  EXPECT_EQ(done[3].kind,
+  std::vector<int64_t> got = PollAll(reaper);
+  while (queue_->DeliverHeld()) {
+    std::vector<int64_t> more = PollAll(reaper);
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -3}));
+  EXPECT_FALSE(queue_->holds_notifications());
+  EXPECT_EQ(header()->notifications_held.load(), 0u);
+  EXPECT_EQ(budget_->held(), 0u);
+  // Room again: the next goes straight to the ring.
+  Deliver(Note(14));
+  EXPECT_EQ(PollAll(reaper), (std::vector<int64_t>{14}));
+  EXPECT_FALSE(queue_->stopped());
+}
+
+TEST_F(RingQueueTest, ANotificationSaysWhoWrote) {
+  Deliver(Note(1));
+  Deliver(Note(2, "10.0.0.2:7471"));
+  queue::CompletionConsumer reaper(client_);
+  queue::CompletionEntry done[4];
+  std::string messages[4];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), 2u);
+  EXPECT_EQ(done[0].kind,
             static_cast<uint8_t>(queue::CompletionKind::kNotification));
-  EXPECT_EQ(done[3].region, 9u);
-  EXPECT_EQ(done[3].offset, 192u);
-  EXPECT_EQ(done[3].immediate, 103u);
+  EXPECT_EQ(done[0].region, 9u);
+  EXPECT_EQ(done[0].offset, 64u);
+  EXPECT_EQ(done[0].bytes, 64u);
+  EXPECT_EQ(done[0].tag, 1001u) << "the local writer's uid";
+  EXPECT_EQ(done[0].transport, 3) << "local";
+  EXPECT_EQ(messages[0], "127.0.0.1:7471");
+  EXPECT_EQ(done[1].tag, queue::kNoWriterUid);
+  EXPECT_EQ(done[1].transport, 2) << "tcp";
+  EXPECT_EQ(messages[1], "10.0.0.2:7471");
 }
 
 TEST_F(RingQueueTest, StatsCountWhatWentThroughAndWhyItStopped) {
@@ -280,7 +363,7 @@ TEST_F(RingQueueTest, StatsCountWhatWentThroughAndWhyItStopped) {
                    core::TransportKind::kNone);
   reaper.Done();
   queue_->Complete(out[2].tag, absl::OkStatus(), 8, core::TransportKind::kTcp);
-  EXPECT_TRUE(queue_->Notify(9, 0, 64, 5));
+  Deliver(Note(5));
   queue_->ClearDoorbell();
   s = queue_->stats();
   EXPECT_EQ(s.submitted, 3u);
@@ -307,14 +390,60 @@ TEST_F(RingQueueTest, NotificationsNeverTakeReservedSlots) {
   Submit(7);
   queue::SubmissionEntry out[8];
   ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 7u);
-  queue_->Notify(9, 0, 8, 1);  // the last free slot
-  EXPECT_FALSE(queue_->stopped());
-  queue_->Notify(9, 0, 8, 2);  // would take one of the 7 reserved
-  EXPECT_TRUE(queue_->stopped());
+  Deliver(Note(1));  // one slot free: the operations' half
+  EXPECT_EQ(Published(), 0u);
+  EXPECT_EQ(queue_->stats().held, 1u);
   for (int i = 1; i <= 7; ++i) {
     queue_->Complete(i, absl::OkStatus(), 1, core::TransportKind::kLocal);
   }
-  EXPECT_EQ(Published(), 8u) << "every reserved slot delivered";
+  EXPECT_EQ(Published(), 7u) << "every reserved slot delivered";
+  queue::CompletionConsumer reaper(client_);
+  EXPECT_EQ(PollAll(reaper),
+            (std::vector<int64_t>{1001, 1002, 1003, 1004, 1005, 1006, 1007}));
+  EXPECT_TRUE(queue_->DeliverHeld());
+  EXPECT_EQ(PollAll(reaper), (std::vector<int64_t>{1}));
+  EXPECT_FALSE(queue_->stopped());
+}
+
+// Whoever writes, the owner's own operations keep half the ring: a burst
+// of notifications nobody polls does not hold back its submissions.
+TEST_F(RingQueueTest, AWriterCannotTakeTheOwnersOperationsSlots) {
+  for (uint32_t i = 1; i <= 65; ++i) Deliver(Note(i));
+  Submit(6);
+  queue::SubmissionEntry out[8];
+  EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 4u)
+      << "the half of the ring the notifications left";
+  for (int i = 1; i <= 4; ++i) {
+    queue_->Complete(i, absl::OkStatus(), 1, core::TransportKind::kLocal);
+  }
+  EXPECT_EQ(Published(), 8u);
+  EXPECT_FALSE(queue_->stopped());
+}
+
+// A stopped queue (its client broke the ring) still takes notifications:
+// held for the owner's next queue, which the registry gives them to.
+TEST_F(RingQueueTest, AStoppedQueueHoldsNotificationsForTheNextOne) {
+  queue_->Stop(absl::DataLossError("scribbled"));
+  Deliver(Note(1));
+  Deliver(Note(2));
+  EXPECT_FALSE(queue_->DeliverHeld());
+  EXPECT_EQ(Published(), 0u);
+  NotificationBacklog left = queue_->TakeBacklog();
+  EXPECT_EQ(left.held(), 2u);
+  EXPECT_FALSE(queue_->holds_notifications());
+  EXPECT_EQ(header()->notifications_held.load(), 0u);
+}
+
+// The client library rings the doorbell after freeing room only while the
+// daemon holds notifications for it and the engine sleeps.
+TEST_F(RingQueueTest, HeldNotificationsAskForTheDoorbell) {
+  header()->engine_sleeping.store(1);
+  EXPECT_FALSE(queue::HeldNotificationsWantDoorbell(client_));
+  for (uint32_t i = 1; i <= 5; ++i) Deliver(Note(i));
+  EXPECT_TRUE(queue::HeldNotificationsWantDoorbell(client_));
+  header()->engine_sleeping.store(0);
+  EXPECT_FALSE(queue::HeldNotificationsWantDoorbell(client_))
+      << "an engine awake finds them itself";
 }
 
 // --- decoding ----------------------------------------------------------------

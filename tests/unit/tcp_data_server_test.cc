@@ -1,9 +1,7 @@
 // TcpDataServer: the checks a NIC would make (export, key, bounds, access),
 // each failing with its status without touching memory and without
 // breaking the connection; garbage closing the connection; regions held
-// across a concurrent free.
-#include "daemon/transport/tcp/data_server.h"
-
+// across a concurrent free; a WRITE_IMM's notification naming its writer.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -13,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "daemon/transport/tcp/data_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tcp_test_util.h"
@@ -27,6 +27,34 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kSize = 64 << 10;
 
+// What the server announced (from its loops).
+class RecordingSink final : public core::NotificationSink {
+ public:
+  struct Seen {
+    uint64_t region, offset, length;
+    uint32_t immediate;
+    core::TransportKind transport;
+    std::string writer;  // "(none)" for a null address
+    std::optional<uint32_t> writer_uid;
+  };
+  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate,
+              const core::NotificationWriter& writer) override {
+    absl::MutexLock lock(&mu_);
+    seen_.push_back({region.id(), offset, length, immediate, writer.transport,
+                     writer.address != nullptr ? *writer.address : "(none)",
+                     writer.uid});
+  }
+  std::vector<Seen> seen() const {
+    absl::MutexLock lock(&mu_);
+    return seen_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
+};
+
 class TcpDataServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,6 +68,7 @@ class TcpDataServerTest : public ::testing::Test {
     }
     TcpDataServerOptions options;
     options.listen = "127.0.0.1:0";
+    options.notifications = &sink_;
     auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -86,6 +115,7 @@ class TcpDataServerTest : public ::testing::Test {
   }
 
   Regions regions_;
+  RecordingSink sink_;
   // Before the server: it outlives it.
   std::unique_ptr<runtime::IoRuntime> runtime_ = testing::StartRuntime();
   std::shared_ptr<core::Region> rw_, ro_, wo_, local_;
@@ -529,6 +559,72 @@ TEST_F(TcpDataServerTest, AcceptAdvertisesEndpoint) {
   EXPECT_EQ(response.tcp().host(), "127.0.0.1");
   EXPECT_EQ(response.tcp().port(), server_->port());
   EXPECT_EQ(response.tcp().connections(), 16u);
+  EXPECT_TRUE(response.tcp().identify()) << "it takes an IDENTIFY frame";
+}
+
+// The owner learns who wrote: the address the connecting daemon named in
+// its IDENTIFY frame, or else the address the connection comes from. The
+// reply is OK once the data is in place, whatever room the owner has.
+TEST_F(TcpDataServerTest, AWriteImmNamesItsWriter) {
+  ASSERT_TRUE(conn_
+                  ->Send(EncodeRequestFrame(FrameType::kWriteImm, 1, rw_->id(),
+                                            Key(rw_), 64, 4, "imm1", 0xabc))
+                  .ok());
+  auto reply = conn_->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->status().ok()) << reply->status();
+  auto named = RawConnection::Connect(server_->port());
+  ASSERT_TRUE(named.ok());
+  ASSERT_TRUE(named
+                  ->Send(EncodeIdentifyFrame("node-b.example:7471") +
+                         EncodeRequestFrame(FrameType::kWriteImm, 2, rw_->id(),
+                                            Key(rw_), 128, 4, "imm2", 0xdef))
+                  .ok());
+  reply = named->ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.request_id, 2u) << "IDENTIFY has no reply";
+  EXPECT_TRUE(reply->status().ok()) << reply->status();
+
+  const std::vector<RecordingSink::Seen> seen = sink_.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].region, rw_->id());
+  EXPECT_EQ(seen[0].offset, 64u);
+  EXPECT_EQ(seen[0].length, 4u);
+  EXPECT_EQ(seen[0].immediate, 0xabcu);
+  EXPECT_EQ(seen[0].transport, core::TransportKind::kTcp);
+  EXPECT_EQ(seen[0].writer, "127.0.0.1") << "not named: its source address";
+  EXPECT_FALSE(seen[0].writer_uid.has_value()) << "a remote writer";
+  EXPECT_EQ(seen[1].writer, "node-b.example:7471");
+  EXPECT_EQ(seen[1].immediate, 0xdefu);
+  EXPECT_EQ(std::string(rw_->data() + 128, 4), "imm2");
+}
+
+// An IDENTIFY is the first frame of a connection and names a Peer address;
+// anything else closes the connection before it names any writer.
+TEST_F(TcpDataServerTest, AnIdentifyComesFirstAndNamesAnAddress) {
+  ExpectConnectionWorks();
+  ASSERT_TRUE(conn_->Send(EncodeIdentifyFrame("10.0.0.9:7471")).ok());
+  EXPECT_TRUE(conn_->ClosedByPeer()) << "after the first frame";
+  for (const std::string& bad :
+       {EncodeIdentifyFrame("not an address"),
+        EncodeIdentifyFrame("10.0.0.9:74\n71"),
+        EncodeRequestFrame(FrameType::kIdentify, 0, rw_->id(), 0, 0, 13,
+                           "10.0.0.9:7471"),
+        EncodeRequestFrame(FrameType::kIdentify, 0, 0, 0, 0,
+                           kMaxIdentityLength + 1,
+                           std::string(kMaxIdentityLength + 1, 'a'))}) {
+    auto other = RawConnection::Connect(server_->port());
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE(
+        other
+            ->Send(bad + EncodeRequestFrame(FrameType::kWriteImm, 3, rw_->id(),
+                                            Key(rw_), 0, 4, "evil", 1))
+            .ok());
+    EXPECT_TRUE(other->ClosedByPeer()) << bad;
+  }
+  EXPECT_TRUE(sink_.seen().empty());
+  EXPECT_TRUE(Untouched());
+  EXPECT_GE(server_->stats().protocol_errors, 5u);
 }
 
 TEST_F(TcpDataServerTest, StopIsIdempotentAndClosesConnections) {

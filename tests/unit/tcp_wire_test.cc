@@ -82,6 +82,30 @@ TEST(TcpWireTest, WriteImmSplitsLengthAndImmediate) {
             frame.substr(0, kRequestHeaderSize));
 }
 
+TEST(TcpWireTest, IdentifyCarriesThePeerAddress) {
+  const std::string frame = EncodeIdentifyFrame("10.0.0.2:7471");
+  auto f = DecodeFrame(Bytes(frame));
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(f->has_value());
+  EXPECT_EQ((*f)->header.type, FrameType::kIdentify);
+  EXPECT_EQ((*f)->header.length, 13u);
+  EXPECT_EQ((*f)->size, kRequestHeaderSize + 13);
+  EXPECT_TRUE(IsRequest(FrameType::kIdentify));
+  EXPECT_FALSE(IsWrite(FrameType::kIdentify));
+  const std::string body(reinterpret_cast<const char*>((*f)->payload.data()),
+                         (*f)->payload.size());
+  auto address = ParseIdentity(body);
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(*address, "10.0.0.2:7471");
+  EXPECT_EQ(FrameTypeName(FrameType::kIdentify), "IDENTIFY");
+  // What a peer may not name itself.
+  for (const char* bad : {"", "10.0.0.2", "host:99999", "a b:1",
+                          "10.0.0.2:7471\n[FAKE] log line"}) {
+    auto parsed = ParseIdentity(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+}
+
 TEST(TcpWireTest, WriteImmOfLengthZeroIsGarbage) {
   std::string frame = EncodeRequestFrame(FrameType::kWriteImm, 5, 6, 7, 8, 1,
                                          "x", 0xffffffff);
@@ -217,8 +241,15 @@ TEST(TcpWireTest, RejectsGarbage) {
       {"oversized reply", Patch(reply, 24, Le64(kMaxFramePayload + 1)),
        "frame limit"},
       {"write reply with data", Patch(wreply, 24, Le64(5)), "carries"},
-      {"error with data",
-       Patch(Patch(reply, 16, Le32(7)), 24, Le64(5)), "carries"},
+      {"error with data", Patch(Patch(reply, 16, Le32(7)), 24, Le64(5)),
+       "carries"},
+      {"identify with a region",
+       EncodeRequestFrame(FrameType::kIdentify, 0, 5, 0, 0, 4, "a:11"),
+       "IDENTIFY with a region"},
+      {"identify too long",
+       EncodeRequestFrame(FrameType::kIdentify, 0, 0, 0, 0,
+                          kMaxIdentityLength + 1),
+       "IDENTIFY of"},
   };
   for (const BadCase& c : cases) {
     auto h = DecodeHeader(Bytes(c.bytes));

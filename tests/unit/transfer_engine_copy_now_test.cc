@@ -326,14 +326,14 @@ TEST_F(TransferEngineCopyNowTest, CopyUnreportedLeavesTheReportToReportCopy) {
 
 class RecordingSink : public NotificationSink {
  public:
-  absl::Status Notify(const Region& region, uint64_t offset, uint64_t length,
-                      uint32_t immediate) override {
-    seen.push_back({region.id(), offset, length, immediate});
-    return absl::OkStatus();
+  void Notify(const Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate, const NotificationWriter& writer) override {
+    seen.push_back({region.id(), offset, length, immediate, writer});
   }
   struct Seen {
     uint64_t region, offset, length;
     uint32_t immediate;
+    NotificationWriter writer;
   };
   std::vector<Seen> seen;
 };
@@ -352,6 +352,10 @@ TEST_F(TransferEngineCopyNowTest, AnImmediateIsAnnouncedAfterTheData) {
   EXPECT_EQ(sink.seen[0].offset, 64u);
   EXPECT_EQ(sink.seen[0].length, 16u);
   EXPECT_EQ(sink.seen[0].immediate, 0xfeedbeefu);
+  EXPECT_EQ(sink.seen[0].writer.transport, TransportKind::kLocal);
+  EXPECT_EQ(sink.seen[0].writer.uid, kAlice.uid) << "who wrote";
+  EXPECT_EQ(sink.seen[0].writer.address, nullptr)
+      << "left to the sink: this daemon's own";
   // A failed copy announces nothing.
   with.target_offset = 4999;
   ASSERT_FALSE(engine.CopyNow(kAlice, with, TickClock::Now(), cache)->ok());

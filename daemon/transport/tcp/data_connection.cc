@@ -104,6 +104,8 @@ DataConnection::DataConnection(
                     &length) != 0) {
     peer_.ss_family = AF_UNSPEC;  // admitted only by "*" entries
   }
+  writer_ = std::make_shared<const std::string>(
+      peer_.ss_family == AF_UNSPEC ? remote_ : HostOf(peer_));
   ctx_->counters->connections_open++;
 }
 
@@ -227,6 +229,10 @@ bool DataConnection::OnReadable() {
         first = std::min<uint64_t>(left_, kDrainBufferSize);
         iov[0] = {DrainBuffer(), first};
         break;
+      case In::kIdentity:
+        first = left_;
+        iov[0] = {identity_.data() + (identity_.size() - left_), first};
+        break;
     }
     if (in_ != In::kHeader && first == left_) {
       // The body ends within this read: pick up the next request's header
@@ -259,7 +265,7 @@ bool DataConnection::OnReadable() {
       left_ -= body;
       if (in_ == In::kPayload) dest_ += body;
       header_have_ = got - body;
-      if (left_ == 0) FinishBody();
+      if (left_ == 0 && !FinishBody()) return false;
     }
     if (header_have_ == kRequestHeaderSize) {
       if (!OnHeader()) return false;
@@ -276,18 +282,27 @@ bool DataConnection::OnReadable() {
 // The payload of a WRITE (or the drained payload of a rejected one) is
 // complete. A reply goes out only once its whole request has arrived, so
 // the client never sees the answer to a WRITE it is still sending.
-void DataConnection::FinishBody() {
-  if (in_ == In::kPayload) {
-    ctx_->counters->bytes_written += write_len_;
-    absl::Status told;
-    if (write_immediate_.has_value() && ctx_->options->notifications != nullptr) {
-      // The data is in place: tell the region's owner before the reply,
-      // which says whether it was told.
-      told = ctx_->options->notifications->Notify(
-          *region_, write_offset_, write_len_, *write_immediate_);
-      if (!told.ok()) ctx_->counters->rejected++;
+bool DataConnection::FinishBody() {
+  if (in_ == In::kIdentity) {
+    auto identity = ParseIdentity(identity_);
+    identity_.clear();
+    if (!identity.ok()) {
+      ctx_->counters->protocol_errors++;
+      Close(identity.status().message());
+      return false;
     }
-    QueueReply(FrameType::kWriteReply, request_id_, told);
+    writer_ = std::make_shared<const std::string>(*std::move(identity));
+  } else if (in_ == In::kPayload) {
+    ctx_->counters->bytes_written += write_len_;
+    if (write_immediate_.has_value() && ctx_->options->notifications != nullptr) {
+      // The data is in place: the owner is told (at once, or once it has
+      // room) before the reply, which is OK from here on.
+      ctx_->options->notifications->Notify(
+          *region_, write_offset_, write_len_, *write_immediate_,
+          core::NotificationWriter{.transport = core::TransportKind::kTcp,
+                                   .address = writer_});
+    }
+    QueueReply(FrameType::kWriteReply, request_id_, absl::OkStatus());
     region_.reset();
     dest_ = nullptr;
   } else {
@@ -295,6 +310,19 @@ void DataConnection::FinishBody() {
     drain_status_ = absl::OkStatus();
   }
   in_ = In::kHeader;
+  return true;
+}
+
+bool DataConnection::StartIdentity(const FrameHeader& h) {
+  if (got_request_) {
+    ctx_->counters->protocol_errors++;
+    Close("IDENTIFY after the first frame of the connection");
+    return false;
+  }
+  in_ = In::kIdentity;
+  identity_.assign(h.length, '\0');
+  left_ = h.length;
+  return true;
 }
 
 // Turns away a peer that speaks something else as soon as its first bytes
@@ -318,7 +346,6 @@ bool DataConnection::CheckPartialHeader() {
 
 bool DataConnection::OnHeader() {
   header_have_ = 0;
-  got_request_ = true;
   auto decoded = DecodeHeader(header_);
   if (!decoded.ok() || !decoded->has_value() || !IsRequest((*decoded)->type)) {
     ctx_->counters->protocol_errors++;
@@ -327,6 +354,12 @@ bool DataConnection::OnHeader() {
     return false;
   }
   const FrameHeader& h = **decoded;
+  if (h.type == FrameType::kIdentify) {
+    const bool started = StartIdentity(h);
+    got_request_ = true;
+    return started;
+  }
+  got_request_ = true;
   ctx_->counters->requests++;
   auto region = CheckRequest(*ctx_->regions, h);
   if (region.ok() && !(*region)->AdmitsDataPeer(peer_)) {

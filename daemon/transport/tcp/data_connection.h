@@ -8,6 +8,10 @@
 // WRITE's payload is read and dropped so the connection stays usable;
 // anything that is not a valid frame closes it.
 //
+// A WRITE_IMM's notification names its writer (core::NotificationWriter):
+// the Peer address the connecting daemon gave in its IDENTIFY frame, or,
+// without one, the address the connection comes from.
+//
 // Bytes move only under a use of the export the request was checked
 // against (core::ExportUse), one readv or sendmsg at a time: an unexport,
 // re-export or free waits for the one in progress, and after it no more
@@ -112,12 +116,16 @@ class DataConnection {
     uint64_t memory() const { return sizeof(Reply) + message.capacity(); }
   };
 
-  enum class In { kHeader, kPayload, kDrain };
+  enum class In { kHeader, kPayload, kDrain, kIdentity };
 
   void OnEvent(uint32_t events);
   // Reads as much as is there (up to a budget). False if it closed.
   bool OnReadable();
-  void FinishBody();
+  // False if it closed the connection.
+  bool FinishBody();
+  // An IDENTIFY frame's header arrived: reads its address next. False if
+  // it closed the connection (not the first frame).
+  bool StartIdentity(const FrameHeader& h);
   bool CheckPartialHeader();
   bool OnHeader();
   void QueueReply(FrameType type, uint64_t request_id,
@@ -169,6 +177,10 @@ class DataConnection {
   uint64_t write_offset_ = 0;
   std::optional<uint32_t> write_immediate_;  // a WRITE_IMM's
   absl::Status drain_status_;  // why the WRITE being drained was rejected
+  // Who writes on this connection, for notifications: the source address
+  // until an IDENTIFY says better (shared by the notifications it makes).
+  std::shared_ptr<const std::string> writer_;
+  std::string identity_;  // an IDENTIFY's address, as it arrives
   // Sending.
   std::deque<Reply> out_;
   uint64_t queued_payload_ = 0;  // READ bytes of the replies in out_

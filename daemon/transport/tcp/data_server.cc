@@ -250,6 +250,7 @@ absl::Status TcpDataServer::Accept(const v1::ConnectRequest& request,
   const uint32_t wanted =
       request.tcp_connections() == 0 ? 1 : request.tcp_connections();
   tcp->set_connections(std::min(wanted, options_.max_connections_per_peer));
+  tcp->set_identify(true);
   return absl::OkStatus();
 }
 

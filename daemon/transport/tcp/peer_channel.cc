@@ -344,8 +344,11 @@ namespace {
 
 class TcpPending final : public transport::Connector::Pending {
  public:
-  TcpPending(std::string peer, TcpChannelOptions defaults)
-      : peer_(std::move(peer)), options_(std::move(defaults)) {}
+  // `self` is this daemon's Peer address, as the Connect request names it.
+  TcpPending(std::string peer, std::string self, TcpChannelOptions defaults)
+      : peer_(std::move(peer)),
+        self_(std::move(self)),
+        options_(std::move(defaults)) {}
 
   absl::StatusOr<std::shared_ptr<transport::DataChannel>> Finish(
       const v1::ConnectResponse& response) override {
@@ -370,12 +373,15 @@ class TcpPending final : public transport::Connector::Pending {
       options_.connections = std::min<int>(
           options_.connections, static_cast<int>(response.tcp().connections()));
     }
+    // Only to a listener that takes it: an older one closes the connection.
+    if (response.tcp().identify()) options_.identity = self_;
     RDMAD_ASSIGN_OR_RETURN(auto channel, TcpPeerChannel::Create(options_));
     return std::shared_ptr<transport::DataChannel>(std::move(channel));
   }
 
  private:
   const std::string peer_;
+  const std::string self_;
   TcpChannelOptions options_;
 };
 
@@ -387,7 +393,8 @@ TcpConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   request->set_tcp_connections(static_cast<uint32_t>(defaults_.connections));
   TcpChannelOptions options = defaults_;
   options.loop = runtime_->PickEngine();
-  return std::unique_ptr<Pending>(new TcpPending(peer, std::move(options)));
+  return std::unique_ptr<Pending>(
+      new TcpPending(peer, request->address(), std::move(options)));
 }
 
 }  // namespace rdmad::tcp

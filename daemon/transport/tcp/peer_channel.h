@@ -61,6 +61,10 @@ struct TcpChannelOptions {
   uint64_t min_split_bytes = 512ull << 10;
   SocketTuning tuning;
   absl::Duration connect_timeout = absl::Seconds(5);
+  // This daemon's Peer address, sent first on each connection (an
+  // IDENTIFY frame, wire.h) to a data listener that takes one, so that
+  // the owners its WRITE_IMMs notify learn who wrote. Empty: none sent.
+  std::string identity;
 };
 
 class TcpPeerChannel final : public transport::DataChannel {

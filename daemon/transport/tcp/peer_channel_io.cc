@@ -90,6 +90,19 @@ void TcpPeerChannel::Impl::OnConnected(Conn& conn) {
     loop_->CancelTimer(conn.connect_timer);
     conn.connect_timer = 0;
   }
+  if (!options_.identity.empty()) {
+    // Before any request. A new connection's send buffer is empty, so the
+    // frame (at most a few hundred bytes) goes in one send.
+    const std::string frame = EncodeIdentifyFrame(options_.identity);
+    const ssize_t sent = ::send(conn.fd.get(), frame.data(), frame.size(),
+                                MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent != static_cast<ssize_t>(frame.size())) {
+      FailConn(conn, absl::StrCat("cannot send its IDENTIFY frame: ",
+                                  sent < 0 ? std::strerror(errno)
+                                           : "the socket took part of it"));
+      return;
+    }
+  }
   conn.state = ConnectionState::kReady;
   conn.public_state = ConnectionState::kReady;
   conn.want_write = false;

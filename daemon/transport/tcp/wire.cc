@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/region_address.h"
 
 namespace rdmad::tcp {
 namespace {
@@ -60,6 +61,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "READ";
     case FrameType::kWriteImm:
       return "WRITE_IMM";
+    case FrameType::kIdentify:
+      return "IDENTIFY";
     case FrameType::kWriteReply:
       return "WRITE_REPLY";
     case FrameType::kReadReply:
@@ -72,6 +75,7 @@ uint64_t FrameHeader::body_length() const {
   switch (type) {
     case FrameType::kWrite:
     case FrameType::kWriteImm:
+    case FrameType::kIdentify:
       return length;
     case FrameType::kRead:
       return 0;
@@ -128,6 +132,7 @@ absl::StatusOr<std::optional<FrameHeader>> DecodeHeader(
   if (raw_type != static_cast<uint8_t>(FrameType::kWrite) &&
       raw_type != static_cast<uint8_t>(FrameType::kRead) &&
       raw_type != static_cast<uint8_t>(FrameType::kWriteImm) &&
+      raw_type != static_cast<uint8_t>(FrameType::kIdentify) &&
       raw_type != static_cast<uint8_t>(FrameType::kWriteReply) &&
       raw_type != static_cast<uint8_t>(FrameType::kReadReply)) {
     return Garbage(absl::StrFormat("unknown frame type 0x%02x", raw_type));
@@ -150,6 +155,16 @@ absl::StatusOr<std::optional<FrameHeader>> DecodeHeader(
       h.length = Get64(p + 40);
     }
     if (h.length == 0) return Garbage("request of length 0");
+    if (h.type == FrameType::kIdentify) {
+      if (h.region_id != 0 || h.key != 0 || h.offset != 0) {
+        return Garbage("IDENTIFY with a region, key or offset");
+      }
+      if (h.length > kMaxIdentityLength) {
+        return Garbage(absl::StrCat("IDENTIFY of ", h.length,
+                                    " bytes exceeds the limit of ",
+                                    kMaxIdentityLength));
+      }
+    }
     if (h.length > kMaxFramePayload) {
       return Garbage(absl::StrCat("request of ", h.length,
                                   " bytes exceeds the frame limit of ",
@@ -209,6 +224,19 @@ absl::StatusOr<std::optional<Frame>> DecodeFrame(
   frame.payload = bytes.subspan(at, total - at);
   frame.size = total;
   return frame;
+}
+
+std::string EncodeIdentifyFrame(absl::string_view address) {
+  return EncodeRequestFrame(FrameType::kIdentify, 0, 0, 0, 0, address.size(),
+                            address);
+}
+
+absl::StatusOr<std::string> ParseIdentity(absl::string_view body) {
+  if (absl::Status s = ValidatePeerAddress(body); !s.ok()) {
+    return Garbage(
+        absl::StrCat("IDENTIFY does not name a Peer address: ", s.message()));
+  }
+  return std::string(body);
 }
 
 std::string EncodeRequestFrame(FrameType type, uint64_t request_id,

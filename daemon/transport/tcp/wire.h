@@ -11,8 +11,8 @@
 //   offset size field
 //   0      4    magic       0x31544452 ("RDT1" in memory order)
 //   4      1    version     1
-//   5      1    type        1 WRITE, 2 READ, 3 WRITE_IMM, 0x81 WRITE_REPLY,
-//                           0x82 READ_REPLY
+//   5      1    type        1 WRITE, 2 READ, 3 WRITE_IMM, 4 IDENTIFY,
+//                           0x81 WRITE_REPLY, 0x82 READ_REPLY
 //   6      2    flags       0 (reserved; anything else is rejected)
 //   8      8    request_id  chosen by the client, echoed in the reply
 //
@@ -30,7 +30,20 @@
 // WRITE_IMM is answered with a WRITE_REPLY once its data is in place and
 // the owner was told: RESOURCE_EXHAUSTED when the owner has a notification
 // queue and none took it (full or stopped), the data being in place all the
-// same.
+// same; rdmad holds what the owner has no room for (a bounded backlog) and
+// answers OK once the data is in place.
+//
+// IDENTIFY names the connecting daemon: its Peer address ("HOST:PORT"),
+// which the server puts in the notifications of the WRITE_IMMs that come
+// on the connection (who wrote). It has the request layout with
+// region_id, key and offset 0 and `length` the address's bytes
+// (1..kMaxIdentityLength), which follow it. It is answered by nothing, and
+// may only be the first frame of a connection; an address that is not a
+// valid HOST:PORT closes the connection. A server says in Peer.Connect
+// that it takes one (TcpEndpoint.identify): servers from before it close a
+// connection that sends one, so a client sends it only to those that do.
+// Without one the server names the writer by the address the connection
+// comes from.
 //
 // Replies (WRITE_REPLY, READ_REPLY) are 32 bytes:
 //   16     4    status      an absl::StatusCode value; 0 = OK
@@ -58,6 +71,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/host_port.h"
 
 namespace rdmad::tcp {
 
@@ -72,18 +86,22 @@ inline constexpr size_t kMaxHeaderSize = kRequestHeaderSize;
 inline constexpr uint64_t kMaxFramePayload = 16ull << 20;
 // Longest error message in a reply.
 inline constexpr uint32_t kMaxMessage = 1024;
+// Longest address in an IDENTIFY frame: the longest Peer address.
+inline constexpr uint32_t kMaxIdentityLength = kMaxPeerAddressLength;
 
 enum class FrameType : uint8_t {
   kWrite = 1,
   kRead = 2,
   kWriteImm = 3,
+  kIdentify = 4,
   kWriteReply = 0x81,
   kReadReply = 0x82,
 };
 
+// Frames a client sends (IDENTIFY included: the request layout).
 inline bool IsRequest(FrameType type) {
   return type == FrameType::kWrite || type == FrameType::kRead ||
-         type == FrameType::kWriteImm;
+         type == FrameType::kWriteImm || type == FrameType::kIdentify;
 }
 // WRITE and WRITE_IMM carry data to the server.
 inline bool IsWrite(FrameType type) {
@@ -110,8 +128,8 @@ struct FrameHeader {
   uint32_t message_length = 0;
   uint64_t payload_length = 0;
 
-  // Bytes that follow the header on the wire: WRITE payload, or a reply's
-  // message and payload.
+  // Bytes that follow the header on the wire: WRITE payload, IDENTIFY's
+  // address, or a reply's message and payload.
   uint64_t body_length() const;
 };
 
@@ -137,7 +155,9 @@ absl::string_view ClipMessage(absl::string_view message);
 //   - DATA_LOSS naming the problem, for anything else: wrong magic or
 //     version, unknown type, reserved flags set, zero or oversized length,
 //     a status code outside absl's range, an OK reply with a message, an
-//     oversized message, or a payload where none may be.
+//     oversized message, a payload where none may be, or an IDENTIFY with
+//     region, key or offset set or an address longer than
+//     kMaxIdentityLength.
 // Garbage is rejected as soon as the bytes that prove it have arrived.
 absl::StatusOr<std::optional<FrameHeader>> DecodeHeader(
     absl::Span<const uint8_t> bytes);
@@ -156,6 +176,13 @@ struct Frame {
 // payloads straight between socket and region memory; this is for tests,
 // tools and fuzzing.
 absl::StatusOr<std::optional<Frame>> DecodeFrame(absl::Span<const uint8_t> bytes);
+
+// An IDENTIFY frame naming `address` (a valid Peer address: the caller
+// checked it).
+std::string EncodeIdentifyFrame(absl::string_view address);
+// The address an IDENTIFY frame's body carries, checked as any address a
+// peer sends (ValidatePeerAddress): DATA_LOSS saying what is wrong.
+absl::StatusOr<std::string> ParseIdentity(absl::string_view body);
 
 // Helpers for building frames in tests and tools.
 // `payload` is appended as given (normally `length` bytes for a WRITE and

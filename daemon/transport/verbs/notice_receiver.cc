@@ -56,6 +56,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
   Impl(NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq)
       : options_(std::move(options)),
         caller_(CallerSockaddr(options_.caller)),
+        writer_(std::make_shared<const std::string>(options_.peer)),
         loop_(options_.loop),
         cq_(std::move(cq)) {}
 
@@ -277,10 +278,13 @@ class NoticeReceiver::Impl : public runtime::Poller,
     std::shared_ptr<core::Region> region;
     const NoticeResult result =
         CheckNotice(*regions, options_.device, notice, caller_, &region);
-    if (result == NoticeResult::kDelivered &&
-        !sink->Notify(*region, notice.offset, notice.length, notice.immediate)
-             .ok()) {
-      return NoticeResult::kNotTold;
+    if (result == NoticeResult::kDelivered) {
+      // Taken by the sink whatever room the owner has (it holds what does
+      // not fit): the ack says delivered.
+      sink->Notify(
+          *region, notice.offset, notice.length, notice.immediate,
+          core::NotificationWriter{.transport = core::TransportKind::kVerbs,
+                                   .address = writer_});
     }
     return result;
   }
@@ -358,6 +362,9 @@ class NoticeReceiver::Impl : public runtime::Poller,
 
   const NoticeReceiverOptions options_;
   const std::optional<sockaddr_storage> caller_;  // options_.caller parsed
+  // The caller's Peer address as its notifications name their writer (one
+  // copy for all of them).
+  const std::shared_ptr<const std::string> writer_;
   runtime::EventLoop* const loop_;  // Not owned.
   // Parents first: the CQ outlives the buffers and the QPs; the buffers
   // outlive the QPs whose receives point into them.

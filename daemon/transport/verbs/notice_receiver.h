@@ -7,8 +7,9 @@
 // over those QPs and their CQ: it keeps kNoticeCredits receives posted per
 // QP, and on its event loop it copies each notice out of its receive
 // buffer, re-posts the receive, checks the notice against the region table
-// (CheckNotice), tells the region's owner through the NotificationSink,
-// and answers with an ack on the same QP. A notice that does not decode is
+// (CheckNotice), tells the region's owner through the NotificationSink
+// (naming the caller, whose handshake made these QPs, as the writer), and
+// answers with an ack on the same QP. A notice that does not decode is
 // counted and dropped without an answer; one that fails the check is
 // counted, never notified, and answered with the reason. Nothing a peer
 // sends can make it notify a region the peer could not write, crash, or
@@ -81,7 +82,9 @@ struct NoticeReceiverOptions {
   // The loop the receiver lives on. Not owned; outlives the receiver's
   // teardown (the daemon stops its runtime last).
   runtime::EventLoop* loop = nullptr;
-  std::string peer;    // the caller's Peer address, for logs
+  // The caller's Peer address (its Connect's, checked by the Peer
+  // service): for logs, and as the writer its notifications name.
+  std::string peer;
   // The IP address the Peer.Connect that made these QPs came from, as this
   // daemon saw it: notices on them are held to the exports' access lists
   // by it (CheckNotice). Empty: unknown, admitted only by exports without

@@ -9,10 +9,18 @@
 // length, immediate, tag}. RC executes a QP's requests in order, so when
 // the notice is received the data is in place. The responder checks the
 // notice (CheckNotice), hands it to the region's owner
-// (core::NotificationSink) and answers with an ack {tag, result} on the
-// same QP; the initiator's operation completes when its WRITE and its
-// notice completed and the ack arrived: only after the owner was told, or
-// with the reason it was not (NoticeResultStatus).
+// (core::NotificationSink, which tells the owner at once or holds the
+// notification until it has room) and answers with an ack {tag, result} on
+// the same QP; the initiator's operation completes when its WRITE and its
+// notice completed and the ack arrived: only after the sink took the
+// notification, or with the reason the notice was refused
+// (NoticeResultStatus).
+//
+// Who wrote: the notice does not say. The responder's QPs were made for
+// one caller by its Peer.Connect, which named the caller's Peer address
+// (checked there); the NoticeReceiver of those QPs names that address as
+// the writer. Bound to the handshake, it cannot differ from one notice to
+// the next, and the notice format stays as it was.
 //
 // Flow control: an initiator never has more than kNoticeCredits notices
 // awaiting their ack on one QP, and each side keeps kNoticeCredits receives
@@ -90,7 +98,7 @@ enum class NoticeResult : uint32_t {
   kOutOfRange = 3,   // the range is not inside the region (or is empty)
   kReadOnly = 4,     // the export grants no write access
   kNotServed = 5,    // the responder has nobody to tell (not set up yet)
-  kNotTold = 6,      // the owner's notification queue took none (full)
+  kNotTold = 6,      // owner's queue full (an rdmad without backlogs)
   kNotAdmitted = 7,  // the export's access list does not admit the sender
 };
 inline constexpr uint32_t kMaxNoticeResult = 7;

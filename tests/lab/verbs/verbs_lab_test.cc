@@ -1058,12 +1058,15 @@ class RecordingSink final : public core::NotificationSink {
     uint64_t offset = 0;
     uint64_t length = 0;
     uint32_t immediate = 0;
+    core::TransportKind transport = core::TransportKind::kNone;
+    std::string writer;
   };
-  absl::Status Notify(const core::Region& region, uint64_t offset,
-                      uint64_t length, uint32_t immediate) override {
+  void Notify(const core::Region& region, uint64_t offset, uint64_t length,
+              uint32_t immediate,
+              const core::NotificationWriter& writer) override {
     absl::MutexLock lock(&mu_);
-    notes_.push_back({region.id(), offset, length, immediate});
-    return absl::OkStatus();
+    notes_.push_back({region.id(), offset, length, immediate, writer.transport,
+                      writer.address != nullptr ? *writer.address : ""});
   }
   std::vector<Note> notes() const {
     absl::MutexLock lock(&mu_);
@@ -1166,15 +1169,16 @@ class VerbsNoticeLabTest : public VerbsLabTest {
     }
   }
 
-  // A NoticeReceiver on the responders, on loop 1; `caller`: the address
-  // their Peer.Connect came from ("" = unknown).
+  // A NoticeReceiver on the responders, on loop 1, for a caller whose
+  // Connect named it kCaller and came from `caller` ("" = unknown).
+  static constexpr const char* kCaller = "192.0.2.7:7471";
   void StartReceiver(std::shared_ptr<CompletionQueue> cq,
                      std::vector<std::unique_ptr<QueuePair>> qps,
                      std::shared_ptr<NoticeTarget> target,
                      const std::string& caller = "") {
     NoticeReceiverOptions options;
     options.loop = runtime_->loop(1);
-    options.peer = "self";
+    options.peer = kCaller;
     options.caller = caller;
     options.device = info_.name;
     options.target = std::move(target);
@@ -1385,6 +1389,9 @@ TEST_F(VerbsNoticeLabTest, AnImmediateReachesTheOwnerAfterTheDataAndBeforeTheCom
   EXPECT_EQ(notes[0].offset, 1000u);
   EXPECT_EQ(notes[0].length, kLength);
   EXPECT_EQ(notes[0].immediate, 0xfeedu);
+  EXPECT_EQ(notes[0].transport, core::TransportKind::kVerbs);
+  EXPECT_EQ(notes[0].writer, kCaller)
+      << "the writer, as the Connect that made these QPs named it";
   EXPECT_EQ(Compare(reinterpret_cast<uint8_t*>(inbox_->data()) + 1000,
                     reinterpret_cast<uint8_t*>(local_->data()), kLength),
             "");
