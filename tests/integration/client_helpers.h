@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -17,6 +19,16 @@
 #include "tests/integration/daemon_process.h"
 
 namespace rdmad::testing {
+
+// Starts daemon `name` under `dir` into `*daemon`; a fatal test failure if
+// it cannot (wrap the call in ASSERT_NO_FATAL_FAILURE).
+inline void StartDaemon(const TempDir& dir, const std::string& name,
+                        std::unique_ptr<DaemonProcess>* daemon,
+                        DaemonOptions options = {}) {
+  auto started = DaemonProcess::Start(dir.path(), name, std::move(options));
+  ASSERT_TRUE(started.ok()) << started.status();
+  *daemon = *std::move(started);
+}
 
 // A client session on `daemon` whose calls have `timeout`; null (and a test
 // failure) when it cannot connect.
@@ -71,6 +83,49 @@ inline std::vector<Completion> RunAll(
   }
   return out;
 }
+
+// A client of a daemon set up to WRITE into one region, one operation at a
+// time, for the tests of WRITEs with an immediate. Members are declared so
+// that the buffer goes before the client (client.h).
+struct RegionWriter {
+  // A session on `daemon`, a queue, `region` opened and a 4 KiB buffer;
+  // null (and a test failure) if one of them cannot be had.
+  static std::unique_ptr<RegionWriter> Open(const DaemonProcess& daemon,
+                                            const RemoteRegion& region) {
+    auto writer = std::make_unique<RegionWriter>();
+    writer->client = Connect(daemon);
+    if (writer->client == nullptr) return nullptr;
+    auto queue = writer->client->OpenQueue();
+    auto remote = writer->client->OpenRemote(region);
+    auto buf = writer->client->Allocate(4096);
+    EXPECT_TRUE(queue.ok()) << queue.status();
+    EXPECT_TRUE(remote.ok()) << remote.status();
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    if (!queue.ok() || !remote.ok() || !buf.ok()) return nullptr;
+    writer->queue = *std::move(queue);
+    writer->remote = *std::move(remote);
+    writer->buf.emplace(*std::move(buf));
+    return writer;
+  }
+  // WRITEs `length` (at most 4 KiB) bytes at `offset` of the region with
+  // `immediate` and waits for it; its status.
+  absl::Status Write(uint64_t offset, uint64_t length, uint32_t immediate) {
+    std::vector<Op> op = {{.kind = Op::Kind::kWrite,
+                           .local = &*buf,
+                           .remote = &remote,
+                           .remote_offset = offset,
+                           .length = length,
+                           .immediate = immediate}};
+    std::vector<Completion> done = RunAll(*queue, op);
+    if (done.size() != 1) return absl::InternalError("no completion");
+    return done[0].status;
+  }
+
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Queue> queue;
+  RemoteHandle remote;
+  std::optional<Buffer> buf;
+};
 
 // Polls `queue` until `want` entries (notifications, loss counts) came, or
 // `timeout` passed (then fewer, and a test failure).

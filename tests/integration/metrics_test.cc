@@ -133,6 +133,20 @@ double Value(const std::string& scrape, const std::string& name,
   return found ? sum : -1;
 }
 
+// Starts daemon `name` under `dir` into `*daemon` with its config file,
+// DIR/rdmad.conf, holding `text`; returns that path (rewrite the file and
+// send SIGHUP to reload). A fatal test failure if it does not start.
+std::string StartWithConfig(const TempDir& dir, const std::string& name,
+                            const std::string& text,
+                            std::unique_ptr<DaemonProcess>* daemon) {
+  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
+  std::ofstream(conf) << text;
+  DaemonOptions options;
+  options.extra_args = {"--config", conf};
+  StartDaemon(dir, name, daemon, std::move(options));
+  return conf;
+}
+
 TEST(MetricsTest, CountsTransfersBetweenTwoDaemons) {
   TempDir dir;
   DaemonOptions with_metrics;
@@ -267,35 +281,23 @@ TEST(MetricsTest, CountsQueuesAndNotifications) {
 // and the metrics count them. Every WRITE still succeeds.
 TEST(MetricsTest, NotificationsPastTheBacklogAreCountedAndReported) {
   TempDir dir;
-  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
-  std::ofstream(conf) << "notification_backlog: 16\n"
-                         "metrics_listen: \"127.0.0.1:0\"\n";
-  DaemonOptions options;
-  options.extra_args = {"--config", conf};
-  auto a = DaemonProcess::Start(dir.path(), "a", options);
-  ASSERT_TRUE(a.ok()) << a.status();
-  const std::string address = MetricsAddress((*a)->log_path());
-  ASSERT_FALSE(address.empty()) << (*a)->LogTail();
-  auto client = Connect(**a);
+  std::unique_ptr<DaemonProcess> a;
+  ASSERT_NO_FATAL_FAILURE(StartWithConfig(
+      dir, "a", "notification_backlog: 16\nmetrics_listen: \"127.0.0.1:0\"\n",
+      &a));
+  const std::string address = MetricsAddress(a->log_path());
+  ASSERT_FALSE(address.empty()) << a->LogTail();
+  auto client = Connect(*a);
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->CreateRegion("inbox", 4096, Access::kReadWrite).ok());
   auto notes = client->OpenQueue(
       {.depth = 8, .completion_depth = 8, .notifications = true});
-  auto writer = client->OpenQueue();
-  ASSERT_TRUE(notes.ok() && writer.ok());
-  auto inbox = client->OpenRemote(*RemoteRegion::Parse("inbox"));
-  ASSERT_TRUE(inbox.ok()) << inbox.status();
-  auto buf = client->Allocate(4096);
-  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  auto writer = RegionWriter::Open(*a, *RemoteRegion::Parse("inbox"));
+  ASSERT_TRUE(writer);
   auto write = [&](uint32_t immediate) {
-    std::vector<Op> op = {{.kind = Op::Kind::kWrite,
-                           .local = &*buf,
-                           .remote = &*inbox,
-                           .length = 8,
-                           .immediate = immediate}};
-    std::vector<Completion> done = RunAll(**writer, op);
-    ASSERT_EQ(done.size(), 1u);
-    EXPECT_TRUE(done[0].status.ok()) << done[0].status;
+    const absl::Status s = writer->Write(0, 8, immediate);
+    EXPECT_TRUE(s.ok()) << s;
   };
   // 40 into a queue nobody polls: 4 on its ring, 16 held, 20 lost.
   for (uint32_t i = 0; i < 40; ++i) write(i);
@@ -336,37 +338,35 @@ TEST(MetricsTest, NotificationsPastTheBacklogAreCountedAndReported) {
 
 TEST(MetricsTest, ReloadTurnsTheEndpointOn) {
   TempDir dir;
-  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
-  std::ofstream(conf) << "transport: \"tcp\"\n";
-  DaemonOptions options;
-  options.extra_args = {"--config", conf};
-  auto d = DaemonProcess::Start(dir.path(), "d", options);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(ReadFile((*d)->log_path()).find("metrics on"), std::string::npos);
+  std::unique_ptr<DaemonProcess> d;
+  std::string conf;
+  ASSERT_NO_FATAL_FAILURE(
+      conf = StartWithConfig(dir, "d", "transport: \"tcp\"\n", &d));
+  EXPECT_EQ(ReadFile(d->log_path()).find("metrics on"), std::string::npos);
 
   std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n";
-  ::kill((*d)->pid(), SIGHUP);
-  const std::string address = MetricsAddress((*d)->log_path());
-  ASSERT_FALSE(address.empty()) << (*d)->LogTail();
+  ::kill(d->pid(), SIGHUP);
+  const std::string address = MetricsAddress(d->log_path());
+  ASSERT_FALSE(address.empty()) << d->LogTail();
   const std::string scrape = Scrape(address);
   EXPECT_GE(Value(scrape, "rdmad_sessions"), 0) << scrape;  // present
-  EXPECT_NE(ReadFile((*d)->log_path())
+  EXPECT_NE(ReadFile(d->log_path())
                 .find("config reload: metrics_listen changed from (unset) to "
                       "\"127.0.0.1:0\": applied"),
             std::string::npos)
-      << (*d)->LogTail();
+      << d->LogTail();
 }
 
 TEST(MetricsTest, ReloadToABusyPortKeepsTheOldEndpoint) {
   TempDir dir;
-  const std::string conf = absl::StrCat(dir.path(), "/rdmad.conf");
-  std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n";
-  DaemonOptions options;
-  options.extra_args = {"--config", conf};
-  auto d = DaemonProcess::Start(dir.path(), "d", options);
-  ASSERT_TRUE(d.ok()) << d.status();
-  const std::string address = MetricsAddress((*d)->log_path());
-  ASSERT_FALSE(address.empty()) << (*d)->LogTail();
+  std::unique_ptr<DaemonProcess> d;
+  std::string conf;
+  ASSERT_NO_FATAL_FAILURE(
+      conf = StartWithConfig(
+          dir, "d", "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n",
+          &d));
+  const std::string address = MetricsAddress(d->log_path());
+  ASSERT_FALSE(address.empty()) << d->LogTail();
 
   // A port this test holds: the new endpoint cannot bind there.
   const int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -381,19 +381,19 @@ TEST(MetricsTest, ReloadToABusyPortKeepsTheOldEndpoint) {
 
   std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"" << taken
                       << "\"\n";
-  ::kill((*d)->pid(), SIGHUP);
+  ::kill(d->pid(), SIGHUP);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ReadFile((*d)->log_path()).find("could not be applied") ==
+  while (ReadFile(d->log_path()).find("could not be applied") ==
              std::string::npos &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_NE(ReadFile((*d)->log_path())
+  EXPECT_NE(ReadFile(d->log_path())
                 .find(absl::StrCat("metrics_listen changed from "
                                    "\"127.0.0.1:0\" to \"",
                                    taken, "\" but could not be applied")),
             std::string::npos)
-      << (*d)->LogTail();
+      << d->LogTail();
   // Still served where it was, and the daemon still runs.
   EXPECT_GE(Value(Scrape(address), "rdmad_sessions"), 0);
   ::close(busy);

@@ -54,12 +54,8 @@ Transport DataTransport() {
 class NotificationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto a = DaemonProcess::Start(dir_.path(), "a");
-    ASSERT_TRUE(a.ok()) << a.status();
-    a_ = *std::move(a);
-    auto b = DaemonProcess::Start(dir_.path(), "b");
-    ASSERT_TRUE(b.ok()) << b.status();
-    b_ = *std::move(b);
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "a", &a_));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "b", &b_));
     owner_ = Connect(*b_);
     ASSERT_TRUE(owner_);
   }
@@ -68,27 +64,13 @@ class NotificationTest : public ::testing::Test {
   // with its index as immediate, one at a time (so that B receives them
   // in this order): each must complete OK.
   void WriteFromA(const std::string& name, uint32_t count) {
-    auto writer = Connect(*a_);
+    auto writer = RegionWriter::Open(*a_, Remote(*b_, name));
     ASSERT_TRUE(writer);
-    auto queue = writer->OpenQueue();
-    ASSERT_TRUE(queue.ok()) << queue.status();
-    auto remote = writer->OpenRemote(Remote(*b_, name));
-    ASSERT_TRUE(remote.ok()) << remote.status();
-    auto buf = writer->Allocate(4096);
-    ASSERT_TRUE(buf.ok());
     for (uint32_t i = 0; i < count; ++i) {
-      std::vector<Op> op = {{.kind = Op::Kind::kWrite,
-                             .local = &*buf,
-                             .remote = &*remote,
-                             .remote_offset = i * 64,
-                             .length = 64,
-                             .tag = i,
-                             .immediate = i}};
-      std::vector<Completion> done = RunAll(**queue, op);
-      ASSERT_EQ(done.size(), 1u);
-      ASSERT_TRUE(done[0].status.ok())
-          << "WRITE " << i << ": " << done[0].status
-          << " (the data landed: the notification is the daemon's job)";
+      const absl::Status s = writer->Write(i * 64, 64, i);
+      ASSERT_TRUE(s.ok()) << "WRITE " << i << ": " << s
+                          << " (the data landed: the notification is the "
+                             "daemon's job)";
     }
   }
 
@@ -225,20 +207,9 @@ TEST_F(NotificationTest, AQueueOpenedAfterTheWritesGetsThem) {
   EXPECT_EQ(Immediates(early), Count(0, 10));
   for (const Completion& c : early) EXPECT_EQ(c.writer, a_->peer_address());
 
-  auto local = Connect(*b_);
+  auto local = RegionWriter::Open(*b_, *RemoteRegion::Parse("inbox"));
   ASSERT_TRUE(local);
-  auto queue = local->OpenQueue();
-  ASSERT_TRUE(queue.ok());
-  auto inbox = local->OpenRemote(*RemoteRegion::Parse("inbox"));
-  ASSERT_TRUE(inbox.ok()) << inbox.status();
-  auto buf = local->Allocate(4096);
-  ASSERT_TRUE(buf.ok());
-  std::vector<Op> op = {{.kind = Op::Kind::kWrite,
-                         .local = &*buf,
-                         .remote = &*inbox,
-                         .length = 8,
-                         .immediate = 10}};
-  ASSERT_EQ(RunAll(**queue, op).size(), 1u);
+  ASSERT_TRUE(local->Write(0, 8, 10).ok());
   std::vector<Completion> next = PollNotifications(**notes, 1);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].immediate, 10u);

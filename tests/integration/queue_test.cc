@@ -145,12 +145,8 @@ class HostileQueue {
 class QueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto a = DaemonProcess::Start(dir_.path(), "a");
-    ASSERT_TRUE(a.ok()) << a.status();
-    a_ = *std::move(a);
-    auto b = DaemonProcess::Start(dir_.path(), "b");
-    ASSERT_TRUE(b.ok()) << b.status();
-    b_ = *std::move(b);
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "a", &a_));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "b", &b_));
   }
 
   // After a hostile queue of A stopped: A still serves its other sessions

@@ -59,6 +59,16 @@ class QueueRegistryTest : public ::testing::Test {
     core::SessionTable::Opened opened = sessions_.Open(1000, 1000, 42);
     return core::Caller{opened.id, 1000, 1000, 42, {}};
   }
+  // A daemon-owned region "inbox" of `owner`'s uid.
+  std::shared_ptr<core::Region> Inbox(const core::Caller& owner) {
+    core::AllocateOptions named;
+    named.size = 4096;
+    named.name = "inbox";
+    named.daemon_owned = true;
+    auto inbox = regions_.Allocate(owner, named);
+    EXPECT_TRUE(inbox.ok()) << inbox.status();
+    return inbox.ok() ? *inbox : nullptr;
+  }
 
   core::NullRegistrar registrar_;
   core::RegionTable regions_{&registrar_, core::RegionLimits{}};
@@ -285,18 +295,14 @@ TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOrWaitForThem) {
     return (*q)->stats().notified;
   };
 
-  core::AllocateOptions named;
-  named.size = 4096;
-  named.name = "inbox";
-  named.daemon_owned = true;
-  auto inbox = regions_.Allocate(first, named);
-  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto inbox = Inbox(first);
+  ASSERT_NE(inbox, nullptr);
   core::AllocateOptions buffer;
   buffer.size = 4096;
   auto mine = regions_.Allocate(first, buffer);
   ASSERT_TRUE(mine.ok()) << mine.status();
 
-  Notify(*registry_, **inbox, 1);
+  Notify(*registry_, *inbox, 1);
   EXPECT_EQ(notified(q1), 1u);
   EXPECT_EQ(notified(q2), 1u) << "every session of the owner's uid";
   EXPECT_EQ(notified(q3), 0u) << "not another uid's";
@@ -308,20 +314,20 @@ TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOrWaitForThem) {
   // Closed: no longer told; the other session of the uid still is, and
   // the buffer's notification is held for its session.
   ASSERT_TRUE(registry_->Close(first.session_id, (*q1)->id()).ok());
-  Notify(*registry_, **inbox, 3);
+  Notify(*registry_, *inbox, 3);
   Notify(*registry_, **mine, 4);
   EXPECT_EQ(notified(q1), 2u);
   EXPECT_EQ(notified(q2), 2u);
   // Ended: no queue of uid 1000 left; the region's are held for the uid.
   registry_->EndSession(second.session_id);
-  Notify(*registry_, **inbox, 5);
+  Notify(*registry_, *inbox, 5);
   EXPECT_EQ(notified(q3), 0u);
   EXPECT_EQ(registry_->Totals().notifications_held, 2u);
   // A new notification queue of the session gets both, in order, then
   // the next.
   auto again = registry_->Open(first, Small(true));
   ASSERT_TRUE(again.ok()) << again.status();
-  Notify(*registry_, **inbox, 6);
+  Notify(*registry_, *inbox, 6);
   Reader reader(**again);
   EXPECT_EQ(reader.PollUntil(3), (std::vector<int64_t>{4, 5, 6}));
   EXPECT_EQ(reader.writer, "127.0.0.1:7471")
@@ -336,15 +342,11 @@ TEST_F(QueueRegistryTest, NotificationsReachTheOwnersQueuesOrWaitForThem) {
 // buffers' notifications, counted.
 TEST_F(QueueRegistryTest, NothingHeldGoesWithoutACount) {
   const core::Caller alice = Open();
-  core::AllocateOptions named;
-  named.size = 4096;
-  named.name = "inbox";
-  named.daemon_owned = true;
-  auto inbox = regions_.Allocate(alice, named);
-  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto inbox = Inbox(alice);
+  ASSERT_NE(inbox, nullptr);
   auto q = registry_->Open(alice, Small(true));
   ASSERT_TRUE(q.ok());
-  for (uint32_t i = 1; i <= 12; ++i) Notify(*registry_, **inbox, i);
+  for (uint32_t i = 1; i <= 12; ++i) Notify(*registry_, *inbox, i);
   EXPECT_EQ((*q)->stats().notified, 8u) << "half of the 16-entry ring";
   EXPECT_EQ((*q)->stats().held, 4u);
   ASSERT_TRUE(registry_->Close(alice.session_id, (*q)->id()).ok());
@@ -375,18 +377,14 @@ TEST_F(QueueRegistryTest, TheBacklogIsBoundedPerUid) {
                          /*notification_backlog=*/4);
   const core::Caller one = Open();
   const core::Caller two = Open();
-  core::AllocateOptions named;
-  named.size = 4096;
-  named.name = "inbox";
-  named.daemon_owned = true;
-  auto inbox = regions_.Allocate(one, named);
-  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto inbox = Inbox(one);
+  ASSERT_NE(inbox, nullptr);
   RingQueueOptions options = Small(true);
   options.completion_entries = 8;  // four notifications on the ring
   auto q1 = registry.Open(one, options);
   auto q2 = registry.Open(two, options);
   ASSERT_TRUE(q1.ok() && q2.ok());
-  for (uint32_t i = 1; i <= 10; ++i) Notify(registry, **inbox, i);
+  for (uint32_t i = 1; i <= 10; ++i) Notify(registry, *inbox, i);
   QueueTotals totals = registry.Totals();
   EXPECT_EQ(totals.notifications_delivered, 8u);
   EXPECT_EQ(totals.notifications_held, 4u) << "the uid's bound, both queues";
