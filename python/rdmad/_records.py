@@ -22,7 +22,10 @@ OP_DTYPE = _dtype(_rdmad.OP_LAYOUT, _rdmad.OP_SIZE)
 #: One completion: tag, bytes, daemon_ns, code (0: OK; else a status code,
 #: see rdmad.errors), transport (TRANSPORTS[transport]).
 COMPLETION_DTYPE = _dtype(_rdmad.COMPLETION_LAYOUT, _rdmad.COMPLETION_SIZE)
-#: One notification: region (Buffer.id), offset, bytes, immediate.
+#: One notification: region (Buffer.id), offset, bytes, immediate, writer
+#: (the writing daemon's Peer address, bytes) and writer_uid (a local
+#: writer's uid; -1 for a remote one). A record with lost > 0 says that
+#: many notifications were lost there (the daemon's backlog was full).
 NOTIFICATION_DTYPE = _dtype(_rdmad.NOTIFICATION_LAYOUT,
                             _rdmad.NOTIFICATION_SIZE)
 #: Names of Completions' `transport` values.

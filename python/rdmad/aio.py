@@ -136,7 +136,8 @@ class Queue:
         """Notifications as they arrive (WRITEs with an immediate into this
         session's buffers; the queue must have been opened with
         notifications=True): an async iterator of records of
-        rdmad.NOTIFICATION_DTYPE (region, offset, bytes, immediate)."""
+        rdmad.NOTIFICATION_DTYPE (region, offset, bytes, immediate, writer,
+        writer_uid, lost)."""
         return _Notifications(self)
 
     def close(self):

@@ -76,7 +76,10 @@ PYBIND11_MODULE(_rdmad, m) {
       {"region", "u8", offsetof(NotificationRecord, region)},
       {"offset", "u8", offsetof(NotificationRecord, offset)},
       {"bytes", "u8", offsetof(NotificationRecord, bytes)},
+      {"lost", "u8", offsetof(NotificationRecord, lost)},
       {"immediate", "u4", offsetof(NotificationRecord, immediate)},
+      {"writer_uid", "i8", offsetof(NotificationRecord, writer_uid)},
+      {"writer", "S64", offsetof(NotificationRecord, writer)},
   });
   m.attr("NOTIFICATION_SIZE") = sizeof(NotificationRecord);
   m.def("default_socket", &DefaultSocketPath,

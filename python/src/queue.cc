@@ -310,10 +310,20 @@ class PyQueue {
     for (size_t i = 0; i < n; ++i) {
       Completion& c = scratch_[i];
       if (KindOf(c) == Completion::Kind::kNotification) {
-        notes->push_back({.region = c.region,
-                          .offset = c.offset,
-                          .bytes = c.bytes,
-                          .immediate = c.immediate});
+        NotificationRecord& note = notes->emplace_back(NotificationRecord{
+            .region = c.region,
+            .offset = c.offset,
+            .bytes = c.bytes,
+            .immediate = c.immediate,
+            .writer_uid = c.writer_uid.has_value()
+                              ? static_cast<int64_t>(*c.writer_uid)
+                              : -1,
+        });
+        // A Peer address is far shorter; one that is not is cut, not
+        // overrun.
+        c.writer.copy(note.writer, sizeof(note.writer));
+      } else if (KindOf(c) == Completion::Kind::kNotificationsLost) {
+        notes->push_back({.lost = c.lost, .writer_uid = -1});
       } else {
         completions->push_back(std::move(c));
       }

@@ -52,15 +52,22 @@ struct CompletionRecord {
 static_assert(sizeof(CompletionRecord) == 32);
 
 // One notification: a peer wrote [offset, offset + bytes) of region
-// `region` (a Buffer.id of this session) with `immediate`. 32 bytes.
+// `region` (a Buffer.id of this session) with `immediate`; `writer` is the
+// writing daemon's Peer address (NUL-padded), `writer_uid` a local
+// writer's uid (-1 for a remote writer). Or, with `lost` > 0 (and the rest
+// zero), that many notifications were lost at this point in the order
+// (the daemon's backlog for this uid was full). 112 bytes.
 struct NotificationRecord {
   uint64_t region;
   uint64_t offset;
   uint64_t bytes;
+  uint64_t lost;
   uint32_t immediate;
   uint32_t reserved;
+  int64_t writer_uid;
+  char writer[64];
 };
-static_assert(sizeof(NotificationRecord) == 32);
+static_assert(sizeof(NotificationRecord) == 112);
 
 }  // namespace rdmad::python
 

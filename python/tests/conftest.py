@@ -35,14 +35,20 @@ def scaled(n, minimum=1):
 class Daemon:
     """An rdmad child process with its own socket under `directory`."""
 
-    def __init__(self, directory, name):
+    def __init__(self, directory, name, config=None):
         self.socket = os.path.join(directory, f"{name}.sock")
         self.log_path = os.path.join(directory, f"{name}.log")
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(
-            [RDMAD_BINARY, "--socket", self.socket, "--peer_listen",
-             "127.0.0.1:0", "--transport", TRANSPORT, "--log_level", "info"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+        args = [RDMAD_BINARY, "--socket", self.socket, "--peer_listen",
+                "127.0.0.1:0", "--transport", TRANSPORT, "--log_level", "info"]
+        if config is not None:
+            # A daemon config file (text protobuf, docs/CONFIG.md).
+            path = os.path.join(directory, f"{name}.conf")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
+        self.process = subprocess.Popen(args, stdout=self._log,
+                                        stderr=subprocess.STDOUT)
         self.pid = self.process.pid
         self.peer_address = self._wait_ready()
 

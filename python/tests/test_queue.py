@@ -1,6 +1,7 @@
 """Queues: vectorized submit and poll, run, wait without the GIL, and
 notifications."""
 
+import os
 import threading
 import time
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import rdmad
-from conftest import scaled
+from conftest import Daemon, scaled
 
 RECORD = 64  # bytes each op moves in the 100k-op test
 
@@ -199,7 +200,7 @@ def test_wait_with_nothing_in_flight_says_so_at_once(pair):
     assert time.monotonic() - start < 1
 
 
-def test_notifications(pair, daemon_b):
+def test_notifications(pair, daemon_a, daemon_b):
     client, owner, target = pair
     region, kv = target(1 << 16)
     inbox = owner.open_queue(notifications=True, completion_depth=256)
@@ -220,7 +221,50 @@ def test_notifications(pair, daemon_b):
     assert np.array_equal(np.sort(notes["offset"]), offsets)
     assert (notes["bytes"] == 100).all()
     assert np.array_equal(np.sort(notes["immediate"]), np.arange(10) + 70)
+    # Who wrote: daemon A's node; a remote writer has no uid here.
+    assert (notes["writer"] == daemon_a.peer_address.encode()).all()
+    assert (notes["writer_uid"] == -1).all()
+    assert (notes["lost"] == 0).all()
     assert len(inbox.poll()) == 0  # nothing of them among completions
+
+
+def test_notifications_past_the_backlog_are_reported_lost(workdir):
+    # A backlog of 16 for the owner's uid, and no queue open while 40
+    # WRITEs with an immediate land: 16 are held, 24 lost, and the queue
+    # opened afterwards gets the 16 and then one record saying 24 were lost.
+    daemon = Daemon(workdir, "backlog", config="notification_backlog: 16\n")
+    try:
+        owner = daemon.connect()
+        writer = daemon.connect()
+        name = f"inbox-{os.getpid()}"
+        # A daemon-owned region: its notifications go to the owner's uid,
+        # and a writer on this node is a local writer.
+        owner.create_region(name, 1 << 16, export="rw")
+        kv = writer.open_remote(name)
+        buf = writer.allocate(4096)
+        q = writer.open_queue()
+        assert q.run(rdmad.make_ops(rdmad.WRITE, buf, 0, kv,
+                                    np.arange(40) * 64, 8,
+                                    immediate=np.arange(40))).ok
+        inbox = owner.open_queue(notifications=True, completion_depth=256)
+        notes = []
+        deadline = time.monotonic() + 10
+        while len(notes) < 17 and time.monotonic() < deadline:
+            inbox.wait(1)
+            notes.extend(inbox.poll_notifications())
+        assert len(notes) == 17
+        notes = np.array(notes)
+        held, last = notes[:16], notes[16]
+        # The first 16 to land (a batch's WRITEs may land in any order).
+        assert len(set(held["immediate"].tolist())) == 16
+        assert (held["immediate"] < 40).all()
+        assert (held["lost"] == 0).all()
+        # A local writer: this daemon's address and the writer's uid.
+        assert (held["writer"] == daemon.peer_address.encode()).all()
+        assert (held["writer_uid"] == os.getuid()).all()
+        assert last["lost"] == 24 and last["region"] == 0
+    finally:
+        daemon.stop()
 
 
 def test_an_immediate_only_rides_a_write(pair):
