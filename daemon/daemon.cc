@@ -187,8 +187,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     table.mode = d.resolved.transport;
     table.max_peers = config.max_peers();
     table.max_peers_per_uid = config.max_peers_per_uid();
+    table.new_peers_per_second = config.new_peers_per_second_per_uid();
+    table.new_peers_burst = config.new_peers_burst_per_uid();
+    table.handshakes_in_flight = config.handshakes_in_flight();
     d.peers = std::make_unique<peer::PeerTable>(table, d.connector.get(),
                                                 d.timers.get());
+    d.handshakes_served = std::make_unique<peer::HandshakeAdmission>(
+        peer::HandshakeAdmissionOptions{
+            .role = "responder",
+            .max_in_flight = config.handshakes_served_in_flight(),
+            .max_queued = 4 * config.max_peers()},
+        d.timers.get());
+    d.state.handshakes = d.handshakes_served.get();
   }
   d.transfers = std::make_unique<core::TransferEngine>(
       d.regions.get(), d.peers.get(),
@@ -328,6 +338,9 @@ void Daemon::Impl::TearDown() {
   // past its deadline; transfers still running at the end of the grace
   // period are failed by the peer table so that it returns.
   if (d.peers) d.peers->Drain(grace_end);
+  // Handshakes still waiting their turn are told to retry now, so that
+  // the Peer server's shutdown does not wait for their deadlines.
+  if (d.handshakes_served) d.handshakes_served->Shutdown();
   // No new Local connections.
   if (d.local_listener) d.local_listener->Stop();
   // Calls in flight get the grace period to finish; then both servers shut

@@ -53,6 +53,8 @@ struct Daemon::Impl {
   std::unique_ptr<tcp::TcpDataServer> data_server;
   std::unique_ptr<peer::GrpcPeerConnector> connector;
   std::unique_ptr<peer::PeerTable> peers;
+  // The handshakes this daemon serves (Peer.Hello's proposals, Connect).
+  std::unique_ptr<peer::HandshakeAdmission> handshakes_served;
   // Observes `transfers` and reads the tables above at scrape time.
   std::unique_ptr<metrics::DaemonMetrics> metrics;
   std::unique_ptr<core::TransferEngine> transfers;

@@ -1,5 +1,6 @@
 #include "daemon/transport_setup.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,9 @@ verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
   if (config.verbs_read_chunk_bytes() != 0) {
     options.read_chunk_bytes = config.verbs_read_chunk_bytes();
   }
+  // Every peer this daemon may talk to may also call it.
+  options.max_accepted_peers =
+      std::max(options.max_accepted_peers, config.max_peers());
   return options;
 }
 
@@ -108,6 +112,10 @@ absl::StatusOr<std::unique_ptr<tcp::TcpDataServer>> StartDataServer(
   options.notifications = notifications;
   options.listen = config.data_listen();
   options.allow = resolved.peer_allow;
+  // A data connection from each peer, and room for a second where
+  // bandwidth asks for it.
+  options.max_open_connections =
+      std::max(options.max_open_connections, 2 * config.max_peers());
   auto listen = ParseHostPort(options.listen, AddressUse::kListen);
   if (!listen.ok()) {
     return absl::InvalidArgumentError(

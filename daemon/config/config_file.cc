@@ -36,7 +36,7 @@ namespace {
 
 constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
 constexpr char kDefaultPeerListen[] = "0.0.0.0:7471";
-constexpr uint32_t kDefaultMaxPeers = 1024;
+constexpr uint32_t kDefaultMaxPeers = 8192;
 
 // Collects text-format errors as "SOURCE:LINE:COLUMN: message". The
 // parser's own messages name unknown fields, but for a malformed value they
@@ -370,6 +370,14 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   CheckAtMost("max_peers_per_uid", config.max_peers_per_uid(),
               config.max_peers() != 0 ? config.max_peers() : kDefaultMaxPeers,
               " (max_peers)", errors);
+  CheckAtMost("new_peers_per_second_per_uid",
+              config.new_peers_per_second_per_uid(), 1u << 20, "", errors);
+  CheckAtMost("new_peers_burst_per_uid", config.new_peers_burst_per_uid(),
+              1u << 20, "", errors);
+  CheckAtMost("handshakes_in_flight", config.handshakes_in_flight(), 4096, "",
+              errors);
+  CheckAtMost("handshakes_served_in_flight",
+              config.handshakes_served_in_flight(), 4096, "", errors);
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);
@@ -485,6 +493,16 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   if (config.max_peers() == 0) config.set_max_peers(kDefaultMaxPeers);
   if (config.max_peers_per_uid() == 0) {
     config.set_max_peers_per_uid(std::max(1u, config.max_peers() / 2));
+  }
+  if (config.new_peers_per_second_per_uid() == 0) {
+    config.set_new_peers_per_second_per_uid(1000);
+  }
+  if (config.new_peers_burst_per_uid() == 0) {
+    config.set_new_peers_burst_per_uid(1000);
+  }
+  if (config.handshakes_in_flight() == 0) config.set_handshakes_in_flight(32);
+  if (config.handshakes_served_in_flight() == 0) {
+    config.set_handshakes_served_in_flight(16);
   }
   if (config.engine_threads() == 0) config.set_engine_threads(1);
   if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);

@@ -1,5 +1,6 @@
 #include "daemon/peer/grpc_peer_connector.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -137,12 +138,123 @@ void GrpcPeerConnector::Forget(const std::string& address) {
   stubs_.erase(it);
 }
 
-void GrpcPeerConnector::Hello(const std::string& address,
+namespace {
+
+core::TransportKind FromProto(int kind) {
+  switch (kind) {
+    case v1::TRANSPORT_VERBS:
+      return core::TransportKind::kVerbs;
+    case v1::TRANSPORT_TCP:
+      return core::TransportKind::kTcp;
+    default:
+      return core::TransportKind::kNone;
+  }
+}
+
+// An OpStatus from another daemon as a status: its code, when it is one.
+absl::Status FromOpStatus(const v1::OpStatus& status, absl::string_view what) {
+  const int code = status.code();
+  return absl::Status(code > 0 && code <= 16
+                          ? static_cast<absl::StatusCode>(code)
+                          : absl::StatusCode::kUnknown,
+                      absl::StrCat(what, status.message()));
+}
+
+// Another daemon's descriptor is untrusted input: complete, or INTERNAL.
+absl::StatusOr<core::RemoteRegionInfo> CheckedRegion(
+    const v1::RegionDescriptor& d, const std::string& address,
+    const std::string& name) {
+  if (d.region_id() == 0 || d.length() == 0 || d.incarnation() == 0) {
+    return absl::InternalError(absl::StrCat(
+        "peer ", address, " resolved '", name,
+        "' to an incomplete descriptor: is it a compatible rdmad?"));
+  }
+  core::RemoteRegionInfo info = RegionInfoFromProto(d);
+  info.peer = address;  // what we reached, whatever it claims
+  return info;
+}
+
+// One Hello in flight, with the half-made channels of its proposals
+// (verbs: QPs in INIT) waiting for the answer.
+struct HelloCall : Call<v1::HelloRequest, v1::HelloResponse> {
+  struct Proposal {
+    core::TransportKind kind = core::TransportKind::kNone;
+    std::unique_ptr<transport::Connector::Pending> pending;
+  };
+  std::vector<Proposal> proposals;
+  std::vector<NameRequest> names;
+  uint64_t generation = 0;
+};
+
+// The peer's answer to `call`, checked: it is untrusted input.
+absl::StatusOr<HelloReply> ReadHello(const std::string& address,
+                                     HelloCall& call) {
+  const v1::HelloResponse& r = call.response;
+  HelloReply reply;
+  reply.incarnation = r.incarnation();
+  reply.identity = PeerIdentityOf(call.context);
+  for (int kind : r.transports()) {
+    if (FromProto(kind) != core::TransportKind::kNone) {
+      reply.transports.push_back(FromProto(kind));
+    }
+  }
+  if (reply.incarnation == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "peer ", address, " answered Hello without an incarnation"));
+  }
+  if (r.has_connect()) {
+    const core::TransportKind kind = FromProto(r.connect_transport());
+    HelloCall::Proposal* accepted = nullptr;
+    for (auto& p : call.proposals) {
+      if (p.kind == kind && p.pending != nullptr) accepted = &p;
+    }
+    if (accepted == nullptr) {
+      reply.connect_status = absl::UnavailableError(absl::StrCat(
+          "peer ", address, " accepted a data channel it was not offered"));
+    } else if (r.connect().incarnation() != reply.incarnation ||
+               r.connect().generation() != call.generation) {
+      reply.connect_status = absl::UnavailableError(
+          absl::StrCat("peer ", address, " answered for another handshake"));
+    } else if (auto channel = accepted->pending->Finish(r.connect());
+               !channel.ok()) {
+      reply.connect_status = absl::UnavailableError(
+          absl::StrCat("peer ", address, ": cannot set up the ",
+                       core::TransportKindName(kind),
+                       " data channel: ", channel.status().message()));
+    } else {
+      reply.channel = *std::move(channel);
+      reply.channel_kind = kind;
+    }
+  } else if (r.has_connect_error() && r.connect_error().code() != 0) {
+    reply.connect_status = FromOpStatus(
+        r.connect_error(),
+        absl::StrCat("peer ", address,
+                     " could not accept the proposed data channel: "));
+  }
+  const size_t answered =
+      std::min(call.names.size(), static_cast<size_t>(r.resolved_size()));
+  for (size_t i = 0; i < answered; ++i) {
+    const v1::ResolveResult& result = r.resolved(static_cast<int>(i));
+    ResolvedName& name = reply.names.emplace_back();
+    name.request = call.names[i];
+    if (result.status().code() != 0) {
+      name.region = FromOpStatus(
+          result.status(),
+          absl::StrCat("peer ", address, " answered Resolve with an error: "));
+    } else {
+      name.region = CheckedRegion(result.region(), address, name.request.name);
+    }
+  }
+  return reply;
+}
+
+}  // namespace
+
+void GrpcPeerConnector::Hello(const std::string& address, Handshake handshake,
                               Callback<HelloReply> done) {
-  using HelloCall = Call<v1::HelloRequest, v1::HelloResponse>;
   auto call = std::make_shared<HelloCall>();
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  call->context.set_deadline(absl::ToChronoTime(
+      std::min(handshake.deadline, absl::Now() + options_.rpc_timeout)));
   call->request.set_version(options_.version);
   call->request.set_incarnation(options_.incarnation);
   call->request.set_address(self_address());
@@ -150,6 +262,34 @@ void GrpcPeerConnector::Hello(const std::string& address,
     call->request.add_transports(ToProto(kind));
   }
   for (const auto& e : options_.endpoints) *call->request.add_endpoints() = e;
+  if (!handshake.propose.empty()) {
+    absl::MutexLock lock(&mu_);
+    call->generation = ++generation_;
+  }
+  for (core::TransportKind kind : handshake.propose) {
+    transport::Connector* connector = FindConnector(kind);
+    if (connector == nullptr) continue;
+    v1::ConnectRequest* proposal = call->request.add_connect();
+    proposal->set_generation(call->generation);
+    auto pending = connector->Prepare(address, proposal);
+    if (!pending.ok()) {
+      // Proposed no more; Connect after the Hello reports the error.
+      call->request.mutable_connect()->RemoveLast();
+      continue;
+    }
+    proposal->set_incarnation(options_.incarnation);
+    proposal->set_transport(ToProto(kind));
+    proposal->set_address(self_address());
+    call->proposals.push_back({kind, *std::move(pending)});
+  }
+  handshake.names.resize(std::min(handshake.names.size(), kMaxHelloNames));
+  for (const NameRequest& name : handshake.names) {
+    v1::ResolveRequest* resolve = call->request.add_resolve();
+    resolve->set_name(name.name);
+    resolve->set_incarnation(options_.incarnation);
+    resolve->set_uid(name.uid);
+  }
+  call->names = std::move(handshake.names);
   std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
   if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
   stub->async()->Hello(
@@ -158,26 +298,8 @@ void GrpcPeerConnector::Hello(const std::string& address,
       [this, address, call, stub,
        done = std::make_shared<Callback<HelloReply>>(std::move(done))](
           grpc::Status status) mutable {
-        if (!status.ok()) {
-          (*done)(FromPeerCall(status, address, "Hello"));
-        } else {
-          HelloReply reply;
-          reply.incarnation = call->response.incarnation();
-          reply.identity = PeerIdentityOf(call->context);
-          for (int kind : call->response.transports()) {
-            if (kind == v1::TRANSPORT_VERBS) {
-              reply.transports.push_back(core::TransportKind::kVerbs);
-            } else if (kind == v1::TRANSPORT_TCP) {
-              reply.transports.push_back(core::TransportKind::kTcp);
-            }
-          }
-          if (reply.incarnation == 0) {
-            (*done)(absl::UnavailableError(absl::StrCat(
-                "peer ", address, " answered Hello without an incarnation")));
-          } else {
-            (*done)(std::move(reply));
-          }
-        }
+        (*done)(status.ok() ? ReadHello(address, *call)
+                            : FromPeerCall(status, address, "Hello"));
         calls_.Untrack(&call->context);
       });
 }
@@ -262,17 +384,7 @@ void GrpcPeerConnector::Resolve(const std::string& address,
         if (!status.ok()) {
           (*done)(FromPeerCall(status, address, "Resolve"));
         } else {
-          const v1::RegionDescriptor& d = call->response.region();
-          if (d.region_id() == 0 || d.length() == 0 || d.incarnation() == 0) {
-            // Another daemon's answer is untrusted input.
-            (*done)(absl::InternalError(absl::StrCat(
-                "peer ", address, " resolved '", name,
-                "' to an incomplete descriptor: is it a compatible rdmad?")));
-          } else {
-            core::RemoteRegionInfo info = RegionInfoFromProto(d);
-            info.peer = address;  // what we reached, whatever it claims
-            (*done)(std::move(info));
-          }
+          (*done)(CheckedRegion(call->response.region(), address, name));
         }
         calls_.Untrack(&call->context);
       });

@@ -62,7 +62,8 @@ class GrpcPeerConnector final : public PeerConnector {
   void SetSelfAddress(std::string address);
 
   bool CanUse(core::TransportKind kind, std::string* why) const override;
-  void Hello(const std::string& address, Callback<HelloReply> done) override;
+  void Hello(const std::string& address, Handshake handshake,
+             Callback<HelloReply> done) override;
   void Connect(const std::string& address, core::TransportKind kind,
                uint64_t incarnation,
                Callback<std::shared_ptr<transport::DataChannel>> done) override;

@@ -83,22 +83,35 @@ void NameCache::OnResolved(const Key& key, uint64_t incarnation,
     }
     waiters.swap(it->second.waiters);
     resolving_.erase(it);
-    if (answer.ok()) {
-      auto existing = entries_.find(key);
-      if (existing != entries_.end()) {
-        order_.erase(existing->second.age);
-        entries_.erase(existing);
-      }
-      order_.push_back(key);
-      entries_[key] = Entry{*answer, std::prev(order_.end())};
-      while (entries_.size() > kMaxEntries) {
-        entries_.erase(order_.front());
-        order_.pop_front();
-      }
-    }
+    if (answer.ok()) Store(key, *answer);
     for (const Waiter& w : waiters) timers_->Cancel(w.timer);
   }
   for (Waiter& w : waiters) w.done(answer);
+}
+
+void NameCache::Store(const Key& key, ResolvedRegion region) {
+  auto existing = entries_.find(key);
+  if (existing != entries_.end()) {
+    order_.erase(existing->second.age);
+    entries_.erase(existing);
+  }
+  order_.push_back(key);
+  entries_[key] = Entry{std::move(region), std::prev(order_.end())};
+  while (entries_.size() > kMaxEntries) {
+    entries_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+void NameCache::Insert(uint64_t incarnation, std::vector<ResolvedName> names) {
+  absl::MutexLock lock(&mu_);
+  for (ResolvedName& n : names) {
+    // Failures are not kept: a transfer that needs the name asks again
+    // and gets the answer (and its error) itself.
+    if (!n.region.ok() || n.region->incarnation != incarnation) continue;
+    Store(Key{n.request.uid, n.request.name},
+          std::make_shared<const core::RemoteRegionInfo>(*std::move(n.region)));
+  }
 }
 
 void NameCache::Expire(const Key& key, uint64_t waiter_id) {

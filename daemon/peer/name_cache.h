@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -54,6 +55,10 @@ class NameCache : public std::enable_shared_from_this<NameCache> {
   void Lookup(const std::string& name, uint32_t uid, uint64_t incarnation,
               absl::Time deadline, Callback<ResolvedRegion> done);
 
+  // Keeps what a Hello answer resolved under `incarnation` (answers of
+  // another incarnation and failures are dropped).
+  void Insert(uint64_t incarnation, std::vector<ResolvedName> names);
+
   // Drops `name`, for every uid (its key turned out stale).
   void Invalidate(const std::string& name);
 
@@ -75,6 +80,9 @@ class NameCache : public std::enable_shared_from_this<NameCache> {
   void OnResolved(const Key& key, uint64_t incarnation,
                   absl::StatusOr<core::RemoteRegionInfo> result);
   void Expire(const Key& key, uint64_t waiter_id);
+  // Keeps `region` under `key`, dropping the oldest past kMaxEntries.
+  void Store(const Key& key, ResolvedRegion region)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string address_;
   PeerConnector* const connector_;  // Not owned.

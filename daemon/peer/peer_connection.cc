@@ -1,5 +1,7 @@
 #include "daemon/peer/peer_connection.h"
 
+#include <algorithm>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -28,12 +30,13 @@ absl::string_view PeerStateName(PeerState state) {
 }
 
 PeerConnection::PeerConnection(std::string address, core::TransportMode mode,
-                               PeerConnector* connector,
-                               runtime::Timers* timers)
+                               PeerConnectionContext context, NamesSink names)
     : address_(std::move(address)),
       mode_(mode),
-      connector_(connector),
-      timers_(timers) {}
+      connector_(context.connector),
+      timers_(context.timers),
+      admission_(context.admission),
+      names_(std::move(names)) {}
 
 PeerConnection::~PeerConnection() {
   Retire(absl::UnavailableError(
@@ -57,7 +60,8 @@ std::shared_ptr<const core::PeerIdentity> PeerConnection::IdentityOf(
   return incarnation == incarnation_ ? identity_ : nullptr;
 }
 
-void PeerConnection::Acquire(absl::Time deadline, Callback<Link> done) {
+void PeerConnection::Acquire(absl::Time deadline, Callback<Link> done,
+                             std::optional<NameRequest> name) {
   uint64_t attempt = 0;
   absl::Status refused;
   std::optional<Link> ready;
@@ -74,6 +78,8 @@ void PeerConnection::Acquire(absl::Time deadline, Callback<Link> done) {
     } else {
       Waiter& w = waiters_.emplace_back();
       w.id = next_waiter_++;
+      w.deadline = deadline;
+      w.name = std::move(name);
       w.done = std::move(done);
       std::weak_ptr<PeerConnection> weak = weak_from_this();
       w.timer = timers_->RunAt(deadline, [weak, id = w.id] {
@@ -82,64 +88,215 @@ void PeerConnection::Acquire(absl::Time deadline, Callback<Link> done) {
       if (state_ != PeerState::kHello && state_ != PeerState::kConnecting) {
         state_ = PeerState::kHello;
         attempt = ++attempt_;
+        busy_ = 0;
       }
     }
   }
   if (!refused.ok()) return done(std::move(refused));
   if (ready.has_value()) return done(*std::move(ready));
   if (attempt == 0) return;  // a handshake is already under way
-  connector_->Hello(address_, [self = shared_from_this(), attempt](
-                                  absl::StatusOr<HelloReply> reply) {
-    self->OnHello(attempt, std::move(reply));
-  });
+  Admit(attempt);
+}
+
+void PeerConnection::Admit(uint64_t attempt) {
+  {
+    absl::MutexLock lock(&mu_);
+    // A retry's timer may fire after a newer attempt or Retire.
+    if (attempt != attempt_ || state_ == PeerState::kRetired) return;
+  }
+  if (admission_ == nullptr) {
+    return OnAdmitted(attempt, HandshakeAdmission::Ticket());
+  }
+  admission_->Enter(absl::InfiniteFuture(),
+                    [self = shared_from_this(), attempt](
+                        absl::StatusOr<HandshakeAdmission::Ticket> ticket) {
+                      self->OnAdmitted(attempt, std::move(ticket));
+                    });
+}
+
+std::vector<core::TransportKind> PeerConnection::Proposals() const {
+  std::vector<core::TransportKind> offers;
+  {
+    absl::MutexLock lock(&mu_);
+    offers = peer_offers_;
+  }
+  const bool known = !offers.empty();
+  if (!known) offers = {core::TransportKind::kVerbs, core::TransportKind::kTcp};
+  std::string why_not;
+  const bool verbs = connector_->CanUse(core::TransportKind::kVerbs, &why_not);
+  auto choice =
+      transport::ChoosePeerTransport(mode_, verbs, why_not, offers, address_);
+  // No proposal: the Hello alone, and the choice's error after it.
+  if (!choice.ok()) return {};
+  std::vector<core::TransportKind> out = {choice->kind};
+  if (!known && choice->kind == core::TransportKind::kVerbs &&
+      mode_ == core::TransportMode::kAuto) {
+    // The peer may offer TCP alone.
+    out.push_back(core::TransportKind::kTcp);
+  }
+  return out;
+}
+
+void PeerConnection::OnAdmitted(
+    uint64_t attempt, absl::StatusOr<HandshakeAdmission::Ticket> ticket) {
+  Handshake handshake;
+  bool propose = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt != attempt_ || state_ == PeerState::kRetired) return;
+    if (ticket.ok()) {
+      if (waiters_.empty()) {
+        // Everyone who wanted it gave up while it waited its turn.
+        state_ = PeerState::kNew;
+        return;
+      }
+      ticket_ = *std::move(ticket);
+      // A channel that may still be reused must not be replaced by a
+      // proposal the peer accepts: propose only where there is none.
+      propose = channel_ == nullptr || channel_->NeedsReconnect();
+      handshake.deadline = absl::InfinitePast();
+      for (const Waiter& w : waiters_) {
+        handshake.deadline = std::max(handshake.deadline, w.deadline);
+        if (!w.name.has_value() || handshake.names.size() >= kMaxHelloNames) {
+          continue;
+        }
+        const bool known =
+            std::any_of(handshake.names.begin(), handshake.names.end(),
+                        [&](const NameRequest& n) {
+                          return n.name == w.name->name && n.uid == w.name->uid;
+                        });
+        if (!known) handshake.names.push_back(*w.name);
+      }
+    }
+  }
+  if (!ticket.ok()) return Finish(attempt, ticket.status());
+  if (propose) handshake.propose = Proposals();
+  connector_->Hello(
+      address_, std::move(handshake),
+      [self = shared_from_this(), attempt](absl::StatusOr<HelloReply> reply) {
+        self->OnHello(attempt, std::move(reply));
+      });
+}
+
+void PeerConnection::RetryLater(uint64_t attempt, const absl::Status& busy) {
+  HandshakeAdmission::Ticket ticket;  // no slot is held while waiting
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt != attempt_ || state_ == PeerState::kRetired) return;
+    ticket = std::move(ticket_);
+    last_error_ = std::string(busy.message());
+    if (waiters_.empty()) {
+      state_ = PeerState::kNew;
+      return;
+    }
+    // 10 ms, doubling up to 1 s, each drawn from [0.5x, 1.5x) so that the
+    // callers a busy peer turned away do not all come back at once.
+    const absl::Duration base = std::min(
+        absl::Seconds(1), absl::Milliseconds(10) * (1 << std::min(busy_, 7)));
+    ++busy_;
+    thread_local std::minstd_rand random(std::random_device{}());
+    const double factor =
+        std::uniform_real_distribution<double>(0.5, 1.5)(random);
+    std::weak_ptr<PeerConnection> weak = weak_from_this();
+    retry_timer_ =
+        timers_->RunAt(timers_->Now() + base * factor, [weak, attempt] {
+          if (auto self = weak.lock()) {
+            self->Admit(attempt);
+          }
+        });
+  }
+  spdlog::debug("peer {} is busy; asking again: {}", address_,
+                std::string(busy.message()));
 }
 
 void PeerConnection::OnHello(uint64_t attempt,
                              absl::StatusOr<HelloReply> reply) {
-  if (!reply.ok()) return Finish(attempt, reply.status());
-  std::shared_ptr<transport::DataChannel> retired;
-  std::optional<Link> reuse;
-  {
-    absl::MutexLock lock(&mu_);
-    if (attempt != attempt_ || state_ == PeerState::kRetired) return;
-    if (incarnation_ != 0 && incarnation_ != reply->incarnation) {
-      spdlog::info("peer {} restarted (incarnation {:x} -> {:x}): rebuilding "
-                   "its data channel",
-                   address_, incarnation_, reply->incarnation);
-      retired = std::move(channel_);
-      channel_ = nullptr;
+  if (!reply.ok()) {
+    if (reply.status().code() == absl::StatusCode::kResourceExhausted) {
+      return RetryLater(attempt, reply.status());
     }
-    incarnation_ = reply->incarnation;
-    identity_ =
-        std::make_shared<const core::PeerIdentity>(std::move(reply->identity));
-    if (channel_ != nullptr && channel_->NeedsReconnect()) {
-      // Same daemon, but the channel cannot recover alone (a verbs QP went
-      // to the error state): build a new pool with a new generation.
-      spdlog::info("peer {}: rebuilding its {} data channel after an error",
-                   address_, std::string(core::TransportKindName(transport_)));
-      retired = std::move(channel_);
-      channel_ = nullptr;
-    }
-    if (channel_ != nullptr) {
-      // The run we have a healthy channel to: it reconnects by itself.
-      reuse = Link{channel_, incarnation_, transport_};
-    }
+    return Finish(attempt, reply.status());
   }
-  if (retired != nullptr) retired->Close();
-  if (reuse.has_value()) return Finish(attempt, *std::move(reuse));
-
+  // Before any waiter runs: the first transfers find their names.
+  if (names_ != nullptr && !reply->names.empty()) {
+    names_(reply->incarnation, std::move(reply->names));
+  }
   std::string why_not;
   const bool verbs = connector_->CanUse(core::TransportKind::kVerbs, &why_not);
   auto choice = transport::ChoosePeerTransport(mode_, verbs, why_not,
                                                reply->transports, address_);
-  if (!choice.ok()) return Finish(attempt, choice.status());
+  std::shared_ptr<transport::DataChannel> offered = std::move(reply->channel);
+  std::vector<std::shared_ptr<transport::DataChannel>> retired;
+  if (offered != nullptr &&
+      (!choice.ok() || choice->kind != reply->channel_kind)) {
+    // Not what this daemon chooses now that it knows the peer's offers.
+    retired.push_back(std::move(offered));
+  }
+  std::optional<Link> ready;
+  bool stale = false;
   {
     absl::MutexLock lock(&mu_);
-    if (attempt != attempt_ || state_ == PeerState::kRetired) return;
-    state_ = PeerState::kConnecting;
-    transport_ = choice->kind;
-    transport_reason_ = choice->reason;
+    if (attempt != attempt_ || state_ == PeerState::kRetired) {
+      stale = true;
+      retired.push_back(std::move(offered));
+    } else {
+      peer_offers_ = reply->transports;
+      busy_ = 0;
+      if (incarnation_ != 0 && incarnation_ != reply->incarnation) {
+        spdlog::info(
+            "peer {} restarted (incarnation {:x} -> {:x}): rebuilding "
+            "its data channel",
+            address_, incarnation_, reply->incarnation);
+        retired.push_back(std::move(channel_));
+        channel_ = nullptr;
+      }
+      incarnation_ = reply->incarnation;
+      identity_ = std::make_shared<const core::PeerIdentity>(
+          std::move(reply->identity));
+      if (channel_ != nullptr && channel_->NeedsReconnect()) {
+        // Same daemon, but the channel cannot recover alone (a verbs QP went
+        // to the error state): build a new pool with a new generation.
+        spdlog::info("peer {}: rebuilding its {} data channel after an error",
+                     address_,
+                     std::string(core::TransportKindName(transport_)));
+        retired.push_back(std::move(channel_));
+        channel_ = nullptr;
+      }
+      if (offered != nullptr) {
+        // Ready in one round trip.
+        if (channel_ != nullptr) retired.push_back(std::move(channel_));
+        channel_ = std::move(offered);
+        transport_ = choice->kind;
+        transport_reason_ = choice->reason;
+        ready = Link{channel_, incarnation_, transport_};
+      } else if (channel_ != nullptr) {
+        // The run we have a healthy channel to: it reconnects by itself.
+        ready = Link{channel_, incarnation_, transport_};
+      } else if (choice.ok() && reply->connect_status.ok()) {
+        state_ = PeerState::kConnecting;
+        transport_ = choice->kind;
+        transport_reason_ = choice->reason;
+      }
+    }
   }
+  for (auto& c : retired) {
+    if (c != nullptr) c->Close();
+  }
+  if (stale) return;
+  if (ready.has_value()) {
+    if (ready->channel != nullptr && reply->channel_kind == ready->kind) {
+      spdlog::debug("peer {}: {} data channel ready", address_,
+                   std::string(core::TransportKindName(ready->kind)));
+    }
+    return Finish(attempt, *std::move(ready));
+  }
+  if (!choice.ok()) return Finish(attempt, choice.status());
+  // The peer tried the proposal and could not serve it: Connect would
+  // only repeat that.
+  if (!reply->connect_status.ok()) {
+    return Finish(attempt, reply->connect_status);
+  }
+  // An older peer, or a choice other than what was proposed: Connect.
   connector_->Connect(
       address_, choice->kind, reply->incarnation,
       [self = shared_from_this(), attempt](
@@ -170,9 +327,11 @@ void PeerConnection::OnConnected(
 
 void PeerConnection::Finish(uint64_t attempt, absl::StatusOr<Link> result) {
   Waiters waiters;
+  HandshakeAdmission::Ticket ticket;  // the slot goes back, after the lock
   {
     absl::MutexLock lock(&mu_);
     if (attempt != attempt_ || state_ == PeerState::kRetired) return;
+    ticket = std::move(ticket_);
     if (result.ok()) {
       // last_error_ stays: it is the last failure, even after a recovery.
       state_ = PeerState::kReady;
@@ -234,12 +393,15 @@ void PeerConnection::RecordError(const absl::Status& status) {
 void PeerConnection::Retire(const absl::Status& why) {
   Waiters waiters;
   std::shared_ptr<transport::DataChannel> channel;
+  HandshakeAdmission::Ticket ticket;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == PeerState::kRetired) return;
     state_ = PeerState::kRetired;
     retired_ = why;
     ++attempt_;  // answers still out are dropped
+    ticket = std::move(ticket_);
+    if (retry_timer_ != 0) timers_->Cancel(retry_timer_);
     channel = std::move(channel_);
     channel_ = nullptr;
     waiters = TakeWaiters();

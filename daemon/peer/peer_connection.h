@@ -2,23 +2,35 @@
 // explicit state machine.
 //
 //            Acquire
-//   kNew ─────────────▶ kHello ──(choose transport)──▶ kConnecting ──▶ kReady
-//     ▲                  │  ▲                             │             │
-//     │                  │  └──── stale / QP error ───────┼─────────────┘
-//     │                  ▼                                ▼
-//     └──── Acquire ── kFailed ◀───────────────────────────
+//   kNew ─────────────▶ kHello ──(a channel in the answer)────────────▶ kReady
+//     ▲                  │  ▲ └──(none: choose transport)─▶ kConnecting ─┘ │
+//     │                  │  └──── stale / QP error ─────────────┼──────────┘
+//     │                  ▼                                      ▼
+//     └──── Acquire ── kFailed ◀─────────────────────────────────
 //   any state ── Retire ──▶ kRetired (final)
 //
-// kHello: Peer.Hello tells the peer's incarnation and transports. If it is
-//   the run we already have a healthy channel to, that channel is reused
-//   (kReady); otherwise the transport is chosen (transport_choice.h) and
-// kConnecting: Peer.Connect builds a new data channel.
+// kHello: waits its turn in the handshake admission (a bounded number of
+//   handshakes in flight per daemon, handshake_admission.h), then sends
+//   Peer.Hello. When there is no channel to reuse, the Hello carries
+//   everything one round trip needs: a data channel proposal per transport
+//   this daemon would choose (verbs QPs in INIT, or TCP) and the names the
+//   waiting transfers want resolved (delivered to the NameCache before
+//   the waiters run). The peer answers with the proposal it accepted (its
+//   QPs already at RTR; ours reach RTS on the answer, before anything is
+//   posted): kReady in one round trip. If it is the run we already have a
+//   healthy channel to, that channel is reused (kReady). A peer that is
+//   busy (RESOURCE_EXHAUSTED) is asked again after a jittered backoff,
+//   while anyone still waits.
+// kConnecting: the answer carried no channel (an older peer, or a choice
+//   the peer could not serve): Peer.Connect builds one, as before.
 // kReady: transfers take the channel (Link). A transfer that lost the
 //   connection marks the connection stale: the next Acquire says Hello
 //   again. A new incarnation retires the old channel: its keys are dead.
 // kFailed: the last handshake failed; the next Acquire tries again.
 //
-// Waiters of Acquire fail at their own deadlines (timers), not at the
+// Answers of an earlier handshake (attempt) are dropped, and the peer
+// fences stale proposals by generation (transport/handshake.h). Waiters
+// of Acquire fail at their own deadlines (timers), not at the
 // handshake's. Thread-safe; callbacks run without the lock held.
 #ifndef RDMAD_DAEMON_PEER_PEER_CONNECTION_H_
 #define RDMAD_DAEMON_PEER_PEER_CONNECTION_H_
@@ -28,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -36,6 +49,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/export_access_list.h"
 #include "daemon/core/transport_kind.h"
+#include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/runtime/timers.h"
 #include "daemon/transport/transport.h"
@@ -44,7 +58,7 @@ namespace rdmad::peer {
 
 enum class PeerState : uint8_t {
   kNew,         // never used
-  kHello,       // Peer.Hello in flight
+  kHello,       // Peer.Hello waiting for its turn, or in flight
   kConnecting,  // Peer.Connect in flight
   kReady,       // a data channel to the current incarnation
   kFailed,      // the last handshake failed
@@ -72,12 +86,24 @@ struct PeerConnectionSnapshot {
   absl::Time failed_at = absl::InfinitePast();  // when it entered kFailed
 };
 
+// Where the names a Hello answer resolved go (the peer's NameCache): the
+// peer's incarnation that resolved them, and the answers.
+using NamesSink =
+    absl::AnyInvocable<void(uint64_t incarnation, std::vector<ResolvedName>)>;
+
+// What a connection borrows from its daemon (none owned; all outlive it).
+struct PeerConnectionContext {
+  PeerConnector* connector = nullptr;
+  runtime::Timers* timers = nullptr;
+  // Bounds the handshakes in flight; null: no bound.
+  HandshakeAdmission* admission = nullptr;
+};
+
 // Owned by a shared_ptr (its callbacks hold it).
 class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
  public:
-  // `connector` and `timers` are not owned and outlive the connection.
   PeerConnection(std::string address, core::TransportMode mode,
-                 PeerConnector* connector, runtime::Timers* timers);
+                 PeerConnectionContext context, NamesSink names = nullptr);
   ~PeerConnection();  // Retire()
 
   PeerConnection(const PeerConnection&) = delete;
@@ -86,9 +112,11 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   const std::string& address() const { return address_; }
 
   // Calls `done` with a ready link: at once when there is one, else after
-  // Hello (and Connect) complete; with the handshake's error when it
-  // fails; DEADLINE_EXCEEDED at `deadline`; UNAVAILABLE once retired.
-  void Acquire(absl::Time deadline, Callback<Link> done);
+  // the handshake completes; with the handshake's error when it fails;
+  // DEADLINE_EXCEEDED at `deadline`; UNAVAILABLE once retired. `name`, when
+  // given, is resolved in the Hello the waiter's handshake sends.
+  void Acquire(absl::Time deadline, Callback<Link> done,
+               std::optional<NameRequest> name = std::nullopt);
 
   // The ready link now, if there is one (no handshake is started).
   std::optional<Link> ReadyLink() const;
@@ -115,16 +143,29 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   struct Waiter {
     uint64_t id = 0;
     uint64_t timer = 0;
+    absl::Time deadline;
+    std::optional<NameRequest> name;
     Callback<Link> done;
   };
   using Waiters = std::list<Waiter>;
 
-  // Both run with the result of the handshake step `attempt`; a result
+  // Waits for a handshake slot, then says Hello (attempt `attempt`).
+  void Admit(uint64_t attempt);
+  void OnAdmitted(uint64_t attempt,
+                  absl::StatusOr<HandshakeAdmission::Ticket> ticket);
+  // All run with the result of the handshake step `attempt`; a result
   // of an attempt that is no longer current is dropped.
   void OnHello(uint64_t attempt, absl::StatusOr<HelloReply> reply);
-  void OnConnected(uint64_t attempt,
-                   absl::StatusOr<std::shared_ptr<transport::DataChannel>>
-                       channel);
+  // The peer was too busy to answer: ask again after a backoff, if anyone
+  // still waits.
+  void RetryLater(uint64_t attempt, const absl::Status& busy);
+  // The transports to propose to a peer whose offers are not known yet,
+  // best first (the choice if it offers everything, then TCP when the
+  // mode allows falling back to it).
+  std::vector<core::TransportKind> Proposals() const;
+  void OnConnected(
+      uint64_t attempt,
+      absl::StatusOr<std::shared_ptr<transport::DataChannel>> channel);
   // Ends the handshake: kReady with `link`, or kFailed with the status.
   void Finish(uint64_t attempt, absl::StatusOr<Link> result);
   void Expire(uint64_t waiter_id);
@@ -134,8 +175,10 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
 
   const std::string address_;
   const core::TransportMode mode_;
-  PeerConnector* const connector_;  // Not owned.
-  runtime::Timers* const timers_;   // Not owned.
+  PeerConnector* const connector_;       // Not owned.
+  runtime::Timers* const timers_;        // Not owned.
+  HandshakeAdmission* const admission_;  // Not owned; may be null.
+  NamesSink names_;
 
   mutable absl::Mutex mu_;
   PeerState state_ ABSL_GUARDED_BY(mu_) = PeerState::kNew;
@@ -145,6 +188,8 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   std::shared_ptr<const core::PeerIdentity> identity_ ABSL_GUARDED_BY(mu_);
   core::TransportKind transport_ ABSL_GUARDED_BY(mu_) =
       core::TransportKind::kNone;
+  // What the peer offered in its last Hello (empty before the first).
+  std::vector<core::TransportKind> peer_offers_ ABSL_GUARDED_BY(mu_);
   std::string transport_reason_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<transport::DataChannel> channel_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
@@ -152,6 +197,11 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   Waiters waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status retired_ ABSL_GUARDED_BY(mu_);
+  // The handshake's slot in the admission, from its turn to its end.
+  HandshakeAdmission::Ticket ticket_ ABSL_GUARDED_BY(mu_);
+  // Busy answers in a row (for the backoff), and the retry's timer.
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rdmad::peer

@@ -20,6 +20,31 @@
 
 namespace rdmad::peer {
 
+// An exported region name to resolve for a transfer of local `uid`.
+struct NameRequest {
+  std::string name;
+  uint32_t uid = 0;
+};
+
+// A name the peer resolved in its Hello answer, or why not.
+struct ResolvedName {
+  NameRequest request;
+  absl::StatusOr<core::RemoteRegionInfo> region;
+};
+
+// What the first exchange with a peer carries besides Hello itself, so
+// that one round trip makes the peer ready (rdmad.v1.HelloRequest).
+struct Handshake {
+  // Data channels to propose, best first; empty: Hello alone (the caller
+  // still has a channel to this peer that may be reused).
+  std::vector<core::TransportKind> propose;
+  // Names the waiting transfers need (at most kMaxHelloNames).
+  std::vector<NameRequest> names;
+  // The call's deadline (the connector's rpc_timeout bounds it too).
+  absl::Time deadline = absl::InfiniteFuture();
+};
+inline constexpr size_t kMaxHelloNames = 16;
+
 // What a peer said in Peer.Hello.
 struct HelloReply {
   uint64_t incarnation = 0;
@@ -27,6 +52,15 @@ struct HelloReply {
   // Who answered, as the channel verified it: the address it answered
   // from and, with mutual TLS, the names in its certificate.
   core::PeerIdentity identity;
+  // The channel built from the proposal the peer accepted (kind
+  // `channel_kind`); null when none was proposed, the peer accepted none
+  // (`connect_status` says why) or it predates proposals (OK).
+  std::shared_ptr<transport::DataChannel> channel;
+  core::TransportKind channel_kind = core::TransportKind::kNone;
+  absl::Status connect_status;
+  // The peer's answer for each of Handshake::names; empty when it
+  // predates resolving in Hello.
+  std::vector<ResolvedName> names;
 };
 
 template <typename T>
@@ -43,8 +77,11 @@ class PeerConnector {
   // not (verbs: no usable RDMA port).
   virtual bool CanUse(core::TransportKind kind, std::string* why) const = 0;
 
-  // Peer.Hello to the daemon at `address`.
-  virtual void Hello(const std::string& address, Callback<HelloReply> done) = 0;
+  // Peer.Hello to the daemon at `address`, carrying `handshake`'s
+  // proposals (through the transports' Connectors) and names. A peer that
+  // is too busy to answer now says RESOURCE_EXHAUSTED: retry later.
+  virtual void Hello(const std::string& address, Handshake handshake,
+                     Callback<HelloReply> done) = 0;
 
   // Peer.Connect through the `kind` transport's Connector: a data channel
   // to the run of the peer that answered Hello with `incarnation`

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,15 @@ PeerTable::PeerTable(PeerTableOptions options, PeerConnector* connector,
     : options_(std::move(options)),
       connector_(connector),
       timers_(timers),
+      admission_(
+          HandshakeAdmissionOptions{
+              .role = "initiator",
+              .max_in_flight = options_.handshakes_in_flight,
+              // Each connection waits once: the table bounds the queue.
+              .max_queued = std::numeric_limits<size_t>::max(),
+              .cold_start = options_.handshake_cold_start,
+              .cold_start_jitter = options_.handshake_jitter},
+          timers),
       flow_([this](const std::string& address,
                    uint32_t uid) { return Get(address, uid); },
             timers),
@@ -185,8 +195,9 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
     evicted = *std::move(room);
     if (absl::Status s = TakeNewPeerToken(uid, now); !s.ok()) return s;
     if (evicted != nullptr) Erase(*evicted);
-    peer = std::make_shared<RemotePeer>(address, uid, options_.mode, connector_,
-                                        timers_);
+    peer = std::make_shared<RemotePeer>(
+        address, uid, options_.mode,
+        PeerConnectionContext{connector_, timers_, &admission_});
     peer->last_used_ns = absl::ToUnixNanos(now);
     peers_.emplace(address, peer);
     ++held_[uid];

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/transfer_engine.h"
+#include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/remote_peer.h"
 #include "daemon/peer/transfer_flow.h"
@@ -63,9 +64,20 @@ struct PeerTableOptions {
   absl::Duration failed_peer_ttl = absl::Minutes(1);
   // When the table is full, a peer idle this long makes room.
   absl::Duration idle_peer_ttl = absl::Minutes(10);
-  // New peers one uid may add: a token bucket of this rate and burst.
-  double new_peers_per_second = 20;
-  double new_peers_burst = 100;
+  // New peers one uid may add: a token bucket of this rate and burst. A
+  // defence against a local client naming thousands of bogus peers, set
+  // so that it never slows a real mesh: a thousand peers at once, and a
+  // thousand more every second (config new_peers_per_second_per_uid,
+  // new_peers_burst_per_uid).
+  double new_peers_per_second = 1000;
+  double new_peers_burst = 1000;
+  // Handshakes this daemon has in flight at once as the initiator (config
+  // handshakes_in_flight); the rest wait their turn in order
+  // (handshake_admission.h). For handshake_cold_start after the table is
+  // made, each waits a random delay of up to handshake_jitter first.
+  size_t handshakes_in_flight = 32;
+  absl::Duration handshake_cold_start = absl::Seconds(5);
+  absl::Duration handshake_jitter = absl::Milliseconds(20);
   // How often failed peers are looked for.
   absl::Duration sweep_interval = absl::Seconds(10);
 };
@@ -118,6 +130,9 @@ class PeerTable final : public core::RemoteTransfers {
   absl::StatusOr<std::shared_ptr<RemotePeer>> Get(const std::string& address,
                                                   uint32_t uid);
 
+  // The handshakes this daemon started: in flight, waiting, peaks.
+  HandshakeAdmissionStats handshake_stats() const { return admission_.stats(); }
+
   std::vector<PeerSnapshot> ListPeers() const;
   std::vector<ConnectionSnapshot> ListConnections() const;
   size_t size() const;
@@ -156,6 +171,8 @@ class PeerTable final : public core::RemoteTransfers {
   const PeerTableOptions options_;
   PeerConnector* const connector_;  // Not owned.
   runtime::Timers* const timers_;   // Not owned.
+  // Bounds the handshakes the peers' connections start.
+  HandshakeAdmission admission_;
   TransferFlow flow_;
   // Lets timer callbacks reach the table while it lives.
   const std::shared_ptr<PeerTableTimerGuard> guard_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "daemon/peer/name_cache.h"
@@ -18,21 +19,28 @@ namespace rdmad::peer {
 
 struct RemotePeer {
   RemotePeer(std::string peer_address, uint32_t holder,
-             core::TransportMode mode, PeerConnector* connector,
-             runtime::Timers* timers)
+             core::TransportMode mode, PeerConnectionContext context)
       : address(std::move(peer_address)),
         holder_uid(holder),
-        connection(
-            std::make_shared<PeerConnection>(address, mode, connector, timers)),
-        names(std::make_shared<NameCache>(address, connector, timers)) {}
+        names(std::make_shared<NameCache>(address, context.connector,
+                                          context.timers)),
+        connection(std::make_shared<PeerConnection>(
+            address, mode, context,
+            // What a Hello resolved goes to the name cache.
+            [names = std::weak_ptr<NameCache>(names)](
+                uint64_t incarnation, std::vector<ResolvedName> resolved) {
+              if (auto cache = names.lock()) {
+                cache->Insert(incarnation, std::move(resolved));
+              }
+            })) {}
 
   const std::string address;
   // The local uid whose transfer added this peer: its slot in the table
   // counts against that uid (PeerTableOptions::max_peers_per_uid), whoever
   // uses the peer later.
   const uint32_t holder_uid;
-  const std::shared_ptr<PeerConnection> connection;
   const std::shared_ptr<NameCache> names;
+  const std::shared_ptr<PeerConnection> connection;
 
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> bytes_read{0};

@@ -117,10 +117,19 @@ void TransferFlow::Begin(RunningPtr r) {
   // Read before the callback takes `r` (argument order is unspecified).
   std::shared_ptr<PeerConnection> connection = r->peer->connection;
   const absl::Time deadline = r->t.deadline;
+  // A name not known yet is resolved in the handshake's own round trip,
+  // unless the holder must first prove who it is (CheckHolder): then the
+  // name goes nowhere before the answer says who answered.
+  std::optional<NameRequest> name;
+  if (r->t.remote.descriptor == nullptr &&
+      r->t.remote.holder_trust == nullptr) {
+    name = NameRequest{r->t.remote.name, r->t.uid};
+  }
   connection->Acquire(
       deadline, [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
         OnLink(std::move(r), std::move(link));
-      });
+      },
+      std::move(name));
 }
 
 void TransferFlow::OnLink(RunningPtr r, absl::StatusOr<Link> link) {

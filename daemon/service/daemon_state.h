@@ -18,6 +18,7 @@
 #include "daemon/core/transfer_engine.h"
 #include "daemon/core/transport_kind.h"
 #include "daemon/directory/cluster_directory.h"
+#include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/ring/queue_registry.h"
 #include "daemon/transport/transport.h"
@@ -85,6 +86,9 @@ struct DaemonState {
   // Answer Peer.Connect for each transport kind; null if not available.
   transport::ConnectAcceptor* tcp_acceptor = nullptr;
   transport::ConnectAcceptor* verbs_acceptor = nullptr;
+  // Bounds the handshakes this daemon serves at once (Hello's proposals
+  // and names, Connect); null: no bound.
+  peer::HandshakeAdmission* handshakes = nullptr;
   // Peers allowed on the Peer service (config peer_allow); empty: all.
   core::PeerAllowList peer_allow;
   // The cluster directory; null without one (config directory).

@@ -1,9 +1,11 @@
 #include "daemon/service/peer_service.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
+#include "common/status_macros.h"
 #include "daemon/core/access_control.h"
 #include "daemon/peer/peer_identity.h"
 #include "daemon/service/call_helpers.h"
@@ -81,6 +83,15 @@ grpc::ServerUnaryReactor* PeerService::Hello(
                       "endpoints: a GID is 16 bytes, got ", e.gid().size())));
     }
   }
+  if (request->connect_size() > kMaxHelloProposals ||
+      request->resolve_size() > static_cast<int>(peer::kMaxHelloNames)) {
+    return Done(context, absl::InvalidArgumentError(absl::StrCat(
+                             "a Hello carries at most ", kMaxHelloProposals,
+                             " connect proposals and ", peer::kMaxHelloNames,
+                             " names to resolve; got ",
+                             request->connect_size(), " and ",
+                             request->resolve_size())));
+  }
   response->set_version(state_->identity.version);
   response->set_incarnation(state_->identity.incarnation);
   for (core::TransportKind kind :
@@ -102,110 +113,189 @@ grpc::ServerUnaryReactor* PeerService::Hello(
       }
     }
   }
-  return Done(context, absl::OkStatus());
+  if (request->connect().empty() && request->resolve().empty()) {
+    return Done(context, absl::OkStatus());
+  }
+  // The rest is a handshake's work: admitted in turn.
+  return Admitted(context, [this, context, request, response] {
+    ServeHandshake(context, *request, response);
+    return absl::OkStatus();
+  });
+}
+
+void PeerService::ServeHandshake(grpc::CallbackServerContext* context,
+                                 const v1::HelloRequest& request,
+                                 v1::HelloResponse* response) const {
+  bool tried = false;
+  for (const v1::ConnectRequest& proposal : request.connect()) {
+    if (Acceptor(proposal.transport()) == nullptr) continue;
+    tried = true;
+    absl::Status s =
+        proposal.incarnation() != request.incarnation()
+            ? absl::InvalidArgumentError(
+                  "a proposal must carry the Hello's incarnation")
+            : AcceptConnect(context, proposal, response->mutable_connect());
+    if (s.ok()) {
+      response->set_connect_transport(proposal.transport());
+    } else {
+      // Tried and failed: the caller learns why rather than trying a
+      // transport it did not choose.
+      response->clear_connect();
+      response->mutable_connect_error()->set_code(static_cast<int>(s.code()));
+      response->mutable_connect_error()->set_message(std::string(s.message()));
+    }
+    break;
+  }
+  if (!tried && !request.connect().empty()) {
+    response->mutable_connect_error()->set_code(
+        static_cast<int>(absl::StatusCode::kFailedPrecondition));
+    response->mutable_connect_error()->set_message(
+        "this daemon serves none of the proposed transports");
+  }
+  for (const v1::ResolveRequest& name : request.resolve()) {
+    v1::ResolveResult* result = response->add_resolved();
+    v1::ResolveRequest asked = name;
+    asked.set_incarnation(request.incarnation());
+    if (absl::Status s = ResolveFor(context, asked, result->mutable_region());
+        !s.ok()) {
+      result->clear_region();
+      result->mutable_status()->set_code(static_cast<int>(s.code()));
+      result->mutable_status()->set_message(std::string(s.message()));
+    }
+  }
+}
+
+grpc::ServerUnaryReactor* PeerService::Admitted(
+    grpc::CallbackServerContext* context,
+    absl::AnyInvocable<absl::Status()> work) const {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (state_->handshakes == nullptr) {
+    reactor->Finish(ToGrpcStatus(work()));
+    return reactor;
+  }
+  // Its turn must come while the caller can still use the answer: a
+  // waiter is told to retry a little before the call's own deadline.
+  const absl::Time deadline = DeadlineOf(context);
+  const absl::Time now = absl::Now();
+  const absl::Time turn_by =
+      deadline == absl::InfiniteFuture()
+          ? deadline
+          : deadline - std::min(absl::Seconds(1), (deadline - now) / 4);
+  state_->handshakes->Enter(
+      turn_by,
+      [reactor, work = std::move(work)](
+          absl::StatusOr<peer::HandshakeAdmission::Ticket> ticket) mutable {
+        // The slot (*ticket) is held until the work is done.
+        reactor->Finish(ToGrpcStatus(ticket.ok() ? work() : ticket.status()));
+      });
+  return reactor;
+}
+
+transport::ConnectAcceptor* PeerService::Acceptor(int transport) const {
+  return transport == v1::TRANSPORT_TCP     ? state_->tcp_acceptor
+         : transport == v1::TRANSPORT_VERBS ? state_->verbs_acceptor
+                                            : nullptr;
+}
+
+absl::Status PeerService::AcceptConnect(grpc::CallbackServerContext* context,
+                                        const v1::ConnectRequest& request,
+                                        v1::ConnectResponse* response) const {
+  if (!v1::TransportKind_IsValid(request.transport()) ||
+      request.transport() == v1::TRANSPORT_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transport ", request.transport(),
+                     " is not a transport: use TRANSPORT_VERBS or "
+                     "TRANSPORT_TCP"));
+  }
+  RDMAD_RETURN_IF_ERROR(CheckCallerAddress(request.address()));
+  if (request.target_incarnation() != 0 &&
+      request.target_incarnation() != state_->identity.incarnation) {
+    // The caller's Hello was answered by an earlier run of this daemon.
+    return absl::FailedPreconditionError(
+        absl::StrCat("this daemon restarted since your Hello (incarnation is "
+                     "now ",
+                     state_->identity.incarnation, "): say Hello again"));
+  }
+  transport::ConnectAcceptor* acceptor = Acceptor(request.transport());
+  if (acceptor == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this daemon cannot accept ",
+        v1::TransportKind_Name(request.transport()), " connections"));
+  }
+  RDMAD_RETURN_IF_ERROR(acceptor->Accept(
+      request, peer::PeerIdentityOf(*context).address, response));
+  response->set_incarnation(state_->identity.incarnation);
+  response->set_generation(request.generation());
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* PeerService::Connect(
     grpc::CallbackServerContext* context, const v1::ConnectRequest* request,
     v1::ConnectResponse* response) {
   if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
-  if (!v1::TransportKind_IsValid(request->transport()) ||
-      request->transport() == v1::TRANSPORT_UNSPECIFIED) {
-    return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                             "transport ", request->transport(),
-                             " is not a transport: use TRANSPORT_VERBS or "
-                             "TRANSPORT_TCP")));
+  return Admitted(context, [this, context, request, response] {
+    return AcceptConnect(context, *request, response);
+  });
+}
+
+absl::Status PeerService::ResolveFor(grpc::CallbackServerContext* context,
+                                     const v1::ResolveRequest& request,
+                                     v1::RegionDescriptor* out) const {
+  RDMAD_RETURN_IF_ERROR(ValidateRegionName(request.name()));
+  RDMAD_ASSIGN_OR_RETURN(auto region,
+                         state_->regions->FindExported(request.name()));
+  core::RegionSnapshot snapshot = region->Snapshot();
+  const std::string label = absl::StrCat("region '", snapshot.name, "'");
+  const std::optional<uint32_t> uid =
+      request.has_uid() ? std::optional<uint32_t>(request.uid())
+                        : std::nullopt;
+  // The exporter decides: its access list against who is calling (as gRPC
+  // verified it) and the uid that caller vouches for.
+  const core::ExportAccessList& allow = *snapshot.exported.allow;
+  const core::PeerIdentity who = peer::PeerIdentityOf(*context);
+  if (!allow.Admits(who, uid)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the export of ", label, " does not admit peer ", peer::DescribePeer(who),
+        " acting for ",
+        uid.has_value() ? absl::StrCat("uid ", *uid) : std::string("no uid"),
+        " (its access list: ", allow.ToString(),
+        "): ask its owner to add it (rdmactl export ", snapshot.name,
+        " ACCESS --allow [UID@]PEER)"));
   }
-  if (absl::Status s = CheckCallerAddress(request->address()); !s.ok()) {
-    return Done(context, s);
+  if (request.incarnation() == state_->identity.incarnation) {
+    // A route from this daemon back to itself: the caller is a local user,
+    // and the region's own permissions apply to it (see SelfRouteAccess).
+    // Anyone can claim to be this daemon; the claim only ever narrows.
+    if (!uid.has_value()) {
+      return absl::PermissionDeniedError(
+          "a Resolve from this daemon to itself must carry the local "
+          "caller's uid");
+    }
+    const core::RemoteAccess access =
+        SelfRouteAccess(*region, snapshot.exported.access, *uid);
+    if (access == core::RemoteAccess::kNone) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "uid ", *uid, " may neither read nor write ", label, " (owner uid ",
+          snapshot.owner_uid, ", mode ", core::FormatMode(snapshot.mode),
+          "): a route through this daemon's own peer address gives no more "
+          "than the region's permissions"));
+    }
+    snapshot.exported.access = access;
   }
-  if (request->target_incarnation() != 0 &&
-      request->target_incarnation() != state_->identity.incarnation) {
-    // The caller's Hello was answered by an earlier run of this daemon.
-    return Done(context, absl::FailedPreconditionError(absl::StrCat(
-                             "this daemon restarted since your Hello "
-                             "(incarnation is now ",
-                             state_->identity.incarnation, "): say Hello again")));
+  if (!allow.empty() && !who.address.empty()) {
+    // Its data connections carry no certificate: admit its address there.
+    region->AdmitDataPeer(who.address);
   }
-  transport::ConnectAcceptor* acceptor =
-      request->transport() == v1::TRANSPORT_TCP     ? state_->tcp_acceptor
-      : request->transport() == v1::TRANSPORT_VERBS ? state_->verbs_acceptor
-                                                    : nullptr;
-  if (acceptor == nullptr) {
-    return Done(context,
-                absl::UnimplementedError(absl::StrCat(
-                    "this daemon cannot accept ",
-                    v1::TransportKind_IsValid(request->transport())
-                        ? v1::TransportKind_Name(request->transport())
-                        : absl::StrCat("transport ", request->transport()),
-                    " connections")));
-  }
-  if (absl::Status s = acceptor->Accept(
-          *request, peer::PeerIdentityOf(*context).address, response);
-      !s.ok()) {
-    return Done(context, s);
-  }
-  response->set_incarnation(state_->identity.incarnation);
-  response->set_generation(request->generation());
-  return Done(context, absl::OkStatus());
+  ToDescriptor(state_->identity, snapshot, out);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* PeerService::Resolve(
     grpc::CallbackServerContext* context, const v1::ResolveRequest* request,
     v1::ResolveResponse* response) {
   if (absl::Status s = CheckPeer(context); !s.ok()) return Done(context, s);
-  if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
-    return Done(context, s);
-  }
-  auto region = state_->regions->FindExported(request->name());
-  if (!region.ok()) return Done(context, region.status());
-  core::RegionSnapshot snapshot = (*region)->Snapshot();
-  const std::string label = absl::StrCat("region '", snapshot.name, "'");
-  const std::optional<uint32_t> uid =
-      request->has_uid() ? std::optional<uint32_t>(request->uid())
-                         : std::nullopt;
-  // The exporter decides: its access list against who is calling (as gRPC
-  // verified it) and the uid that caller vouches for.
-  const core::ExportAccessList& allow = *snapshot.exported.allow;
-  const core::PeerIdentity who = peer::PeerIdentityOf(*context);
-  if (!allow.Admits(who, uid)) {
-    return Done(context, absl::PermissionDeniedError(absl::StrCat(
-                             "the export of ", label, " does not admit peer ",
-                             peer::DescribePeer(who), " acting for ",
-                             uid.has_value() ? absl::StrCat("uid ", *uid)
-                                             : std::string("no uid"),
-                             " (its access list: ", allow.ToString(),
-                             "): ask its owner to add it (rdmactl export ",
-                             snapshot.name, " ACCESS --allow [UID@]PEER)")));
-  }
-  if (request->incarnation() == state_->identity.incarnation) {
-    // A route from this daemon back to itself: the caller is a local user,
-    // and the region's own permissions apply to it (see SelfRouteAccess).
-    // Anyone can claim to be this daemon; the claim only ever narrows.
-    if (!uid.has_value()) {
-      return Done(context, absl::PermissionDeniedError(
-                               "a Resolve from this daemon to itself must "
-                               "carry the local caller's uid"));
-    }
-    const core::RemoteAccess access =
-        SelfRouteAccess(**region, snapshot.exported.access, *uid);
-    if (access == core::RemoteAccess::kNone) {
-      return Done(context, absl::PermissionDeniedError(absl::StrCat(
-                               "uid ", *uid, " may neither read nor write ",
-                               label, " (owner uid ", snapshot.owner_uid,
-                               ", mode ", core::FormatMode(snapshot.mode),
-                               "): a route through this daemon's own peer "
-                               "address gives no more than the region's "
-                               "permissions")));
-    }
-    snapshot.exported.access = access;
-  }
-  if (!allow.empty() && !who.address.empty()) {
-    // Its data connections carry no certificate: admit its address there.
-    (*region)->AdmitDataPeer(who.address);
-  }
-  ToDescriptor(state_->identity, snapshot, response->mutable_region());
-  return Done(context, absl::OkStatus());
+  return Done(context,
+              ResolveFor(context, *request, response->mutable_region()));
 }
 
 grpc::ServerUnaryReactor* PeerService::ListExports(

@@ -24,8 +24,8 @@ class PeerConnectionTest : public ::testing::Test {
 
   std::shared_ptr<PeerConnection> Make(
       core::TransportMode mode = core::TransportMode::kAuto) {
-    return std::make_shared<PeerConnection>(kPeer, mode, &connector_,
-                                            &timers_);
+    return std::make_shared<PeerConnection>(
+        kPeer, mode, PeerConnectionContext{&connector_, &timers_});
   }
 
   // Acquire that must complete at once (the fakes answer inline).

@@ -5,6 +5,7 @@
 #ifndef RDMAD_TESTS_UNIT_PEER_FAKES_H_
 #define RDMAD_TESTS_UNIT_PEER_FAKES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -205,7 +206,10 @@ class FakeChannel final : public transport::DataChannel {
 };
 
 // Plays remote daemons. Each answers at once from its state, unless
-// `hold_hello` is set: then Hello answers wait for ReleaseHellos.
+// `hold_hello` is set: then Hello answers wait for ReleaseHellos. Like a
+// current rdmad, a remote accepts the first data channel a Hello proposes
+// that it offers, and resolves the Hello's names; set_old_peers(true)
+// makes every remote answer the Hello alone, as an older rdmad does.
 class FakeConnector final : public PeerConnector {
  public:
   struct Remote {
@@ -225,16 +229,19 @@ class FakeConnector final : public PeerConnector {
     return true;
   }
 
-  void Hello(const std::string& address, Callback<HelloReply> done) override {
+  void Hello(const std::string& address, Handshake handshake,
+             Callback<HelloReply> done) override {
     absl::StatusOr<HelloReply> reply;
     {
       absl::MutexLock lock(&mu_);
       ++hellos_[address];
+      handshakes_[address].push_back(handshake);
       if (hold_hello_) {
-        held_hellos_.push_back({address, std::move(done)});
+        held_hellos_.push_back(
+            {address, std::move(handshake), std::move(done)});
         return;
       }
-      reply = HelloOf(address);
+      reply = HelloOf(address, handshake);
     }
     done(std::move(reply));
   }
@@ -345,19 +352,31 @@ class FakeConnector final : public PeerConnector {
     hold_hello_ = hold;
   }
   void ReleaseHellos() {
-    std::vector<std::pair<std::string, Callback<HelloReply>>> held;
+    std::vector<HeldHello> held;
     {
       absl::MutexLock lock(&mu_);
       held.swap(held_hellos_);
     }
-    for (auto& [address, done] : held) {
+    for (auto& h : held) {
       absl::StatusOr<HelloReply> reply;
       {
         absl::MutexLock lock(&mu_);
-        reply = HelloOf(address);
+        reply = HelloOf(h.address, h.handshake);
       }
-      done(std::move(reply));
+      h.done(std::move(reply));
     }
+  }
+  // Remotes answer Hello alone, as an rdmad before one-round-trip
+  // handshakes did.
+  void set_old_peers(bool old) {
+    absl::MutexLock lock(&mu_);
+    old_peers_ = old;
+  }
+  // The handshakes Hello carried to `address`, oldest first.
+  std::vector<Handshake> handshakes(const std::string& a) const {
+    absl::MutexLock lock(&mu_);
+    auto it = handshakes_.find(a);
+    return it == handshakes_.end() ? std::vector<Handshake>() : it->second;
   }
   int hellos(const std::string& a) const { return Count(hellos_, a); }
   int connects(const std::string& a) const { return Count(connects_, a); }
@@ -374,7 +393,13 @@ class FakeConnector final : public PeerConnector {
   }
 
  private:
-  absl::StatusOr<HelloReply> HelloOf(const std::string& address)
+  struct HeldHello {
+    std::string address;
+    Handshake handshake;
+    Callback<HelloReply> done;
+  };
+  absl::StatusOr<HelloReply> HelloOf(const std::string& address,
+                                     const Handshake& handshake)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = remotes_.find(address);
     if (it == remotes_.end()) {
@@ -382,8 +407,25 @@ class FakeConnector final : public PeerConnector {
           absl::StrCat("peer ", address, " is unreachable"));
     }
     if (!it->second.hello_error.ok()) return it->second.hello_error;
-    return HelloReply{it->second.incarnation, it->second.transports,
-                      it->second.identity};
+    HelloReply reply{it->second.incarnation, it->second.transports,
+                     it->second.identity};
+    if (old_peers_) return reply;
+    for (core::TransportKind kind : handshake.propose) {
+      const auto& offers = it->second.transports;
+      if (std::find(offers.begin(), offers.end(), kind) == offers.end()) {
+        continue;
+      }
+      auto channel = std::make_shared<FakeChannel>(kind);
+      channels_[address].push_back(channel);
+      reply.channel = channel;
+      reply.channel_kind = kind;
+      break;
+    }
+    for (const NameRequest& name : handshake.names) {
+      last_uid_ = name.uid;
+      reply.names.push_back({name, ResolveOf(address, name.name)});
+    }
+    return reply;
   }
   int Count(const absl::flat_hash_map<std::string, int>& m,
             const std::string& a) const {
@@ -395,8 +437,10 @@ class FakeConnector final : public PeerConnector {
   mutable absl::Mutex mu_;
   bool verbs_ = false;
   bool hold_hello_ ABSL_GUARDED_BY(mu_) = false;
+  bool old_peers_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, Remote> remotes_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<std::string, Callback<HelloReply>>> held_hellos_
+  std::vector<HeldHello> held_hellos_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<Handshake>> handshakes_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<FakeChannel>>>
       channels_ ABSL_GUARDED_BY(mu_);
