@@ -190,6 +190,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     table.new_peers_per_second = config.new_peers_per_second_per_uid();
     table.new_peers_burst = config.new_peers_burst_per_uid();
     table.handshakes_in_flight = config.handshakes_in_flight();
+    // Daemons started together do not all call each other at once.
+    table.handshake_cold_start = absl::Seconds(5);
+    table.handshake_jitter = absl::Milliseconds(20);
     d.peers = std::make_unique<peer::PeerTable>(table, d.connector.get(),
                                                 d.timers.get());
     d.handshakes_served = std::make_unique<peer::HandshakeAdmission>(

@@ -74,10 +74,11 @@ struct PeerTableOptions {
   // Handshakes this daemon has in flight at once as the initiator (config
   // handshakes_in_flight); the rest wait their turn in order
   // (handshake_admission.h). For handshake_cold_start after the table is
-  // made, each waits a random delay of up to handshake_jitter first.
+  // made, each waits a random delay of up to handshake_jitter first (the
+  // daemon sets 5 s and 20 ms; none by default).
   size_t handshakes_in_flight = 32;
-  absl::Duration handshake_cold_start = absl::Seconds(5);
-  absl::Duration handshake_jitter = absl::Milliseconds(20);
+  absl::Duration handshake_cold_start = absl::ZeroDuration();
+  absl::Duration handshake_jitter = absl::ZeroDuration();
   // How often failed peers are looked for.
   absl::Duration sweep_interval = absl::Seconds(10);
 };

@@ -381,6 +381,10 @@ class FakeConnector final : public PeerConnector {
   int hellos(const std::string& a) const { return Count(hellos_, a); }
   int connects(const std::string& a) const { return Count(connects_, a); }
   int resolves(const std::string& a) const { return Count(resolves_, a); }
+  // Names resolved for `a`: by Resolve, and in Hello answers.
+  int names_resolved(const std::string& a) const {
+    return Count(resolves_, a) + Count(hello_names_, a);
+  }
   int forgets(const std::string& a) const { return Count(forgets_, a); }
   uint32_t last_uid() const {
     absl::MutexLock lock(&mu_);
@@ -422,6 +426,7 @@ class FakeConnector final : public PeerConnector {
       break;
     }
     for (const NameRequest& name : handshake.names) {
+      ++hello_names_[address];
       last_uid_ = name.uid;
       reply.names.push_back({name, ResolveOf(address, name.name)});
     }
@@ -442,6 +447,7 @@ class FakeConnector final : public PeerConnector {
   std::vector<HeldHello> held_hellos_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<Handshake>> handshakes_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> hello_names_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<FakeChannel>>>
       channels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> hellos_ ABSL_GUARDED_BY(mu_);

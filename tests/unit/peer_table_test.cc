@@ -99,7 +99,7 @@ TEST_F(PeerTableTest, ResolvesOnceThenUsesTheCacheAndCounts) {
   EXPECT_EQ((*out)->bytes, 100u);
   EXPECT_EQ((*out)->transport, core::TransportKind::kTcp);
   ASSERT_TRUE(RunStatus(Make(kPeer, "kv", 50)).ok());
-  EXPECT_EQ(connector_.resolves(kPeer), 1);
+  EXPECT_EQ(connector_.names_resolved(kPeer), 1);
   EXPECT_EQ(connector_.hellos(kPeer), 1);
   // The channel got the TCP key the peer gave for "kv".
   ASSERT_EQ(Channel()->keys().size(), 2u);
@@ -158,7 +158,8 @@ TEST_F(PeerTableTest, ADirectoryRoutedTransferGoesOnlyToATrustedHolder) {
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(s.message(), HasSubstr("'node-b'"));
   EXPECT_THAT(s.message(), HasSubstr("'intruder'"));
-  EXPECT_EQ(connector_.resolves(kPeer), 0) << "not even the name went there";
+  EXPECT_EQ(connector_.names_resolved(kPeer), 0)
+      << "not even the name went there";
   EXPECT_EQ(Channel()->posted(), 0u);
 
   // The same peer by address, as a client named it: not the directory's
@@ -228,7 +229,7 @@ TEST_F(PeerTableTest, AStaleCachedKeyIsResolvedAgainOnce) {
   connector_.remote(kPeer).regions["kv"].tcp_key = 0x99;
   Channel()->FailNext({absl::PermissionDeniedError("key does not match")});
   EXPECT_TRUE(RunStatus(Make(kPeer, "kv")).ok());
-  EXPECT_EQ(connector_.resolves(kPeer), 2);
+  EXPECT_EQ(connector_.names_resolved(kPeer), 2);
   EXPECT_EQ(Channel()->keys().back().key, 0x99u);
   // NOT_FOUND straight after a fresh Resolve is the answer, not staleness.
   table_ = nullptr;
@@ -251,7 +252,7 @@ TEST_F(PeerTableTest, ARestartedPeerGetsANewChannelAndFreshNames) {
   EXPECT_TRUE(Channel(0)->closed());
   ASSERT_NE(Channel(1), nullptr);
   EXPECT_EQ(Channel(1)->posted(), 1u);
-  EXPECT_EQ(connector_.resolves(kPeer), 2);
+  EXPECT_EQ(connector_.names_resolved(kPeer), 2);
   EXPECT_EQ(table_->ListPeers()[0].incarnation, 2u);
 }
 
@@ -292,7 +293,8 @@ TEST_F(PeerTableTest, DescriptorOfAnotherRunAsksThePeerFirst) {
   t = Make(kPeer, "");
   t.remote.descriptor = descriptor;
   EXPECT_TRUE(RunStatus(std::move(t)).ok());
-  EXPECT_EQ(connector_.resolves(kPeer), 1) << "a descriptor needs no Resolve";
+  EXPECT_EQ(connector_.names_resolved(kPeer), 1)
+      << "a descriptor needs no Resolve";
 }
 
 TEST_F(PeerTableTest, AHandshakeThatDoesNotAnswerFailsAtTheDeadline) {
