@@ -208,7 +208,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       core::TransferLimits{config.quota_transfers_per_uid()});
   d.metrics = std::make_unique<metrics::DaemonMetrics>(
       metrics::MetricSources{d.regions.get(), &d.sessions, d.peers.get(),
-                             id.version, id.transport, d.state.devices});
+                             d.handshakes_served.get(), id.version,
+                             id.transport, d.state.devices});
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(
       d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get(),

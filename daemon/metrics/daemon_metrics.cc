@@ -216,8 +216,45 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
         AddSample(qps, {{"state", key.second}, {"transport", key.first}}, n);
       }
       families.push_back(std::move(qps));
+      AddHandshakes(sources, families);
     }
     return families;
+  }
+
+  static void AddHandshakes(const MetricSources& sources,
+                            std::vector<MetricFamily>& families) {
+    MetricFamily now = Gauge("rdmad_handshakes",
+                             "Handshakes with peers in flight and waiting "
+                             "their turn, and the peaks of both");
+    MetricFamily total = Counter(
+        "rdmad_handshakes_total",
+        "Handshakes admitted (of those, after waiting), and those told to "
+        "retry: no room to wait (refused) or their deadline came first");
+    auto add = [&](const std::string& role,
+                   const peer::HandshakeAdmissionStats& s) {
+      for (const auto& [state, n] :
+           {std::pair<const char*, size_t>{"in_flight", s.in_flight},
+            {"queued", s.queued},
+            {"peak_in_flight", s.peak_in_flight},
+            {"peak_queued", s.peak_queued}}) {
+        AddSample(now, {{"role", role}, {"state", state}},
+                  static_cast<double>(n));
+      }
+      for (const auto& [outcome, n] :
+           {std::pair<const char*, uint64_t>{"admitted", s.admitted},
+            {"waited", s.waited},
+            {"refused", s.refused},
+            {"expired", s.expired}}) {
+        AddCount(total, {{"role", role}, {"outcome", outcome}},
+                 static_cast<double>(n));
+      }
+    };
+    add("initiator", sources.peers->handshake_stats());
+    if (sources.handshakes_served != nullptr) {
+      add("responder", sources.handshakes_served->stats());
+    }
+    families.push_back(std::move(now));
+    families.push_back(std::move(total));
   }
 
   static void AddQueues(const ring::QueueTotals& t,

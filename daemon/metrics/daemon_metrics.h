@@ -13,6 +13,11 @@
 //   rdmad_transfer_latency_seconds{op,transport}        histogram
 //   rdmad_qps{transport,state}                          QPs / TCP connections
 //   rdmad_peers{state}                                  remote daemons
+//   rdmad_handshakes{role,state}                        handshakes with
+//                                                       peers: in_flight,
+//                                                       queued, their peaks
+//   rdmad_handshakes_total{role,outcome}                admitted, waited,
+//                                                       refused, expired
 //   rdmad_regions, rdmad_region_bytes, rdmad_pinned_bytes, rdmad_sessions
 //   rdmad_queues{state}                                 clients' queues:
 //                                                       running, stopped
@@ -65,6 +70,8 @@ struct MetricSources {
   core::RegionTable* regions = nullptr;
   core::SessionTable* sessions = nullptr;
   peer::PeerTable* peers = nullptr;
+  // The handshakes this daemon serves (the initiator's come from `peers`).
+  const peer::HandshakeAdmission* handshakes_served = nullptr;
   std::string version;
   core::TransportKind transport = core::TransportKind::kTcp;  // this daemon's
   // The RDMA devices in use, with their dma-buf probe; empty on TCP.
