@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     options.incarnation = id.incarnation;
     options.offered = transport::OfferedTransports(id.transport);
     options.channel_credentials = PeerChannelCredentials(d.resolved.tls);
+    options.idle_timeout = absl::Milliseconds(config.peer_channel_idle_ms());
     // Also for the calls that inspect peers (rdmactl regions --peer, stat).
     d.state.peer_credentials = options.channel_credentials;
     d.connector = std::make_unique<peer::GrpcPeerConnector>(

@@ -378,6 +378,8 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
               errors);
   CheckAtMost("handshakes_served_in_flight",
               config.handshakes_served_in_flight(), 4096, "", errors);
+  CheckAtMost("peer_channel_idle_ms", config.peer_channel_idle_ms(),
+              86400000, " (a day)", errors);
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);
@@ -501,6 +503,9 @@ void ApplyDefaults(v1::DaemonConfig& config) {
     config.set_new_peers_burst_per_uid(1000);
   }
   if (config.handshakes_in_flight() == 0) config.set_handshakes_in_flight(32);
+  if (config.peer_channel_idle_ms() == 0) {
+    config.set_peer_channel_idle_ms(10000);
+  }
   if (config.handshakes_served_in_flight() == 0) {
     config.set_handshakes_served_in_flight(16);
   }

@@ -116,6 +116,9 @@ std::shared_ptr<v1::Peer::Stub> GrpcPeerConnector::StubFor(
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
+                static_cast<int>(std::max<int64_t>(
+                    1000, absl::ToInt64Milliseconds(options_.idle_timeout))));
     stub = v1::Peer::NewStub(grpc::CreateCustomChannel(
         address,
         options_.channel_credentials != nullptr

@@ -45,6 +45,10 @@ struct GrpcPeerConnectorOptions {
   // in the emulated lab VM while the host was busy), and a call that times
   // out is work thrown away.
   absl::Duration rpc_timeout = absl::Seconds(20);
+  // A channel with no call for this long closes its connection (gRPC's
+  // client idle timeout, at least 1 s); the next call reopens it. Data
+  // channels are apart: an idle peer costs its data connection only.
+  absl::Duration idle_timeout = absl::Seconds(10);
   // Credentials for channels to peers' Peer services: null = insecure;
   // grpc::SslCredentials with this daemon's certificate for mutual TLS.
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
