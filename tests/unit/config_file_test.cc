@@ -248,19 +248,35 @@ TEST(ConfigFileTest, OneUidsShareOfThePeerTableDefaultsToHalf) {
   config = ParseConfigText("", "x.conf");
   ASSERT_TRUE(config.ok()) << config.status();
   ApplyDefaults(*config);
-  EXPECT_EQ(config->max_peers_per_uid(), 512u);
+  EXPECT_EQ(config->max_peers_per_uid(), 4096u);
   config = ParseConfigText("max_peers: 1\n", "x.conf");
   ASSERT_TRUE(config.ok()) << config.status();
   ApplyDefaults(*config);
   EXPECT_EQ(config->max_peers_per_uid(), 1u) << "never 0";
   // More than the table holds is a mistake, with or without max_peers.
   for (const char* text :
-       {"max_peers: 8\nmax_peers_per_uid: 9\n", "max_peers_per_uid: 1025\n"}) {
+       {"max_peers: 8\nmax_peers_per_uid: 9\n", "max_peers_per_uid: 8193\n"}) {
     config = ParseConfigText(text, "x.conf");
     EXPECT_FALSE(config.ok()) << text;
     EXPECT_THAT(config.status().message(),
                 HasSubstr("field 'max_peers_per_uid'"));
   }
+}
+
+TEST(ConfigFileTest, PeerBoundsDefaultToWhatAMeshNeeds) {
+  auto config = ParseConfigText("", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->max_peers(), 8192u) << "a 4,096-node cluster fits";
+  EXPECT_EQ(config->new_peers_per_second_per_uid(), 1000u);
+  EXPECT_EQ(config->new_peers_burst_per_uid(), 1000u);
+  EXPECT_EQ(config->handshakes_in_flight(), 32u);
+  EXPECT_EQ(config->handshakes_served_in_flight(), 16u);
+  EXPECT_EQ(config->peer_channel_idle_ms(), 10000u);
+  config = ParseConfigText("handshakes_in_flight: 5000\n", "x.conf");
+  EXPECT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("field 'handshakes_in_flight'"));
 }
 
 TEST(ConfigFileTest, ShippedDefaultConfigDocumentsEveryField) {
