@@ -15,7 +15,10 @@
 #     all at once; the time until the last one completed, failures.
 #
 # Targets (exit 3 when one is missed; BENCH_NO_TARGETS=1 only prints):
-# (a) bring-up <= 5 s, 0 failures, threads the same at every stage,
+# (a) bring-up <= 5 s, 0 failures, threads the same at 100 and MESH_PEERS
+#     peers (and at most 4 more than at 1 peer: gRPC's own pools start 2
+#     threads and grow to their cap under the first concurrent calls,
+#     whatever the number of peers),
 #     descriptors <= 2 per peer and RSS <= 64 KiB per peer beyond the first
 #     peer's, WRITE p50 at MESH_PEERS peers within 10% of 1 peer's;
 # (b) 0 failures.
@@ -111,7 +114,7 @@ echo "# (a) one daemon, $NPEERS stand-in peers, transport $TRANSPORT"
 printf '%-44s %s\n' \
   "bring-up: time to the last first 4K WRITE" "${up_s} s (target <= 5)" \
   "bring-up: failed WRITEs" "$up_failed (target 0)" \
-  "threads at 1 / 100 / $NPEERS peers" "$threads_1 / $threads_100 / $threads_n (target: equal)" \
+  "threads at 1 / 100 / $NPEERS peers" "$threads_1 / $threads_100 / $threads_n (target: equal at 100 and $NPEERS, <= +4 over 1)" \
   "descriptors at 1 / 100 / $NPEERS peers" "$fds_1 / $fds_100 / $fds_n: $fds_per_peer per peer (target <= 2)" \
   "RSS KiB at 1 / 100 / $NPEERS peers" "$rss_1 / $rss_100 / $rss_n: $rss_per_peer KiB per peer (target <= 64)" \
   "4K WRITE p50 at 1 / $NPEERS peers" "$p50_1 / $p50_n us: ${p50_ratio}x (target <= 1.10)" \
@@ -119,7 +122,7 @@ printf '%-44s %s\n' \
 target "bring-up time" "$up_s <= 5"
 target "bring-up failures" "$up_failed == 0"
 target "costs failures" "$costs_failed == 0"
-target "threads constant" "$threads_1 == $threads_100 == $threads_n"
+target "threads constant" "$threads_100 == $threads_n and $threads_n - $threads_1 <= 4"
 target "descriptors per peer" "$fds_per_peer <= 2"
 target "RSS per peer" "$rss_per_peer <= 64"
 target "WRITE p50 at $NPEERS peers" "$p50_ratio <= 1.10"
