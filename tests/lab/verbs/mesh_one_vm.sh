@@ -57,12 +57,14 @@ peers=$(echo "$first" | awk -F. -v n="$n" -v port="$port" '{
 }')
 
 echo "max_pinned_bytes: 4294967296" >"$dir/rdmad.conf"
-"$rdmad" --socket "$dir/a.sock" --config "$dir/rdmad.conf" --transport verbs \
+# Unix sockets cannot live on the 9p share: use the VM's own tmpfs.
+sock=/tmp/rdmad-mesh.sock
+"$rdmad" --socket "$sock" --config "$dir/rdmad.conf" --transport verbs \
   --peer_listen 127.0.0.1:0 --log_level info >"$dir/a.log" 2>&1 &
 apid=$!
 pids="$pids $apid"
 i=0
-until "$rdmactl" --socket "$dir/a.sock" --timeout 2s status >/dev/null 2>&1; do
+until "$rdmactl" --socket "$sock" --timeout 2s status >/dev/null 2>&1; do
   i=$((i + 1))
   if [ "$i" -gt 300 ]; then
     log "FAIL: rdmad did not start"
@@ -73,7 +75,7 @@ until "$rdmactl" --socket "$dir/a.sock" --timeout 2s status >/dev/null 2>&1; do
 done
 
 failures=0
-"$bench" reach --socket "$dir/a.sock" --pid "$apid" --peers "$peers" \
+"$bench" reach --socket "$sock" --pid "$apid" --peers "$peers" \
   --stages "$n" >"$dir/reach.txt" 2>"$dir/reach.err"
 cat "$dir/reach.txt"
 failed=$(sed -n 's/^RESULT metric=failures value=//p' "$dir/reach.txt")
@@ -84,9 +86,9 @@ if [ "${failed:-x}" != 0 ]; then
 else
   log "PASS: $n peers reached over verbs, 0 failures"
 fi
-ready=$("$rdmactl" --socket "$dir/a.sock" --json peers |
+ready=$("$rdmactl" --socket "$sock" --json peers |
   grep -o '"state": *"[A-Za-z_]*"' | grep -ci 'ready')
-qps=$("$rdmactl" --socket "$dir/a.sock" --json qps | grep -o '"state": *"[A-Z]*"')
+qps=$("$rdmactl" --socket "$sock" --json qps | grep -o '"state": *"[A-Z]*"')
 total=$(echo "$qps" | grep -c .)
 rts=$(echo "$qps" | grep -c '"RTS"')
 log "peers ready: $ready of $n; QPs: $total, $rts in RTS"
