@@ -206,18 +206,20 @@ TEST_F(MeshTest, IdlePeersGiveBackTheirGrpcConnections) {
   auto stand_ins = StandInPeers::Start(dir_.path(), 50);
   ASSERT_NE(stand_ins, nullptr);
   ASSERT_NO_FATAL_FAILURE(StartDaemon("peer_channel_idle_ms: 1000\n"));
+  const int before = OpenFds(daemon_->pid());
   const std::vector<std::string>& all = stand_ins->addresses();
   ASSERT_TRUE(WriteTo(all).empty());
   const int busy = OpenFds(daemon_->pid());
   // Idle for a second: each peer's gRPC connection closes; its data
-  // connection stays.
+  // connection stays: about one descriptor per peer, where a busy peer
+  // holds two.
   int idle = busy;
-  for (int i = 0; i < 100 && idle > busy - 45; ++i) {
+  for (int i = 0; i < 100 && idle > before + 55; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
     idle = OpenFds(daemon_->pid());
   }
-  EXPECT_LE(idle, busy - 45) << busy << " descriptors busy, " << idle
-                             << " idle, for 50 peers";
+  EXPECT_LE(idle, before + 55) << before << " descriptors before, " << busy
+                               << " busy, " << idle << " idle, 50 peers";
   // Transfers go on over the data channels, without a new handshake.
   EXPECT_TRUE(WriteTo(all).empty());
   // A new name needs the peer's Peer service: the connection reopens.
@@ -383,9 +385,9 @@ TEST_F(MeshTest, TenThousandUnreachablePeersStayBounded) {
   EXPECT_EQ(failed, bogus.size());
   EXPECT_LT(took, absl::Seconds(60)) << "every one answered, none hung";
   const Usage after = UsageOf(daemon_->pid());
-  // A thread per peer would add thousands; gRPC's pools grow toward their
-  // caps under this churn of failing channels (seen: +5 and +6).
-  EXPECT_LE(after.threads, before.threads + 8)
+  // A thread per peer would add thousands; gRPC's pools grow under this
+  // churn of failing channels (seen: +5 to +15 on a loaded machine).
+  EXPECT_LE(after.threads, before.threads + 32)
       << before.threads << " -> " << after.threads;
   EXPECT_LE(after.rss_kib - before.rss_kib, 128 << 10)
       << before.rss_kib << " -> " << after.rss_kib << " KiB";
