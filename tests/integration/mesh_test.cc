@@ -165,9 +165,10 @@ TEST_F(MeshTest, TwoHundredStandInPeersAreReachedAtOnce) {
   EXPECT_TRUE(failed.empty()) << failed.size() << " failed; first: "
                               << failed.front();
   EXPECT_EQ(ReadyPeers(*client_), 200u);
-  // Ready in seconds (it takes well under one here), not the minute that
-  // the new-peer rate of 20 a second alone would take.
-  EXPECT_LT(took, absl::Seconds(10));
+  // None refused: the new-peer bucket of 20 a second after a burst of 100
+  // refused half of these. Ready in seconds (about one here; the bound
+  // leaves room for sanitizers on a busy machine).
+  EXPECT_LT(took, absl::Seconds(30));
   // One handshake per peer, never more than 8 at once.
   const std::string scrape = Scrape(metrics_);
   EXPECT_EQ(Value(scrape, "rdmad_handshakes_total",
@@ -383,7 +384,8 @@ TEST_F(MeshTest, TenThousandUnreachablePeersStayBounded) {
   }
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(failed, bogus.size());
-  EXPECT_LT(took, absl::Seconds(60)) << "every one answered, none hung";
+  // About 20 s here; the bounds leave room for sanitizers.
+  EXPECT_LT(took, absl::Seconds(150)) << "every one answered, none hung";
   const Usage after = UsageOf(daemon_->pid());
   // A thread per peer would add thousands; gRPC's pools grow under this
   // churn of failing channels (seen: +5 to +15 on a loaded machine).
@@ -391,7 +393,7 @@ TEST_F(MeshTest, TenThousandUnreachablePeersStayBounded) {
       << before.threads << " -> " << after.threads;
   EXPECT_LE(after.rss_kib - before.rss_kib, 128 << 10)
       << before.rss_kib << " -> " << after.rss_kib << " KiB";
-  EXPECT_LE(after.cpu_seconds - before.cpu_seconds, 30)
+  EXPECT_LE(after.cpu_seconds - before.cpu_seconds, 90)
       << "CPU: " << before.cpu_seconds << " -> " << after.cpu_seconds << " s";
   auto peers = client_->ListPeers();
   ASSERT_TRUE(peers.ok()) << peers.status();
