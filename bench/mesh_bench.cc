@@ -132,9 +132,9 @@ long RssKib(pid_t pid) {
   while (std::getline(status, line)) {
     long kib = 0;
     if (line.rfind("VmRSS:", 0) == 0 &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                             absl::StripSuffix(line.substr(6), "kB")),
-                         &kib)) {
+        absl::SimpleAtoi(
+            absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")),
+            &kib)) {
       return kib;
     }
   }
@@ -152,11 +152,11 @@ struct ProcessUsage {
 ProcessUsage Settled(pid_t pid) {
   const std::string proc = absl::StrCat("/proc/", pid);
   ProcessUsage last{CountEntries(proc + "/task"), CountEntries(proc + "/fd"),
-              RssKib(pid)};
+                    RssKib(pid)};
   for (int stable = 0, i = 0; stable < 6 && i < 40; ++i) {
     absl::SleepFor(absl::Milliseconds(250));
     ProcessUsage now{CountEntries(proc + "/task"), CountEntries(proc + "/fd"),
-               RssKib(pid)};
+                     RssKib(pid)};
     const bool same = now.threads == last.threads && now.fds == last.fds &&
                       std::labs(now.rss_kib - last.rss_kib) <= 64;
     stable = same ? stable + 1 : 0;
@@ -166,8 +166,8 @@ ProcessUsage Settled(pid_t pid) {
 }
 
 std::unique_ptr<rdmad::Client> ConnectTo(const std::string& socket) {
-  auto client = rdmad::Client::Connect(
-      rdmad::ClientOptions{.socket_path = socket, .timeout = absl::Seconds(60)});
+  auto client = rdmad::Client::Connect(rdmad::ClientOptions{
+      .socket_path = socket, .timeout = absl::Seconds(60)});
   if (!client.ok()) {
     std::fprintf(stderr, "%s: %s\n", socket.c_str(),
                  client.status().ToString().c_str());
@@ -179,12 +179,15 @@ std::unique_ptr<rdmad::Client> ConnectTo(const std::string& socket) {
 // One WRITE of kOpBytes to each of `targets`, in one Local.Batch. Returns
 // how many failed (printing the first few).
 size_t WriteEach(rdmad::Client& client, const rdmad::Buffer& buffer,
-                 const std::vector<rdmad::RemoteRegion>& targets,
-                 size_t begin, size_t end) {
+                 const std::vector<rdmad::RemoteRegion>& targets, size_t begin,
+                 size_t end) {
   std::vector<rdmad::Op> ops;
   for (size_t i = begin; i < end; ++i) {
-    ops.push_back({.kind = rdmad::Op::Kind::kWrite, .local = &buffer,
-                   .remote = &targets[i], .length = kOpBytes, .tag = i});
+    ops.push_back({.kind = rdmad::Op::Kind::kWrite,
+                   .local = &buffer,
+                   .remote = &targets[i],
+                   .length = kOpBytes,
+                   .tag = i});
   }
   size_t failed = 0;
   // Local.Batch takes up to 4096 operations per call.
@@ -199,8 +202,8 @@ size_t WriteEach(rdmad::Client& client, const rdmad::Buffer& buffer,
     for (const rdmad::Completion& c : *results) {
       if (c.status.ok()) continue;
       if (failed++ < 5) {
-        std::fprintf(stderr, "WRITE to %s: %s\n",
-                     targets[c.tag].peer.c_str(), c.status.ToString().c_str());
+        std::fprintf(stderr, "WRITE to %s: %s\n", targets[c.tag].peer.c_str(),
+                     c.status.ToString().c_str());
       }
     }
   }
@@ -218,8 +221,10 @@ double WriteP50Us(rdmad::Client& client, const rdmad::Buffer& buffer,
                  handle.status().ToString().c_str());
     return -1;
   }
-  rdmad::Op op{.kind = rdmad::Op::Kind::kWrite, .local = &buffer,
-               .remote = &*handle, .length = kOpBytes};
+  rdmad::Op op{.kind = rdmad::Op::Kind::kWrite,
+               .local = &buffer,
+               .remote = &*handle,
+               .length = kOpBytes};
   std::vector<int64_t> ns;
   for (int i = -iters / 10; i < iters; ++i) {
     const absl::Time start = absl::Now();
@@ -246,10 +251,12 @@ std::vector<rdmad::RemoteRegion> Targets(const Args& args) {
 }
 
 int Reach(const Args& args) {
-  if (args.socket.empty() || args.pid == 0) Usage("reach needs --socket and --pid");
+  if (args.socket.empty() || args.pid == 0)
+    Usage("reach needs --socket and --pid");
   std::vector<size_t> stages = args.stages;
   if (stages.empty()) stages.push_back(args.peers.size());
-  if (stages.back() > args.peers.size()) Usage("a stage has more peers than --peers");
+  if (stages.back() > args.peers.size())
+    Usage("a stage has more peers than --peers");
   auto client = ConnectTo(args.socket);
   auto buffer = client->Allocate(kOpBytes);
   if (!buffer.ok()) {
@@ -310,8 +317,8 @@ int Mesh(const Args& args) {
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       if (start->Block()) delete start;
-      failed[i] = WriteEach(*clients[i], buffers[i], targets[i], 0,
-                            targets[i].size());
+      failed[i] =
+          WriteEach(*clients[i], buffers[i], targets[i], 0, targets[i].size());
     });
   }
   const absl::Time begin = absl::Now();

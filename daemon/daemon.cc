@@ -207,10 +207,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.transfers = std::make_unique<core::TransferEngine>(
       d.regions.get(), d.peers.get(),
       core::TransferLimits{config.quota_transfers_per_uid()});
-  d.metrics = std::make_unique<metrics::DaemonMetrics>(
-      metrics::MetricSources{d.regions.get(), &d.sessions, d.peers.get(),
-                             d.handshakes_served.get(), id.version,
-                             id.transport, d.state.devices});
+  d.metrics = std::make_unique<metrics::DaemonMetrics>(metrics::MetricSources{
+      d.regions.get(), &d.sessions, d.peers.get(), d.handshakes_served.get(),
+      id.version, id.transport, d.state.devices});
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(
       d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get(),

@@ -378,8 +378,8 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
               errors);
   CheckAtMost("handshakes_served_in_flight",
               config.handshakes_served_in_flight(), 4096, "", errors);
-  CheckAtMost("peer_channel_idle_ms", config.peer_channel_idle_ms(),
-              86400000, " (a day)", errors);
+  CheckAtMost("peer_channel_idle_ms", config.peer_channel_idle_ms(), 86400000,
+              " (a day)", errors);
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);

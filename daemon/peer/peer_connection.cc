@@ -286,7 +286,7 @@ void PeerConnection::OnHello(uint64_t attempt,
   if (ready.has_value()) {
     if (ready->channel != nullptr && reply->channel_kind == ready->kind) {
       spdlog::debug("peer {}: {} data channel ready", address_,
-                   std::string(core::TransportKindName(ready->kind)));
+                    std::string(core::TransportKindName(ready->kind)));
     }
     return Finish(attempt, *std::move(ready));
   }

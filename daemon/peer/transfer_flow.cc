@@ -126,7 +126,8 @@ void TransferFlow::Begin(RunningPtr r) {
     name = NameRequest{r->t.remote.name, r->t.uid};
   }
   connection->Acquire(
-      deadline, [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
+      deadline,
+      [this, r = std::move(r)](absl::StatusOr<Link> link) mutable {
         OnLink(std::move(r), std::move(link));
       },
       std::move(name));

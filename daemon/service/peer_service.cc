@@ -88,9 +88,8 @@ grpc::ServerUnaryReactor* PeerService::Hello(
     return Done(context, absl::InvalidArgumentError(absl::StrCat(
                              "a Hello carries at most ", kMaxHelloProposals,
                              " connect proposals and ", peer::kMaxHelloNames,
-                             " names to resolve; got ",
-                             request->connect_size(), " and ",
-                             request->resolve_size())));
+                             " names to resolve; got ", request->connect_size(),
+                             " and ", request->resolve_size())));
   }
   response->set_version(state_->identity.version);
   response->set_incarnation(state_->identity.incarnation);
@@ -247,16 +246,15 @@ absl::Status PeerService::ResolveFor(grpc::CallbackServerContext* context,
   core::RegionSnapshot snapshot = region->Snapshot();
   const std::string label = absl::StrCat("region '", snapshot.name, "'");
   const std::optional<uint32_t> uid =
-      request.has_uid() ? std::optional<uint32_t>(request.uid())
-                        : std::nullopt;
+      request.has_uid() ? std::optional<uint32_t>(request.uid()) : std::nullopt;
   // The exporter decides: its access list against who is calling (as gRPC
   // verified it) and the uid that caller vouches for.
   const core::ExportAccessList& allow = *snapshot.exported.allow;
   const core::PeerIdentity who = peer::PeerIdentityOf(*context);
   if (!allow.Admits(who, uid)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the export of ", label, " does not admit peer ", peer::DescribePeer(who),
-        " acting for ",
+        "the export of ", label, " does not admit peer ",
+        peer::DescribePeer(who), " acting for ",
         uid.has_value() ? absl::StrCat("uid ", *uid) : std::string("no uid"),
         " (its access list: ", allow.ToString(),
         "): ask its owner to add it (rdmactl export ", snapshot.name,

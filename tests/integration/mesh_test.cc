@@ -19,8 +19,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "rdmad/client.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "tests/integration/client_helpers.h"
@@ -59,8 +59,8 @@ class StandInPeers {
       if (!first.empty()) break;
       absl::SleepFor(absl::Milliseconds(50));
     }
-    EXPECT_FALSE(first.empty()) << "stand-ins did not start: "
-                                << ReadTextFile(log);
+    EXPECT_FALSE(first.empty())
+        << "stand-ins did not start: " << ReadTextFile(log);
     if (first.empty()) return nullptr;
     // The same walk as the stand-ins': from `first`, skipping .0 and .255.
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -68,10 +68,9 @@ class StandInPeers {
     uint32_t host = (a << 24) | (b << 16) | (c << 8) | d;
     while (static_cast<int>(peers->addresses_.size()) < count) {
       if ((host & 0xff) != 0 && (host & 0xff) != 255) {
-        peers->addresses_.push_back(absl::StrCat(host >> 24, ".",
-                                                 (host >> 16) & 0xff, ".",
-                                                 (host >> 8) & 0xff, ".",
-                                                 host & 0xff, ":", port));
+        peers->addresses_.push_back(
+            absl::StrCat(host >> 24, ".", (host >> 16) & 0xff, ".",
+                         (host >> 8) & 0xff, ".", host & 0xff, ":", port));
       }
       ++host;
     }
@@ -96,8 +95,11 @@ std::vector<std::string> WriteEach(Client& client, const Buffer& buffer,
   }
   std::vector<Op> ops;
   for (size_t i = 0; i < targets.size(); ++i) {
-    ops.push_back({.kind = Op::Kind::kWrite, .local = &buffer,
-                   .remote = &targets[i], .length = 4096, .tag = i});
+    ops.push_back({.kind = Op::Kind::kWrite,
+                   .local = &buffer,
+                   .remote = &targets[i],
+                   .length = 4096,
+                   .tag = i});
   }
   std::vector<std::string> failed;
   auto results = client.Batch(ops);
@@ -162,8 +164,8 @@ TEST_F(MeshTest, TwoHundredStandInPeersAreReachedAtOnce) {
   const absl::Time start = absl::Now();
   const std::vector<std::string> failed = WriteTo(stand_ins->addresses());
   const absl::Duration took = absl::Now() - start;
-  EXPECT_TRUE(failed.empty()) << failed.size() << " failed; first: "
-                              << failed.front();
+  EXPECT_TRUE(failed.empty())
+      << failed.size() << " failed; first: " << failed.front();
   EXPECT_EQ(ReadyPeers(*client_), 200u);
   // None refused: the new-peer bucket of 20 a second after a burst of 100
   // refused half of these. Ready in seconds (about one here; the bound
@@ -174,8 +176,9 @@ TEST_F(MeshTest, TwoHundredStandInPeersAreReachedAtOnce) {
   EXPECT_EQ(Value(scrape, "rdmad_handshakes_total",
                   {{"role", "initiator"}, {"outcome", "admitted"}}),
             200);
-  const double peak = Value(scrape, "rdmad_handshakes",
-                            {{"role", "initiator"}, {"state", "peak_in_flight"}});
+  const double peak =
+      Value(scrape, "rdmad_handshakes",
+            {{"role", "initiator"}, {"state", "peak_in_flight"}});
   EXPECT_GE(peak, 1);
   EXPECT_LE(peak, 8);
   // A second round reuses every channel.
@@ -226,8 +229,7 @@ TEST_F(MeshTest, IdlePeersGiveBackTheirGrpcConnections) {
   // A new name needs the peer's Peer service: the connection reopens.
   const RemoteRegion missing = {.peer = all[0], .name = "missing"};
   auto done = client_->Write(*buffer_, 0, missing, 0, 4096);
-  EXPECT_EQ(done.status().code(), absl::StatusCode::kNotFound)
-      << done.status();
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kNotFound) << done.status();
   EXPECT_EQ(ReadyPeers(*client_), 50u);
 }
 
@@ -265,21 +267,20 @@ std::vector<HelloOutcome> HelloStorm(v1::Peer::Stub& stub, int n,
     r.add_resolve()->set_name("bench");
   }
   for (int i = 0; i < n; ++i) {
-    stub.async()->Hello(contexts[i].get(), &requests[i], &responses[i],
-                        [&, i](grpc::Status status) {
-                          HelloOutcome& o = out[i];
-                          o.status = std::move(status);
-                          o.took = absl::Now() - start;
-                          o.deadline = deadline;
-                          o.connected =
-                              o.status.ok() && responses[i].has_connect() &&
-                              responses[i].connect_transport() ==
-                                  v1::TRANSPORT_TCP &&
-                              responses[i].resolved_size() == 1 &&
-                              responses[i].resolved(0).status().code() == 0;
-                          absl::MutexLock lock(&mu);
-                          --pending;
-                        });
+    stub.async()->Hello(
+        contexts[i].get(), &requests[i], &responses[i],
+        [&, i](grpc::Status status) {
+          HelloOutcome& o = out[i];
+          o.status = std::move(status);
+          o.took = absl::Now() - start;
+          o.deadline = deadline;
+          o.connected = o.status.ok() && responses[i].has_connect() &&
+                        responses[i].connect_transport() == v1::TRANSPORT_TCP &&
+                        responses[i].resolved_size() == 1 &&
+                        responses[i].resolved(0).status().code() == 0;
+          absl::MutexLock lock(&mu);
+          --pending;
+        });
   }
   absl::MutexLock lock(&mu);
   mu.AwaitWithTimeout(absl::Condition(
@@ -317,12 +318,13 @@ TEST_F(MeshTest, AHandshakeStormIsServedInTurnAndNoCallerHangs) {
       ++left;
     }
   }
-  EXPECT_EQ(served, kCallers) << "after " << rounds << " rounds, " << retried
-                              << " told to retry";
+  EXPECT_EQ(served, kCallers)
+      << "after " << rounds << " rounds, " << retried << " told to retry";
   // The bound held: never more than 4 served at once.
   const std::string scrape = Scrape(metrics_);
-  const double peak = Value(scrape, "rdmad_handshakes",
-                            {{"role", "responder"}, {"state", "peak_in_flight"}});
+  const double peak =
+      Value(scrape, "rdmad_handshakes",
+            {{"role", "responder"}, {"state", "peak_in_flight"}});
   EXPECT_GE(peak, 1);
   EXPECT_LE(peak, 4);
   EXPECT_EQ(Value(scrape, "rdmad_handshakes_total",
@@ -343,11 +345,11 @@ struct Usage {
 };
 Usage UsageOf(pid_t pid) {
   Usage u;
-  const std::string status = ReadTextFile(absl::StrCat("/proc/", pid, "/status"));
+  const std::string status =
+      ReadTextFile(absl::StrCat("/proc/", pid, "/status"));
   std::sscanf(status.c_str() + status.find("Threads:"), "Threads: %d",
               &u.threads);
-  std::sscanf(status.c_str() + status.find("VmRSS:"), "VmRSS: %ld",
-              &u.rss_kib);
+  std::sscanf(status.c_str() + status.find("VmRSS:"), "VmRSS: %ld", &u.rss_kib);
   // utime and stime: fields 14 and 15, after the ")" that ends the name.
   const std::string stat = ReadTextFile(absl::StrCat("/proc/", pid, "/stat"));
   unsigned long utime = 0, stime = 0;
@@ -365,8 +367,8 @@ TEST_F(MeshTest, TenThousandUnreachablePeersStayBounded) {
   ASSERT_NE(closed, 0);
   std::vector<std::string> bogus;
   for (int i = 0; i < 10000; ++i) {
-    bogus.push_back(absl::StrCat("127.3.", i / 250, ".", i % 250 + 1, ":",
-                                 closed));
+    bogus.push_back(
+        absl::StrCat("127.3.", i / 250, ".", i % 250 + 1, ":", closed));
   }
   const Usage before = UsageOf(daemon_->pid());
   const absl::Time start = absl::Now();

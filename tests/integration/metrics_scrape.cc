@@ -19,7 +19,8 @@ namespace rdmad::testing {
 // The metrics address a daemon logged ("metrics on http://H:P/metrics"),
 // waiting for it up to 30 s; "" if it never came.
 std::string MetricsAddress(const std::string& log) {
-  static const std::regex kLine(R"(metrics on http://([0-9.]+:[0-9]+)/metrics)");
+  static const std::regex kLine(
+      R"(metrics on http://([0-9.]+:[0-9]+)/metrics)");
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     std::smatch match;
@@ -45,8 +46,8 @@ std::string Scrape(const std::string& address) {
     ::close(fd);
     return "";
   }
-  const std::string request = absl::StrCat(
-      "GET /metrics HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET /metrics HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     ::close(fd);
@@ -59,8 +60,8 @@ std::string Scrape(const std::string& address) {
     const absl::Duration left = deadline - absl::Now();
     pollfd pfd{fd, POLLIN, 0};
     if (left <= absl::ZeroDuration() ||
-        ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <=
-            0) {
+        ::poll(&pfd, 1,
+               static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <= 0) {
       break;
     }
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
@@ -70,7 +71,8 @@ std::string Scrape(const std::string& address) {
   ::close(fd);
   const size_t body = response.find("\r\n\r\n");
   if (response.rfind("HTTP/1.", 0) != 0 ||
-      response.find(" 200 ") == std::string::npos || body == std::string::npos) {
+      response.find(" 200 ") == std::string::npos ||
+      body == std::string::npos) {
     return "";
   }
   return response.substr(body + 4);

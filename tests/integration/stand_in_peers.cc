@@ -189,8 +189,8 @@ class Dispatcher final : public v1::Peer::CallbackService {
  private:
   Identity* Find(grpc::CallbackServerContext* context) const {
     const grpc::string_ref authority = context->ExperimentalGetAuthority();
-    auto it = by_authority_.find(
-        std::string(authority.data(), authority.size()));
+    auto it =
+        by_authority_.find(std::string(authority.data(), authority.size()));
     return it == by_authority_.end() ? nullptr : it->second;
   }
   static grpc::ServerUnaryReactor* Unknown(
@@ -208,7 +208,8 @@ class Dispatcher final : public v1::Peer::CallbackService {
 
 void RaiseFileLimit() {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }

@@ -13,8 +13,8 @@
 namespace rdmad::peer {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeTimers;
+using ::testing::HasSubstr;
 using Ticket = HandshakeAdmission::Ticket;
 
 // Records what each Enter was granted, keeping the tickets until released.
@@ -119,8 +119,7 @@ TEST(HandshakeAdmissionTest, ShutdownAnswersEveryWaiter) {
 TEST(HandshakeAdmissionTest, GrantsThatReturnAtOnceDoNotRecurse) {
   FakeTimers timers;
   HandshakeAdmission admission(
-      {.role = "initiator", .max_in_flight = 1, .max_queued = 100000},
-      &timers);
+      {.role = "initiator", .max_in_flight = 1, .max_queued = 100000}, &timers);
   std::optional<absl::StatusOr<Ticket>> first;
   admission.Enter(absl::InfiniteFuture(),
                   [&](absl::StatusOr<Ticket> t) { first = std::move(t); });
@@ -140,12 +139,11 @@ TEST(HandshakeAdmissionTest, GrantsThatReturnAtOnceDoNotRecurse) {
 
 TEST(HandshakeAdmissionTest, DuringTheColdStartEachEntersAfterItsJitter) {
   FakeTimers timers;
-  HandshakeAdmission admission(
-      {.role = "initiator",
-       .max_in_flight = 8,
-       .cold_start = absl::Seconds(5),
-       .cold_start_jitter = absl::Milliseconds(20)},
-      &timers);
+  HandshakeAdmission admission({.role = "initiator",
+                                .max_in_flight = 8,
+                                .cold_start = absl::Seconds(5),
+                                .cold_start_jitter = absl::Milliseconds(20)},
+                               &timers);
   Entries e;
   admission.Enter(absl::InfiniteFuture(), e.Next());
   EXPECT_FALSE(e.got[0].has_value()) << "not in the first instant";

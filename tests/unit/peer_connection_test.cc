@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/peer_fakes.h"
@@ -84,9 +83,10 @@ TEST_F(PeerConnectionTest, OneHelloCarriesTheProposalAndTheNames) {
   kv.incarnation = 1;
   connector_.remote(kPeer).regions["kv"] = kv;
   std::optional<absl::StatusOr<Link>> out;
-  c->Acquire(timers_.Now() + absl::Seconds(5),
-             [&](absl::StatusOr<Link> l) { out = std::move(l); },
-             NameRequest{"kv", 1000});
+  c->Acquire(
+      timers_.Now() + absl::Seconds(5),
+      [&](absl::StatusOr<Link> l) { out = std::move(l); },
+      NameRequest{"kv", 1000});
   ASSERT_TRUE(out.has_value());
   ASSERT_TRUE(out->ok()) << out->status();
   EXPECT_EQ(c->Snapshot().state, PeerState::kReady);
@@ -156,10 +156,9 @@ TEST_F(PeerConnectionTest, AdmissionBoundsTheHandshakesInFlight) {
     peers.push_back(std::make_shared<PeerConnection>(
         address, core::TransportMode::kAuto,
         PeerConnectionContext{&connector_, &timers_, &admission}));
-    peers.back()->Acquire(timers_.Now() + absl::Seconds(5),
-                          [&](absl::StatusOr<Link> l) {
-                            out.push_back(std::move(l));
-                          });
+    peers.back()->Acquire(
+        timers_.Now() + absl::Seconds(5),
+        [&](absl::StatusOr<Link> l) { out.push_back(std::move(l)); });
   }
   int sent = 0;
   for (int i = 0; i < 5; ++i) {
