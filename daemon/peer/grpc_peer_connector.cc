@@ -274,15 +274,17 @@ void GrpcPeerConnector::Hello(const std::string& address, Handshake handshake,
     if (connector == nullptr) continue;
     v1::ConnectRequest* proposal = call->request.add_connect();
     proposal->set_generation(call->generation);
+    proposal->set_incarnation(options_.incarnation);
+    proposal->set_transport(ToProto(kind));
+    // Before Prepare, as in Connect: the TCP channel names this daemon by
+    // it to the listener (its notifications' writer).
+    proposal->set_address(self_address());
     auto pending = connector->Prepare(address, proposal);
     if (!pending.ok()) {
       // Proposed no more; Connect after the Hello reports the error.
       call->request.mutable_connect()->RemoveLast();
       continue;
     }
-    proposal->set_incarnation(options_.incarnation);
-    proposal->set_transport(ToProto(kind));
-    proposal->set_address(self_address());
     call->proposals.push_back({kind, *std::move(pending)});
   }
   handshake.names.resize(std::min(handshake.names.size(), kMaxHelloNames));
