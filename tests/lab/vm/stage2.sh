@@ -37,55 +37,78 @@ link set veth0 up
 EOF
 else
   modprobe -a crc32_generic rdma_rxe rdma_ucm virtio_net || fail "modprobe crc32_generic rdma_rxe rdma_ucm virtio_net failed"
-  i=0
-  until [ -e "/sys/class/net/$LAB_NETDEV" ]; do
-    i=$((i + 1))
-    [ $i -le 50 ] || fail "network device $LAB_NETDEV did not appear"
-    sleep 0.1
+  # The second link (--nics 2) is eth1, on its own /24.
+  nets="$LAB_NETDEV"
+  [ "${LAB_NICS:-1}" = 2 ] && nets="$nets eth1"
+  for dev in $nets; do
+    i=0
+    until [ -e "/sys/class/net/$dev" ]; do
+      i=$((i + 1))
+      [ $i -le 50 ] || fail "network device $dev did not appear"
+      sleep 0.1
+    done
   done
   ip -batch - <<EOF || fail "network setup ($LAB_NETDEV) failed"
 link set lo up
 addr add $LAB_IP/24 dev $LAB_NETDEV
 link set $LAB_NETDEV up
 EOF
+  if [ "${LAB_NICS:-1}" = 2 ]; then
+    ip -batch - <<EOF || fail "network setup (eth1) failed"
+addr add $LAB_IP1/24 dev eth1
+link set eth1 up
+EOF
+  fi
 fi
 
-rdma link add rxe0 type rxe netdev "$LAB_NETDEV" || fail "rdma link add rxe0 type rxe netdev $LAB_NETDEV failed"
+# gid_of RXE IP: sets $gid to the index of RXE's GID for IP, the IPv4-mapped IPv6 address
+# ::ffff:a.b.c.d with type RoCE v2. The table fills asynchronously: poll.
+gid_of() {
+  oldifs=$IFS
+  IFS=.
+  set -- $2 "$1"
+  IFS=$oldifs
+  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4")
+  port=/sys/class/infiniband/$5/ports/1
+  gid=""
+  tries=0
+  while :; do
+    state=""
+    read -r state <"$port/state" 2>/dev/null
+    case "$state" in
+      *ACTIVE*)
+        i=0
+        while [ $i -lt 16 ]; do
+          g=""
+          read -r g <"$port/gids/$i" 2>/dev/null
+          if [ "$g" = "$want" ]; then
+            t=""
+            read -r t <"$port/gid_attrs/types/$i" 2>/dev/null
+            if [ "$t" = "RoCE v2" ]; then gid=$i; break; fi
+          fi
+          i=$((i + 1))
+        done
+        ;;
+    esac
+    [ -n "$gid" ] && break
+    tries=$((tries + 1))
+    [ $tries -le 100 ] || fail "$5 has no active port with a RoCE v2 GID for $1.$2.$3.$4 (port state: ${state:-none})"
+    sleep 0.1
+  done
+}
 
-# The GID of this address is the IPv4-mapped IPv6 address ::ffff:a.b.c.d; take the index
-# whose entry is that GID with type RoCE v2. The table fills asynchronously: poll.
-oldifs=$IFS
-IFS=.
-set -- $LAB_IP
-IFS=$oldifs
-want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4")
-port=/sys/class/infiniband/rxe0/ports/1
-gid=""
-tries=0
-while :; do
-  state=""
-  read -r state <"$port/state" 2>/dev/null
-  case "$state" in
-    *ACTIVE*)
-      i=0
-      while [ $i -lt 16 ]; do
-        g=""
-        read -r g <"$port/gids/$i" 2>/dev/null
-        if [ "$g" = "$want" ]; then
-          t=""
-          read -r t <"$port/gid_attrs/types/$i" 2>/dev/null
-          if [ "$t" = "RoCE v2" ]; then gid=$i; break; fi
-        fi
-        i=$((i + 1))
-      done
-      ;;
-  esac
-  [ -n "$gid" ] && break
-  tries=$((tries + 1))
-  [ $tries -le 100 ] || fail "rxe0 has no active port with a RoCE v2 GID for $LAB_IP (port state: ${state:-none})"
-  sleep 0.1
-done
-say "rxe0 on $LAB_NETDEV ($LAB_IP) is ACTIVE, RoCE v2 IPv4 GID index $gid, uptime $(uptime_now) s"
+rdma link add rxe0 type rxe netdev "$LAB_NETDEV" || fail "rdma link add rxe0 type rxe netdev $LAB_NETDEV failed"
+if [ "${LAB_NICS:-1}" = 2 ]; then
+  rdma link add rxe1 type rxe netdev eth1 || fail "rdma link add rxe1 type rxe netdev eth1 failed"
+fi
+gid_of rxe0 "$LAB_IP"
+gid0=$gid
+say "rxe0 on $LAB_NETDEV ($LAB_IP) is ACTIVE, RoCE v2 IPv4 GID index $gid0, uptime $(uptime_now) s"
+if [ "${LAB_NICS:-1}" = 2 ]; then
+  gid_of rxe1 "$LAB_IP1"
+  gid1=$gid
+  say "rxe1 on eth1 ($LAB_IP1) is ACTIVE, RoCE v2 IPv4 GID index $gid1"
+fi
 
 if [ "$LAB_VMS" = 2 ]; then
   # Both VMs start their commands only when both have rxe0 up.
@@ -110,11 +133,15 @@ ready=$(uptime_now)
 echo "$ready" >"$ctl/ready-uptime.$vm"
 eval "set -- $LAB_EXTRA_ENV"
 if [ "$LAB_VMS" = 2 ]; then set -- "LAB_PEER_IP=$LAB_PEER_IP" "$@"; fi
+if [ "${LAB_NICS:-1}" = 2 ]; then
+  set -- LAB_NICS=2 LAB_RXE_DEV1=rxe1 LAB_NETDEV1=eth1 "LAB_GID_INDEX1=$gid1" "LAB_IP1=$LAB_IP1" \
+    "LAB_PEER_IP1=$LAB_PEER_IP1" "$@"
+fi
 env -i \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   HOME=/tmp TERM=dumb LANG=C.UTF-8 PWD="$cwd" \
   RDMAD_LAB=1 LAB_VMS="$LAB_VMS" LAB_VM_INDEX="$vm" LAB_RXE_DEV=rxe0 LAB_NETDEV="$LAB_NETDEV" \
-  LAB_GID_INDEX="$gid" LAB_IP="$LAB_IP" LAB_SHARE="$LAB_SHARE" LAB_RUN_ID="$LAB_RUN_ID" \
+  LAB_GID_INDEX="$gid0" LAB_IP="$LAB_IP" LAB_SHARE="$LAB_SHARE" LAB_RUN_ID="$LAB_RUN_ID" \
   "$@" /bin/sh -c "$LAB_CMD" </dev/null >/dev/ttyS1 2>&1
 rc=$?
 echo "exit $rc $ready $(uptime_now)" >"$result"
