@@ -145,6 +145,80 @@ void CheckChunkBytes(const char* field, uint64_t value, const char* fallback,
   }
 }
 
+// An RDMA device name as libibverbs gives it: printable, at most 63 bytes.
+bool IsDeviceName(const std::string& name) {
+  return !name.empty() && name.size() <= 63 &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return absl::ascii_isgraph(static_cast<unsigned char>(c));
+         });
+}
+
+std::string NotADeviceName(const std::string& name) {
+  return absl::StrCat("'", absl::CHexEscape(name),
+                      "' is not an RDMA device name (e.g. mlx5_0, rxe0)");
+}
+
+// The rails' fields: device names (each once, not with `device`), the
+// stripe threshold, the pauses and the pins.
+void CheckRails(const v1::DaemonConfig& config,
+                std::vector<FieldError>& errors) {
+  for (int i = 0; i < config.rails_size(); ++i) {
+    const std::string& name = config.rails(i);
+    if (!IsDeviceName(name)) {
+      errors.push_back({"rails", NotADeviceName(name), i});
+    } else if (std::find(config.rails().begin(), config.rails().begin() + i,
+                         name) != config.rails().begin() + i) {
+      errors.push_back({"rails", absl::StrCat("'", name, "' is listed twice"),
+                        i});
+    }
+  }
+  if (config.rails_size() > 64) {
+    errors.push_back({"rails", absl::StrCat(config.rails_size(),
+                                            " devices: at most 64 rails")});
+  }
+  if (config.rails_size() > 0 && !config.device().empty()) {
+    errors.push_back({"device",
+                      "set either device (one rail) or rails (several), not "
+                      "both: list the device in rails"});
+  }
+  if (const uint64_t stripe = config.rail_stripe_bytes();
+      stripe != 0 && (stripe < 4096 || stripe > (1ull << 30))) {
+    errors.push_back({"rail_stripe_bytes",
+                      absl::StrCat(stripe,
+                                   " must be 4096..1073741824 (0: the "
+                                   "default, 64 KiB)")});
+  }
+  const uint32_t pause = config.rail_pause_seconds();
+  const uint32_t pause_max = config.rail_pause_max_seconds();
+  CheckAtMost("rail_pause_seconds", pause, 86400, " (a day)", errors);
+  CheckAtMost("rail_pause_max_seconds", pause_max, 86400, " (a day)", errors);
+  if ((pause != 0 || pause_max != 0) &&
+      (pause != 0 ? pause : 30) > (pause_max != 0 ? pause_max : 300)) {
+    errors.push_back({"rail_pause_max_seconds",
+                      absl::StrCat("the longest pause (", pause_max,
+                                   pause_max == 0 ? ", the default 300" : "",
+                                   " s) must be at least the first (",
+                                   pause != 0 ? pause : 30, " s)")});
+  }
+  for (int i = 0; i < config.rail_pins_size(); ++i) {
+    const v1::RailPin& pin = config.rail_pins(i);
+    if (pin.region_prefix().empty()) {
+      errors.push_back({"rail_pins", "region_prefix must not be empty", i});
+    }
+    if (pin.devices().empty()) {
+      errors.push_back({"rail_pins",
+                        absl::StrCat("the pin of '", pin.region_prefix(),
+                                     "' names no devices"),
+                        i});
+    }
+    for (const std::string& device : pin.devices()) {
+      if (!IsDeviceName(device)) {
+        errors.push_back({"rail_pins", NotADeviceName(device), i});
+      }
+    }
+  }
+}
+
 // The cluster directory's fields (docs/DIRECTORY.md).
 void CheckDirectory(const v1::DaemonConfig& config,
                     std::vector<FieldError>& errors) {
@@ -320,17 +394,11 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
                  errors);
     CheckPemFile("tls_key_file", config.tls_key_file(), "PRIVATE KEY", errors);
   }
-  if (const std::string& device = config.device(); !device.empty()) {
-    const bool printable =
-        std::all_of(device.begin(), device.end(), [](char c) {
-          return absl::ascii_isgraph(static_cast<unsigned char>(c));
-        });
-    if (device.size() > 63 || !printable) {
-      errors.push_back({"device", absl::StrCat("'", absl::CHexEscape(device),
-                                               "' is not an RDMA device name "
-                                               "(e.g. mlx5_0, rxe0)")});
-    }
+  if (const std::string& device = config.device();
+      !device.empty() && !IsDeviceName(device)) {
+    errors.push_back({"device", NotADeviceName(device)});
   }
+  CheckRails(config, errors);
   CheckChunkBytes("verbs_chunk_bytes", config.verbs_chunk_bytes(), "1 MiB",
                   errors);
   CheckChunkBytes("verbs_read_chunk_bytes", config.verbs_read_chunk_bytes(),

@@ -379,6 +379,11 @@ TEST(ConfigFileTest, EveryMalformedValueNamesItsPlace) {
       {"verbs_chunk_bytes: 1", "verbs_chunk_bytes"},
       {"verbs_read_chunk_bytes: 100", "verbs_read_chunk_bytes"},
       {"device: \"bad name\"", "device"},
+      {"rails: \"bad name\"", "not an RDMA device name"},
+      {"rail_stripe_bytes: 100", "rail_stripe_bytes"},
+      {"rail_pause_seconds: 90000", "rail_pause_seconds"},
+      {"rail_pins: { devices: \"rxe0\" }", "region_prefix"},
+      {"rail_pins: { region_prefix: \"gpu0/\" }", "names no devices"},
       {"max_pinned_bytes: \"lots\"", "max_pinned_bytes"},
   };
   for (const Case& c : cases) {
@@ -391,6 +396,35 @@ TEST(ConfigFileTest, EveryMalformedValueNamesItsPlace) {
     EXPECT_THAT(message, ::testing::ContainsRegex("^x\\.conf:2:[0-9]+: "));
     EXPECT_THAT(message, HasSubstr(c.fragment));
   }
+}
+
+TEST(ConfigFileTest, RailsAreDistinctDevicesWithPausesInOrder) {
+  auto config = ParseConfigText(
+      "rails: \"rxe0\"\nrails: \"rxe1\"\nrail_stripe_bytes: \"128K\"\n"
+      "rail_pause_seconds: 5\nrail_pause_max_seconds: 40\n"
+      "rail_pins: { region_prefix: \"gpu0/\" devices: \"rxe1\" }\n",
+      "r.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->rails_size(), 2);
+  EXPECT_EQ(config->rail_stripe_bytes(), 128u << 10);
+  EXPECT_EQ(config->rail_pins(0).devices(0), "rxe1");
+
+  config = ParseConfigText("rails: \"rxe0\"\nrails: \"rxe0\"\n", "r.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("r.conf:2:1: field 'rails': 'rxe0' is listed twice"));
+  config = ParseConfigText("device: \"rxe0\"\nrails: \"rxe1\"\n", "r.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("not both"));
+  // The first pause may not outlast the longest, given or default (300 s).
+  config = ParseConfigText("rail_pause_seconds: 400\n", "r.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("field 'rail_pause_max_seconds'"));
+  EXPECT_TRUE(ParseConfigText("rail_pause_seconds: 400\n"
+                              "rail_pause_max_seconds: 400\n",
+                              "r.conf")
+                  .ok());
 }
 
 TEST(ConfigFileTest, TlsFilesMustBePemOfTheRightKind) {
