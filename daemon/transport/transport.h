@@ -83,6 +83,12 @@ struct RemoteOp {
   // WRITE only: the owner of the remote region is told when the data is
   // in place (RDMA WRITE with immediate).
   std::optional<uint32_t> immediate;
+  // With an immediate: the notification also covers this many bytes before
+  // remote_offset, which the caller made sure were in place before it
+  // posted this op (the other pieces of a WRITE striped over several
+  // rails): the owner is told of [remote_offset - notify_before,
+  // remote_offset + length).
+  uint64_t notify_before = 0;
   OpCallback done;
 };
 
@@ -109,8 +115,29 @@ struct ConnectionInfo {
   uint64_t errors = 0;       // failed (error status, lost connection...)
   uint32_t outstanding = 0;  // in flight now
   uint64_t generation = 0;   // TCP: times (re)connected; verbs: handshake
+  uint32_t rail = 0;         // verbs: the rail (RailInfo::index) it is on
   std::string local_address;   // TCP: local HOST:PORT of the socket
   std::string remote_address;  // TCP: peer HOST:PORT of the socket
+};
+
+// One rail of a verbs channel (a local RDMA port paired with one of the
+// peer's), for ListPeers and the metrics.
+struct RailInfo {
+  uint32_t index = 0;
+  std::string device;         // local device
+  uint32_t port = 0;
+  std::string remote_device;  // the peer's
+  std::string state;          // "ACTIVE", "PROBING", "PAUSED"
+  bool port_active = true;
+  uint64_t bytes = 0;         // completed
+  uint64_t ops = 0;           // operations or pieces completed
+  uint64_t errors = 0;        // operations or pieces failed
+  uint64_t pauses = 0;
+  uint64_t outstanding_bytes = 0;
+  double bandwidth = 0;       // bytes/s, EWMA of its completions; 0 unknown
+  absl::Duration paused_left = absl::ZeroDuration();
+  int numa_node = -1;         // of the device; -1 unknown
+  std::string last_error;     // why it was last paused
 };
 
 // A data channel as a whole, for ListPeers/ListQps.
@@ -119,6 +146,7 @@ struct ChannelInfo {
   ChannelState state = ChannelState::kReady;
   std::string last_error;  // last connection-level error, if any
   std::vector<ConnectionInfo> connections;
+  std::vector<RailInfo> rails;  // verbs; empty on TCP (one connection set)
 };
 
 // The per-peer data path. Each channel lives on one event loop of the

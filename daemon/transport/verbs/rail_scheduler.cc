@@ -227,9 +227,11 @@ bool RailScheduler::Pause(size_t rail, absl::Time now, std::string why) {
   return true;
 }
 
-bool RailScheduler::Resume(size_t rail, absl::Time now) {
+bool RailScheduler::Resume(size_t rail, absl::Time now, bool early) {
   Rail& r = rails_[rail];
-  if (r.state != RailState::kPaused || now < r.paused_until) return false;
+  if (r.state != RailState::kPaused || (now < r.paused_until && !early)) {
+    return false;
+  }
   r.state = RailState::kProbing;
   r.resumed_at = now;
   r.probe_in_flight = false;

@@ -148,9 +148,10 @@ class RailScheduler {
   // comment for how long). False when it already was; true when this is a
   // change (to be logged once).
   bool Pause(size_t rail, absl::Time now, std::string why);
-  // A PAUSED rail whose pause is over becomes PROBING. False when it was
-  // not paused or its pause is not over.
-  bool Resume(size_t rail, absl::Time now);
+  // A PAUSED rail whose pause is over becomes PROBING; `early`: even
+  // before (when no other rail is left). False when it was not paused or
+  // its pause is not over.
+  bool Resume(size_t rail, absl::Time now, bool early = false);
   // The rail's pause is over (or it is not paused) and its port is ACTIVE.
   bool PauseOver(size_t rail, absl::Time now) const;
 

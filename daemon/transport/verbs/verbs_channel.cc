@@ -133,6 +133,12 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
     return absl::InvalidArgumentError(
         "only a WRITE to a resolved remote region can carry an immediate");
   }
+  if (op.notify_before > op.remote_offset ||
+      (op.notify_before != 0 && !op.immediate.has_value())) {
+    return absl::InvalidArgumentError(
+        "a notification can only cover bytes before a WRITE with an "
+        "immediate inside its region");
+  }
   if (LkeyOf(op) == 0 && op.local->memory().is_dmabuf()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local region ", op.local->id(), " is a dma-buf, and device ",

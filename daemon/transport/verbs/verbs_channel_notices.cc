@@ -109,8 +109,10 @@ void VerbsChannel::Impl::PrepareNotice(size_t qp_index, const Chunk& chunk,
   Notice notice;
   notice.tag = q.next_tag++;
   notice.region_id = op.remote->region_id;
-  notice.offset = op.remote_offset;
-  notice.length = op.length;
+  // A striped WRITE's last piece announces the whole of it: its other
+  // pieces completed before this one was posted.
+  notice.offset = op.remote_offset - op.notify_before;
+  notice.length = op.length + op.notify_before;
   notice.rkey = static_cast<uint32_t>(op.key.key);
   notice.immediate = *op.immediate;
   // SEND slots follow the receive slots and are used in turn. A notice
