@@ -172,6 +172,25 @@ PeerInfo FromProto(const v1::PeerInfo& p) {
   out.bytes_read = p.bytes_read();
   out.ops_completed = p.ops_completed();
   out.ops_failed = p.ops_failed();
+  for (const v1::RailInfo& r : p.rails()) {
+    RailInfo rail;
+    rail.index = r.index();
+    rail.device = r.device();
+    rail.port = r.port();
+    rail.remote_device = r.remote_device();
+    rail.state = StateNamed(r.state(), RailStateName);
+    rail.port_active = r.port_active();
+    rail.bytes = r.bytes();
+    rail.ops = r.ops();
+    rail.errors = r.errors();
+    rail.pauses = r.pauses();
+    rail.outstanding_bytes = r.outstanding_bytes();
+    rail.bandwidth_bytes_per_second = r.bandwidth_bytes_per_second();
+    rail.paused_left = absl::Milliseconds(r.paused_ms_left());
+    rail.numa_node = r.numa_node();
+    rail.last_error = r.last_error();
+    out.rails.push_back(std::move(rail));
+  }
   return out;
 }
 
@@ -196,6 +215,7 @@ QpInfo FromProto(const v1::QpInfo& q) {
     out.local_qpn = q.local_qpn();
     out.remote_qpn = q.remote_qpn();
     out.path_mtu = q.path_mtu();
+    out.rail = q.rail();
   } else {
     out.connection = q.local_qpn();  // TCP: the connection's index
     out.local_address = q.local_address();

@@ -121,6 +121,22 @@ absl::string_view PeerStateName(PeerState state) {
   return "UNKNOWN";
 }
 
+absl::string_view RailStateName(RailState state) {
+  switch (state) {
+    case RailState::kActive:
+      return "ACTIVE";
+    case RailState::kProbing:
+      return "PROBING";
+    case RailState::kPaused:
+      return "PAUSED";
+    case RailState::kRebuilding:
+      return "REBUILDING";
+    case RailState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
 absl::string_view QpStateName(QpState state) {
   switch (state) {
     case QpState::kReset:

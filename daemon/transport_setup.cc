@@ -43,6 +43,20 @@ verbs::VerbsTransportOptions VerbsOptionsFrom(const v1::DaemonConfig& config) {
   // Every peer this daemon may talk to may also call it.
   options.max_accepted_peers =
       std::max(options.max_accepted_peers, config.max_peers());
+  options.rails.assign(config.rails().begin(), config.rails().end());
+  if (config.rail_stripe_bytes() != 0) {
+    options.rail.stripe_threshold = config.rail_stripe_bytes();
+  }
+  if (config.rail_pause_seconds() != 0) {
+    options.rail.pause_min = absl::Seconds(config.rail_pause_seconds());
+  }
+  if (config.rail_pause_max_seconds() != 0) {
+    options.rail.pause_max = absl::Seconds(config.rail_pause_max_seconds());
+  }
+  for (const v1::RailPin& pin : config.rail_pins()) {
+    options.pins.push_back(verbs::RailPinConfig{
+        pin.region_prefix(), {pin.devices().begin(), pin.devices().end()}});
+  }
   return options;
 }
 

@@ -222,17 +222,42 @@ std::string RenderPeers(const std::vector<PeerInfo>& peers) {
                   absl::StrCat(p.ops_failed), OrDash(p.transport_reason),
                   OrDash(p.last_error)});
   }
-  return table.Render();
+  std::string out = table.Render();
+  // The verbs channels' rails, one line each.
+  Table rails({"PEER", "RAIL", "DEVICE", "REMOTE DEVICE", "STATE", "PORT",
+               "BYTES", "OPS", "ERRORS", "PAUSES", "BANDWIDTH", "PAUSED FOR",
+               "LAST ERROR"});
+  for (size_t column : {1, 6, 7, 8, 9, 10}) rails.AlignRight(column);
+  for (const PeerInfo& p : peers) {
+    for (const RailInfo& r : p.rails) {
+      rails.AddRow(
+          {p.address, absl::StrCat(r.index),
+           absl::StrCat(r.device, "/", r.port), OrDash(r.remote_device),
+           Str(RailStateName(r.state)), r.port_active ? "ACTIVE" : "DOWN",
+           HumanSize(r.bytes), absl::StrCat(r.ops), absl::StrCat(r.errors),
+           absl::StrCat(r.pauses),
+           r.bandwidth_bytes_per_second == 0
+               ? "-"
+               : absl::StrCat(HumanSize(r.bandwidth_bytes_per_second), "/s"),
+           r.state == RailState::kPaused
+               ? absl::FormatDuration(absl::Trunc(r.paused_left,
+                                                  absl::Seconds(1)))
+               : "-",
+           OrDash(r.last_error)});
+    }
+  }
+  if (!rails.empty()) absl::StrAppend(&out, "\nrails:\n", rails.Render());
+  return out;
 }
 
 std::string RenderQps(const std::vector<QpInfo>& qps) {
   if (qps.empty()) return "no queue pairs or data connections\n";
   // ROLE: initiator (opened here to reach PEER) or responder (created here
   // to serve PEER's operations; the NIC serves them, its counters stay 0).
-  Table verbs({"PEER", "ROLE", "TRANSPORT", "DEVICE", "LOCAL QPN",
+  Table verbs({"PEER", "ROLE", "TRANSPORT", "RAIL", "DEVICE", "LOCAL QPN",
                "REMOTE QPN", "STATE", "MTU", "POSTED", "POST CALLS",
                "COMPLETED", "ERRORS", "OUTSTANDING", "GENERATION"});
-  for (size_t column : {4, 5, 7, 8, 9, 10, 11, 12, 13}) {
+  for (size_t column : {3, 5, 6, 8, 9, 10, 11, 12, 13, 14}) {
     verbs.AlignRight(column);
   }
   Table tcp({"PEER", "ROLE", "TRANSPORT", "CONN", "LOCAL", "REMOTE", "STATE",
@@ -242,7 +267,8 @@ std::string RenderQps(const std::vector<QpInfo>& qps) {
   for (const QpInfo& q : qps) {
     const std::string transport = Str(TransportName(q.transport));
     if (q.transport == Transport::kVerbs) {
-      verbs.AddRow({q.peer, OrDash(q.role), transport, OrDash(q.device),
+      verbs.AddRow({q.peer, OrDash(q.role), transport, absl::StrCat(q.rail),
+                    OrDash(q.device),
                     absl::StrCat(q.local_qpn), absl::StrCat(q.remote_qpn),
                     Str(QpStateName(q.state)), absl::StrCat(q.path_mtu),
                     absl::StrCat(q.posted), absl::StrCat(q.post_calls),
@@ -418,6 +444,29 @@ Json RemoteRegionsJson(const std::string& peer,
   return out;
 }
 
+Json RailsJson(const std::vector<RailInfo>& rails) {
+  Json list = Json::Array();
+  for (const RailInfo& r : rails) {
+    list.Push(Json::Object()
+                  .Set("rail", r.index)
+                  .Set("device", r.device)
+                  .Set("port", r.port)
+                  .Set("remote_device", r.remote_device)
+                  .Set("state", RailStateName(r.state))
+                  .Set("port_active", r.port_active)
+                  .Set("bytes", r.bytes)
+                  .Set("ops", r.ops)
+                  .Set("errors", r.errors)
+                  .Set("pauses", r.pauses)
+                  .Set("outstanding", r.outstanding_bytes)
+                  .Set("bandwidth", r.bandwidth_bytes_per_second)
+                  .Set("paused_ms", absl::ToInt64Milliseconds(r.paused_left))
+                  .Set("numa_node", r.numa_node)
+                  .Set("last_error", r.last_error));
+  }
+  return list;
+}
+
 Json PeersJson(const std::vector<PeerInfo>& peers) {
   Json list = Json::Array();
   for (const PeerInfo& p : peers) {
@@ -431,7 +480,8 @@ Json PeersJson(const std::vector<PeerInfo>& peers) {
                   .Set("ops", p.ops_completed)
                   .Set("failed", p.ops_failed)
                   .Set("reason", p.transport_reason)
-                  .Set("last_error", p.last_error));
+                  .Set("last_error", p.last_error)
+                  .Set("rails", RailsJson(p.rails)));
   }
   Json out = Json::Object();
   out.Set("peers", std::move(list));
@@ -446,7 +496,8 @@ Json QpsJson(const std::vector<QpInfo>& qps) {
         .Set("role", q.role)
         .Set("transport", TransportName(q.transport));
     if (q.transport == Transport::kVerbs) {
-      qp.Set("device", q.device)
+      qp.Set("rail", q.rail)
+          .Set("device", q.device)
           .Set("local_qpn", q.local_qpn)
           .Set("remote_qpn", q.remote_qpn)
           .Set("state", QpStateName(q.state))

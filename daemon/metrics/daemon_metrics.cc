@@ -188,7 +188,8 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     }
     if (sources.peers != nullptr) {
       std::map<std::string, int> peer_states;
-      for (const peer::PeerSnapshot& p : sources.peers->ListPeers()) {
+      const std::vector<peer::PeerSnapshot> listed = sources.peers->ListPeers();
+      for (const peer::PeerSnapshot& p : listed) {
         ++peer_states[std::string(
             p.state == peer::PeerState::kReady
                 ? transport::ChannelStateName(p.channel_state)
@@ -199,6 +200,7 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
         AddSample(peers, {{"state", state}}, n);
       }
       families.push_back(std::move(peers));
+      AddRails(listed, families);
       // TCP connections report IDLE/CONNECTING/READY/ERROR, verbs QPs their
       // ibv_qp_state (RTS, ERR...); the device tells which is which.
       std::map<std::pair<std::string, std::string>, int> qp_states;
@@ -255,6 +257,44 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     }
     families.push_back(std::move(now));
     families.push_back(std::move(total));
+  }
+
+  // The verbs channels' rails: per peer and rail (the local device), and
+  // how many are in each state.
+  static void AddRails(const std::vector<peer::PeerSnapshot>& peers,
+                       std::vector<MetricFamily>& families) {
+    MetricFamily bytes = Counter("rdmad_rail_bytes_total",
+                                 "Bytes moved on each rail to each peer");
+    MetricFamily ops = Counter(
+        "rdmad_rail_operations_total",
+        "Operations, or pieces of split ones, completed on each rail");
+    MetricFamily errors = Counter("rdmad_rail_errors_total",
+                                  "Operations or pieces that failed on each "
+                                  "rail (a failed rail's are re-issued)");
+    MetricFamily pauses = Counter("rdmad_rail_pauses_total",
+                                  "Times each rail was paused after its QPs "
+                                  "or its port failed");
+    MetricFamily bandwidth =
+        Gauge("rdmad_rail_bandwidth_bytes_per_second",
+              "Each rail's measured completion bandwidth (EWMA)");
+    std::map<std::string, int> states;
+    for (const peer::PeerSnapshot& p : peers) {
+      for (const transport::RailInfo& r : p.rails) {
+        const std::vector<ClientMetric::Label> labels = {{"peer", p.address},
+                                                         {"rail", r.device}};
+        AddCount(bytes, labels, static_cast<double>(r.bytes));
+        AddCount(ops, labels, static_cast<double>(r.ops));
+        AddCount(errors, labels, static_cast<double>(r.errors));
+        AddCount(pauses, labels, static_cast<double>(r.pauses));
+        AddSample(bandwidth, labels, r.bandwidth);
+        ++states[r.state];
+      }
+    }
+    MetricFamily rails = Gauge("rdmad_rails", "Rails to peers by state");
+    for (const auto& [state, n] : states) AddSample(rails, {{"state", state}}, n);
+    for (MetricFamily* f : {&bytes, &ops, &errors, &pauses, &bandwidth, &rails}) {
+      families.push_back(std::move(*f));
+    }
   }
 
   static void AddQueues(const ring::QueueTotals& t,

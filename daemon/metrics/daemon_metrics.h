@@ -12,6 +12,10 @@
 //   rdmad_transfer_errors_total{peer,op,kind}           failed, by status code
 //   rdmad_transfer_latency_seconds{op,transport}        histogram
 //   rdmad_qps{transport,state}                          QPs / TCP connections
+//   rdmad_rail_bytes_total{peer,rail}, rdmad_rail_operations_total,
+//   rdmad_rail_errors_total, rdmad_rail_pauses_total    per verbs rail
+//   rdmad_rail_bandwidth_bytes_per_second{peer,rail}    its measured EWMA
+//   rdmad_rails{state}                                  ACTIVE, PAUSED...
 //   rdmad_peers{state}                                  remote daemons
 //   rdmad_handshakes{role,state}                        handshakes with
 //                                                       peers: in_flight,

@@ -279,6 +279,7 @@ std::vector<PeerSnapshot> PeerTable::ListPeers() const {
       const transport::ChannelInfo info = c.channel->Describe();
       s.channel_state = info.state;
       if (s.last_error.empty()) s.last_error = info.last_error;
+      s.rails = info.rails;
     }
     s.bytes_written = peer->bytes_written.load();
     s.bytes_read = peer->bytes_read.load();

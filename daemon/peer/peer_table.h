@@ -98,6 +98,7 @@ struct PeerSnapshot {
   uint64_t bytes_read = 0;
   uint64_t ops_completed = 0;
   uint64_t ops_failed = 0;
+  std::vector<transport::RailInfo> rails;  // the channel's (verbs)
 };
 
 // One connection or QP, for ListQps.

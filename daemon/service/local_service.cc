@@ -164,6 +164,25 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
     out->set_bytes_read(p.bytes_read);
     out->set_ops_completed(p.ops_completed);
     out->set_ops_failed(p.ops_failed);
+    for (const transport::RailInfo& r : p.rails) {
+      v1::RailInfo* rail = out->add_rails();
+      rail->set_index(r.index);
+      rail->set_device(r.device);
+      rail->set_port(r.port);
+      rail->set_remote_device(r.remote_device);
+      rail->set_state(r.state);
+      rail->set_bytes(r.bytes);
+      rail->set_ops(r.ops);
+      rail->set_errors(r.errors);
+      rail->set_pauses(r.pauses);
+      rail->set_paused_ms_left(
+          static_cast<uint64_t>(absl::ToInt64Milliseconds(r.paused_left)));
+      rail->set_bandwidth_bytes_per_second(static_cast<uint64_t>(r.bandwidth));
+      rail->set_outstanding_bytes(r.outstanding_bytes);
+      rail->set_port_active(r.port_active);
+      rail->set_numa_node(r.numa_node);
+      rail->set_last_error(r.last_error);
+    }
   }
   return Done(context, absl::OkStatus());
 }
@@ -191,6 +210,7 @@ void FillQpInfo(const std::string& peer, core::TransportKind kind,
   out->set_outstanding(c.outstanding);
   out->set_post_calls(c.post_calls);
   out->set_generation(c.generation);
+  out->set_rail(c.rail);
   out->set_local_address(c.local_address);
   out->set_remote_address(c.remote_address);
 }

@@ -288,6 +288,41 @@ struct RemoteRegionInfo {
   Access access = Access::kNone;  // what peers may do with it
 };
 
+// A rail of a verbs data channel (RailInfo::state).
+enum class RailState {
+  kUnknown,
+  kActive,      // carries operations
+  kProbing,     // back from a pause: one operation at a time until one works
+  kPaused,      // failed (its QPs or its port): rests, carries nothing
+  kRebuilding,  // its QPs failed through no fault of its own: new ones come
+                // with the next connection set-up
+};
+// "ACTIVE", "PROBING", "PAUSED", "REBUILDING"; "UNKNOWN".
+absl::string_view RailStateName(RailState state);
+
+// One rail of a verbs data channel (PeerInfo::rails): a local RDMA port
+// paired with one of the peer's, with its own queue pairs. Operations up to
+// the stripe threshold go whole to one rail; larger ones are split over the
+// rails by their measured bandwidth; a failing rail is paused and its work
+// goes to the others.
+struct RailInfo {
+  uint32_t index = 0;         // QpInfo::rail of its queue pairs
+  std::string device;         // local RDMA device
+  uint32_t port = 0;
+  std::string remote_device;  // the peer's device
+  RailState state = RailState::kUnknown;
+  bool port_active = true;
+  uint64_t bytes = 0;   // moved by operations (or their pieces) completed on it
+  uint64_t ops = 0;     // operations or pieces completed on it
+  uint64_t errors = 0;  // failed on it
+  uint64_t pauses = 0;
+  uint64_t outstanding_bytes = 0;
+  uint64_t bandwidth_bytes_per_second = 0;  // measured (EWMA); 0 unknown
+  absl::Duration paused_left;  // kPaused: how long it still rests
+  int32_t numa_node = -1;      // of the device; -1 unknown
+  std::string last_error;      // why it was last paused
+};
+
 // A remote daemon this daemon knows (Client::ListPeers).
 struct PeerInfo {
   std::string address;  // HOST:PORT of its Peer service
@@ -300,6 +335,7 @@ struct PeerInfo {
   uint64_t bytes_read = 0;
   uint64_t ops_completed = 0;
   uint64_t ops_failed = 0;
+  std::vector<RailInfo> rails;  // verbs: in rail order; empty on TCP
 };
 
 // One verbs queue pair or one TCP data connection (Client::ListQps). The
@@ -323,6 +359,7 @@ struct QpInfo {
   uint32_t remote_qpn = 0;
   uint32_t path_mtu = 0;
   uint64_t post_calls = 0;  // ibv_post_send calls (one per chain)
+  uint32_t rail = 0;        // the rail it belongs to (RailInfo::index)
   // TCP only.
   uint32_t connection = 0;     // index of the connection in its channel
   std::string local_address;   // HOST:PORT of this end of the socket

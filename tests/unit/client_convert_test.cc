@@ -122,6 +122,17 @@ TEST(ClientConvertTest, StatesBecomeEnumsThatKeepTheDaemonsWords) {
         qp.set_state(word);
         return FromProto(qp).state;
       });
+  ExpectStatesKeepTheirWords<RailState>(
+      {{"ACTIVE", RailState::kActive},
+       {"PROBING", RailState::kProbing},
+       {"PAUSED", RailState::kPaused},
+       {"REBUILDING", RailState::kRebuilding},
+       {"active", RailState::kUnknown}},
+      RailStateName, [](const char* word) {
+        v1::PeerInfo peer;
+        peer.add_rails()->set_state(word);
+        return FromProto(peer).rails[0].state;
+      });
   ExpectStatesKeepTheirWords<DirectoryState>(
       {{"connecting", DirectoryState::kConnecting},
        {"connected", DirectoryState::kConnected},
@@ -135,6 +146,43 @@ TEST(ClientConvertTest, StatesBecomeEnumsThatKeepTheDaemonsWords) {
       });
   EXPECT_EQ(PortStateName(PortState::kUnknown), "UNKNOWN");
   EXPECT_EQ(DirectoryStateName(DirectoryState::kUnknown), "unknown");
+}
+
+TEST(ClientConvertTest, PeersCarryTheirRailsAndQpsTheirRail) {
+  v1::PeerInfo peer;
+  v1::RailInfo* rail = peer.add_rails();
+  rail->set_index(1);
+  rail->set_device("mlx5_1");
+  rail->set_port(1);
+  rail->set_remote_device("mlx5_3");
+  rail->set_state("PAUSED");
+  rail->set_bytes(4096);
+  rail->set_ops(2);
+  rail->set_errors(3);
+  rail->set_pauses(1);
+  rail->set_paused_ms_left(2500);
+  rail->set_bandwidth_bytes_per_second(12345);
+  rail->set_numa_node(1);
+  rail->set_last_error("port 1 of mlx5_1 went down");
+  const PeerInfo out = FromProto(peer);
+  ASSERT_EQ(out.rails.size(), 1u);
+  const RailInfo& r = out.rails[0];
+  EXPECT_EQ(r.index, 1u);
+  EXPECT_EQ(r.device, "mlx5_1");
+  EXPECT_EQ(r.remote_device, "mlx5_3");
+  EXPECT_EQ(r.state, RailState::kPaused);
+  EXPECT_FALSE(r.port_active);
+  EXPECT_EQ(r.bytes, 4096u);
+  EXPECT_EQ(r.errors, 3u);
+  EXPECT_EQ(r.pauses, 1u);
+  EXPECT_EQ(r.paused_left, absl::Milliseconds(2500));
+  EXPECT_EQ(r.bandwidth_bytes_per_second, 12345u);
+  EXPECT_EQ(r.numa_node, 1);
+  EXPECT_EQ(r.last_error, "port 1 of mlx5_1 went down");
+  v1::QpInfo qp;
+  qp.set_transport(v1::TRANSPORT_VERBS);
+  qp.set_rail(1);
+  EXPECT_EQ(FromProto(qp).rail, 1u);
 }
 
 TEST(ClientConvertTest, AStoppedQueueKeepsItsReasonWhateverItsCode) {

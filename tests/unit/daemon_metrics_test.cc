@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "tests/unit/peer_fakes.h"
 #include "tests/unit/teardown_recorder.h"
 
 namespace rdmad::metrics {
@@ -238,6 +239,61 @@ void Fail(DaemonMetrics& metrics, const std::string& peer) {
   record.peer = &peer;
   record.code = absl::StatusCode::kNotFound;
   metrics.OnTransferDone(record);
+}
+
+TEST(DaemonMetricsTest, RailsAreCountedPerPeerAndRail) {
+  peer::testing::FakeTimers timers;
+  peer::testing::FakeConnector connector;
+  peer::testing::FakeConnector::Remote remote;
+  remote.regions["kv"] =
+      peer::testing::Region(7, "kv", 4096, core::RemoteAccess::kReadWrite, 0x77);
+  const std::string peer = "10.0.0.2:7471";
+  connector.SetRemote(peer, remote);
+  peer::PeerTable peers(peer::PeerTableOptions{}, &connector, &timers);
+  core::NullRegistrar registrar;
+  core::RegionTable regions(&registrar, core::RegionLimits{});
+  core::AllocateOptions o;
+  o.size = 4096;
+  o.name = "src";
+  o.daemon_owned = true;
+  auto src = regions.Allocate(core::Caller{1, 0, 0, 1}, o);
+  ASSERT_TRUE(src.ok());
+  core::Transfer t;
+  t.local = *src;
+  t.length = 100;
+  t.remote.peer = peer;
+  t.remote.name = "kv";
+  t.deadline = timers.Now() + absl::Seconds(10);
+  t.done = [](absl::StatusOr<core::TransferResult>) {};
+  peers.SubmitBatch(absl::MakeSpan(&t, 1));
+  ASSERT_EQ(connector.channels(peer).size(), 1u);
+  transport::RailInfo up;
+  up.device = "mlx5_0";
+  up.state = "ACTIVE";
+  up.bytes = 1 << 20;
+  up.ops = 3;
+  up.bandwidth = 2.5e9;
+  transport::RailInfo down = up;
+  down.index = 1;
+  down.device = "mlx5_1";
+  down.state = "PAUSED";
+  down.errors = 2;
+  down.pauses = 1;
+  connector.channels(peer)[0]->set_rails({up, down});
+
+  DaemonMetrics metrics(MetricSources{nullptr, nullptr, &peers, "v", {}});
+  const auto samples = Samples(metrics);
+  const std::string at = "{peer=" + peer + "}{rail=";
+  EXPECT_EQ(samples.at("rdmad_rail_bytes_total" + at + "mlx5_0}"), 1 << 20);
+  EXPECT_EQ(samples.at("rdmad_rail_operations_total" + at + "mlx5_0}"), 3);
+  EXPECT_EQ(samples.at("rdmad_rail_errors_total" + at + "mlx5_1}"), 2);
+  EXPECT_EQ(samples.at("rdmad_rail_pauses_total" + at + "mlx5_1}"), 1);
+  EXPECT_EQ(samples.at("rdmad_rail_bandwidth_bytes_per_second" + at +
+                       "mlx5_0}"),
+            2.5e9);
+  EXPECT_EQ(samples.at("rdmad_rails{state=ACTIVE}"), 1);
+  EXPECT_EQ(samples.at("rdmad_rails{state=PAUSED}"), 1);
+  peers.Shutdown();
 }
 
 TEST(DaemonMetricsTest, ErrorsNameThePeer) {

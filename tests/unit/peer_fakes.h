@@ -128,6 +128,7 @@ class FakeChannel final : public transport::DataChannel {
     absl::MutexLock lock(&mu_);
     info.state = closed_ ? transport::ChannelState::kClosed
                          : transport::ChannelState::kReady;
+    info.rails = rails_;
     return info;
   }
   bool NeedsReconnect() const override {
@@ -166,6 +167,11 @@ class FakeChannel final : public transport::DataChannel {
     absl::MutexLock lock(&mu_);
     broken_ = broken;
   }
+  // What Describe shows of its rails.
+  void set_rails(std::vector<transport::RailInfo> rails) {
+    absl::MutexLock lock(&mu_);
+    rails_ = std::move(rails);
+  }
   // Completes the held ops with `s`.
   void Release(absl::Status s) {
     std::deque<transport::RemoteOp> held;
@@ -203,6 +209,7 @@ class FakeChannel final : public transport::DataChannel {
   std::deque<absl::Status> failures_;
   std::vector<size_t> batches_;
   std::vector<transport::RemoteKey> keys_;
+  std::vector<transport::RailInfo> rails_;
 };
 
 // Plays remote daemons. Each answers at once from its state, unless

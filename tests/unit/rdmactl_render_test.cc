@@ -124,6 +124,42 @@ TEST(RenderPeersTest, LastErrorIsShown) {
   EXPECT_THAT(json, HasSubstr("\"last_error\": \"NOT_FOUND"));
 }
 
+TEST(RenderPeersTest, RailsGetALineEach) {
+  PeerInfo p;
+  p.address = "10.0.0.2:7471";
+  p.state = PeerState::kDegraded;
+  p.transport = Transport::kVerbs;
+  RailInfo up;
+  up.device = "rxe0";
+  up.port = 1;
+  up.remote_device = "rxe0";
+  up.state = RailState::kActive;
+  up.bytes = 3 << 20;
+  up.bandwidth_bytes_per_second = 8 << 20;
+  RailInfo down = up;
+  down.index = 1;
+  down.device = "rxe1";
+  down.state = RailState::kPaused;
+  down.port_active = false;
+  down.pauses = 2;
+  down.paused_left = absl::Seconds(25);
+  down.last_error = "port 1 of rxe1 went down";
+  p.rails = {up, down};
+  const std::string text = RenderPeers({p});
+  EXPECT_THAT(text, HasSubstr("rails:"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("rxe1/1 +rxe0 +PAUSED +DOWN"));
+  EXPECT_THAT(text, HasSubstr("8 MiB/s"));
+  EXPECT_THAT(text, HasSubstr("25s"));
+  EXPECT_THAT(text, HasSubstr("port 1 of rxe1 went down"));
+  const std::string json = PeersJson({p}).Dump();
+  EXPECT_THAT(json, HasSubstr("\"state\": \"PAUSED\""));
+  EXPECT_THAT(json, HasSubstr("\"pauses\": 2"));
+  EXPECT_THAT(json, HasSubstr("\"paused_ms\": 25000"));
+  // No rails (TCP): no rails table.
+  p.rails.clear();
+  EXPECT_THAT(RenderPeers({p}), ::testing::Not(HasSubstr("rails:")));
+}
+
 TEST(RenderRegionsTest, JsonUsesTheTablesNamesAndNumbers) {
   RegionInfo r;
   r.id = 3;

@@ -1,10 +1,12 @@
-#include "daemon/transport/handshake.h"
 #include "daemon/transport/verbs/verbs_transport.h"
 
 #include <algorithm>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/transport/handshake.h"
 #include "common/status_macros.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/gid_selection.h"
@@ -12,21 +14,65 @@
 
 namespace rdmad::verbs {
 
-absl::StatusOr<std::shared_ptr<VerbsFabric>> VerbsFabric::Open(
+namespace {
+
+// The NUMA node sysfs gives the device (its PCI function's); -1 when it
+// says none (a single-node machine, a virtual device such as rxe).
+int DeviceNumaNode(const std::string& name) {
+  std::ifstream in(absl::StrCat("/sys/class/infiniband/", name,
+                                "/device/numa_node"));
+  int node = -1;
+  if (!(in >> node)) return -1;
+  return node;
+}
+
+// The devices to make rails of, by the options (see
+// VerbsTransportOptions::rails); each with an ACTIVE port.
+absl::StatusOr<std::vector<const core::DeviceInfo*>> PickRailDevices(
     const std::vector<core::DeviceInfo>& devices,
-    const std::vector<std::shared_ptr<Device>>& opened,
-    VerbsTransportOptions options) {
-  const core::DeviceInfo* info = nullptr;
+    const VerbsTransportOptions& options) {
+  std::vector<const core::DeviceInfo*> picked;
   std::string states;
+  const auto find = [&](const std::string& name) -> const core::DeviceInfo* {
+    for (const auto& d : devices) {
+      if (d.name == name) return &d;
+    }
+    return nullptr;
+  };
+  if (!options.rails.empty()) {
+    for (const std::string& name : options.rails) {
+      const core::DeviceInfo* d = find(name);
+      if (d == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rails: RDMA device '", name,
+            "' is not present: check ibv_devinfo, or leave rails unset "
+            "(every device with an ACTIVE port)"));
+      }
+      if (!ChooseActivePort(*d).ok()) {
+        spdlog::warn("rails: RDMA device {} has no ACTIVE port: left out; "
+                     "check its link (ibv_devinfo) and restart rdmad",
+                     name);
+        absl::StrAppend(&states, states.empty() ? "" : ", ", name);
+        continue;
+      }
+      picked.push_back(d);
+    }
+    if (picked.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rails: none of the listed RDMA devices has an ACTIVE port (",
+          states, "): check the links with ibv_devinfo"));
+    }
+    return picked;
+  }
   for (const auto& d : devices) {
     if (!options.device.empty() && d.name != options.device) continue;
     if (ChooseActivePort(d).ok()) {
-      info = &d;
-      break;
+      picked.push_back(&d);
+    } else {
+      absl::StrAppend(&states, states.empty() ? "" : ", ", d.name);
     }
-    absl::StrAppend(&states, states.empty() ? "" : ", ", d.name);
   }
-  if (info == nullptr) {
+  if (picked.empty()) {
     return absl::FailedPreconditionError(
         options.device.empty()
             ? absl::StrCat("no RDMA device has an ACTIVE port (devices: ",
@@ -36,47 +82,107 @@ absl::StatusOr<std::shared_ptr<VerbsFabric>> VerbsFabric::Open(
                            "' is not present or has no ACTIVE port: check "
                            "ibv_devinfo, or leave the device unset"));
   }
-  RDMAD_ASSIGN_OR_RETURN(const uint32_t port, ChooseActivePort(*info));
-  RDMAD_ASSIGN_OR_RETURN(
-      const uint32_t gid_index,
-      ChooseGidIndex(info->ports[port - 1], options.gid_index));
-  std::shared_ptr<Device> device;
-  for (const auto& d : opened) {
-    if (d->name() == info->name) device = d;
-  }
-  if (device == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("RDMA device ", info->name, " was not opened"));
-  }
-  options.device = info->name;
-  options.qp.port = port;
-  options.qp.gid_index = gid_index;
+  std::sort(picked.begin(), picked.end(),
+            [](const core::DeviceInfo* a, const core::DeviceInfo* b) {
+              return a->name < b->name;
+            });
+  return picked;
+}
+
+}  // namespace
+
+VerbsFabric::VerbsFabric(std::vector<LocalRail> rails,
+                         VerbsTransportOptions options,
+                         std::vector<RailPinSet> pins,
+                         std::unique_ptr<PortMonitor> monitor)
+    : rails_(std::move(rails)),
+      options_(std::move(options)),
+      pins_(std::move(pins)),
+      monitor_(std::move(monitor)),
+      peer_rails_(std::make_unique<PeerRailsRegistry>(
+          options_.rail, options_.max_rail_peers)) {}
+
+absl::StatusOr<std::shared_ptr<VerbsFabric>> VerbsFabric::Open(
+    const std::vector<core::DeviceInfo>& devices,
+    const std::vector<std::shared_ptr<Device>>& opened,
+    VerbsTransportOptions options) {
+  RDMAD_ASSIGN_OR_RETURN(std::vector<const core::DeviceInfo*> picked,
+                         PickRailDevices(devices, options));
+  if (picked.size() > kMaxRails) picked.resize(kMaxRails);
   if (options.qps_per_peer == 0) options.qps_per_peer = 4;
-  spdlog::info("verbs transport: device {} port {} GID index {} ({}), {} QPs "
-               "per peer",
-               info->name, port, gid_index,
-               [&] {
-                 for (const auto& g : info->ports[port - 1].gids) {
-                   if (g.index == gid_index) return g.type;
-                 }
-                 return std::string("default");
-               }(),
-               options.qps_per_peer);
-  return std::shared_ptr<VerbsFabric>(
-      new VerbsFabric(std::move(device), std::move(options)));
+  std::vector<LocalRail> rails;
+  std::vector<std::shared_ptr<Device>> rail_devices;
+  for (const core::DeviceInfo* info : picked) {
+    RDMAD_ASSIGN_OR_RETURN(const uint32_t port, ChooseActivePort(*info));
+    RDMAD_ASSIGN_OR_RETURN(
+        const uint32_t gid_index,
+        ChooseGidIndex(info->ports[port - 1], options.gid_index));
+    LocalRail rail;
+    for (const auto& d : opened) {
+      if (d->name() == info->name) rail.device = d;
+    }
+    if (rail.device == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("RDMA device ", info->name, " was not opened"));
+    }
+    rail.qp = options.qp;
+    rail.qp.port = port;
+    rail.qp.gid_index = gid_index;
+    rail.numa_node = DeviceNumaNode(info->name);
+    std::string gid_type = "default";
+    for (const auto& g : info->ports[port - 1].gids) {
+      if (g.index == gid_index) gid_type = g.type;
+    }
+    spdlog::info("verbs transport: rail {} on device {} port {} GID index {} "
+                 "({}), NUMA node {}, {} QPs per peer",
+                 rails.size(), info->name, port, gid_index, gid_type,
+                 rail.numa_node, options.qps_per_peer);
+    rail_devices.push_back(rail.device);
+    rails.push_back(std::move(rail));
+  }
+  std::vector<RailPinSet> pins;
+  for (const RailPinConfig& pin : options.pins) {
+    RailPinSet set{pin.region_prefix, 0};
+    for (const std::string& name : pin.devices) {
+      size_t r = 0;
+      while (r < rails.size() && rails[r].device->name() != name) ++r;
+      if (r == rails.size()) {
+        std::vector<std::string> names;
+        for (const LocalRail& rail : rails) names.push_back(rail.device->name());
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rail_pins: device '", name, "' of the pin for '",
+            pin.region_prefix, "' is not one of the rails (",
+            absl::StrJoin(names, ", "), ")"));
+      }
+      set.rails |= RailBit(r);
+    }
+    pins.push_back(std::move(set));
+  }
+  std::unique_ptr<PortMonitor> monitor;
+  if (auto started = PortMonitor::Start(rail_devices); started.ok()) {
+    monitor = *std::move(started);
+  } else {
+    spdlog::warn("verbs transport: port events are not followed ({}): a "
+                 "port that goes down is noticed only when its QPs fail",
+                 std::string(started.status().message()));
+  }
+  return std::shared_ptr<VerbsFabric>(new VerbsFabric(
+      std::move(rails), std::move(options), std::move(pins),
+      std::move(monitor)));
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> VerbsFabric::CreateQps(
-    uint32_t count, std::shared_ptr<CompletionQueue>* cq) const {
+    size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq) const {
+  const LocalRail& on = rails_[rail];
   // Every WR completes at most once, so a CQ as deep as all send queues
   // together can never overrun.
   const int entries = static_cast<int>(std::min<uint64_t>(
-      uint64_t{count} * (options_.qp.max_send_wr + options_.qp.max_recv_wr) + 1,
-      static_cast<uint64_t>(device_->attributes().max_cqe)));
-  RDMAD_ASSIGN_OR_RETURN(*cq, CompletionQueue::Create(device_, entries));
+      uint64_t{count} * (on.qp.max_send_wr + on.qp.max_recv_wr) + 1,
+      static_cast<uint64_t>(on.device->attributes().max_cqe)));
+  RDMAD_ASSIGN_OR_RETURN(*cq, CompletionQueue::Create(on.device, entries));
   std::vector<std::unique_ptr<QueuePair>> qps;
   for (uint32_t i = 0; i < count; ++i) {
-    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(*cq, options_.qp));
+    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(*cq, on.qp));
     RDMAD_RETURN_IF_ERROR(qp->ModifyToInit());
     qps.push_back(std::move(qp));
   }
@@ -113,58 +219,105 @@ absl::StatusOr<QpEndpoint> FromProto(const v1::QpEndpoint& e) {
 
 namespace {
 
-// The QPs of one Connect between Prepare and the peer's answer.
+// One rail's QPs of a Connect between Prepare and the peer's answer.
+struct PendingRail {
+  std::shared_ptr<CompletionQueue> cq;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+};
+
+// The QPs of one Connect, every rail's, between Prepare and the answer.
 class PendingPool final : public transport::Connector::Pending {
  public:
   PendingPool(std::shared_ptr<VerbsFabric> fabric, runtime::EventLoop* loop,
               std::string peer, uint64_t generation,
-              std::shared_ptr<CompletionQueue> cq,
-              std::vector<std::unique_ptr<QueuePair>> qps)
+              std::vector<PendingRail> rails)
       : fabric_(std::move(fabric)),
         loop_(loop),
         peer_(std::move(peer)),
         generation_(generation),
-        cq_(std::move(cq)),
-        qps_(std::move(qps)) {}
+        rails_(std::move(rails)) {}
 
   absl::StatusOr<std::shared_ptr<transport::DataChannel>> Finish(
       const v1::ConnectResponse& response) override {
-    if (static_cast<size_t>(response.qps_size()) != qps_.size()) {
+    std::vector<RailLink> links(rails_.size());
+    for (size_t r = 0; r < rails_.size(); ++r) {
+      // An rdmad without rails answers for the first one only: the others
+      // are dropped (their QPs with this PendingPool).
+      if (r > 0 && static_cast<int>(r) > response.extra_rails_size()) break;
+      const auto& answer =
+          r == 0 ? response.qps() : response.extra_rails(r - 1).qps();
+      RDMAD_ASSIGN_OR_RETURN(links[r], FinishRail(r, answer));
+    }
+    if (rails_.size() > 1 && response.extra_rails_size() == 0) {
+      spdlog::info("peer {} answered for one rail (an rdmad without rails?): "
+                   "its data goes over {} only",
+                   peer_, links[0].device);
+    }
+    RailChannelOptions options;
+    options.peer = peer_;
+    options.rails = fabric_->peer_rails().For(peer_, rails_.size());
+    options.pins = fabric_->pins();
+    if (PortMonitor* monitor = fabric_->monitor()) {
+      std::vector<std::pair<std::string, uint32_t>> ports;
+      for (const RailLink& link : links) ports.emplace_back(link.device, link.port);
+      options.port_active = [monitor, ports = std::move(ports)](size_t r) {
+        return monitor->Active(ports[r].first, ports[r].second);
+      };
+    }
+    std::shared_ptr<RailChannel> channel =
+        RailChannel::Create(std::move(options), std::move(links));
+    if (PortMonitor* monitor = fabric_->monitor()) monitor->Subscribe(channel);
+    return std::shared_ptr<transport::DataChannel>(std::move(channel));
+  }
+
+ private:
+  // Connects rail `r`'s QPs to the peer's `answer` and wraps them in a
+  // VerbsChannel.
+  absl::StatusOr<RailLink> FinishRail(
+      size_t r,
+      const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& answer) {
+    PendingRail& rail = rails_[r];
+    if (static_cast<size_t>(answer.size()) != rail.qps.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "peer answered with ", response.qps_size(), " QPs for our ",
-          qps_.size()));
+          "peer answered with ", answer.size(), " QPs for our ",
+          rail.qps.size(), " on rail ", r));
     }
     std::vector<uint32_t> remote_qpns;
     std::string remote_device;
-    for (size_t i = 0; i < qps_.size(); ++i) {
-      const v1::QpEndpoint& wire = response.qps(static_cast<int>(i));
+    for (size_t i = 0; i < rail.qps.size(); ++i) {
+      const v1::QpEndpoint& wire = answer[static_cast<int>(i)];
       RDMAD_ASSIGN_OR_RETURN(QpEndpoint remote, FromProto(wire));
       if (i == 0) remote_device = wire.device();
-      RDMAD_RETURN_IF_ERROR(qps_[i]->Connect(remote));
+      RDMAD_RETURN_IF_ERROR(rail.qps[i]->Connect(remote));
       remote_qpns.push_back(remote.qpn);
     }
+    const LocalRail& local = fabric_->rails()[r];
     VerbsChannelOptions options;
     options.loop = loop_;
     options.peer = peer_;
-    options.local_device = fabric_->device()->name();
+    options.local_device = local.device->name();
     options.remote_device = remote_device;
     options.generation = generation_;
     options.chunk_bytes = fabric_->options().chunk_bytes;
     options.read_chunk_bytes = fabric_->options().read_chunk_bytes;
     RDMAD_ASSIGN_OR_RETURN(
-        auto channel, VerbsChannel::Create(std::move(options), std::move(cq_),
-                                           std::move(qps_),
-                                           std::move(remote_qpns)));
-    return std::shared_ptr<transport::DataChannel>(std::move(channel));
+        auto channel,
+        VerbsChannel::Create(std::move(options), std::move(rail.cq),
+                             std::move(rail.qps), std::move(remote_qpns)));
+    RailLink link;
+    link.channel = std::move(channel);
+    link.device = local.device->name();
+    link.port = local.qp.port;
+    link.remote_device = remote_device;
+    link.numa_node = local.numa_node;
+    return link;
   }
 
- private:
   const std::shared_ptr<VerbsFabric> fabric_;
   runtime::EventLoop* const loop_;  // Not owned.
   const std::string peer_;
   const uint64_t generation_;
-  std::shared_ptr<CompletionQueue> cq_;
-  std::vector<std::unique_ptr<QueuePair>> qps_;
+  std::vector<PendingRail> rails_;
 };
 
 }  // namespace
@@ -180,36 +333,90 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   if (fabric_ == nullptr) {
     return absl::FailedPreconditionError("this daemon has no usable RDMA port");
   }
-  std::shared_ptr<CompletionQueue> cq;
-  RDMAD_ASSIGN_OR_RETURN(auto qps,
-                         fabric_->CreateQps(fabric_->options().qps_per_peer, &cq));
-  for (const auto& qp : qps) {
-    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qp->LocalEndpoint());
-    ToProto(e, fabric_->device()->name(), request->add_qps());
+  std::vector<PendingRail> rails(fabric_->rails().size());
+  for (size_t r = 0; r < rails.size(); ++r) {
+    RDMAD_ASSIGN_OR_RETURN(
+        rails[r].qps,
+        fabric_->CreateQps(r, fabric_->options().qps_per_peer, &rails[r].cq));
+    // The first rail's QPs where an rdmad without rails looks for them.
+    auto* out = r == 0 ? request->mutable_qps()
+                       : request->add_extra_rails()->mutable_qps();
+    for (const auto& qp : rails[r].qps) {
+      RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qp->LocalEndpoint());
+      ToProto(e, fabric_->rails()[r].device->name(), out->Add());
+    }
   }
   request->set_transport(v1::TRANSPORT_VERBS);
+  // Every rail of a peer on one loop: the rails' completions of one
+  // operation are then never handled at the same time.
   return std::unique_ptr<Pending>(std::make_unique<PendingPool>(
-      fabric_, runtime_->PickEngine(), peer, request->generation(), std::move(cq),
-      std::move(qps)));
+      fabric_, runtime_->PickEngine(), peer, request->generation(),
+      std::move(rails)));
+}
+
+absl::Status VerbsAcceptor::AcceptRail(
+    size_t index,
+    const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& remotes_wire,
+    const v1::ConnectRequest& request, const std::string& caller,
+    RailPool* pool,
+    google::protobuf::RepeatedPtrField<v1::QpEndpoint>* out) {
+  const uint32_t count = static_cast<uint32_t>(remotes_wire.size());
+  std::vector<QpEndpoint> remotes;
+  for (const auto& wire : remotes_wire) {
+    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, FromProto(wire));
+    remotes.push_back(e);
+  }
+  // Rails pair by position; a caller with more rails than this daemon
+  // shares this daemon's rails among its own.
+  const size_t local = index % fabric_->rails().size();
+  const std::string& device = fabric_->rails()[local].device->name();
+  std::shared_ptr<CompletionQueue> cq;
+  RDMAD_ASSIGN_OR_RETURN(auto qps, fabric_->CreateQps(local, count, &cq));
+  for (uint32_t i = 0; i < count; ++i) {
+    // Our QP goes to RTS now; the caller's reaches RTR after our answer and
+    // sends nothing before that, so no packet finds a QP not ready for it.
+    RDMAD_RETURN_IF_ERROR(qps[i]->Connect(remotes[i]));
+    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qps[i]->LocalEndpoint());
+    ToProto(e, device, out->Add());
+    pool->remote_qpns.push_back(remotes[i].qpn);
+  }
+  // The receives for the caller's notices are posted before it has our
+  // answer, so its first notice finds one.
+  NoticeReceiverOptions receiver;
+  receiver.loop = runtime_->PickServing();
+  receiver.peer = request.address();
+  receiver.caller = caller;
+  receiver.device = device;
+  receiver.target = notices_;
+  RDMAD_ASSIGN_OR_RETURN(
+      pool->receiver,
+      NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));
+  pool->device = device;
+  return absl::OkStatus();
 }
 
 absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
                                    const std::string& caller,
                                    v1::ConnectResponse* response) {
-  const uint32_t count = static_cast<uint32_t>(request.qps_size());
-  if (count == 0 || count > fabric_->options().max_qps_per_connect) {
+  const uint32_t most = fabric_->options().max_qps_per_connect;
+  const size_t rails = 1 + static_cast<size_t>(request.extra_rails_size());
+  if (rails > kMaxRails) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a verbs Connect must carry 1..",
-        fabric_->options().max_qps_per_connect, " QP endpoints, got ", count));
+        "a verbs Connect may carry at most ", kMaxRails, " rails, got ",
+        rails));
+  }
+  for (size_t r = 0; r < rails; ++r) {
+    const int count = r == 0 ? request.qps_size()
+                             : request.extra_rails(r - 1).qps_size();
+    if (count == 0 || static_cast<uint32_t>(count) > most) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a verbs Connect must carry 1..", most, " QP endpoints per rail, "
+          "got ", count, " on rail ", r));
+    }
   }
   if (request.address().empty()) {
     return absl::InvalidArgumentError(
         "a verbs Connect must name the caller's Peer address");
-  }
-  std::vector<QpEndpoint> remotes;
-  for (const auto& wire : request.qps()) {
-    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, FromProto(wire));
-    remotes.push_back(e);
   }
   {
     // A handshake older than the pool in use must not replace it.
@@ -229,27 +436,14 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   Pool pool;
   pool.incarnation = request.incarnation();
   pool.generation = request.generation();
-  std::shared_ptr<CompletionQueue> cq;
-  RDMAD_ASSIGN_OR_RETURN(auto qps, fabric_->CreateQps(count, &cq));
-  for (uint32_t i = 0; i < count; ++i) {
-    // Our QP goes to RTS now; the caller's reaches RTR after our answer and
-    // sends nothing before that, so no packet finds a QP not ready for it.
-    RDMAD_RETURN_IF_ERROR(qps[i]->Connect(remotes[i]));
-    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qps[i]->LocalEndpoint());
-    ToProto(e, fabric_->device()->name(), response->add_qps());
-    pool.remote_qpns.push_back(remotes[i].qpn);
+  pool.rails.resize(rails);
+  for (size_t r = 0; r < rails; ++r) {
+    RDMAD_RETURN_IF_ERROR(AcceptRail(
+        r, r == 0 ? request.qps() : request.extra_rails(r - 1).qps(), request,
+        caller, &pool.rails[r],
+        r == 0 ? response->mutable_qps()
+               : response->add_extra_rails()->mutable_qps()));
   }
-  // The receives for the caller's notices are posted before it has our
-  // answer, so its first notice finds one.
-  NoticeReceiverOptions receiver;
-  receiver.loop = runtime_->PickServing();
-  receiver.peer = request.address();
-  receiver.caller = caller;
-  receiver.device = fabric_->device()->name();
-  receiver.target = notices_;
-  RDMAD_ASSIGN_OR_RETURN(
-      pool.receiver,
-      NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));
   Pool old;
   {
     absl::MutexLock lock(&mu_);
@@ -278,7 +472,7 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
       pools_.erase(oldest);
     }
   }
-  spdlog::debug("verbs: serving {} QPs for {} (generation {})", count,
+  spdlog::debug("verbs: serving {} rail(s) for {} (generation {})", rails,
                 request.address(), request.generation());
   // `old` is destroyed here, outside the lock: its QPs go away, and any WR
   // the caller still had on them fails on the caller's side.
@@ -290,23 +484,27 @@ std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
   std::vector<Served> out;
   absl::MutexLock lock(&mu_);
   for (const auto& [peer, pool] : pools_) {
-    const auto& qps = pool.receiver->qps();
-    for (size_t i = 0; i < qps.size(); ++i) {
-      Served s;
-      s.peer = peer;
-      transport::ConnectionInfo& c = s.connection;
-      c.index = static_cast<uint32_t>(i);
-      c.device = fabric_->device()->name();
-      c.local_qpn = qps[i]->qpn();
-      c.remote_qpn = pool.remote_qpns[i];
-      auto state = qps[i]->QueryState();
-      c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
-      c.state = state.ok() && *state == IBV_QPS_RTS
-                    ? transport::ConnectionState::kReady
-                    : transport::ConnectionState::kError;
-      c.path_mtu = qps[i]->config().path_mtu;
-      c.generation = pool.generation;
-      out.push_back(std::move(s));
+    for (size_t r = 0; r < pool.rails.size(); ++r) {
+      const RailPool& rail = pool.rails[r];
+      const auto& qps = rail.receiver->qps();
+      for (size_t i = 0; i < qps.size(); ++i) {
+        Served s;
+        s.peer = peer;
+        transport::ConnectionInfo& c = s.connection;
+        c.index = static_cast<uint32_t>(i);
+        c.rail = static_cast<uint32_t>(r);
+        c.device = rail.device;
+        c.local_qpn = qps[i]->qpn();
+        c.remote_qpn = rail.remote_qpns[i];
+        auto state = qps[i]->QueryState();
+        c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
+        c.state = state.ok() && *state == IBV_QPS_RTS
+                      ? transport::ConnectionState::kReady
+                      : transport::ConnectionState::kError;
+        c.path_mtu = qps[i]->config().path_mtu;
+        c.generation = pool.generation;
+        out.push_back(std::move(s));
+      }
     }
   }
   return out;

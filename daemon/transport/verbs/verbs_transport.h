@@ -1,15 +1,23 @@
-// The verbs transport: connection set-up of RC QP pools over Peer.Connect.
+// The verbs transport: connection set-up of RC QP pools over Peer.Connect,
+// one pool per rail.
 //
-// Both daemons pick one local RDMA port and GID (VerbsFabric). The
-// connecting daemon (VerbsConnector) creates a pool of RC QPs in INIT and
-// sends their endpoints (QPN, random PSN, GID, LID, MTU, READ depth) in
-// Peer.Connect; the serving daemon (VerbsAcceptor) creates as many QPs,
+// A rail is one local RDMA port (device, port, GID) paired with one of the
+// peer's. The daemon's rails (VerbsFabric) are the devices of the config's
+// `rails` (or `device`), by default every device with an ACTIVE port. The
+// connecting daemon (VerbsConnector) creates a pool of RC QPs in INIT on
+// each of its rails and sends their endpoints (QPN, random PSN, GID, LID,
+// MTU, READ depth) in Peer.Connect: the first rail's as `qps`, the others'
+// as `extra_rails`. The serving daemon (VerbsAcceptor) pairs the caller's
+// rail k with its own rail k modulo its count, creates as many QPs there,
 // moves each RESET -> INIT -> RTR -> RTS pointing at the caller's, and
-// answers with their endpoints; the caller then moves its own to RTR and RTS
-// and wraps them in a VerbsChannel. The serving side's QPs respond to
+// answers with their endpoints; the caller then moves its own to RTR and
+// RTS, wraps each rail's pool in a VerbsChannel and the rails in one
+// RailChannel (rail_channel.h), which spreads operations over them and
+// survives a rail's failure. An rdmad that predates rails reads `qps` only
+// and answers for it: one rail. The serving side's QPs respond to
 // one-sided WRITE/READ (the NIC does the work) and receive the notices of
-// WRITEs with an immediate: a NoticeReceiver per pool, on one of the
-// runtime's serving loops, checks each and tells the region's owner
+// WRITEs with an immediate: a NoticeReceiver per rail of each pool, on one
+// of the runtime's serving loops, checks each and tells the region's owner
 // (verbs_notice.h, notice_receiver.h).
 //
 // Each Connect carries a generation number; the serving side keeps one pool
@@ -44,13 +52,25 @@
 #include "daemon/core/region_table.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/notice_receiver.h"
+#include "daemon/transport/verbs/port_monitor.h"
 #include "daemon/transport/verbs/queue_pair.h"
+#include "daemon/transport/verbs/rail_channel.h"
+#include "daemon/transport/verbs/rail_scheduler.h"
 #include "daemon/transport/verbs/verbs_channel.h"
 
 namespace rdmad::verbs {
 
+// Rails reserved for regions by name (config rail_pins).
+struct RailPinConfig {
+  std::string region_prefix;
+  std::vector<std::string> devices;
+};
+
 struct VerbsTransportOptions {
-  std::string device;                  // "" = first device with an ACTIVE port
+  std::string device;                  // one rail on this device
+  // The rails' devices. Empty: `device`, else every device with an ACTIVE
+  // port, in name order.
+  std::vector<std::string> rails;
   std::optional<uint32_t> gid_index;   // unset = ChooseGidIndex's choice
   uint32_t qps_per_peer = 4;           // pool size
   QpConfig qp;                         // port/gid_index are filled by Open
@@ -60,36 +80,59 @@ struct VerbsTransportOptions {
   // pools the serving side keeps (the oldest is dropped past that).
   uint32_t max_qps_per_connect = 64;
   uint32_t max_accepted_peers = 256;
+  // Stripe threshold and pauses (config rail_stripe_bytes,
+  // rail_pause_seconds, rail_pause_max_seconds).
+  RailSchedulerOptions rail;
+  std::vector<RailPinConfig> pins;
+  // Peers whose rail history (pauses, bandwidths, counters) is kept.
+  size_t max_rail_peers = 4096;
 };
 
-// The local end of the fabric: one opened device, port and GID index.
-// Immutable after Open; thread-safe.
+// One local rail: an opened device and the port and GID index on it.
+struct LocalRail {
+  std::shared_ptr<Device> device;
+  QpConfig qp;         // the transport's QP settings with this port and GID
+  int numa_node = -1;  // the device's NUMA node (sysfs); -1 unknown
+};
+
+// The local end of the fabric: the rails. Immutable after Open;
+// thread-safe.
 class VerbsFabric {
  public:
-  // Chooses the device (options.device, or the first of `devices` with an
-  // ACTIVE port), its first ACTIVE port and the GID index, and takes the
-  // matching opened Device from `opened`. FailedPrecondition when there is
-  // none, saying what to fix.
+  // Chooses the rails (see VerbsTransportOptions::rails): on each device its
+  // first ACTIVE port and the GID index, with the matching opened Device
+  // from `opened`; resolves the pins; starts a PortMonitor on the rails'
+  // devices. FailedPrecondition when there is no rail, or a listed device
+  // is not present, saying what to fix; a listed device without an ACTIVE
+  // port is left out with a warning while another rail remains.
   static absl::StatusOr<std::shared_ptr<VerbsFabric>> Open(
       const std::vector<core::DeviceInfo>& devices,
       const std::vector<std::shared_ptr<Device>>& opened,
       VerbsTransportOptions options);
 
-  const std::shared_ptr<Device>& device() const { return device_; }
+  const std::vector<LocalRail>& rails() const { return rails_; }
   const VerbsTransportOptions& options() const { return options_; }
-  // QP settings with the chosen port and GID index.
-  const QpConfig& qp_config() const { return options_.qp; }
+  const std::vector<RailPinSet>& pins() const { return pins_; }
+  // Null when the devices' events cannot be read (ports are then taken as
+  // ACTIVE; failing QPs still pause their rails).
+  PortMonitor* monitor() const { return monitor_.get(); }
+  PeerRailsRegistry& peer_rails() const { return *peer_rails_; }
 
-  // Creates `count` QPs in INIT on a fresh CQ sized for all of them.
+  // Creates `count` QPs in INIT on rail `rail`, on a fresh CQ sized for
+  // all of them.
   absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> CreateQps(
-      uint32_t count, std::shared_ptr<CompletionQueue>* cq) const;
+      size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq) const;
 
  private:
-  VerbsFabric(std::shared_ptr<Device> device, VerbsTransportOptions options)
-      : device_(std::move(device)), options_(std::move(options)) {}
+  VerbsFabric(std::vector<LocalRail> rails, VerbsTransportOptions options,
+              std::vector<RailPinSet> pins,
+              std::unique_ptr<PortMonitor> monitor);
 
-  const std::shared_ptr<Device> device_;
+  const std::vector<LocalRail> rails_;
   const VerbsTransportOptions options_;
+  const std::vector<RailPinSet> pins_;
+  const std::unique_ptr<PortMonitor> monitor_;
+  const std::unique_ptr<PeerRailsRegistry> peer_rails_;
 };
 
 // Conversions between the wire form (rdmad.v1.QpEndpoint) and QpEndpoint.
@@ -154,15 +197,31 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
   void Clear();
 
  private:
+  // The QPs serving one of the caller's rails.
+  struct RailPool {
+    // Owns the rail's QPs and their CQ; destroying it destroys them (on
+    // its loop).
+    std::unique_ptr<NoticeReceiver> receiver;
+    std::vector<uint32_t> remote_qpns;
+    std::string device;
+  };
   struct Pool {
     uint64_t incarnation = 0;
     uint64_t generation = 0;
     uint64_t sequence = 0;  // acceptance order, to drop the oldest
-    // Owns the pool's QPs and their CQ; destroying it destroys them (on
-    // its loop).
-    std::unique_ptr<NoticeReceiver> receiver;
-    std::vector<uint32_t> remote_qpns;
+    std::vector<RailPool> rails;  // the caller's rail order
   };
+
+  // Creates and connects the QPs for the caller's rail `index`
+  // (`remotes`), on this daemon's rail `index` modulo its count, with
+  // their receiver; fills `out` with this side's endpoints.
+  absl::Status AcceptRail(size_t index,
+                          const google::protobuf::RepeatedPtrField<
+                              v1::QpEndpoint>& remotes,
+                          const v1::ConnectRequest& request,
+                          const std::string& caller, RailPool* pool,
+                          google::protobuf::RepeatedPtrField<v1::QpEndpoint>*
+                              out);
 
   const std::shared_ptr<VerbsFabric> fabric_;
   runtime::IoRuntime* const runtime_;  // Not owned.
