@@ -21,11 +21,13 @@ free_port() {
 echo 'max_pinned_bytes: 17179869184' > "$TMP/rdmad.conf"
 
 # start_daemon NAME [rdmad flags...]: starts rdmad with its socket at
-# $TMP/NAME.sock and waits until it answers.
+# $TMP/NAME.sock (and its config $TMP/NAME.conf where there is one, else
+# $TMP/rdmad.conf) and waits until it answers.
 start_daemon() {
-  local name=$1
+  local name=$1 conf=$TMP/rdmad.conf
   shift
-  "$RDMAD" --socket "$TMP/$name.sock" --config "$TMP/rdmad.conf" \
+  [[ -e $TMP/$name.conf ]] && conf=$TMP/$name.conf
+  "$RDMAD" --socket "$TMP/$name.sock" --config "$conf" \
     --log_level warn "$@" >"$TMP/$name.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 200); do

@@ -19,6 +19,12 @@
 #
 #   bench/verbs_lab.sh [BUILD_DIR]
 #
+# Then, in a second run of two VMs linked twice (labvm --vms 2 --nics 2),
+# one rail against two (bench/verbs_lab_rails.sh): WRITE bandwidth at
+# 64 KiB, 1 MiB and 16 MiB and 8-byte WRITE p50, a daemon with one rail and
+# one with two against the same peer. BENCH_PARTS (default "perftest rails")
+# picks the parts.
+#
 # Environment: BENCH_SECONDS (default 3) per bandwidth point, BENCH_QD
 # (default 16) transfers in flight for rdmad, BENCH_BATCH (default 16)
 # operations per call at BENCH_BATCH_QD (default 4) in flight, BENCH_SIZES (default
@@ -27,7 +33,9 @@
 #
 # Checks the targets and exits 3 when one is missed: bandwidth at least
 # 0.9x perftest for 64 KiB and more; 8-byte WRITE p50 through the queue
-# at most 1.5x ib_write_lat's typical; registration under 100 ms/GiB.
+# at most 1.5x ib_write_lat's typical; registration under 100 ms/GiB; two
+# rails at least 1.4x one rail at 1 MiB and 16 MiB, and their 8-byte p50
+# within 5% of one rail's.
 # Also prints the one-way figure measured as ib_write_lat measures its
 # own (rdmad_write_pingpong: two clients bounce WRITEs and poll their
 # memory; half the round trip).
@@ -45,8 +53,18 @@ if [[ -z ${RDMAD_LAB:-} ]]; then
            BENCH_LAT_ITERS BENCH_REG_SIZE_MB BENCH_SPIN; do
     [[ -n ${!v:-} ]] && env_args+=(--env "$v=${!v}")
   done
-  exec "$ROOT/tests/lab/labvm" --vms 1 --memory 2048 --timeout 900 \
-    "${env_args[@]}" -- /bin/bash "$ROOT/bench/verbs_lab.sh" "$BUILD"
+  parts=${BENCH_PARTS:-perftest rails}
+  rc=0
+  if [[ $parts == *perftest* ]]; then
+    "$ROOT/tests/lab/labvm" --vms 1 --memory 2048 --timeout 900 \
+      "${env_args[@]}" -- /bin/bash "$ROOT/bench/verbs_lab.sh" "$BUILD" || rc=$?
+  fi
+  if [[ $parts == *rails* ]]; then
+    "$ROOT/tests/lab/labvm" --vms 2 --nics 2 --memory 1024 --timeout 900 \
+      "${env_args[@]}" -- /bin/bash "$ROOT/bench/verbs_lab_rails.sh" \
+      "$BUILD" || rc=$((rc == 0 ? $? : rc))
+  fi
+  exit "$rc"
 fi
 
 # Inside the VM.

@@ -44,22 +44,22 @@ void Measure(RailScheduler& rails, size_t rail, double bytes_per_second,
   const uint64_t bytes = 1 * kMiB;
   const absl::Duration took =
       absl::Seconds(static_cast<double>(bytes) / bytes_per_second);
-  rails.Posted(rail, bytes);
-  rails.Completed(rail, bytes, at - took, at);
+  rails.Posted(rail, bytes, at - took);
+  rails.Completed(rail, bytes, at);
 }
 
 TEST(RailSchedulerTest, SmallOperationGoesWholeToTheLeastLoadedRail) {
   RailScheduler rails(RailSchedulerOptions{}, 3);
-  rails.Posted(0, 1 * kMiB);
-  rails.Posted(2, 64 * kKiB);
+  rails.Posted(0, 1 * kMiB, kT0);
+  rails.Posted(2, 64 * kKiB, kT0);
   EXPECT_EQ(rails.PickWhole(kAllRails), 1u);
-  rails.Posted(1, 2 * kMiB);
+  rails.Posted(1, 2 * kMiB, kT0);
   EXPECT_EQ(rails.PickWhole(kAllRails), 2u);
   // Only the candidates count: a pinned or NUMA-near set.
   EXPECT_EQ(rails.PickWhole(RailBit(0) | RailBit(1)), 0u);
-  rails.Completed(1, 2 * kMiB, kT0, kT0 + absl::Milliseconds(1));
-  rails.Completed(0, 1 * kMiB, kT0, kT0 + absl::Milliseconds(1));
-  rails.Completed(2, 64 * kKiB, kT0, kT0 + absl::Milliseconds(1));
+  rails.Completed(1, 2 * kMiB, kT0 + absl::Milliseconds(1));
+  rails.Completed(0, 1 * kMiB, kT0 + absl::Milliseconds(1));
+  rails.Completed(2, 64 * kKiB, kT0 + absl::Milliseconds(1));
   EXPECT_EQ(rails.outstanding(0), 0u);
   EXPECT_EQ(rails.PickWhole(0), std::nullopt) << "no candidate";
 }
@@ -106,25 +106,49 @@ TEST(RailSchedulerTest, UnmeasuredRailsShareEquallyInPageAlignedChunks) {
 TEST(RailSchedulerTest, EwmaWeighsEachNewSampleByAQuarter) {
   RailScheduler rails(RailSchedulerOptions{}, 1);
   const uint64_t chunk = 1 * kMiB;
-  rails.Posted(0, chunk);
-  rails.Completed(0, chunk, kT0, kT0 + absl::Milliseconds(10));  // 100 MiB/s
-  const double first = 100.0 * kMiB;
-  EXPECT_NEAR(rails.Stats(0, kT0).bandwidth, first, 1);
-  // Two chunks posted together: the second's time is from the first's
-  // completion, not from its own posting.
-  const absl::Time t1 = kT0 + absl::Seconds(1);
-  rails.Posted(0, 2 * chunk);
-  rails.Completed(0, chunk, t1, t1 + absl::Milliseconds(5));   // 200 MiB/s
-  rails.Completed(0, chunk, t1, t1 + absl::Milliseconds(10));  // 200 MiB/s
-  double expected = 0.25 * 200.0 * kMiB + 0.75 * first;
+  const auto bandwidth = [&] { return rails.Stats(0, kT0).bandwidth; };
+  // Busy from posting to falling idle: 1 MiB in 10 ms.
+  rails.Posted(0, chunk, kT0);
+  rails.Completed(0, chunk, kT0 + absl::Milliseconds(10));
+  double expected = 100.0 * kMiB;
+  EXPECT_NEAR(bandwidth(), expected, 1);
+  // Two chunks posted together: one sample of both, 2 MiB in 10 ms.
+  absl::Time t = kT0 + absl::Seconds(1);
+  rails.Posted(0, 2 * chunk, t);
+  rails.Completed(0, chunk, t + absl::Milliseconds(5));
+  EXPECT_NEAR(bandwidth(), expected, 1) << "a window of 5 ms is no sample";
+  rails.Completed(0, chunk, t + absl::Milliseconds(10));
   expected = 0.25 * 200.0 * kMiB + 0.75 * expected;
-  EXPECT_NEAR(rails.Stats(0, t1).bandwidth, expected, 1);
+  EXPECT_NEAR(bandwidth(), expected, 1);
+  // Four chunks whose completions are polled at once after 40 ms: 4 MiB
+  // in 40 ms, not the last three in no time.
+  t += absl::Seconds(1);
+  rails.Posted(0, 4 * chunk, t);
+  for (int i = 0; i < 4; ++i) {
+    rails.Completed(0, chunk, t + absl::Milliseconds(40));
+  }
+  expected = 0.25 * 100.0 * kMiB + 0.75 * expected;
+  EXPECT_NEAR(bandwidth(), expected, 1);
+  // Under steady load a window closes at the completion before the first
+  // one past sample_period: 3 MiB over 12 ms, the fourth opens the next.
+  t += absl::Seconds(1);
+  rails.Posted(0, 8 * chunk, t);
+  for (int ms : {4, 8, 12}) {
+    rails.Completed(0, chunk, t + absl::Milliseconds(ms));
+  }
+  const double before = bandwidth();
+  EXPECT_NEAR(before, expected, 1) << "no sample yet";
+  rails.Completed(0, chunk, t + absl::Milliseconds(16));
+  expected = 0.25 * (3.0 * kMiB / 0.012) + 0.75 * before;
+  EXPECT_NEAR(bandwidth(), expected, 1);
   // Small operations measure latency, not bandwidth: they leave it.
-  rails.Posted(0, 8);
-  rails.Completed(0, 8, t1, t1 + absl::Seconds(1));
-  EXPECT_NEAR(rails.Stats(0, t1).bandwidth, expected, 1);
-  EXPECT_EQ(rails.Stats(0, t1).ops, 4u);
-  EXPECT_EQ(rails.Stats(0, t1).bytes, 3 * chunk + 8);
+  rails.Failed(0, 4 * chunk);
+  t += absl::Seconds(1);
+  rails.Posted(0, 8, t);
+  rails.Completed(0, 8, t + absl::Seconds(1));
+  EXPECT_NEAR(bandwidth(), expected, 1);
+  EXPECT_EQ(rails.Stats(0, t).ops, 12u);
+  EXPECT_EQ(rails.Stats(0, t).bytes, 11 * chunk + 8);
 }
 
 TEST(RailSchedulerTest, ARailNotMeasuredForAWhileGetsAProbeChunk) {
@@ -183,8 +207,8 @@ TEST(RailSchedulerTest, PausesDoubleWhileTheRailKeepsFailing) {
   // starts from the first pause again.
   now += absl::Seconds(300);
   ASSERT_TRUE(rails.Resume(1, now));
-  rails.Posted(1, 4096);
-  rails.Completed(1, 4096, now, now + absl::Milliseconds(1));
+  rails.Posted(1, 4096, now);
+  rails.Completed(1, 4096, now + absl::Milliseconds(1));
   EXPECT_EQ(rails.state(1), RailState::kActive);
   now += absl::Seconds(301);
   ASSERT_TRUE(rails.Pause(1, now, "link down"));
@@ -216,10 +240,10 @@ TEST(RailSchedulerTest, AProbingRailCarriesOneProbeAtATime) {
   ASSERT_EQ(slices.front().rail, 1u);
   EXPECT_EQ(bytes[1], slices.front().length);
   EXPECT_NE(slices.back().rail, 1u) << "the last piece goes to an ACTIVE rail";
-  rails.Posted(1, slices.front().length);
+  rails.Posted(1, slices.front().length, now);
   // Its probe in flight: nothing more for it until it completed.
   EXPECT_EQ(rails.Eligible(kAllRails), RailBit(0));
-  rails.Completed(1, slices.front().length, now, now + absl::Seconds(1));
+  rails.Completed(1, slices.front().length, now + absl::Seconds(1));
   EXPECT_EQ(rails.state(1), RailState::kActive);
   EXPECT_EQ(rails.Eligible(kAllRails), RailBit(0) | RailBit(1));
 }
@@ -230,7 +254,7 @@ TEST(RailSchedulerTest, WithoutAnActiveRailProbingRailsCarryEverything) {
   EXPECT_EQ(rails.PickWhole(kAllRails), std::nullopt);
   EXPECT_TRUE(rails.Split(1 * kMiB, kAllRails, kT0).empty());
   ASSERT_TRUE(rails.Resume(0, kT0 + absl::Seconds(30)));
-  rails.Posted(0, 4096);
+  rails.Posted(0, 4096, kT0);
   // One rail, its probe in flight: the next operation still goes there.
   EXPECT_EQ(rails.PickWhole(kAllRails), 0u);
   const uint64_t length = 1 * kMiB;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -96,6 +97,7 @@ void PortMonitor::Report(const std::string& device, uint32_t port,
 }
 
 void PortMonitor::Run() {
+  pthread_setname_np(pthread_self(), "rdmad-ports");
   std::vector<pollfd> fds(devices_.size() + 1);
   for (size_t i = 0; i < devices_.size(); ++i) {
     fds[i] = pollfd{devices_[i]->context()->async_fd, POLLIN, 0};

@@ -192,7 +192,9 @@ bool RailChannel::Plan(Op& op, absl::Time now, std::vector<RailSlice>* slices,
     op.held = slices->back();
     slices->pop_back();
   }
-  for (const RailSlice& slice : *slices) s.Posted(slice.rail, slice.length);
+  for (const RailSlice& slice : *slices) {
+    s.Posted(slice.rail, slice.length, now);
+  }
   op.pieces_left = slices->size();
   ++ops_in_flight_;
   return true;
@@ -240,8 +242,7 @@ void RailChannel::Post(absl::Span<transport::RemoteOp> ops) {
   PostPieces(std::move(pieces));
 }
 
-transport::RemoteOp RailChannel::MakeRemoteOp(const Piece& piece,
-                                              absl::Time posted_at) {
+transport::RemoteOp RailChannel::MakeRemoteOp(const Piece& piece) {
   const transport::RemoteOp& op = piece.op->op;
   const RailSlice& slice = piece.slice;
   transport::RemoteOp sub;
@@ -257,20 +258,18 @@ transport::RemoteOp RailChannel::MakeRemoteOp(const Piece& piece,
     sub.immediate = op.immediate;
     sub.notify_before = op.notify_before + slice.offset;
   }
-  sub.done = [self = shared_from_this(), piece,
-              posted_at](absl::Status status) {
-    self->OnPiece(piece, posted_at, std::move(status));
+  sub.done = [self = shared_from_this(), piece](absl::Status status) {
+    self->OnPiece(piece, std::move(status));
   };
   return sub;
 }
 
 void RailChannel::PostPieces(std::vector<Piece> pieces) {
   if (pieces.empty()) return;
-  const absl::Time now = options_.now();
   // One Post per rail: one chain per QP.
   std::vector<std::vector<transport::RemoteOp>> per_rail(links_.size());
   for (const Piece& piece : pieces) {
-    per_rail[piece.slice.rail].push_back(MakeRemoteOp(piece, now));
+    per_rail[piece.slice.rail].push_back(MakeRemoteOp(piece));
   }
   for (size_t r = 0; r < links_.size(); ++r) {
     if (!per_rail[r].empty()) {
@@ -279,8 +278,7 @@ void RailChannel::PostPieces(std::vector<Piece> pieces) {
   }
 }
 
-void RailChannel::OnPiece(const Piece& piece, absl::Time posted_at,
-                          absl::Status status) {
+void RailChannel::OnPiece(const Piece& piece, absl::Status status) {
   const absl::Time now = options_.now();
   const size_t rail = piece.slice.rail;
   const uint64_t length = piece.slice.length;
@@ -296,7 +294,7 @@ void RailChannel::OnPiece(const Piece& piece, absl::Time posted_at,
     RailScheduler& s = rails_->scheduler;
     if (status.ok()) {
       probed = s.state(rail) == RailState::kProbing;
-      s.Completed(rail, length, posted_at, now);
+      s.Completed(rail, length, now);
     } else {
       s.Failed(rail, length);
       const RailLink& link = links_[rail];
@@ -317,7 +315,7 @@ void RailChannel::OnPiece(const Piece& piece, absl::Time posted_at,
           const RailSet usable = op.keyed & Healthy() & ~RailBit(rail);
           ResumeDue(usable, now);
           if (auto other = s.PickWhole(usable)) {
-            s.Posted(*other, length);
+            s.Posted(*other, length, now);
             again = Piece{piece.op, RailSlice{*other, piece.slice.offset,
                                               length},
                           piece.immediate};
@@ -341,7 +339,7 @@ void RailChannel::OnPiece(const Piece& piece, absl::Time posted_at,
           }
         }
         if (op.status.ok()) {
-          s.Posted(last.rail, last.length);
+          s.Posted(last.rail, last.length, now);
           op.pieces_left = 1;
           release = Piece{piece.op, last, /*immediate=*/true};
         }

@@ -196,9 +196,9 @@ class RailChannel final : public transport::DataChannel,
   // rail can take it.
   bool Plan(Op& op, absl::Time now, std::vector<RailSlice>* slices,
             absl::Status* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(rails_->mu);
-  transport::RemoteOp MakeRemoteOp(const Piece& piece, absl::Time posted_at);
+  transport::RemoteOp MakeRemoteOp(const Piece& piece);
   void PostPieces(std::vector<Piece> pieces);
-  void OnPiece(const Piece& piece, absl::Time posted_at, absl::Status status);
+  void OnPiece(const Piece& piece, absl::Status status);
   absl::Status ClosedError() const;
   absl::Status NoRailError(RailSet keyed) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(rails_->mu);

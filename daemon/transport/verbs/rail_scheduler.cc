@@ -172,14 +172,31 @@ std::vector<RailSlice> RailScheduler::Split(uint64_t length,
   return slices;
 }
 
-void RailScheduler::Posted(size_t rail, uint64_t bytes) {
+void RailScheduler::Posted(size_t rail, uint64_t bytes, absl::Time now) {
   Rail& r = rails_[rail];
+  if (r.outstanding == 0) {
+    // Busy from now: the next sample's time starts here.
+    r.window_start = now;
+    r.window_bytes = 0;
+  }
   r.outstanding += bytes;
   if (r.state == RailState::kProbing) r.probe_in_flight = true;
 }
 
-void RailScheduler::Completed(size_t rail, uint64_t bytes,
-                              absl::Time posted_at, absl::Time now) {
+void RailScheduler::Sample(Rail& r, uint64_t bytes, absl::Time from,
+                           absl::Time to) {
+  r.window_start = to;
+  r.window_bytes = 0;
+  const double seconds = absl::ToDoubleSeconds(to - from);
+  if (bytes < options_.min_chunk || seconds <= 0) return;
+  const double sample = static_cast<double>(bytes) / seconds;
+  r.bandwidth = r.bandwidth > 0 ? options_.ewma_weight * sample +
+                                      (1 - options_.ewma_weight) * r.bandwidth
+                                : sample;
+  r.last_sample = to;
+}
+
+void RailScheduler::Completed(size_t rail, uint64_t bytes, absl::Time now) {
   Rail& r = rails_[rail];
   r.outstanding -= std::min(r.outstanding, bytes);
   r.bytes += bytes;
@@ -188,20 +205,17 @@ void RailScheduler::Completed(size_t rail, uint64_t bytes,
     r.state = RailState::kActive;
     r.probe_in_flight = false;
   }
-  if (bytes >= options_.min_chunk) {
-    // Pieces queued on a busy rail complete one after the other: the time
-    // since the previous completion is what this one took on the wire.
-    const absl::Time start = std::max(posted_at, r.last_completion);
-    const double seconds = absl::ToDoubleSeconds(now - start);
-    if (seconds > 0) {
-      const double sample = static_cast<double>(bytes) / seconds;
-      r.bandwidth = r.bandwidth > 0 ? options_.ewma_weight * sample +
-                                          (1 - options_.ewma_weight) * r.bandwidth
-                                    : sample;
-      r.last_sample = now;
-    }
+  // A window long enough closes at the last completion before this one:
+  // completions polled at the same moment belong together, and one that
+  // waited behind a burst must not look infinitely fast.
+  if (r.window_bytes > 0 && now > r.last_completion &&
+      r.last_completion - r.window_start >= options_.sample_period) {
+    Sample(r, r.window_bytes, r.window_start, r.last_completion);
   }
+  r.window_bytes += bytes;
   r.last_completion = now;
+  // Fallen idle: what it moved since it got busy is a sample by itself.
+  if (r.outstanding == 0) Sample(r, r.window_bytes, r.window_start, now);
 }
 
 void RailScheduler::Failed(size_t rail, uint64_t bytes) {
@@ -209,6 +223,8 @@ void RailScheduler::Failed(size_t rail, uint64_t bytes) {
   r.outstanding -= std::min(r.outstanding, bytes);
   ++r.errors;
   r.probe_in_flight = false;
+  // A window with a failure in it measures nothing.
+  r.window_bytes = 0;
 }
 
 bool RailScheduler::Pause(size_t rail, absl::Time now, std::string why) {

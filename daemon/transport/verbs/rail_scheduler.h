@@ -37,11 +37,11 @@
 // Example:
 //   RailScheduler rails(RailSchedulerOptions{}, 2);
 //   if (length <= rails.options().stripe_threshold) {
-//     auto rail = rails.PickWhole(kAllRails);  // then Posted(*rail, length)
+//     auto rail = rails.PickWhole(kAllRails);  // Posted(*rail, length, now)
 //   } else {
 //     for (const RailSlice& s : rails.Split(length, kAllRails, now)) ...
 //   }
-//   ... rails.Completed(rail, bytes, posted_at, now), or Failed + Pause.
+//   ... rails.Completed(rail, bytes, now), or Failed + Pause.
 #ifndef RDMAD_DAEMON_TRANSPORT_VERBS_RAIL_SCHEDULER_H_
 #define RDMAD_DAEMON_TRANSPORT_VERBS_RAIL_SCHEDULER_H_
 
@@ -78,6 +78,9 @@ struct RailSchedulerOptions {
   uint32_t chunks_per_rail = 4;
   // Weight of a new bandwidth sample in the EWMA.
   double ewma_weight = 0.25;
+  // A sample is the bytes a busy rail completed over at least this long
+  // (or until it fell idle), and at least min_chunk of them.
+  absl::Duration sample_period = absl::Milliseconds(10);
   // A rail with no bandwidth sample for this long gets a chunk of the next
   // split operation whatever its EWMA says.
   absl::Duration probe_interval = absl::Seconds(1);
@@ -132,14 +135,16 @@ class RailScheduler {
   std::vector<RailSlice> Split(uint64_t length, RailSet candidates,
                                absl::Time now);
 
-  // `bytes` were posted on `rail` (a PROBING rail's probe is then in
-  // flight).
-  void Posted(size_t rail, uint64_t bytes);
-  // They completed: counts them, feeds the EWMA (pieces of at least
-  // min_chunk only: a small operation measures latency, not bandwidth),
-  // and a PROBING rail is ACTIVE again.
-  void Completed(size_t rail, uint64_t bytes, absl::Time posted_at,
-                 absl::Time now);
+  // `bytes` were posted on `rail` at `now` (a PROBING rail's probe is then
+  // in flight).
+  void Posted(size_t rail, uint64_t bytes, absl::Time now);
+  // They completed at `now`: counts them, feeds the EWMA, and a PROBING
+  // rail is ACTIVE again. The EWMA's samples are the bytes a rail completed
+  // while busy over at least sample_period, up to the last completion
+  // before this one (completions polled together count together), or until
+  // it fell idle; windows of less than min_chunk bytes measure latency, not
+  // bandwidth, and are dropped.
+  void Completed(size_t rail, uint64_t bytes, absl::Time now);
   // They failed (an error is counted; whether the rail is to blame is the
   // caller's call: Pause).
   void Failed(size_t rail, uint64_t bytes);
@@ -170,7 +175,12 @@ class RailScheduler {
     uint64_t outstanding = 0;
     double bandwidth = 0;  // bytes/s; 0 = never measured
     absl::Time last_sample = absl::InfinitePast();
+    // The sample being gathered: since window_start (the rail fell busy,
+    // or the last sample), window_bytes completed, the last at
+    // last_completion.
+    absl::Time window_start = absl::InfinitePast();
     absl::Time last_completion = absl::InfinitePast();
+    uint64_t window_bytes = 0;
     absl::Duration pause = absl::ZeroDuration();  // the last one
     absl::Time paused_until = absl::InfinitePast();
     absl::Time resumed_at = absl::InfinitePast();
@@ -181,6 +191,8 @@ class RailScheduler {
   // The weight a split gives an ACTIVE rail: its EWMA, else the mean of
   // the measured ones, else 1.
   double Weight(size_t rail, double fallback) const;
+  // Feeds the EWMA with `bytes` over [from, to) and opens the next window.
+  void Sample(Rail& r, uint64_t bytes, absl::Time from, absl::Time to);
 
   const RailSchedulerOptions options_;
   std::vector<Rail> rails_;

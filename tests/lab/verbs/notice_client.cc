@@ -1,16 +1,19 @@
 // notice_client: both ends of a WRITE with an immediate between two lab VMs
 // (two_vm_queue.sh), through the client library and shared-memory queues.
 //
-//   notice_client wait SOCKET REGION COUNT READY_FILE
+//   notice_client wait SOCKET REGION COUNT READY_FILE [BLOCK]
 //       creates the named region REGION (exported read-write), opens a
 //       notification queue, creates READY_FILE, and waits (bounded) for
 //       COUNT notifications: immediates 1..COUNT, each exactly once, for
-//       [64 * (immediate - 1), +64) of REGION, whose bytes are already the
-//       sender's pattern when the notification arrives.
-//   notice_client send SOCKET PEER/REGION COUNT verbs|tcp
-//       writes COUNT blocks of 64 bytes to that region, block i with
+//       [BLOCK * (immediate - 1), +BLOCK) of REGION, every byte of which is
+//       already the sender's pattern when the notification arrives.
+//   notice_client send SOCKET PEER/REGION COUNT verbs|tcp [BLOCK]
+//       writes COUNT blocks of BLOCK bytes to that region, block i with
 //       immediate i + 1, through one queue; every one must complete OK over
 //       that transport.
+// BLOCK defaults to 64 bytes; blocks of several MiB are split over the
+// rails of a verbs peer, and their notification must still follow the last
+// byte of every rail.
 // Exit status 0 when all of it held; 1 with a message otherwise.
 #include <cstdio>
 #include <cstdlib>
@@ -25,8 +28,8 @@
 
 namespace {
 
-constexpr uint64_t kBlock = 64;
 constexpr absl::Duration kWait = absl::Seconds(120);
+uint64_t block_bytes = 64;  // the BLOCK argument
 
 // The byte at `at` of the sender's pattern.
 char PatternAt(uint64_t at) { return static_cast<char>((at * 131 + 7) & 0xff); }
@@ -42,7 +45,7 @@ int Fail(const std::string& what, const absl::Status& status) {
 
 int Wait(rdmad::Client& client, const std::string& name, uint64_t count,
          const std::string& ready_file) {
-  auto region = client.CreateRegion(name, count * kBlock, rdmad::Access::kReadWrite);
+  auto region = client.CreateRegion(name, count * block_bytes, rdmad::Access::kReadWrite);
   if (!region.ok()) return Fail("create region", region.status());
   auto notes = client.OpenQueue({.notifications = true});
   if (!notes.ok()) return Fail("open notification queue", notes.status());
@@ -70,14 +73,14 @@ int Wait(rdmad::Client& client, const std::string& name, uint64_t count,
                     std::to_string(c.immediate));
       }
       seen[c.immediate - 1] = true;
-      const uint64_t offset = (c.immediate - 1) * kBlock;
-      if (c.region != region->id || c.offset != offset || c.bytes != kBlock) {
+      const uint64_t offset = (c.immediate - 1) * block_bytes;
+      if (c.region != region->id || c.offset != offset || c.bytes != block_bytes) {
         return Fail("notification " + std::to_string(c.immediate) +
                     " names region " + std::to_string(c.region) + " [" +
                     std::to_string(c.offset) + ", +" + std::to_string(c.bytes) +
                     ")");
       }
-      for (uint64_t b = 0; b < kBlock; ++b) {
+      for (uint64_t b = 0; b < block_bytes; ++b) {
         if (view->data()[offset + b] != PatternAt(offset + b)) {
           return Fail("notification " + std::to_string(c.immediate) +
                       " arrived before its data");
@@ -99,17 +102,17 @@ int Send(rdmad::Client& client, const std::string& address, uint64_t count,
   if (!remote.ok()) return Fail("open remote " + address, remote.status());
   auto queue = client.OpenQueue({.depth = 64, .default_timeout = kWait});
   if (!queue.ok()) return Fail("open queue", queue.status());
-  auto buf = client.Allocate(count * kBlock);
+  auto buf = client.Allocate(count * block_bytes);
   if (!buf.ok()) return Fail("allocate", buf.status());
-  for (uint64_t at = 0; at < count * kBlock; ++at) buf->data()[at] = PatternAt(at);
+  for (uint64_t at = 0; at < count * block_bytes; ++at) buf->data()[at] = PatternAt(at);
   std::vector<rdmad::Op> ops;
   for (uint64_t i = 0; i < count; ++i) {
     ops.push_back({.kind = rdmad::Op::Kind::kWrite,
                    .local = &*buf,
-                   .local_offset = i * kBlock,
+                   .local_offset = i * block_bytes,
                    .remote = &*remote,
-                   .remote_offset = i * kBlock,
-                   .length = kBlock,
+                   .remote_offset = i * block_bytes,
+                   .length = block_bytes,
                    .tag = i,
                    .immediate = static_cast<uint32_t>(i + 1)});
   }
@@ -155,17 +158,24 @@ int Send(rdmad::Client& client, const std::string& address, uint64_t count,
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const std::string transport = mode == "send" && argc == 6 ? argv[5] : "";
-  if (!((mode == "wait" && argc == 6) ||
+  const std::string transport =
+      mode == "send" && (argc == 6 || argc == 7) ? argv[5] : "";
+  if (!((mode == "wait" && (argc == 6 || argc == 7)) ||
         (mode == "send" && (transport == "verbs" || transport == "tcp")))) {
     std::fprintf(stderr,
-                 "usage: %s wait SOCKET REGION COUNT READY_FILE\n"
-                 "       %s send SOCKET PEER/REGION COUNT verbs|tcp\n",
+                 "usage: %s wait SOCKET REGION COUNT READY_FILE [BLOCK]\n"
+                 "       %s send SOCKET PEER/REGION COUNT verbs|tcp [BLOCK]\n",
                  argv[0], argv[0]);
     return 2;
   }
   const uint64_t count = std::strtoull(argv[4], nullptr, 10);
   if (count == 0 || count > 100000) return Fail("COUNT must be 1..100000");
+  if (argc == 7) {
+    block_bytes = std::strtoull(argv[6], nullptr, 10);
+    if (block_bytes == 0 || block_bytes > (64u << 20)) {
+      return Fail("BLOCK must be 1..67108864 bytes");
+    }
+  }
   auto client = rdmad::Client::Connect({.socket_path = argv[2]});
   if (!client.ok()) return Fail("connect", client.status());
   return mode == "wait" ? Wait(**client, argv[3], count, argv[5])

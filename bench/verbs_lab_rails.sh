@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# One rail against two, in one run of two lab VMs linked twice (labvm
+# --vms 2 --nics 2: rxe0 on eth0, rxe1 on eth1 in each): the second part of
+# bench/verbs_lab.sh, which starts it; it runs in both VMs.
+#
+# VM 1 runs daemon B on both rails with region "bench" exported. VM 0 runs
+# two daemons: A1 with `rails: "rxe0"` (one rail) and A2 with both, and
+# measures each against B with rdmactl bench: WRITE bandwidth at 64 KiB,
+# 1 MiB and 16 MiB (BENCH_QD in flight, BENCH_SECONDS each), then 8-byte
+# WRITE latency through the client library's queue, A1 and A2 in turn twice
+# (the mean of the two p50s of each). Both rxe devices of a VM share its
+# two emulated CPUs, and the two VMs share the host's cores: compare the
+# ratio, never the absolute figures.
+#
+# Targets: two rails at least 1.4x one rail's bandwidth at 1 MiB and 16 MiB
+# (64 KiB operations go whole to one rail each: their gain comes from
+# spreading the operations in flight, reported but not a target); 8-byte
+# WRITE p50 on two rails within 5% of one rail's. Exits 3 when one is
+# missed.
+#
+# Environment: as bench/verbs_lab.sh (BENCH_SECONDS, BENCH_QD,
+# BENCH_LAT_ITERS, BENCH_SPIN).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+[[ -n ${RDMAD_LAB:-} && ${LAB_NICS:-1} == 2 ]] || {
+  echo "verbs_lab_rails.sh runs inside labvm --vms 2 --nics 2 (bench/verbs_lab.sh starts it)" >&2
+  exit 2
+}
+SECS=${BENCH_SECONDS:-3}
+QD=${BENCH_QD:-16}
+LAT_ITERS=${BENCH_LAT_ITERS:-2000}
+SPIN=${BENCH_SPIN:-2ms}
+SIZES=65536,1048576,16777216
+RDMAD=$BUILD/daemon/rdmad
+RDMACTL=$BUILD/client/rdmactl/rdmactl
+mark=$LAB_SHARE/rails.$LAB_RUN_ID
+
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+wait_file() {  # file seconds
+  for _ in $(seq $(($2 * 10))); do
+    [[ -e $1 ]] && return 0
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2
+  return 1
+}
+
+if [[ $LAB_VM_INDEX == 1 ]]; then
+  start_daemon b --peer_listen "$LAB_IP:7471" --transport verbs
+  "$RDMACTL" --socket "$TMP/b.sock" alloc bench 16M --export rw >/dev/null
+  : >"$mark.b-ready"
+  wait_file "$mark.a-done" 1800
+  exit 0
+fi
+
+wait_file "$mark.b-ready" 300
+B_PEER=$LAB_PEER_IP:7471
+cp "$TMP/rdmad.conf" "$TMP/a1.conf"
+echo 'rails: "rxe0"' >>"$TMP/a1.conf"
+start_daemon a1 --peer_listen "$LAB_IP:0" --transport verbs
+start_daemon a2 --peer_listen "$LAB_IP:0" --transport verbs
+
+bench() {  # DAEMON OUT ARGS...
+  local daemon=$1 out=$2
+  shift 2
+  echo "# $daemon: rdmactl bench $*" >&2
+  if ! timeout 900 "$RDMACTL" --socket "$TMP/$daemon.sock" --json \
+       --timeout 850s bench --peer "$B_PEER" --region bench "$@" \
+       >"$out" 2>"$out.err"; then
+    tr '\r' '\n' <"$out.err" | grep -v '^.\[K' | tail -5 >&2
+    : >"$mark.a-done"
+    exit 1
+  fi
+}
+for a in a1 a2; do
+  bench "$a" "$TMP/$a-bw.json" --op write --sizes "$SIZES" --qd "$QD" \
+    --duration "$SECS"
+done
+for round in 1 2; do
+  for a in a1 a2; do
+    bench "$a" "$TMP/$a-lat$round.json" --op write --sizes 8 --qd 1 \
+      --iters "$LAT_ITERS" --spin "$SPIN"
+  done
+done
+"$RDMACTL" --socket "$TMP/a2.sock" peers >&2
+: >"$mark.a-done"
+
+python3 - "$TMP" <<'PY'
+import json, os, sys
+tmp = sys.argv[1]
+
+def load(name):
+    return json.load(open(os.path.join(tmp, name + ".json")))
+
+def human(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d %s" % (n // div, unit)
+    return "%d B" % n
+
+one = {r["size"]: r for r in load("a1-bw")["results"]}
+two = {r["size"]: r for r in load("a2-bw")["results"]}
+missed = []
+print("\nrails: soft-RoCE between two lab VMs linked twice, WRITE, qd %d, "
+      "MB/s (10^6 bytes/s)" % load("a1-bw")["qd"])
+print("%8s %10s %10s %8s" % ("size", "one rail", "two rails", "ratio"))
+for s in sorted(one):
+    a, b = one[s]["mb_per_s"], two[s]["mb_per_s"]
+    q = b / a if a else 0
+    print("%8s %10.1f %10.1f %7.2fx" % (human(s), a, b, q))
+    if s >= (1 << 20) and q < 1.4:
+        missed.append("two rails %.2fx one at %s (target 1.4x)" % (q, human(s)))
+p50 = {a: sum(load("%s-lat%d" % (a, r))["results"][0]["p50_us"]
+              for r in (1, 2)) / 2 for a in ("a1", "a2")}
+q = p50["a2"] / p50["a1"]
+print("8-byte WRITE p50, us (mean of two runs each): one rail %.1f, two "
+      "rails %.1f: %.3fx (target within 5%%)" % (p50["a1"], p50["a2"], q))
+if q > 1.05:
+    missed.append("8 B p50 on two rails %.3fx one rail's" % q)
+if missed:
+    print("RAIL TARGETS MISSED: " + "; ".join(missed))
+    sys.exit(3)
+print("rail targets met")
+PY
