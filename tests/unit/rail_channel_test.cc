@@ -112,14 +112,21 @@ class RailChannelTest : public ::testing::Test {
     peer_rails_ = std::make_shared<PeerRails>(options_, 2);
   }
 
-  std::shared_ptr<RailChannel> MakeChannel(std::vector<int> numa = {-1, -1}) {
+  // Two rails; rail 1 without a channel when `rail1_error` says why it
+  // could not be set up.
+  std::shared_ptr<RailChannel> MakeChannel(std::vector<int> numa = {-1, -1},
+                                           std::string rail1_error = "") {
     rails_.clear();
     std::vector<RailLink> links;
     for (int r = 0; r < 2; ++r) {
       auto rail = std::make_shared<FakeRail>();
       rails_.push_back(rail);
       RailLink link;
-      link.channel = rail;
+      if (r == 1 && !rail1_error.empty()) {
+        link.setup_error = rail1_error;
+      } else {
+        link.channel = rail;
+      }
       link.device = absl::StrCat("rxe", r);
       link.remote_device = absl::StrCat("rxe", r);
       link.numa_node = numa[r];
@@ -230,6 +237,8 @@ TEST_F(RailChannelTest, LargeOperationIsSplitAndCompletesWithItsLastPiece) {
   EXPECT_EQ(covered, length);
   EXPECT_NEAR(static_cast<double>(rails_[0]->PendingBytes()),
               static_cast<double>(rails_[1]->PendingBytes()), 4.0 * kMiB);
+  EXPECT_EQ(Rail(channel->Describe(), 1).outstanding_bytes,
+            rails_[1]->PendingBytes());
   rails_[0]->CompleteAll();
   rails_[1]->CompleteFirst();
   EXPECT_EQ(result.code(), absl::StatusCode::kUnknown) << "not done yet";
@@ -405,6 +414,51 @@ TEST_F(RailChannelTest, APortGoingDownPausesItsRailAtOnce) {
   other->OnPortChange("mlx5_0", 1, false);
   EXPECT_FALSE(rails_[0]->closed);
   EXPECT_FALSE(rails_[1]->closed);
+}
+
+TEST_F(RailChannelTest, ARailThatCouldNotBeSetUpRestsThenIsRebuilt) {
+  auto channel = MakeChannel({-1, -1}, "ibv_modify_qp(INIT->RTR): no GID");
+  auto info = channel->Describe();
+  ASSERT_EQ(info.rails.size(), 2u);
+  EXPECT_EQ(Rail(info, 1).state, "PAUSED");
+  EXPECT_THAT(Rail(info, 1).last_error, HasSubstr("no GID"));
+  EXPECT_EQ(info.state, transport::ChannelState::kDegraded);
+  absl::Status result;
+  PostOne(*channel, Op(16 * kMiB, &result));
+  EXPECT_EQ(rails_[0]->PendingBytes(), 16 * kMiB);
+  rails_[0]->CompleteAll();
+  EXPECT_TRUE(result.ok());
+  EXPECT_FALSE(channel->NeedsReconnect());
+  Advance(absl::Seconds(30));
+  EXPECT_TRUE(channel->NeedsReconnect());
+  // A rail the peer pairs nothing with (an rdmad without rails) is no
+  // rail of this channel: nothing to rebuild.
+  rails_.clear();
+  RailLink only;
+  only.channel = std::make_shared<FakeRail>();
+  only.device = "rxe0";
+  RailLink unpaired;
+  unpaired.device = "rxe1";
+  RailChannelOptions options;
+  options.peer = "10.0.0.3:7471";
+  options.rails = std::make_shared<PeerRails>(options_, 2);
+  auto old_peer = RailChannel::Create(std::move(options), {only, unpaired});
+  EXPECT_EQ(old_peer->Describe().rails.size(), 1u);
+  EXPECT_FALSE(old_peer->NeedsReconnect());
+}
+
+TEST_F(RailChannelTest, AnyTransportFailureOfABrokenRailIsTheRails) {
+  auto channel = MakeChannel();
+  absl::Status result;
+  PostOne(*channel, Op(16 * kMiB, &result));
+  rails_[1]->broken = true;
+  // A local QP error and a flush: the link, not the operation.
+  rails_[1]->CompleteFirst(absl::InternalError("fatal error"));
+  rails_[1]->CompleteAll(absl::AbortedError("flushed"));
+  EXPECT_EQ(rails_[0]->PendingBytes(), 16 * kMiB);
+  rails_[0]->CompleteAll();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(Rail(channel->Describe(), 1).state, "PAUSED");
 }
 
 TEST_F(RailChannelTest, AnOperationsOwnFailureIsNotTheRailsFault) {

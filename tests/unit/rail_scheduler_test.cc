@@ -104,7 +104,7 @@ TEST(RailSchedulerTest, UnmeasuredRailsShareEquallyInPageAlignedChunks) {
 }
 
 TEST(RailSchedulerTest, EwmaWeighsEachNewSampleByAQuarter) {
-  RailScheduler rails(RailSchedulerOptions{}, 1);
+  RailScheduler rails(RailSchedulerOptions{}, 1);  // samples of 100 ms
   const uint64_t chunk = 1 * kMiB;
   const auto bandwidth = [&] { return rails.Stats(0, kT0).bandwidth; };
   // Busy from posting to falling idle: 1 MiB in 10 ms.
@@ -112,34 +112,34 @@ TEST(RailSchedulerTest, EwmaWeighsEachNewSampleByAQuarter) {
   rails.Completed(0, chunk, kT0 + absl::Milliseconds(10));
   double expected = 100.0 * kMiB;
   EXPECT_NEAR(bandwidth(), expected, 1);
-  // Two chunks posted together: one sample of both, 2 MiB in 10 ms.
+  // Two chunks posted together, done after 5 and 10 ms: one sample.
   absl::Time t = kT0 + absl::Seconds(1);
   rails.Posted(0, 2 * chunk, t);
   rails.Completed(0, chunk, t + absl::Milliseconds(5));
-  EXPECT_NEAR(bandwidth(), expected, 1) << "a window of 5 ms is no sample";
+  EXPECT_NEAR(bandwidth(), expected, 1) << "busy still: no sample yet";
   rails.Completed(0, chunk, t + absl::Milliseconds(10));
   expected = 0.25 * 200.0 * kMiB + 0.75 * expected;
   EXPECT_NEAR(bandwidth(), expected, 1);
-  // Four chunks whose completions are polled at once after 40 ms: 4 MiB
-  // in 40 ms, not the last three in no time.
+  // Four chunks whose completions are polled together after 200 ms,
+  // microseconds apart: 4 MiB in 200 ms, not 1 MiB in 200 ms and then 3 MiB
+  // in no time.
   t += absl::Seconds(1);
   rails.Posted(0, 4 * chunk, t);
-  for (int i = 0; i < 4; ++i) {
-    rails.Completed(0, chunk, t + absl::Milliseconds(40));
+  for (int us : {0, 3, 6, 9}) {
+    rails.Completed(0, chunk, t + absl::Milliseconds(200) + absl::Microseconds(us));
   }
-  expected = 0.25 * 100.0 * kMiB + 0.75 * expected;
+  expected = 0.25 * (4.0 * kMiB / 0.200009) + 0.75 * expected;
   EXPECT_NEAR(bandwidth(), expected, 1);
   // Under steady load a window closes at the completion before the first
-  // one past sample_period: 3 MiB over 12 ms, the fourth opens the next.
+  // one past sample_period: 3 MiB over 120 ms; the fourth opens the next.
   t += absl::Seconds(1);
   rails.Posted(0, 8 * chunk, t);
-  for (int ms : {4, 8, 12}) {
+  for (int ms : {40, 80, 120}) {
     rails.Completed(0, chunk, t + absl::Milliseconds(ms));
   }
-  const double before = bandwidth();
-  EXPECT_NEAR(before, expected, 1) << "no sample yet";
-  rails.Completed(0, chunk, t + absl::Milliseconds(16));
-  expected = 0.25 * (3.0 * kMiB / 0.012) + 0.75 * before;
+  EXPECT_NEAR(bandwidth(), expected, 1) << "no sample yet";
+  rails.Completed(0, chunk, t + absl::Milliseconds(160));
+  expected = 0.25 * (3.0 * kMiB / 0.120) + 0.75 * expected;
   EXPECT_NEAR(bandwidth(), expected, 1);
   // Small operations measure latency, not bandwidth: they leave it.
   rails.Failed(0, 4 * chunk);

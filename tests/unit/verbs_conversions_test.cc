@@ -183,6 +183,8 @@ TEST(CompletionStatusTest, CodesByKind) {
   EXPECT_EQ(WcStatusCode(IBV_WC_REM_INV_REQ_ERR),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(WcStatusCode(IBV_WC_RETRY_EXC_ERR), absl::StatusCode::kUnavailable);
+  // What soft-RoCE gives a WR whose network device went down.
+  EXPECT_EQ(WcStatusCode(IBV_WC_LOC_QP_OP_ERR), absl::StatusCode::kUnavailable);
   EXPECT_EQ(WcStatusCode(IBV_WC_RNR_RETRY_EXC_ERR),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(WcStatusCode(IBV_WC_WR_FLUSH_ERR), absl::StatusCode::kAborted);

@@ -193,8 +193,11 @@ absl::StatusCode WcStatusCode(ibv_wc_status status) {
     case IBV_WC_LOC_LEN_ERR:
     case IBV_WC_REM_INV_REQ_ERR:
     case IBV_WC_REM_INV_RD_REQ_ERR:
-    case IBV_WC_LOC_QP_OP_ERR:
       return absl::StatusCode::kInvalidArgument;
+    // The local QP could not carry the request: on soft-RoCE this is how a
+    // WR fails once its network device went down. New QPs (or another
+    // rail) can carry it: the transport failed, not the request.
+    case IBV_WC_LOC_QP_OP_ERR:
     case IBV_WC_RETRY_EXC_ERR:
     case IBV_WC_RNR_RETRY_EXC_ERR:
     case IBV_WC_RESP_TIMEOUT_ERR:
@@ -236,6 +239,9 @@ absl::string_view WcHint(ibv_wc_status status) {
     case IBV_WC_WR_FLUSH_ERR:
       return "the work request was flushed because the QP had already gone "
              "to the error state after an earlier failure";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "the local QP could not execute it: its port or network device "
+             "may be down (ibv_devinfo, ip link)";
     default:
       return "see the device's documentation for this status";
   }

@@ -92,8 +92,9 @@ int MrAccessFlags(core::RemoteAccess remote);
 // The canonical code for a failed work completion: PermissionDenied for
 // remote/local access violations, InvalidArgument for requests the NIC
 // rejected as malformed, Unavailable when the peer did not answer (retry
-// exceeded), Aborted for work flushed from a QP already in error, Internal
-// otherwise. OK for IBV_WC_SUCCESS.
+// exceeded) or the local QP could not send (its link is down), Aborted for
+// work flushed from a QP already in error, Internal otherwise. OK for
+// IBV_WC_SUCCESS.
 absl::StatusCode WcStatusCode(ibv_wc_status status);
 
 // OK for a successful completion; otherwise a status with WcStatusCode whose

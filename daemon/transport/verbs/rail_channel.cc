@@ -26,6 +26,25 @@ int MemoryNodeOf(const void* addr) {
   return node;
 }
 
+// Whether a piece that failed with `code` failed for its own operation's
+// sake (a deadline, a refused access, a bad request, a notification the
+// owner could not take); any other failure on a rail whose QPs failed is
+// the rail's (retries exhausted, its link down, work flushed).
+bool OperationsOwn(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::string RailLabel(const RailLink& link) {
@@ -78,11 +97,21 @@ RailChannel::RailChannel(RailChannelOptions options,
   numa_matters_ =
       known && std::adjacent_find(nodes.begin(), nodes.end(),
                                   std::not_equal_to<>()) != nodes.end();
-  absl::MutexLock lock(&rails_->mu);
-  for (size_t r = 0; r < links_.size(); ++r) {
-    rails_->scheduler.SetPortActive(
-        r, options_.port_active ? options_.port_active(r) : true);
+  std::vector<std::pair<size_t, RailStats>> paused;
+  {
+    absl::MutexLock lock(&rails_->mu);
+    const absl::Time now = options_.now();
+    for (size_t r = 0; r < links_.size(); ++r) {
+      rails_->scheduler.SetPortActive(
+          r, options_.port_active ? options_.port_active(r) : true);
+      // A rail that could not be set up rests like one that failed.
+      if (links_[r].channel == nullptr && !links_[r].setup_error.empty() &&
+          rails_->scheduler.Pause(r, now, links_[r].setup_error)) {
+        paused.emplace_back(r, rails_->scheduler.Stats(r, now));
+      }
+    }
   }
+  for (const auto& [r, stats] : paused) LogPause(r, stats);
 }
 
 RailChannel::~RailChannel() { Close(); }
@@ -300,13 +329,13 @@ void RailChannel::OnPiece(const Piece& piece, absl::Status status) {
       const RailLink& link = links_[rail];
       const bool broken = (shut_ & RailBit(rail)) != 0 ||
                           link.channel->NeedsReconnect();
-      if (broken && status.code() != absl::StatusCode::kUnavailable) {
+      const bool own = OperationsOwn(status.code());
+      if (broken && own) {
         // Its QPs failed for this operation's deadline or a remote access
         // error: new QPs, but the rail did nothing wrong.
         blameless_ |= RailBit(rail);
       }
-      if (broken && status.code() == absl::StatusCode::kUnavailable &&
-          !closed_) {
+      if (broken && !own && !closed_) {
         if ((blameless_ & RailBit(rail)) == 0) {
           paused = s.Pause(rail, now, std::string(status.message()));
           if (paused) stats = s.Stats(rail, now);
@@ -434,7 +463,8 @@ bool RailChannel::NeedsReconnect() const {
   bool due = false;
   const absl::Time now = options_.now();
   for (size_t r = 0; r < links_.size(); ++r) {
-    if (links_[r].channel == nullptr) continue;
+    // A rail the peer pairs none with: no rebuild brings one.
+    if (links_[r].channel == nullptr && links_[r].setup_error.empty()) continue;
     some_port |= s.port_active(r);
     // QPs gone, port ACTIVE, pause over: new QPs can bring it back.
     if ((healthy & RailBit(r)) == 0 && s.PauseOver(r, now)) due = true;
@@ -469,7 +499,7 @@ transport::ChannelInfo RailChannel::Describe() const {
   bool degraded = false;
   for (size_t r = 0; r < links_.size(); ++r) {
     const RailLink& link = links_[r];
-    if (link.channel == nullptr) continue;
+    if (link.channel == nullptr && link.setup_error.empty()) continue;
     const RailStats st = s.Stats(r, now);
     transport::RailInfo rail;
     rail.index = static_cast<uint32_t>(r);

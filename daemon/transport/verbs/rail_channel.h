@@ -23,9 +23,11 @@
 // then posted with the immediate and a notice covering the whole range
 // (RemoteOp::notify_before).
 //
-// Rail failure: a piece that fails UNAVAILABLE on a rail whose QPs failed
-// (or whose port went down: PortMonitor calls OnPortChange, and the rail's
-// channel is closed at once so its pieces come back) pauses that rail
+// Rail failure: a piece that fails on a rail whose QPs failed, for the
+// transport's sake (retries exhausted, the link down, flushed: not the
+// operation's own access, range or deadline), or whose port went down
+// (PortMonitor calls OnPortChange, and the rail's channel is closed at once
+// so its pieces come back) pauses that rail
 // (RailScheduler::Pause) and is posted again on another rail: while one
 // rail lives, no operation fails because another died. A rail whose QPs
 // failed needs new ones from the peer: NeedsReconnect() asks the peer layer
@@ -36,7 +38,9 @@
 // Without any rail left that works, NeedsReconnect() is true at once (as
 // for a one-rail channel). A failure the rail is not to blame for (a
 // deadline, a remote access error) fails the operation; the rail's QPs
-// are rebuilt the same way, without a pause.
+// are rebuilt the same way, without a pause. A rail that could not be set
+// up at all (RailLink::setup_error) starts paused and is rebuilt the same
+// way.
 //
 // Every rail change is logged once. Thread-safe: Post, Describe, KeyFor,
 // NeedsReconnect, Close and OnPortChange from any thread; the pieces'
@@ -109,6 +113,10 @@ struct RailLink {
   uint32_t port = 1;
   std::string remote_device;  // the peer's: the rkey
   int numa_node = -1;         // of the local device; -1 unknown
+  // Without a channel: why this side or the peer could not set the rail
+  // up (a port down); the rail is then paused and rebuilt after its pause.
+  // Empty: the peer pairs no rail with it (nothing to rebuild).
+  std::string setup_error;
 };
 
 // Operations on regions whose name starts with `region_prefix` use `rails`.

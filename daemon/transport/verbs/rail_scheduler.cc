@@ -190,10 +190,14 @@ void RailScheduler::Sample(Rail& r, uint64_t bytes, absl::Time from,
   const double seconds = absl::ToDoubleSeconds(to - from);
   if (bytes < options_.min_chunk || seconds <= 0) return;
   const double sample = static_cast<double>(bytes) / seconds;
+  r.bandwidth_before = r.bandwidth;
   r.bandwidth = r.bandwidth > 0 ? options_.ewma_weight * sample +
                                       (1 - options_.ewma_weight) * r.bandwidth
                                 : sample;
   r.last_sample = to;
+  r.sample_start = from;
+  r.sample_end = to;
+  r.sample_bytes = bytes;
 }
 
 void RailScheduler::Completed(size_t rail, uint64_t bytes, absl::Time now) {
@@ -205,17 +209,24 @@ void RailScheduler::Completed(size_t rail, uint64_t bytes, absl::Time now) {
     r.state = RailState::kActive;
     r.probe_in_flight = false;
   }
-  // A window long enough closes at the last completion before this one:
-  // completions polled at the same moment belong together, and one that
-  // waited behind a burst must not look infinitely fast.
-  if (r.window_bytes > 0 && now > r.last_completion &&
+  // A window long enough closes at the completion before this one, which
+  // opens the next: its bytes took the time since then.
+  if (r.window_bytes > 0 &&
       r.last_completion - r.window_start >= options_.sample_period) {
     Sample(r, r.window_bytes, r.window_start, r.last_completion);
   }
   r.window_bytes += bytes;
   r.last_completion = now;
-  // Fallen idle: what it moved since it got busy is a sample by itself.
-  if (r.outstanding == 0) Sample(r, r.window_bytes, r.window_start, now);
+  if (r.outstanding > 0) return;
+  // Fallen idle. A short window right after a sample is the rest of the
+  // burst whose first completion closed that sample: one sample of both.
+  if (now - r.window_start < options_.sample_period &&
+      r.sample_end == r.window_start && r.sample_bytes > 0) {
+    r.bandwidth = r.bandwidth_before;
+    Sample(r, r.sample_bytes + r.window_bytes, r.sample_start, now);
+  } else {
+    Sample(r, r.window_bytes, r.window_start, now);
+  }
 }
 
 void RailScheduler::Failed(size_t rail, uint64_t bytes) {

@@ -80,7 +80,7 @@ struct RailSchedulerOptions {
   double ewma_weight = 0.25;
   // A sample is the bytes a busy rail completed over at least this long
   // (or until it fell idle), and at least min_chunk of them.
-  absl::Duration sample_period = absl::Milliseconds(10);
+  absl::Duration sample_period = absl::Milliseconds(100);
   // A rail with no bandwidth sample for this long gets a chunk of the next
   // split operation whatever its EWMA says.
   absl::Duration probe_interval = absl::Seconds(1);
@@ -139,11 +139,13 @@ class RailScheduler {
   // in flight).
   void Posted(size_t rail, uint64_t bytes, absl::Time now);
   // They completed at `now`: counts them, feeds the EWMA, and a PROBING
-  // rail is ACTIVE again. The EWMA's samples are the bytes a rail completed
-  // while busy over at least sample_period, up to the last completion
-  // before this one (completions polled together count together), or until
-  // it fell idle; windows of less than min_chunk bytes measure latency, not
-  // bandwidth, and are dropped.
+  // rail is ACTIVE again. A sample is the bytes a busy rail completed since
+  // the last sample (or since it fell busy), up to the completion before
+  // the first one at least sample_period on; or, when the rail falls idle,
+  // up to now. Completions polled together arrive microseconds apart: a
+  // window they end shorter than sample_period is merged into the sample
+  // before it instead of looking like a burst at line rate. Windows of
+  // less than min_chunk bytes measure latency, not bandwidth: dropped.
   void Completed(size_t rail, uint64_t bytes, absl::Time now);
   // They failed (an error is counted; whether the rail is to blame is the
   // caller's call: Pause).
@@ -181,6 +183,11 @@ class RailScheduler {
     absl::Time window_start = absl::InfinitePast();
     absl::Time last_completion = absl::InfinitePast();
     uint64_t window_bytes = 0;
+    // The last sample, to merge a short window ending a burst into it.
+    absl::Time sample_start = absl::InfinitePast();
+    absl::Time sample_end = absl::InfinitePast();
+    uint64_t sample_bytes = 0;
+    double bandwidth_before = 0;  // the EWMA before the last sample
     absl::Duration pause = absl::ZeroDuration();  // the last one
     absl::Time paused_until = absl::InfinitePast();
     absl::Time resumed_at = absl::InfinitePast();

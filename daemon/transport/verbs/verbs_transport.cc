@@ -223,7 +223,23 @@ namespace {
 struct PendingRail {
   std::shared_ptr<CompletionQueue> cq;
   std::vector<std::unique_ptr<QueuePair>> qps;
+  absl::Status error;  // why it could not be prepared (sent without QPs)
 };
+
+// Creates rail `rail`'s QPs for a Connect into `pending`, and their
+// endpoints into `out`.
+absl::Status PrepareRail(
+    const VerbsFabric& fabric, size_t rail, PendingRail* pending,
+    google::protobuf::RepeatedPtrField<v1::QpEndpoint>* out) {
+  RDMAD_ASSIGN_OR_RETURN(
+      pending->qps,
+      fabric.CreateQps(rail, fabric.options().qps_per_peer, &pending->cq));
+  for (const auto& qp : pending->qps) {
+    RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qp->LocalEndpoint());
+    ToProto(e, fabric.rails()[rail].device->name(), out->Add());
+  }
+  return absl::OkStatus();
+}
 
 // The QPs of one Connect, every rail's, between Prepare and the answer.
 class PendingPool final : public transport::Connector::Pending {
@@ -240,14 +256,41 @@ class PendingPool final : public transport::Connector::Pending {
   absl::StatusOr<std::shared_ptr<transport::DataChannel>> Finish(
       const v1::ConnectResponse& response) override {
     std::vector<RailLink> links(rails_.size());
+    absl::Status first_error;
+    size_t working = 0;
     for (size_t r = 0; r < rails_.size(); ++r) {
-      // An rdmad without rails answers for the first one only: the others
-      // are dropped (their QPs with this PendingPool).
-      if (r > 0 && static_cast<int>(r) > response.extra_rails_size()) break;
-      const auto& answer =
-          r == 0 ? response.qps() : response.extra_rails(r - 1).qps();
-      RDMAD_ASSIGN_OR_RETURN(links[r], FinishRail(r, answer));
+      const LocalRail& local = fabric_->rails()[r];
+      RailLink& link = links[r];
+      link.device = local.device->name();
+      link.port = local.qp.port;
+      link.numa_node = local.numa_node;
+      // A rail that fails here is left out of this channel and paused (a
+      // port that went down meanwhile): the others carry the peer's data.
+      absl::Status failed = rails_[r].error;
+      if (failed.ok()) {
+        // An rdmad without rails answers for the first one only: the others
+        // are dropped (their QPs with this PendingPool), never rebuilt.
+        if (r > 0 && static_cast<int>(r) > response.extra_rails_size()) {
+          continue;
+        }
+        const auto& answer =
+            r == 0 ? response.qps() : response.extra_rails(r - 1).qps();
+        failed = answer.empty()
+                     ? absl::UnavailableError(absl::StrCat(
+                           "peer ", peer_, " could not set up its side of "
+                           "the rail"))
+                     : FinishRail(r, answer, &link);
+      }
+      if (failed.ok()) {
+        ++working;
+        continue;
+      }
+      link.setup_error = std::string(failed.message());
+      if (first_error.ok()) first_error = failed;
+      spdlog::warn("peer {}: rail {} on {} left out: {}", peer_, r,
+                   link.device, link.setup_error);
     }
+    if (working == 0) return first_error;
     if (rails_.size() > 1 && response.extra_rails_size() == 0) {
       spdlog::info("peer {} answered for one rail (an rdmad without rails?): "
                    "its data goes over {} only",
@@ -272,10 +315,11 @@ class PendingPool final : public transport::Connector::Pending {
 
  private:
   // Connects rail `r`'s QPs to the peer's `answer` and wraps them in a
-  // VerbsChannel.
-  absl::StatusOr<RailLink> FinishRail(
+  // VerbsChannel, into `link`.
+  absl::Status FinishRail(
       size_t r,
-      const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& answer) {
+      const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& answer,
+      RailLink* link) {
     PendingRail& rail = rails_[r];
     if (static_cast<size_t>(answer.size()) != rail.qps.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -304,13 +348,9 @@ class PendingPool final : public transport::Connector::Pending {
         auto channel,
         VerbsChannel::Create(std::move(options), std::move(rail.cq),
                              std::move(rail.qps), std::move(remote_qpns)));
-    RailLink link;
-    link.channel = std::move(channel);
-    link.device = local.device->name();
-    link.port = local.qp.port;
-    link.remote_device = remote_device;
-    link.numa_node = local.numa_node;
-    return link;
+    link->channel = std::move(channel);
+    link->remote_device = remote_device;
+    return absl::OkStatus();
   }
 
   const std::shared_ptr<VerbsFabric> fabric_;
@@ -334,18 +374,26 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
     return absl::FailedPreconditionError("this daemon has no usable RDMA port");
   }
   std::vector<PendingRail> rails(fabric_->rails().size());
+  absl::Status first_error;
+  size_t prepared = 0;
   for (size_t r = 0; r < rails.size(); ++r) {
-    RDMAD_ASSIGN_OR_RETURN(
-        rails[r].qps,
-        fabric_->CreateQps(r, fabric_->options().qps_per_peer, &rails[r].cq));
     // The first rail's QPs where an rdmad without rails looks for them.
     auto* out = r == 0 ? request->mutable_qps()
                        : request->add_extra_rails()->mutable_qps();
-    for (const auto& qp : rails[r].qps) {
-      RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qp->LocalEndpoint());
-      ToProto(e, fabric_->rails()[r].device->name(), out->Add());
+    rails[r].error = PrepareRail(*fabric_, r, &rails[r], out);
+    if (rails[r].error.ok()) {
+      ++prepared;
+      continue;
     }
+    // Sent without QPs (its port is down, say): the others go on.
+    out->Clear();
+    rails[r].qps.clear();
+    if (first_error.ok()) first_error = rails[r].error;
+    spdlog::warn("peer {}: rail {} on {} cannot be set up: {}", peer,
+                 r, fabric_->rails()[r].device->name(),
+                 std::string(rails[r].error.message()));
   }
+  if (prepared == 0) return first_error;
   request->set_transport(v1::TRANSPORT_VERBS);
   // Every rail of a peer on one loop: the rails' completions of one
   // operation are then never handled at the same time.
@@ -405,14 +453,20 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
         "a verbs Connect may carry at most ", kMaxRails, " rails, got ",
         rails));
   }
+  size_t offered = 0;
   for (size_t r = 0; r < rails; ++r) {
     const int count = r == 0 ? request.qps_size()
                              : request.extra_rails(r - 1).qps_size();
-    if (count == 0 || static_cast<uint32_t>(count) > most) {
+    if (static_cast<uint32_t>(count) > most) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a verbs Connect must carry 1..", most, " QP endpoints per rail, "
-          "got ", count, " on rail ", r));
+          "a verbs Connect must carry at most ", most,
+          " QP endpoints per rail, got ", count, " on rail ", r));
     }
+    offered += count > 0;
+  }
+  if (offered == 0) {
+    return absl::InvalidArgumentError(
+        "a verbs Connect must carry QP endpoints for at least one rail");
   }
   if (request.address().empty()) {
     return absl::InvalidArgumentError(
@@ -437,13 +491,30 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   pool.incarnation = request.incarnation();
   pool.generation = request.generation();
   pool.rails.resize(rails);
+  absl::Status first_error;
+  size_t served = 0;
   for (size_t r = 0; r < rails; ++r) {
-    RDMAD_RETURN_IF_ERROR(AcceptRail(
-        r, r == 0 ? request.qps() : request.extra_rails(r - 1).qps(), request,
-        caller, &pool.rails[r],
-        r == 0 ? response->mutable_qps()
-               : response->add_extra_rails()->mutable_qps()));
+    const auto& remotes =
+        r == 0 ? request.qps() : request.extra_rails(r - 1).qps();
+    auto* out = r == 0 ? response->mutable_qps()
+                       : response->add_extra_rails()->mutable_qps();
+    if (remotes.empty()) continue;  // the caller could not set it up
+    google::protobuf::RepeatedPtrField<v1::QpEndpoint> answer;
+    absl::Status s =
+        AcceptRail(r, remotes, request, caller, &pool.rails[r], &answer);
+    if (s.ok()) {
+      out->Swap(&answer);
+      ++served;
+      continue;
+    }
+    // Answered without QPs (this side's port is down, say): the caller
+    // leaves the rail out and carries on over the others.
+    pool.rails[r] = RailPool{};
+    if (first_error.ok()) first_error = s;
+    spdlog::warn("verbs: cannot serve rail {} of {}: {}", r,
+                 request.address(), std::string(s.message()));
   }
+  if (served == 0) return first_error;
   Pool old;
   {
     absl::MutexLock lock(&mu_);
@@ -486,6 +557,7 @@ std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
   for (const auto& [peer, pool] : pools_) {
     for (size_t r = 0; r < pool.rails.size(); ++r) {
       const RailPool& rail = pool.rails[r];
+      if (rail.receiver == nullptr) continue;  // not set up
       const auto& qps = rail.receiver->qps();
       for (size_t i = 0; i < qps.size(); ++i) {
         Served s;

@@ -5,8 +5,9 @@
 #   1. stripes: 16 MiB+3 written at an unaligned offset and read back
 #      byte-identical, with both rails carrying bytes, each at least a fifth
 #      (the two links are alike);
-#   2. small operations: 20 WRITEs of 4 KiB, each whole on one rail (the
-#      rails' operation counts grow by exactly 20, their bytes by 80 KiB);
+#   2. small operations: 101 WRITEs of 4 KiB, 4 at a time (rdmactl bench),
+#      each whole on one rail: the rails' operation counts grow by exactly
+#      101 and their bytes by 101 x 4 KiB;
 #   3. striped WRITEs with an immediate: B's owner waits for 8
 #      notifications of 4 MiB blocks, each split over both rails, and checks
 #      that every byte of a block is in place when its notification arrives
@@ -82,10 +83,12 @@ peer=$LAB_PEER_IP:$port
 wait_file "$mark.b-ready" || { fail "B did not get ready"; exit 1; }
 [ -e "$mark.b-failed" ] && { fail "B failed to start"; exit 1; }
 
-# rail N FIELD: a field of A's rail N to B, from rdmactl peers --json.
+# snap: A's view of B (rdmactl peers --json) into $data.peers;
+# rail N FIELD: a field of A's rail N to B in it.
+snap() { ctl peers --json >"$data.peers"; }
 rail() {
-  ctl peers --json |
-    jq -r --arg p "$peer" ".peers[] | select(.address == \$p) | .rails[$1].$2"
+  jq -r --arg p "$peer" ".peers[] | select(.address == \$p) | .rails[$1].$2" \
+    "$data.peers"
 }
 # The handshake generation of A's newest QPs to B: one more per Connect.
 generation() {
@@ -113,6 +116,7 @@ roundtrip() {  # size offset label
 
 # 1. Stripes over both rails (a 64 MiB write comes in 4).
 roundtrip 16777219 12345 "16 MiB+3"
+snap
 if [ "$(rail 1 device)" != rxe1 ]; then
   fail "A has no second rail to B:"
   ctl peers
@@ -127,20 +131,18 @@ else
   fi
 fi
 
-# 2. Small operations go whole to one rail.
+# 2. Small operations go whole to one rail (bench: a warm-up and 100).
+snap
 o0=$(rail 0 ops) o1=$(rail 1 ops) y0=$(rail 0 bytes) y1=$(rail 1 bytes)
-head -c 4096 /dev/urandom >"$data.small"
-i=0
-while [ $i -lt 20 ]; do
-  ctl put "$data.small" "$peer/dst@$((i * 8192))" >/dev/null || fail "small put $i"
-  i=$((i + 1))
-done
-ops=$(($(rail 0 ops) + $(rail 1 ops) - o0 - o1))
+ctl bench --peer "$peer" --region dst --op write --sizes 4096 --qd 4 \
+  --iters 100 >/dev/null || fail "bench of 4 KiB WRITEs"
+snap
+d0=$(($(rail 0 ops) - o0)) d1=$(($(rail 1 ops) - o1))
 bytes=$(($(rail 0 bytes) + $(rail 1 bytes) - y0 - y1))
-if [ $ops = 20 ] && [ $bytes = $((20 * 4096)) ]; then
-  pass "20 WRITEs of 4 KiB went whole, one rail each ($ops operations, $bytes bytes)"
+if [ $((d0 + d1)) = 101 ] && [ $bytes = $((101 * 4096)) ]; then
+  pass "101 WRITEs of 4 KiB went whole, one rail each (rail 0 $d0, rail 1 $d1; $bytes bytes)"
 else
-  fail "small WRITEs: $ops operations, $bytes bytes on the rails (want 20, 81920)"
+  fail "small WRITEs: $((d0 + d1)) operations, $bytes bytes on the rails (want 101, $((101 * 4096)))"
 fi
 
 # 3. Striped WRITEs with an immediate: announced after every rail's bytes.
@@ -163,16 +165,21 @@ head -c 67108864 /dev/urandom >"$data.big"
   echo $? >"$data.big.rc"
 ) &
 writer=$!
+# Until rail 1 carries some of it (bounded; not after the write ended).
+inflight=0
 n=0
-until inflight=$(rail 1 outstanding) && [ "$inflight" -gt 0 ] 2>/dev/null; do
+while [ ! -e "$data.big.rc" ] && [ $n -lt 600 ]; do
+  snap
+  inflight=$(rail 1 outstanding)
+  [ "$inflight" -gt 0 ] 2>/dev/null && break
   n=$((n + 1))
-  [ $n -le 300 ] || break
-  sleep 0.1
 done
 ip link set eth1 down
 log "eth1 set down while rail 1 had ${inflight:-?} bytes in flight"
 wait "$writer"
-if [ "$(cat "$data.big.rc")" = 0 ]; then
+if ! [ "$inflight" -gt 0 ] 2>/dev/null; then
+  fail "never saw rail 1 carry part of the 64 MiB write (last: '$inflight'; write: $(cat "$data.big.rc") $(tail -c 300 "$data.big.log"))"
+elif [ "$(cat "$data.big.rc")" = 0 ]; then
   pass "64 MiB write with eth1 set down in the middle completed OK"
 else
   fail "64 MiB write with eth1 down: $(cat "$data.big.log")"
@@ -183,6 +190,7 @@ if ctl get "$peer/dst@0" --length 67108864 -o "$data.big.out" >/dev/null &&
 else
   fail "64 MiB read back after the link went down differs"
 fi
+snap
 state=$(rail 1 state) port_active=$(rail 1 port_active) pauses=$(rail 1 pauses)
 if [ "$state" = PAUSED ] && [ "$port_active" = false ] && [ "$pauses" -ge 1 ]; then
   pass "rail 1 shown PAUSED, port down, $pauses pause(s): $(rail 1 last_error)"
@@ -198,8 +206,10 @@ until grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null; do
   sleep 0.1
 done
 sleep $((pause + 1))
+snap
 before=$(rail 1 bytes)
 roundtrip 16777216 0 "after eth1 came back"
+snap
 state=$(rail 1 state) after=$(rail 1 bytes)
 if [ "$state" = ACTIVE ] && [ "$after" -gt "$before" ]; then
   pass "rail 1 back ACTIVE after eth1 came up and its pause ended ($((after - before)) bytes since)"
@@ -234,6 +244,7 @@ if [ -e "$data.flap.failed" ]; then
 else
   pass "every write succeeded while eth1 flapped 8 times"
 fi
+snap
 if [ $((gen1 - gen0)) -le 3 ]; then
   pass "8 flaps cost $((gen1 - gen0)) reconnection(s) (generation $gen0 -> $gen1), $(rail 1 pauses) pauses of rail 1 in all"
 else
