@@ -18,12 +18,13 @@
 #      eth1 up again: after the pause (3 s here) the next transfer brings
 #      rail 1 back ACTIVE, carrying bytes;
 #   5. a flapping link (eth1 down and up 8 times, 0.5 s each) while A writes
-#      16 MiB after 16 MiB: every write succeeds, and A connects to B at most
-#      3 more times (the handshake generation of A's QPs), where a rebuild
-#      per flap would be 8.
+#      2 MiB after 2 MiB (each a new transfer that could ask for a rebuild):
+#      every write succeeds, and A connects to B at most 3 more times (the
+#      handshake generation of A's QPs), where a rebuild per flap would be 8.
 # VM 1 runs daemon B, which exports; VM 0 runs daemon A and the clients. The
 # VMs pace each other with marker files in $LAB_SHARE; every wait is bounded
-# (LAB_STEP_TIMEOUT, default 180 s).
+# (LAB_STEP_TIMEOUT, default 180 s). LAB_RAIL_PAUSE and LAB_RAIL_PAUSE_MAX
+# (seconds, default 3 and 300) set the rails' pauses.
 #
 # Run by ctest (verbs_rails_two_vms) through labvm, with the build tree's
 # binaries as arguments: two_vm_rails.sh RDMAD RDMACTL NOTICE_CLIENT
@@ -37,7 +38,8 @@ vm=$LAB_VM_INDEX
 dir=$LAB_SHARE/two_vm_rails
 mark=$dir/$LAB_RUN_ID
 port=7471
-pause=3
+pause=${LAB_RAIL_PAUSE:-3}
+pause_max=${LAB_RAIL_PAUSE_MAX:-300}
 blocks=8
 block=4194304
 mkdir -p "$dir" || exit 1
@@ -50,7 +52,8 @@ fail() { failures=$((failures + 1)); log "FAIL: $*"; }
 [ "${LAB_NICS:-1}" = 2 ] || { log "FAIL: needs labvm --nics 2"; exit 1; }
 # Regions count against the memlock budget; a failed rail rests $pause s.
 conf=$dir/rdmad.vm$vm.conf
-printf 'max_pinned_bytes: 4294967296\nrail_pause_seconds: %s\n' "$pause" >"$conf"
+printf 'max_pinned_bytes: 4294967296\nrail_pause_seconds: %s\nrail_pause_max_seconds: %s\n' \
+  "$pause" "$pause_max" >"$conf"
 . "$(dirname "$0")/two_vm_lib.sh"
 ctl() {
   timeout -k 5 "$step_timeout" "$rdmactl" --socket "$sock" --timeout 120s "$@"
@@ -220,7 +223,7 @@ fi
 
 # 5. A flapping link costs a reconnection per pause, not one per flap.
 gen0=$(generation)
-head -c 16777216 /dev/urandom >"$data.flap"
+head -c 2097152 /dev/urandom >"$data.flap"
 (
   while [ ! -e "$data.flap.stop" ]; do
     ctl put "$data.flap" "$peer/dst@0" >>"$data.flap.log" 2>&1 ||
