@@ -49,6 +49,7 @@
 #include "daemon/core/region.h"
 #include "daemon/core/transfer.h"
 #include "daemon/core/transport_kind.h"
+#include "daemon/transport/rail_counters.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::transport {
@@ -121,23 +122,14 @@ struct ConnectionInfo {
 };
 
 // One rail of a verbs channel (a local RDMA port paired with one of the
-// peer's), for ListPeers and the metrics.
-struct RailInfo {
+// peer's), for ListPeers and the metrics: where it goes, and its counters.
+struct RailInfo : RailCounters {
   uint32_t index = 0;
   std::string device;         // local device
   uint32_t port = 0;
   std::string remote_device;  // the peer's
-  std::string state;          // "ACTIVE", "PROBING", "PAUSED"
-  bool port_active = true;
-  uint64_t bytes = 0;         // completed
-  uint64_t ops = 0;           // operations or pieces completed
-  uint64_t errors = 0;        // operations or pieces failed
-  uint64_t pauses = 0;
-  uint64_t outstanding_bytes = 0;
-  double bandwidth = 0;       // bytes/s, EWMA of its completions; 0 unknown
-  absl::Duration paused_left = absl::ZeroDuration();
+  std::string state;          // "ACTIVE", "PROBING", "PAUSED", "REBUILDING"
   int numa_node = -1;         // of the device; -1 unknown
-  std::string last_error;     // why it was last paused
 };
 
 // A data channel as a whole, for ListPeers/ListQps.

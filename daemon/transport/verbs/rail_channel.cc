@@ -513,16 +513,8 @@ transport::ChannelInfo RailChannel::Describe() const {
                      ? "REBUILDING"
                      : std::string(RailStateName(st.state));
     degraded |= !sound || st.state != RailState::kActive;
-    rail.port_active = st.port_active;
-    rail.bytes = st.bytes;
-    rail.ops = st.ops;
-    rail.errors = st.errors;
-    rail.pauses = st.pauses;
-    rail.outstanding_bytes = st.outstanding_bytes;
-    rail.bandwidth = st.bandwidth;
-    rail.paused_left = st.paused_left;
+    static_cast<transport::RailCounters&>(rail) = st;
     rail.numa_node = link.numa_node;
-    rail.last_error = st.last_error;
     info.rails.push_back(std::move(rail));
     if (info.last_error.empty()) info.last_error = per_rail[r].last_error;
     for (transport::ConnectionInfo& c : per_rail[r].connections) {

@@ -53,6 +53,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/transport/rail_counters.h"
 
 namespace rdmad::verbs {
 
@@ -96,18 +97,9 @@ struct RailSlice {
   uint64_t length = 0;
 };
 
-// What a rail did so far, for inspection.
-struct RailStats {
+// What a rail did so far, and its state, for inspection.
+struct RailStats : transport::RailCounters {
   RailState state = RailState::kActive;
-  bool port_active = true;
-  uint64_t bytes = 0;    // completed
-  uint64_t ops = 0;      // operations or chunks completed
-  uint64_t errors = 0;   // operations or chunks failed
-  uint64_t pauses = 0;
-  uint64_t outstanding_bytes = 0;
-  double bandwidth = 0;  // bytes per second (EWMA); 0 until measured
-  absl::Duration paused_left = absl::ZeroDuration();
-  std::string last_error;  // why it was last paused
 };
 
 class RailScheduler {
