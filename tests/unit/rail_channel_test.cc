@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/core/memory_registrar.h"
 #include "daemon/core/region.h"
 #include "daemon/core/shm_segment.h"
 #include "gmock/gmock.h"
@@ -519,6 +521,41 @@ TEST_F(RailChannelTest, RegionsWithoutAKeyOnARailAvoidIt) {
   EXPECT_THAT(result.message(), HasSubstr("not exported over verbs"));
   EXPECT_EQ(channel->KeyFor(*remote).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Keys of a local registration on the devices named.
+class FakeRegistration final : public core::Registration {
+ public:
+  explicit FakeRegistration(std::vector<core::DeviceRegistration> keys)
+      : keys_(std::move(keys)) {}
+  const std::vector<core::DeviceRegistration>& keys() const override {
+    return keys_;
+  }
+
+ private:
+  std::vector<core::DeviceRegistration> keys_;
+};
+
+TEST_F(RailChannelTest, LocalMemoryNotRegisteredOnARailsDeviceAvoidsIt) {
+  auto segment = core::ShmSegment::Create("rails-dmabuf", 16 * kMiB);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  local_ = std::make_shared<core::Region>(
+      2, "gpu/kv", core::RegionOwnerKind::kDaemon, core::Caller{},
+      *std::move(segment),
+      std::make_unique<FakeRegistration>(
+          std::vector<core::DeviceRegistration>{{"rxe1", 0x21, 0x22}}));
+  auto channel = MakeChannel();
+  absl::Status result;
+  PostOne(*channel, Op(16 * kMiB, &result));
+  EXPECT_TRUE(rails_[0]->pending.empty());
+  EXPECT_EQ(rails_[1]->PendingBytes(), 16 * kMiB);
+  rails_[1]->CompleteAll();
+  EXPECT_TRUE(result.ok()) << result;
+  PostOne(*channel, Op(8, &result));
+  EXPECT_TRUE(rails_[0]->pending.empty());
+  EXPECT_EQ(rails_[1]->PendingBytes(), 8u);
+  rails_[1]->CompleteAll();
+  EXPECT_TRUE(result.ok()) << result;
 }
 
 TEST_F(RailChannelTest, RailsOnTheBuffersNumaNodeComeFirst) {

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/core/region.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::verbs {
@@ -43,6 +44,14 @@ bool OperationsOwn(absl::StatusCode code) {
     default:
       return false;
   }
+}
+
+// Whether `region` has a local registration on `device`.
+bool HasLocalKey(const core::Region& region, const std::string& device) {
+  for (const auto& k : region.local_keys()) {
+    if (k.device == device && k.lkey != 0) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -137,10 +146,17 @@ std::optional<transport::RemoteKey> RailChannel::KeyOn(
 
 RailSet RailChannel::Keyed(const transport::RemoteOp& op) const {
   RailSet keyed = 0;
+  RailSet registered = 0;
   for (size_t r = 0; r < links_.size(); ++r) {
     if (KeyOn(r, op.remote.get(), op.key).has_value()) keyed |= RailBit(r);
+    if (op.local != nullptr && HasLocalKey(*op.local, links_[r].device)) {
+      registered |= RailBit(r);
+    }
   }
-  return keyed;
+  // A device that did not register the local memory (a dma-buf on a
+  // device without dma-buf support) is left out while another rail can
+  // carry the operation; with none, the rail's own channel says why.
+  return (keyed & registered) != 0 ? keyed & registered : keyed;
 }
 
 RailSet RailChannel::Preferred(const transport::RemoteOp& op) const {

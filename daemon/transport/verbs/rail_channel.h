@@ -191,6 +191,8 @@ class RailChannel final : public transport::DataChannel,
   std::optional<transport::RemoteKey> KeyOn(
       size_t rail, const core::RemoteRegionInfo* region,
       const transport::RemoteKey& fallback) const;
+  // The rails that can carry `op`: the peer's device has a key for the
+  // remote region, and this side's device registered the local memory.
   RailSet Keyed(const transport::RemoteOp& op) const;
   // Pins, else the NUMA-near rails, else all.
   RailSet Preferred(const transport::RemoteOp& op) const;
