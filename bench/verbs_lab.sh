@@ -45,15 +45,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 
 if [[ -z ${RDMAD_LAB:-} ]]; then
-  # On the host: build, then run this script inside the VM.
-  cmake --build "$BUILD" --target rdmad rdmactl rdmad_control_bench \
-    rdmad_write_pingpong >/dev/null
+  # On the host: build what the parts use, then run them inside VMs.
+  parts=${BENCH_PARTS:-perftest rails}
+  targets=(rdmad rdmactl)
+  [[ $parts == *perftest* ]] && targets+=(rdmad_control_bench rdmad_write_pingpong)
+  cmake --build "$BUILD" --target "${targets[@]}" >/dev/null
   env_args=()
   for v in BENCH_SECONDS BENCH_QD BENCH_BATCH BENCH_BATCH_QD BENCH_SIZES \
            BENCH_LAT_ITERS BENCH_REG_SIZE_MB BENCH_SPIN; do
     [[ -n ${!v:-} ]] && env_args+=(--env "$v=${!v}")
   done
-  parts=${BENCH_PARTS:-perftest rails}
   rc=0
   if [[ $parts == *perftest* ]]; then
     "$ROOT/tests/lab/labvm" --vms 1 --memory 2048 --timeout 900 \
