@@ -52,7 +52,8 @@ if [[ -z ${RDMAD_LAB:-} ]]; then
   cmake --build "$BUILD" --target "${targets[@]}" >/dev/null
   env_args=()
   for v in BENCH_SECONDS BENCH_QD BENCH_BATCH BENCH_BATCH_QD BENCH_SIZES \
-           BENCH_LAT_ITERS BENCH_REG_SIZE_MB BENCH_SPIN; do
+           BENCH_LAT_ITERS BENCH_REG_SIZE_MB BENCH_SPIN \
+           BENCH_INFLIGHT_BYTES; do
     [[ -n ${!v:-} ]] && env_args+=(--env "$v=${!v}")
   done
   rc=0
