@@ -1,6 +1,7 @@
 # two_vm_lib.sh: what the two-VM lab scripts (two_vm_transfer.sh,
-# two_vm_queue.sh) share, sourced by them. Expects $rdmad, $rdmactl, $vm,
-# $dir, $port and $step_timeout to be set; sets $sock and $daemon_pid.
+# two_vm_queue.sh, two_vm_rails.sh) share, sourced by them. Expects $rdmad,
+# $rdmactl, $vm, $dir, $port and $step_timeout to be set; sets $sock and
+# $daemon_pid.
 
 # Unix sockets cannot live on the 9p share: use the VM's own tmpfs.
 sock=/tmp/rdmad-vm$vm.sock
@@ -35,4 +36,9 @@ wait_file() {  # file: until it exists, bounded
     [ $n -le $((step_timeout * 10)) ] || return 1
     sleep 0.1
   done
+}
+
+# ctl ARGS...: rdmactl against this VM's daemon, bounded.
+ctl() {
+  timeout -k 5 "$step_timeout" "$rdmactl" --socket "$sock" --timeout 120s "$@"
 }

@@ -55,9 +55,6 @@ conf=$dir/rdmad.vm$vm.conf
 printf 'max_pinned_bytes: 4294967296\nrail_pause_seconds: %s\nrail_pause_max_seconds: %s\n' \
   "$pause" "$pause_max" >"$conf"
 . "$(dirname "$0")/two_vm_lib.sh"
-ctl() {
-  timeout -k 5 "$step_timeout" "$rdmactl" --socket "$sock" --timeout 120s "$@"
-}
 trap 'stop_daemon' EXIT
 
 if [ "$vm" = 1 ]; then

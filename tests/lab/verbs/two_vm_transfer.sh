@@ -38,9 +38,6 @@ fail() { failures=$((failures + 1)); log "FAIL: $*"; }
 conf=$dir/rdmad.vm$vm.conf
 echo "max_pinned_bytes: 4294967296" >"$conf"
 . "$(dirname "$0")/two_vm_lib.sh"
-ctl() {
-  timeout -k 5 "$step_timeout" "$rdmactl" --socket "$sock" --timeout 120s "$@"
-}
 trap 'stop_daemon' EXIT
 
 if [ "$vm" = 1 ]; then
