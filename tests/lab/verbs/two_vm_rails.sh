@@ -181,10 +181,14 @@ while [ ! -e "$data.big.rc" ] && [ $n -lt 600 ]; do
   n=$((n + 1))
 done
 ip link set eth1 down
+ended_first=no
+[ -e "$data.big.rc" ] && ended_first=yes
 log "eth1 set down while rail 1 had ${inflight:-?} bytes in flight, $carried done"
 wait "$writer"
 if ! [ "$inflight" -gt 0 ] 2>/dev/null && ! [ "$carried" -gt 0 ]; then
   fail "never saw rail 1 carry part of the 64 MiB write (last: '$inflight' in flight, '$carried' done; write: $(cat "$data.big.rc") $(tail -c 300 "$data.big.log"))"
+elif [ "$ended_first" = yes ]; then
+  fail "the 64 MiB write ended before eth1 went down: nothing to fail over"
 elif [ "$(cat "$data.big.rc")" = 0 ]; then
   pass "64 MiB write with eth1 set down in the middle completed OK"
 else
