@@ -281,7 +281,7 @@ TEST(DaemonMetricsTest, RailsAreCountedPerPeerAndRail) {
   down.pauses = 1;
   connector.channels(peer)[0]->set_rails({up, down});
 
-  DaemonMetrics metrics(MetricSources{nullptr, nullptr, &peers, "v", {}});
+  DaemonMetrics metrics(MetricSources{.peers = &peers, .version = "v"});
   const auto samples = Samples(metrics);
   const std::string at = "{peer=" + peer + "}{rail=";
   EXPECT_EQ(samples.at("rdmad_rail_bytes_total" + at + "mlx5_0}"), 1 << 20);
