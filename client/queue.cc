@@ -395,13 +395,30 @@ bool Queue::Arm() {
   return true;
 }
 
+absl::Status Queue::Impl::IdleWaitError() const {
+  if (in_flight != 0 || notifications || !held.empty() ||
+      !completions.Empty()) {
+    return absl::OkStatus();
+  }
+  if (link->Forked()) return link->ForkedError();
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (link->DaemonClosed()) return SessionGone(id);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "nothing is in flight on queue ", id,
+      ": Wait returns when a submitted operation completes, so Submit "
+      "first (a queue opened with QueueOptions::notifications also waits "
+      "for notifications)"));
+}
+
 absl::Status Queue::Wait(absl::Time deadline) {
   if (!impl_->held.empty()) return absl::OkStatus();
+  if (absl::Status idle = impl_->IdleWaitError(); !idle.ok()) return idle;
   return WaitUntil(deadline, absl::ZeroDuration());
 }
 
 absl::Status Queue::Wait(absl::Duration timeout) {
   if (!impl_->held.empty()) return absl::OkStatus();
+  if (absl::Status idle = impl_->IdleWaitError(); !idle.ok()) return idle;
   return WaitUntil(absl::InfinitePast(), timeout);
 }
 
@@ -410,17 +427,6 @@ absl::Status Queue::Wait(absl::Duration timeout) {
 absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Completions on the ring would be the parent's.
   if (impl_->link->Forked()) return impl_->link->ForkedError();
-  // Nothing can complete: say so now rather than sleep to the deadline.
-  if (impl_->in_flight == 0 && !impl_->notifications &&
-      impl_->held.empty() && impl_->completions.Empty()) {
-    if (absl::Status s = impl_->Usable(); !s.ok()) return s;
-    if (impl_->link->DaemonClosed()) return SessionGone(impl_->id);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "nothing is in flight on queue ", impl_->id,
-        ": Wait returns when a submitted operation completes, so Submit "
-        "first (a queue opened with QueueOptions::notifications also "
-        "waits for notifications)"));
-  }
   // Busy-polling helps only while the engine runs on another CPU: on ours
   // it would keep the engine from running until the spin runs out. There
   // the spin polls between sched_yield calls instead, which let the

@@ -34,6 +34,12 @@ struct __attribute__((visibility("hidden"))) Queue::Impl {
   // system call (for Submit and Wait's loop): a forked child, a session
   // before a restart, or the daemon's stop status.
   absl::Status Usable() const;
+  // For the public Wait: an error when nothing could end a wait but its
+  // deadline (nothing in flight, held or on the ring, no notifications
+  // taken); OK otherwise. Reads what Submit and Poll write: the shared
+  // queue of Client::Batch, whose waiter runs beside its submitters,
+  // calls WaitUntil without it.
+  absl::Status IdleWaitError() const;
 
   // What Submit checks of `ops` before it queues any (the daemon checks
   // every field again): INVALID_ARGUMENT or FAILED_PRECONDITION naming the

@@ -201,8 +201,9 @@ absl::StatusOr<Completion> SharedQueue::Await(uint64_t tag,
     }
     absl::Status waited = queue == nullptr
                               ? absl::UnavailableError("the queue is gone")
-                              : queue->Wait(std::min(deadline,
-                                                     absl::Now() + kWaitSlice));
+                              : queue->WaitUntil(
+                                    std::min(deadline, absl::Now() + kWaitSlice),
+                                    absl::ZeroDuration());
     Completion done[64];
     size_t got = 0;
     if (queue != nullptr) {
