@@ -252,10 +252,27 @@ void RingQueue::Complete(uint64_t tag, const absl::Status& status,
     }
     return;
   }
+  if (runtime::TurnBatch::Active()) {
+    {
+      SpinLockHolder lock(&mu_);
+      PushCompletionLocked(entry, status.message());
+    }
+    runtime::TurnBatch::Defer(shared_from_this());
+    return;
+  }
   bool wake;
   {
     SpinLockHolder lock(&mu_);
     PushCompletionLocked(entry, status.message());
+    wake = PublishLocked();
+  }
+  if (wake) WakeClient();
+}
+
+void RingQueue::FlushTurn() {
+  bool wake;
+  {
+    SpinLockHolder lock(&mu_);
     wake = PublishLocked();
   }
   if (wake) WakeClient();

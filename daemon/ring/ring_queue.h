@@ -42,6 +42,7 @@
 #include "daemon/core/transfer_engine.h"
 #include "daemon/ring/notification_backlog.h"
 #include "daemon/ring/remote_handles.h"
+#include "daemon/runtime/turn_batch.h"
 
 namespace rdmad::ring {
 
@@ -76,7 +77,8 @@ struct RingQueueStats {
   absl::Status stop_reason;  // OK while it runs
 };
 
-class RingQueue {
+class RingQueue final : public runtime::TurnDeferred,
+                        public std::enable_shared_from_this<RingQueue> {
  public:
   // A new queue of `caller`'s session. `handles` (the session's) is shared.
   static absl::StatusOr<std::shared_ptr<RingQueue>> Create(
@@ -150,7 +152,9 @@ class RingQueue {
   // --- Any thread. ---
 
   // Publishes the completion of a taken submission (using its reserved
-  // slot) and wakes the client if it waits.
+  // slot) and wakes the client if it waits. Inside an event-loop turn
+  // (runtime::TurnBatch) the entry is written now and published, with one
+  // wake-up for all of the turn's completions, when the turn ends.
   void Complete(uint64_t tag, const absl::Status& status, uint64_t bytes,
                 core::TransportKind transport,
                 absl::Duration daemon_time = absl::ZeroDuration());
@@ -167,6 +171,9 @@ class RingQueue {
   [[nodiscard]] bool Notify(const PendingNotification& n);
   // Wakes the client asleep on the queue (after Notify said so).
   void WakeClient();
+  // runtime::TurnDeferred: publishes the completions written during the
+  // turn and wakes the client if it waits.
+  void FlushTurn() override;
   // Moves what the backlog holds onto the ring, as far as room allows;
   // true if it moved any. The engine calls it while holds_notifications().
   bool DeliverHeld();

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/serving_thread.h"
+#include "daemon/runtime/turn_batch.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::runtime {
@@ -284,6 +286,10 @@ void EventLoop::Run() {
       slept = false;
       for (size_t i = 0; i < pollers_.size(); ++i) pollers_[i]->Woke();
     }
+    // What this turn's callbacks, tasks and timers publish to other
+    // threads (completions on a client's ring) goes out once, at the end
+    // of the turn (turn_batch.h).
+    std::optional<TurnBatch::Scope> batch(std::in_place);
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == kWakeId) {
@@ -300,6 +306,7 @@ void EventLoop::Run() {
     // Timers due by `now` (read after any sleep): one that comes due during
     // this turn runs on the next, a few microseconds later.
     RunTimers(now);
+    batch.reset();
     bool work = PollAll();
     for (int i = 1; !work && spinning && i < kPollsPerTurnWhileSpinning &&
                     !has_tasks_.load(std::memory_order_relaxed) &&

@@ -6,9 +6,11 @@
 // malformed entry gets its precise status.
 #include "daemon/ring/ring_queue.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "daemon/ring/ring_decoder.h"
+#include "daemon/runtime/turn_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -233,6 +236,46 @@ TEST_F(RingQueueTest, CompletionsOfARoundArePublishedAtItsEnd) {
   ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
   queue_->Complete(out[0].tag, absl::OkStatus(), 1, core::TransportKind::kLocal);
   EXPECT_EQ(Published(), 4u);
+}
+
+TEST_F(RingQueueTest, CompletionsOfAnEventLoopTurnWakeTheClientOnce) {
+  Submit(3);
+  queue::SubmissionEntry out[8];
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 3u);
+  queue::CompletionConsumer reaper(client_);
+  ASSERT_FALSE(reaper.WaitUnlessReady()) << "nothing to reap: it sleeps";
+  {
+    // What an event loop's turn opens around its callbacks (remote
+    // completions arriving together on one socket).
+    runtime::TurnBatch::Scope turn;
+    for (int i = 0; i < 3; ++i) {
+      queue_->Complete(out[i].tag, absl::OkStatus(), 8,
+                       core::TransportKind::kTcp);
+    }
+    EXPECT_EQ(Published(), 0u) << "kept until the turn ends";
+    EXPECT_EQ(queue_->stats().client_wakeups, 0u);
+  }
+  EXPECT_EQ(Published(), 3u);
+  EXPECT_EQ(queue_->stats().client_wakeups, 1u) << "one wake-up for three";
+  pollfd p{queue_->wakeup_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 0), 1);
+  uint64_t count = 0;
+  ASSERT_EQ(::read(queue_->wakeup_fd(), &count, sizeof(count)),
+            static_cast<ssize_t>(sizeof(count)));
+  EXPECT_EQ(count, 1u);
+  reaper.Done();
+  queue::CompletionEntry done[8];
+  std::string messages[8];
+  ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(done[i].tag, out[i].tag);
+  // Outside a turn, a completion is published at once.
+  Submit(1);
+  ASSERT_EQ(queue_->Take(absl::MakeSpan(out)), 1u);
+  queue_->Complete(out[0].tag, absl::OkStatus(), 1, core::TransportKind::kTcp);
+  EXPECT_EQ(Published(), 4u);
+  // The client slept on this thread's CPU: the publish left this thread a
+  // hint to yield, which is not this test's subject.
+  RingQueue::TakeYieldHint();
 }
 
 TEST_F(RingQueueTest, CompletingForAClientWaitingOnThisCpuAsksToYield) {
