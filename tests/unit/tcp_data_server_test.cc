@@ -2,6 +2,7 @@
 // each failing with its status without touching memory and without
 // breaking the connection; garbage closing the connection; regions held
 // across a concurrent free; a WRITE_IMM's notification naming its writer.
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -438,6 +439,45 @@ TEST_F(TcpDataServerTest, APeerThatReadsNoRepliesStopsBeingRead) {
   EXPECT_EQ((*server)->stats().requests, kRequests);
 }
 
+// Requests read in one go past the reply bound wait in the receive buffer
+// while reading pauses; once the replies are out they are served without
+// the peer sending another byte (the socket has nothing more to report
+// them by).
+// Replies of 1 KiB all fit in the socket: reading resumes as soon as they
+// are sent. Of 16 KiB they do not: it resumes once the peer reads them.
+class TcpDataServerPauseTest : public TcpDataServerTest,
+                               public ::testing::WithParamInterface<uint64_t> {
+};
+
+TEST_P(TcpDataServerPauseTest, RequestsBufferedWhileReadingPausedAreServed) {
+  const uint64_t size = GetParam();
+  TcpDataServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_queued_reply_bytes = 2 * size;  // two READ replies
+  auto server = TcpDataServer::Start(&regions_.table, options, runtime_.get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto conn = RawConnection::Connect((*server)->port());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  // 300 requests (14 KiB) in one send: one read takes them all.
+  constexpr uint64_t kRequests = 300;
+  std::string requests;
+  for (uint64_t i = 0; i < kRequests; ++i) {
+    requests += EncodeRequestFrame(FrameType::kRead, i, rw_->id(), Key(rw_),
+                                   0, size);
+  }
+  ASSERT_TRUE(conn->Send(requests).ok());
+  for (uint64_t i = 0; i < kRequests; ++i) {
+    auto reply = conn->ReadReply();
+    ASSERT_TRUE(reply.ok()) << "reply " << i << ": " << reply.status();
+    ASSERT_EQ(reply->header.request_id, i);
+    ASSERT_TRUE(reply->status().ok()) << reply->status();
+    ASSERT_EQ(reply->payload.size(), size);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReplySizes, TcpDataServerPauseTest,
+                         ::testing::Values(1 << 10, 16 << 10));
+
 // The stall timeout: a connection that sends nothing, or stops in the
 // middle of a request, loses its slot; one idle between requests keeps it.
 class TcpDataServerStallTest : public TcpDataServerTest {
@@ -598,6 +638,89 @@ TEST_F(TcpDataServerTest, AWriteImmNamesItsWriter) {
   EXPECT_EQ(seen[1].immediate, 0xdefu);
   EXPECT_EQ(std::string(rw_->data() + 128, 4), "imm2");
 }
+
+// The server reads as many frames as the socket holds at once, and a
+// payload larger than its receive buffer straight to its place: however
+// the bytes are cut on the way (all in one send, one byte at a time, or
+// pieces that end anywhere in a header or a payload), every request is
+// answered in order and every byte lands where it belongs.
+class TcpDataServerCutTest : public TcpDataServerTest,
+                             public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(TcpDataServerCutTest, FramesAreServedHoweverTheyAreCut) {
+  const size_t cut = GetParam();  // 0: all in one send
+  struct Piece {
+    uint64_t offset, length;
+  };
+  // Smaller and larger than the receive buffer (16 KiB).
+  const Piece pieces[] = {{0, 8}, {100, 20000}, {24000, 40000}};
+  std::vector<std::string> data;
+  std::string stream = EncodeIdentifyFrame("node-c.example:7471");
+  uint64_t id = 1;
+  for (const Piece& p : pieces) {
+    data.emplace_back(p.length, '\0');
+    FillPattern(data.back().data(), p.length, 1000 + id);
+    stream += EncodeRequestFrame(FrameType::kWrite, id++, rw_->id(), Key(rw_),
+                                 p.offset, p.length, data.back());
+  }
+  stream += EncodeRequestFrame(FrameType::kWriteImm, id++, rw_->id(),
+                               Key(rw_), 20200, 16, std::string(16, 'i'), 7);
+  // Rejected WRITEs: their payloads (one larger than the buffer) drained.
+  stream += EncodeRequestFrame(FrameType::kWrite, id++, rw_->id(),
+                               Key(rw_) ^ 1, 0, 17000, std::string(17000, 'x'));
+  stream += EncodeRequestFrame(FrameType::kWrite, id++, ro_->id(), Key(ro_), 0,
+                               300, std::string(300, 'x'));
+  for (const Piece& p : pieces) {
+    stream += EncodeRequestFrame(FrameType::kRead, id++, rw_->id(), Key(rw_),
+                                 p.offset, p.length);
+  }
+  const uint64_t requests = id - 1;
+
+  const int one = 1;
+  ::setsockopt(conn_->fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::thread sender([&] {
+    const size_t step = cut == 0 ? stream.size() : cut;
+    for (size_t at = 0; at < stream.size(); at += step) {
+      ASSERT_TRUE(conn_->Send(stream.substr(at, step)).ok());
+    }
+  });
+  std::vector<RawConnection::Reply> replies;
+  for (uint64_t i = 0; i < requests; ++i) {
+    auto reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    replies.push_back(*std::move(reply));
+  }
+  sender.join();
+
+  for (uint64_t i = 0; i < requests; ++i) {
+    EXPECT_EQ(replies[i].header.request_id, i + 1);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(replies[i].status().ok()) << i << ": " << replies[i].status();
+  }
+  EXPECT_EQ(replies[4].status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(replies[5].status().code(), absl::StatusCode::kPermissionDenied);
+  for (size_t i = 0; i < data.size(); ++i) {
+    EXPECT_TRUE(replies[6 + i].status().ok()) << replies[6 + i].status();
+    EXPECT_TRUE(replies[6 + i].payload == data[i]) << "READ " << i;
+    EXPECT_EQ(std::memcmp(rw_->data() + pieces[i].offset, data[i].data(),
+                          data[i].size()),
+              0)
+        << "WRITE " << i;
+  }
+  EXPECT_EQ(std::string(rw_->data() + 20200, 16), std::string(16, 'i'));
+  const std::vector<RecordingSink::Seen> seen = sink_.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].offset, 20200u);
+  EXPECT_EQ(seen[0].writer, "node-c.example:7471");
+  std::string ro(kSize, '\0');
+  FillPattern(ro.data(), kSize, ro_->id());
+  EXPECT_EQ(std::memcmp(ro_->data(), ro.data(), kSize), 0);
+  ExpectConnectionWorks();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuts, TcpDataServerCutTest,
+                         ::testing::Values(0, 1, 7, 47, 4096, 16385));
 
 // An IDENTIFY is the first frame of a connection and names a Peer address;
 // anything else closes the connection before it names any writer.

@@ -4,6 +4,7 @@
 // reconnection, and no late writes into local memory.
 #include "daemon/transport/tcp/peer_channel.h"
 
+#include <netinet/tcp.h>
 #include <poll.h>
 
 #include <atomic>
@@ -365,6 +366,126 @@ TEST_F(TcpPeerChannelTest, LateReadDataIsDropped) {
   EXPECT_EQ(std::string(local_->data(), 8), std::string(8, 'G'));
   fake.join();
 }
+
+// The channel reads as many replies as the socket holds at once, and a
+// READ's payload larger than its receive buffer straight to its place:
+// however a server's replies are cut on the way (all in one send, one byte
+// at a time, pieces that end anywhere), each operation gets its own
+// status and bytes.
+class TcpPeerChannelCutTest : public TcpPeerChannelTest,
+                              public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(TcpPeerChannelCutTest, RepliesAreTakenApartHoweverTheyAreCut) {
+  const size_t cut = GetParam();  // 0: all in one send
+  struct Planned {
+    core::OpType type;
+    uint64_t length;
+    bool fail;
+  };
+  const std::vector<Planned> plan = {
+      {core::OpType::kWrite, 8, false},      {core::OpType::kRead, 8, false},
+      {core::OpType::kWrite, 100, true},     {core::OpType::kRead, 20000, false},
+      {core::OpType::kRead, 40000, true},    {core::OpType::kRead, 40000, false},
+      {core::OpType::kWrite, 16, false},     {core::OpType::kRead, 5, false}};
+  auto listener = Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(listener.ok());
+  const uint16_t port = LocalPortOf(listener->get());
+  // Reads every request, then answers them all: READ payloads by the
+  // request's position in the plan, failures with a message.
+  std::thread fake([&, fd = listener->get()] {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1);
+    UniqueFd conn(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(conn.valid());
+    const auto read_exactly = [&](size_t n) {
+      std::string out(n, '\0');
+      size_t at = 0;
+      while (at < n) {
+        const ssize_t r = ::recv(conn.get(), out.data() + at, n - at, 0);
+        if (r <= 0) return std::string();
+        at += static_cast<size_t>(r);
+      }
+      return out;
+    };
+    std::string replies;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const std::string head = read_exactly(kRequestHeaderSize);
+      ASSERT_EQ(head.size(), kRequestHeaderSize);
+      auto h = DecodeHeader(absl::Span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(head.data()), head.size()));
+      ASSERT_TRUE(h.ok() && h->has_value());
+      ASSERT_EQ((*h)->length, plan[i].length);
+      if (IsWrite((*h)->type)) read_exactly((*h)->length);
+      const FrameType type = IsWrite((*h)->type) ? FrameType::kWriteReply
+                                                 : FrameType::kReadReply;
+      if (plan[i].fail) {
+        replies += EncodeReplyFrame(
+            type, (*h)->request_id,
+            absl::PermissionDeniedError(absl::StrCat("no ", i)), "");
+      } else {
+        std::string payload;
+        if (type == FrameType::kReadReply) {
+          payload.resize((*h)->length);
+          FillPattern(payload.data(), payload.size(), 500 + i);
+        }
+        replies += EncodeReplyFrame(type, (*h)->request_id, absl::OkStatus(),
+                                    payload);
+      }
+    }
+    const int one = 1;
+    ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const size_t step = cut == 0 ? replies.size() : cut;
+    for (size_t at = 0; at < replies.size(); at += step) {
+      const size_t n = std::min(step, replies.size() - at);
+      ASSERT_EQ(::send(conn.get(), replies.data() + at, n, MSG_NOSIGNAL),
+                static_cast<ssize_t>(n));
+    }
+    // Until the channel has taken it all.
+    char c;
+    ::recv(conn.get(), &c, 1, 0);
+  });
+  channel_ = MakeChannel(port, /*connections=*/1);
+  std::memset(local_->data(), 'o', 1 << 20);
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  std::vector<transport::RemoteOp> ops;
+  uint64_t at = 0;
+  std::vector<uint64_t> offsets;
+  for (const Planned& p : plan) {
+    offsets.push_back(at);
+    ops.push_back(Op(p.type, at, at, p.length));
+    waiters.push_back(std::make_unique<Waiter>());
+    ops.back().done = waiters.back()->Callback();
+    at += p.length + 64;
+  }
+  channel_->Post(absl::MakeSpan(ops));  // one batch: pipelined requests
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const absl::Status s = waiters[i]->Wait();
+    if (plan[i].fail) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << i << ": " << s;
+      EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("no ", i)));
+      if (plan[i].type == core::OpType::kRead) {
+        EXPECT_EQ(local_->data()[offsets[i]], 'o') << "a failed READ wrote";
+      }
+      continue;
+    }
+    EXPECT_TRUE(s.ok()) << i << ": " << s;
+    if (plan[i].type == core::OpType::kRead) {
+      std::string expect(plan[i].length, '\0');
+      FillPattern(expect.data(), expect.size(), 500 + i);
+      EXPECT_EQ(std::memcmp(local_->data() + offsets[i], expect.data(),
+                            expect.size()),
+                0)
+          << "READ " << i;
+      EXPECT_EQ(local_->data()[offsets[i] + plan[i].length], 'o')
+          << "READ " << i << " wrote past its end";
+    }
+  }
+  channel_.reset();  // closes the connection: the fake server returns
+  fake.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuts, TcpPeerChannelCutTest,
+                         ::testing::Values(0, 1, 5, 33, 4096, 16385));
 
 TEST_F(TcpPeerChannelTest, CloseFailsPendingAndLaterPosts) {
   auto silent = Listen(HostPort{"127.0.0.1", 0});

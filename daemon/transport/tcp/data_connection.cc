@@ -190,57 +190,63 @@ void DataConnection::OnEvent(uint32_t events) {
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
     if (!OnReadable()) return;
   }
-  if (events & EPOLLOUT) Flush();
+  if (events & EPOLLOUT) {
+    Flush();
+    // Requests read before reading paused wait in the buffer: the socket
+    // may hold nothing more to report them by.
+    if (BufferedWork()) OnReadable();
+  }
+}
+
+bool DataConnection::BufferedWork() const {
+  return !closed_ && reading_ && !received_.empty() &&
+         (in_ != In::kHeader || received_.size() >= kRequestHeaderSize);
 }
 
 bool DataConnection::OnReadable() {
+  do {
+    if (!TakeReceived() || !ReadSocket()) return false;
+    Flush();  // may close, and may resume reading paused meanwhile
+    if (closed_) return false;
+  } while (BufferedWork());
+  return true;
+}
+
+bool DataConnection::ReadSocket() {
   uint64_t budget = kReadBudget;
   while (reading_ && budget > 0) {
     iovec iov[2];
-    int count = 1;
-    size_t first = 0;  // bytes asked for in iov[0]
+    int count = 0;
+    size_t direct = 0;  // bytes asked straight into iov[0]
     // Payload lands in the region only under a use of the export the WRITE
     // was checked against: a revocation waits for this readv, and once it
     // is done no later one lands (the rest is drained instead).
     std::optional<core::ExportUse> use;
-    if (in_ == In::kPayload) {
-      auto begun = region_->BeginExportUse(key_, core::RemoteAccess::kWrite);
-      if (begun.ok()) {
-        use.emplace(*std::move(begun));
-      } else {
-        ctx_->counters->rejected++;
-        in_ = In::kDrain;
-        drain_status_ = begun.status();
-        region_.reset();
-        dest_ = nullptr;
-      }
-    }
+    if (in_ == In::kPayload && !BeginWriteUse(use)) continue;
+    // TakeReceived took every buffered byte unless a header is incomplete,
+    // so a body's rest is the next thing on the socket: it is read to its
+    // place, and what follows it into the buffer in the same call.
     switch (in_) {
       case In::kHeader:
-        iov[0] = {header_.data() + header_have_,
-                  kRequestHeaderSize - header_have_};
-        first = iov[0].iov_len;
         break;
       case In::kPayload:
-        first = std::min<uint64_t>(left_, budget);
-        iov[0] = {dest_, first};
+        direct = std::min<uint64_t>(left_, budget);
+        iov[count++] = {dest_, direct};
         break;
       case In::kDrain:
-        first = std::min<uint64_t>(left_, kDrainBufferSize);
-        iov[0] = {DrainBuffer(), first};
+        direct = std::min<uint64_t>(left_, kDrainBufferSize);
+        iov[count++] = {DrainBuffer(), direct};
         break;
       case In::kIdentity:
-        first = left_;
-        iov[0] = {identity_.data() + (identity_.size() - left_), first};
+        direct = left_;
+        iov[count++] = {identity_.data() + (identity_.size() - left_), direct};
         break;
     }
-    if (in_ != In::kHeader && first == left_) {
-      // The body ends within this read: pick up the next request's header
-      // in the same call.
-      iov[1] = {header_.data(), kRequestHeaderSize};
-      count = 2;
+    if (in_ == In::kHeader || direct == left_) {
+      iov[count++] = received_.Space();
     }
-    const size_t asked = first + (count == 2 ? kRequestHeaderSize : 0);
+    size_t asked = 0;
+    for (int i = 0; i < count; ++i) asked += iov[i].iov_len;
     const ssize_t n = ::readv(fd_.get(), iov, count);
     use.reset();
     if (n < 0) {
@@ -250,7 +256,7 @@ bool DataConnection::OnReadable() {
       return false;
     }
     if (n == 0) {
-      Close(in_ == In::kHeader && header_have_ == 0
+      Close(in_ == In::kHeader && received_.empty()
                 ? ""
                 : "peer closed the connection mid-frame");
       return false;
@@ -258,25 +264,68 @@ bool DataConnection::OnReadable() {
     budget -= std::min<uint64_t>(budget, n);
     Progressed();
     const size_t got = static_cast<size_t>(n);
-    if (in_ == In::kHeader) {
-      header_have_ += got;
-    } else {
-      const size_t body = std::min(got, first);
+    const size_t body = std::min(got, direct);
+    received_.Commit(got - body);
+    if (body > 0) {
       left_ -= body;
       if (in_ == In::kPayload) dest_ += body;
-      header_have_ = got - body;
       if (left_ == 0 && !FinishBody()) return false;
     }
-    if (header_have_ == kRequestHeaderSize) {
-      if (!OnHeader()) return false;
-    } else if (header_have_ > 0 && !CheckPartialHeader()) {
-      return false;
-    }
+    if (!TakeReceived()) return false;
     // A short read means the socket is empty: skip the EAGAIN round trip.
     if (got < asked) break;
   }
-  Flush();  // may close
-  return !closed_;
+  return true;
+}
+
+bool DataConnection::BeginWriteUse(std::optional<core::ExportUse>& use) {
+  auto begun = region_->BeginExportUse(key_, core::RemoteAccess::kWrite);
+  if (begun.ok()) {
+    use.emplace(*std::move(begun));
+    return true;
+  }
+  ctx_->counters->rejected++;
+  in_ = In::kDrain;
+  drain_status_ = begun.status();
+  region_.reset();
+  dest_ = nullptr;
+  return false;
+}
+
+bool DataConnection::TakeReceived() {
+  while (reading_ && !received_.empty()) {
+    const absl::Span<const uint8_t> bytes = received_.data();
+    const size_t take = static_cast<size_t>(
+        std::min<uint64_t>(bytes.size(), left_));
+    switch (in_) {
+      case In::kHeader: {
+        auto decoded = DecodeHeader(bytes);
+        if (decoded.ok() && !decoded->has_value()) {
+          return CheckPartialHeader();  // the rest is on its way
+        }
+        if (!OnHeader(decoded)) return false;
+        received_.Consume(kRequestHeaderSize);
+        continue;
+      }
+      case In::kPayload: {
+        std::optional<core::ExportUse> use;
+        if (!BeginWriteUse(use)) continue;  // drained instead
+        std::memcpy(dest_, bytes.data(), take);
+        dest_ += take;
+        break;
+      }
+      case In::kDrain:
+        break;
+      case In::kIdentity:
+        std::memcpy(identity_.data() + (identity_.size() - left_),
+                    bytes.data(), take);
+        break;
+    }
+    left_ -= take;
+    received_.Consume(take);
+    if (left_ == 0 && !FinishBody()) return false;
+  }
+  return true;
 }
 
 // The payload of a WRITE (or the drained payload of a rejected one) is
@@ -326,27 +375,20 @@ bool DataConnection::StartIdentity(const FrameHeader& h) {
 }
 
 // Turns away a peer that speaks something else as soon as its first bytes
-// prove it, rather than waiting for a whole header that may never come.
+// prove it, rather than waiting for a whole header that may never come
+// (DecodeHeader refused what it could already).
 bool DataConnection::CheckPartialHeader() {
-  auto decoded =
-      DecodeHeader(absl::Span<const uint8_t>(header_.data(), header_have_));
-  absl::string_view why;
-  if (!decoded.ok()) {
-    why = decoded.status().message();
-  } else if (header_have_ >= 6 &&
-             !IsRequest(static_cast<FrameType>(header_[5]))) {
-    why = "peer sent a reply frame to the server";
-  } else {
+  const absl::Span<const uint8_t> bytes = received_.data();
+  if (bytes.size() < 6 || IsRequest(static_cast<FrameType>(bytes[5]))) {
     return true;
   }
   ctx_->counters->protocol_errors++;
-  Close(why);
+  Close("peer sent a reply frame to the server");
   return false;
 }
 
-bool DataConnection::OnHeader() {
-  header_have_ = 0;
-  auto decoded = DecodeHeader(header_);
+bool DataConnection::OnHeader(
+    const absl::StatusOr<std::optional<FrameHeader>>& decoded) {
   if (!decoded.ok() || !decoded->has_value() || !IsRequest((*decoded)->type)) {
     ctx_->counters->protocol_errors++;
     Close(decoded.ok() ? "peer sent a reply frame to the server"

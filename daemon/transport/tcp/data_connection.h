@@ -38,6 +38,7 @@
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/event_loop.h"
+#include "daemon/transport/tcp/receive_buffer.h"
 #include "daemon/transport/tcp/wire.h"
 
 namespace rdmad::tcp {
@@ -119,15 +120,29 @@ class DataConnection {
   enum class In { kHeader, kPayload, kDrain, kIdentity };
 
   void OnEvent(uint32_t events);
-  // Reads as much as is there (up to a budget). False if it closed.
+  // Takes what is buffered, reads as much as is there (up to a budget),
+  // many frames per read, and sends the replies. False if it closed.
   bool OnReadable();
+  // Reads the socket while reading is not paused. False if it closed.
+  bool ReadSocket();
+  // Whether the buffer holds requests to take now that reading resumed.
+  bool BufferedWork() const;
+  // Takes apart what the receive buffer holds: request headers, and the
+  // payload, drained bytes or address that came with them. Stops while
+  // reading is paused. False if it closed.
+  bool TakeReceived();
+  // Begins the use of the export the WRITE in progress writes under; when
+  // it was revoked, turns the rest of the WRITE into bytes to drain
+  // (answered with why) and returns false.
+  bool BeginWriteUse(std::optional<core::ExportUse>& use);
   // False if it closed the connection.
   bool FinishBody();
   // An IDENTIFY frame's header arrived: reads its address next. False if
   // it closed the connection (not the first frame).
   bool StartIdentity(const FrameHeader& h);
   bool CheckPartialHeader();
-  bool OnHeader();
+  // A request header is in (or could not be decoded). False if it closed.
+  bool OnHeader(const absl::StatusOr<std::optional<FrameHeader>>& decoded);
   void QueueReply(FrameType type, uint64_t request_id,
                   const absl::Status& status);
   // Stops reading requests while the replies queued exceed the server's
@@ -147,7 +162,7 @@ class DataConnection {
   // Whether the connection waits on its peer for something: a first
   // request, the rest of one, or the reading of its replies.
   bool UnderWay() const {
-    return !got_request_ || header_have_ > 0 || in_ != In::kHeader ||
+    return !got_request_ || !received_.empty() || in_ != In::kHeader ||
            !out_.empty();
   }
   // The stall check (TcpDataServerOptions::stall_timeout): closes a
@@ -166,8 +181,7 @@ class DataConnection {
   sockaddr_storage peer_{};  // for exports' access lists
   // Receiving.
   In in_ = In::kHeader;
-  std::array<uint8_t, kRequestHeaderSize> header_{};
-  size_t header_have_ = 0;
+  ReceiveBuffer received_;
   uint64_t request_id_ = 0;
   std::shared_ptr<core::Region> region_;  // WRITE in progress
   uint64_t key_ = 0;                      // the export it writes under

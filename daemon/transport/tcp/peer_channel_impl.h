@@ -26,6 +26,7 @@
 #include "daemon/runtime/earliest_deadline.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/tcp/peer_channel.h"
+#include "daemon/transport/tcp/receive_buffer.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "daemon/transport/tcp/wire.h"
 #include "daemon/transport/transport.h"
@@ -83,8 +84,7 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
     uint64_t pending_bytes = 0;     // of the chunks above, for balancing
     // Receiving.
     In in = In::kHeader;
-    std::array<uint8_t, kReplyHeaderSize> header{};
-    size_t header_have = 0;
+    ReceiveBuffer received_bytes;
     FrameHeader reply;
     std::string message;
     size_t message_have = 0;
@@ -127,7 +127,18 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
                 absl::Status status = absl::OkStatus());
   // Returns false if the connection failed.
   bool OnReadable(Conn& conn);
-  bool OnReplyHeader(Conn& conn);
+  // Takes apart what the receive buffer holds: reply headers, messages and
+  // the payload bytes that came with them. False if the connection failed
+  // (or was replaced by a new one) meanwhile.
+  bool TakeReceived(Conn& conn);
+  // Whether `conn` is still the connection of `generation`, ready.
+  static bool StillUp(const Conn& conn, uint64_t generation) {
+    return conn.state == transport::ConnectionState::kReady &&
+           conn.generation.load(std::memory_order_relaxed) == generation;
+  }
+  // The payload of the chunk being received is all in place (or dropped).
+  void PayloadDone(Conn& conn);
+  bool OnReplyHeader(Conn& conn, const FrameHeader& h);
   // The reply header and its message (if any) are in; payload may follow.
   bool OnMessageDone(Conn& conn);
   bool ProtocolError(Conn& conn, absl::string_view what);

@@ -140,7 +140,7 @@ void TcpPeerChannel::Impl::FailConn(Conn& conn, const std::string& why,
       why.empty() ? ConnectionState::kIdle : ConnectionState::kError;
   conn.want_write = false;
   conn.in = In::kHeader;
-  conn.header_have = 0;
+  conn.received_bytes.Clear();
   conn.receiving = nullptr;
   conn.send_queue.clear();
   if (!why.empty()) {
@@ -162,42 +162,33 @@ void TcpPeerChannel::Impl::FailConn(Conn& conn, const std::string& why,
 }
 
 bool TcpPeerChannel::Impl::OnReadable(Conn& conn) {
+  const uint64_t generation = conn.generation.load(std::memory_order_relaxed);
   uint64_t budget = kReadBudget;
   while (budget > 0) {
     iovec iov[2];
-    int count = 1;
-    size_t first = 0;
-    switch (conn.in) {
-      case In::kHeader:
-        iov[0] = {conn.header.data() + conn.header_have,
-                  kReplyHeaderSize - conn.header_have};
-        first = iov[0].iov_len;
-        break;
-      case In::kMessage:
-        iov[0] = {conn.message.data() + conn.message_have,
-                  conn.message.size() - conn.message_have};
-        first = iov[0].iov_len;
-        break;
-      case In::kPayload: {
-        const uint64_t left = conn.receiving->length - conn.received;
+    int count = 0;
+    size_t direct = 0;  // bytes asked straight into the payload's place
+    if (conn.in == In::kPayload) {
+      // TakeReceived took every buffered byte, so the rest of this payload
+      // is the next thing on the socket: read it to its place, and what
+      // follows it into the buffer in the same call.
+      const uint64_t left = conn.receiving->length - conn.received;
+      if (conn.receiving->op->finished) {
         // After the operation finished (deadline, another chunk's error),
         // its memory is no longer ours to write: drop the bytes.
-        if (conn.receiving->op->finished) {
-          if (discard_.empty()) discard_.resize(kDiscardBufferSize);
-          first = std::min<uint64_t>(left, discard_.size());
-          iov[0] = {discard_.data(), first};
-        } else {
-          first = std::min<uint64_t>(left, budget);
-          iov[0] = {conn.receiving->local() + conn.received, first};
-        }
-        if (first == left) {
-          iov[1] = {conn.header.data(), kReplyHeaderSize};
-          count = 2;
-        }
-        break;
+        if (discard_.empty()) discard_.resize(kDiscardBufferSize);
+        direct = std::min<uint64_t>(left, discard_.size());
+        iov[count++] = {discard_.data(), direct};
+      } else {
+        direct = std::min<uint64_t>(left, budget);
+        iov[count++] = {conn.receiving->local() + conn.received, direct};
       }
+      if (direct == left) iov[count++] = conn.received_bytes.Space();
+    } else {
+      iov[count++] = conn.received_bytes.Space();
     }
-    const size_t asked = first + (count == 2 ? kReplyHeaderSize : 0);
+    size_t asked = 0;
+    for (int i = 0; i < count; ++i) asked += iov[i].iov_len;
     const ssize_t n = ::readv(conn.fd.get(), iov, count);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -211,40 +202,78 @@ bool TcpPeerChannel::Impl::OnReadable(Conn& conn) {
     }
     const size_t got = static_cast<size_t>(n);
     budget -= std::min<uint64_t>(budget, got);
-    switch (conn.in) {
-      case In::kHeader:
-        conn.header_have += got;
-        break;
-      case In::kMessage:
-        conn.message_have += got;
-        if (conn.message_have == conn.message.size()) {
-          if (!OnMessageDone(conn)) return false;
-        }
-        break;
-      case In::kPayload: {
-        const size_t body = std::min(got, first);
-        conn.received += body;
-        conn.header_have = got - body;
-        if (conn.received == conn.receiving->length) {
-          Chunk* chunk = conn.receiving;
-          conn.receiving = nullptr;
-          conn.in = In::kHeader;
-          CompleteChunk(conn, chunk, absl::OkStatus());
-        }
-        break;
+    const size_t body = std::min(got, direct);
+    conn.received_bytes.Commit(got - body);
+    if (body > 0) {
+      conn.received += body;
+      if (conn.received == conn.receiving->length) {
+        PayloadDone(conn);
+        if (!StillUp(conn, generation)) return false;
       }
     }
-    if (conn.in == In::kHeader && conn.header_have == kReplyHeaderSize) {
-      if (!OnReplyHeader(conn)) return false;
-    } else if (conn.in == In::kHeader && conn.header_have > 0) {
-      // Refuse garbage on its first bytes instead of waiting for more.
-      auto partial = DecodeHeader(
-          absl::Span<const uint8_t>(conn.header.data(), conn.header_have));
-      if (!partial.ok()) {
-        return ProtocolError(conn, partial.status().message());
-      }
-    }
+    if (!TakeReceived(conn)) return false;
+    // A short read means the socket is empty: skip the EAGAIN round trip.
     if (got < asked) break;
+  }
+  return true;
+}
+
+void TcpPeerChannel::Impl::PayloadDone(Conn& conn) {
+  Chunk* chunk = conn.receiving;
+  conn.receiving = nullptr;
+  conn.in = In::kHeader;
+  CompleteChunk(conn, chunk, absl::OkStatus());
+}
+
+bool TcpPeerChannel::Impl::TakeReceived(Conn& conn) {
+  const uint64_t generation = conn.generation.load(std::memory_order_relaxed);
+  ReceiveBuffer& buffer = conn.received_bytes;
+  while (!buffer.empty()) {
+    const absl::Span<const uint8_t> bytes = buffer.data();
+    switch (conn.in) {
+      case In::kHeader: {
+        // Garbage is refused on its first bytes, not after waiting for a
+        // whole header that may never come.
+        auto decoded = DecodeHeader(bytes);
+        if (!decoded.ok()) {
+          return ProtocolError(conn, decoded.status().message());
+        }
+        if (!decoded->has_value()) return true;  // the rest is on its way
+        const FrameHeader h = **decoded;
+        buffer.Consume(kReplyHeaderSize);
+        if (!OnReplyHeader(conn, h)) return false;
+        break;
+      }
+      case In::kMessage: {
+        const size_t take = std::min(
+            bytes.size(), conn.message.size() - conn.message_have);
+        std::memcpy(conn.message.data() + conn.message_have, bytes.data(),
+                    take);
+        conn.message_have += take;
+        buffer.Consume(take);
+        if (conn.message_have == conn.message.size() &&
+            !OnMessageDone(conn)) {
+          return false;
+        }
+        break;
+      }
+      case In::kPayload: {
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(
+            bytes.size(), conn.receiving->length - conn.received));
+        // A finished operation's memory is no longer ours: dropped.
+        if (!conn.receiving->op->finished) {
+          std::memcpy(conn.receiving->local() + conn.received, bytes.data(),
+                      take);
+        }
+        conn.received += take;
+        buffer.Consume(take);
+        if (conn.received == conn.receiving->length) PayloadDone(conn);
+        break;
+      }
+    }
+    // A completion's callback may have posted more work that failed this
+    // connection (and even opened a new one): what is buffered was its.
+    if (!StillUp(conn, generation)) return false;
   }
   return true;
 }
@@ -254,11 +283,7 @@ bool TcpPeerChannel::Impl::ProtocolError(Conn& conn, absl::string_view what) {
   return false;
 }
 
-bool TcpPeerChannel::Impl::OnReplyHeader(Conn& conn) {
-  conn.header_have = 0;
-  auto decoded = DecodeHeader(conn.header);
-  if (!decoded.ok()) return ProtocolError(conn, decoded.status().message());
-  const FrameHeader& h = **decoded;
+bool TcpPeerChannel::Impl::OnReplyHeader(Conn& conn, const FrameHeader& h) {
   if (IsRequest(h.type)) {
     return ProtocolError(conn, "the peer sent a request to the client");
   }
