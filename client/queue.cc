@@ -20,6 +20,7 @@
 #include "client/client_impl.h"
 #include "client/queue_impl.h"
 #include "common/queue_layout.h"
+#include "common/spin_gate.h"
 #include "rdmad/client.h"
 
 namespace rdmad {
@@ -433,7 +434,13 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // engine run at once (it yields back once it completed our work), and
   // which keep this thread runnable: the scheduler moves one of two
   // runnable threads to an idle CPU, never a sleeper (queue_layout.h).
-  const bool spin = impl_->spin > absl::ZeroDuration();
+  // Not while this thread shares its CPU with other runnable threads
+  // (common/spin_gate.h): there, spinning only delays the engine and the
+  // wake-up that ends the wait.
+  thread_local SpinGate gate;
+  const absl::Time start = absl::Now();
+  gate.Check(start);
+  const bool spin = impl_->spin > absl::ZeroDuration() && gate.open(start);
   const bool yield = spin && queue::EngineRunsHere(impl_->base);
   if (yield) {
     impl_->completions.Yielding();

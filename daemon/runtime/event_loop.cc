@@ -229,17 +229,19 @@ void EventLoop::Run() {
     const auto ahead = [now](absl::Time t, absl::Duration most) {
       return now < t && t - now <= most;
     };
+    // A poller found work as the loop was about to sleep, and armed no
+    // wake-up: this turn must not sleep, spin or no spin.
+    bool awake = false;
     if (!ahead(spin_until, options_.spin) && !pollers_.empty()) {
       // About to sleep: pollers arm their wake-ups; one that found work
       // meanwhile keeps the loop awake.
-      bool work = false;
       for (size_t i = 0; i < pollers_.size(); ++i) {
-        work |= pollers_[i]->PrepareToSleep();
+        awake |= pollers_[i]->PrepareToSleep();
       }
-      if (work) spin_until = now + options_.spin;
+      if (awake && spin_gate_.open(now)) spin_until = now + options_.spin;
     }
     const bool spinning = ahead(spin_until, options_.spin);
-    if (!spinning) {
+    if (!spinning && !awake) {
       // Publish that we may sleep before the last look at the task queue:
       // a Post that lands after that look sees `sleeping_` and wakes us.
       sleeping_.store(true);
@@ -315,7 +317,13 @@ void EventLoop::Run() {
       turn_start_ = absl::InfinitePast();  // read again if a poller asks
       work = PollAll();
     }
-    if (work) spin_until = absl::Now() + options_.spin;
+    if (work) {
+      const absl::Time after = absl::Now();
+      // Busy-poll for more only on a CPU this thread has to itself
+      // (common/spin_gate.h).
+      spin_gate_.Check(after);
+      if (spin_gate_.open(after)) spin_until = after + options_.spin;
+    }
   }
   // Tasks queued before or during shutdown still run (they close channels
   // and fail their operations), including those they queue in turn.

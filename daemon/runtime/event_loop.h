@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/spin_gate.h"
 #include "common/unique_fd.h"
 
 namespace rdmad::runtime {
@@ -68,7 +69,8 @@ class EventLoop {
  public:
   struct Options {
     // How long the loop keeps polling its pollers after the last work they
-    // found before it sleeps in epoll_wait.
+    // found before it sleeps in epoll_wait; not at all while the thread
+    // shares its CPU with other runnable threads (common/spin_gate.h).
     absl::Duration spin = absl::Microseconds(50);
   };
 
@@ -162,6 +164,8 @@ class EventLoop {
   uint64_t next_timer_id_ = 1;
   std::vector<Poller*> pollers_;
   absl::Time turn_start_ = absl::Now();
+  // Closes the spin while another thread wants this one's CPU.
+  SpinGate spin_gate_;
 
   absl::Mutex mu_;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);

@@ -163,6 +163,37 @@ TEST_F(EventLoopTest, APollerThatFindsWorkWhilePreparingKeepsItAwake) {
   EXPECT_EQ(poller_.wakes.load(), wakes) << "the loop slept with work waiting";
 }
 
+// A loop that does not spin (spin 0, or a CPU it shares: common/
+// spin_gate.h) must still not sleep when a poller found work as it
+// prepared to: that poller armed no wake-up.
+TEST(EventLoopNoSpinTest, APollerThatFindsWorkWhilePreparingKeepsItAwake) {
+  auto loop = EventLoop::Create("no-spin", {.spin = absl::ZeroDuration()});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  (*loop)->Start();
+  CountingPoller poller;
+  ASSERT_TRUE(RunOnLoop(loop->get(), [&] {
+                (*loop)->AddPoller(&poller);
+                return absl::OkStatus();
+              }).ok());
+  ASSERT_TRUE(Eventually([&] { return poller.prepares.load() > 0; }));
+  poller.work_at_prepare = true;
+  absl::Notification ran;
+  ASSERT_TRUE((*loop)->Post([&] { ran.Notify(); }));
+  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(kPatience));
+  ASSERT_TRUE(Eventually([&] { return poller.busy.load(); }));
+  // It sleeps at most a second at a time: a loop that slept with the
+  // work waiting would take minutes for these polls.
+  const uint64_t polls = poller.polls.load();
+  EXPECT_TRUE(Eventually([&] { return poller.polls.load() > polls + 1000; }))
+      << "the loop slept with work waiting";
+  poller.busy = false;
+  ASSERT_TRUE(RunOnLoop(loop->get(), [&] {
+                (*loop)->RemovePoller(&poller);
+                return absl::OkStatus();
+              }).ok());
+  (*loop)->Stop();
+}
+
 // A poller that, each time the loop is about to sleep, arms a timer 10 ms
 // ahead (as a stalled ring queue does), `times` times over.
 class ArmingPoller : public Poller {
