@@ -124,7 +124,7 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
         "its data); split it and put the immediate on the last part")));
     return;
   }
-  auto owned = std::make_unique<Op>();
+  std::unique_ptr<Op> owned = NewOp();
   Op& op = *owned;
   op.id = next_op_id_++;
   op.op = std::move(in);
@@ -141,7 +141,7 @@ void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
   const bool write = op.op.op == core::OpType::kWrite;
   uint64_t at = 0;
   while (at < length) {
-    auto chunk = std::make_unique<Chunk>();
+    std::unique_ptr<Chunk> chunk = NewChunk();
     chunk->request_id = next_request_id_++;
     chunk->op = &op;
     chunk->op_offset = at;
@@ -218,7 +218,37 @@ void TcpPeerChannel::Impl::FinishOp(Op& op, absl::Status status) {
 }
 
 void TcpPeerChannel::Impl::MaybeForget(Op& op) {
-  if (op.finished && op.outstanding == 0) ops_.erase(op.id);
+  if (!op.finished || op.outstanding != 0) return;
+  auto it = ops_.find(op.id);
+  std::unique_ptr<Op> done = std::move(it->second);
+  ops_.erase(it);
+  Recycle(std::move(done));
+}
+
+std::unique_ptr<TcpPeerChannel::Impl::Op> TcpPeerChannel::Impl::NewOp() {
+  if (spare_ops_.empty()) return std::make_unique<Op>();
+  std::unique_ptr<Op> op = std::move(spare_ops_.back());
+  spare_ops_.pop_back();
+  return op;
+}
+
+std::unique_ptr<TcpPeerChannel::Impl::Chunk> TcpPeerChannel::Impl::NewChunk() {
+  if (spare_chunks_.empty()) return std::make_unique<Chunk>();
+  std::unique_ptr<Chunk> chunk = std::move(spare_chunks_.back());
+  spare_chunks_.pop_back();
+  return chunk;
+}
+
+void TcpPeerChannel::Impl::Recycle(std::unique_ptr<Op> op) {
+  *op = Op{};  // lets go of the regions and the callback now
+  if (spare_ops_.size() < kMaxSpare) spare_ops_.push_back(std::move(op));
+}
+
+void TcpPeerChannel::Impl::Recycle(std::unique_ptr<Chunk> chunk) {
+  *chunk = Chunk{};
+  if (spare_chunks_.size() < kMaxSpare) {
+    spare_chunks_.push_back(std::move(chunk));
+  }
 }
 
 void TcpPeerChannel::Impl::CompleteChunk(Conn& conn, Chunk* chunk,
@@ -231,7 +261,9 @@ void TcpPeerChannel::Impl::CompleteChunk(Conn& conn, Chunk* chunk,
   } else {
     conn.errors++;
   }
-  conn.chunks.erase(chunk->request_id);  // destroys the chunk
+  auto it = conn.chunks.find(chunk->request_id);
+  Recycle(std::move(it->second));
+  conn.chunks.erase(it);
   --op.outstanding;
   if (!op.finished) {
     if (!status.ok()) {

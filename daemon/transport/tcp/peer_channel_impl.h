@@ -114,6 +114,12 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   void MaybeForget(Op& op);
   // A chunk's reply has been fully received (or it was dropped unsent).
   void CompleteChunk(Conn& conn, Chunk* chunk, const absl::Status& status);
+  // Operations and chunks come from, and go back to, lists of spares: no
+  // heap allocation per operation once the channel is warm.
+  std::unique_ptr<Op> NewOp();
+  std::unique_ptr<Chunk> NewChunk();
+  void Recycle(std::unique_ptr<Op> op);
+  void Recycle(std::unique_ptr<Chunk> chunk);
   void Teardown();
   absl::Status ClosedError() const;
 
@@ -155,6 +161,10 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::unique_ptr<Conn>> conns_;
   std::optional<SocketAddress> address_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Op>> ops_;
+  // At most kMaxSpare of each: what a burst of small operations left.
+  static constexpr size_t kMaxSpare = 256;
+  std::vector<std::unique_ptr<Op>> spare_ops_;
+  std::vector<std::unique_ptr<Chunk>> spare_chunks_;
   uint64_t next_op_id_ = 1;
   uint64_t next_request_id_ = 1;
   // Every operation's deadline, as one timer (ExpireDue).

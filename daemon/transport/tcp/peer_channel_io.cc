@@ -156,7 +156,7 @@ void TcpPeerChannel::Impl::FailConn(Conn& conn, const std::string& why,
     Op& op = *chunk->op;
     --op.outstanding;
     if (!op.finished) FinishOp(op, status);
-    chunk.reset();
+    Recycle(std::move(chunk));
     MaybeForget(op);
   }
 }
