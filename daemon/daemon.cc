@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       runtime::IoRuntime::Start(
           {.threads = static_cast<int>(config.io_threads()),
            .engine_threads = static_cast<int>(config.engine_threads()),
-           .loop = {.spin = absl::Microseconds(config.engine_spin_us())}}));
+           .loop = {.spin = absl::Microseconds(config.engine_spin_us()),
+                    .slice = absl::Microseconds(config.loop_slice_us())}}));
   d.timers = std::make_unique<runtime::LoopTimers>(d.runtime->loop(0));
 
   // 3. Devices and transports, then the regions they register.

@@ -451,6 +451,13 @@ std::vector<FieldError> CheckConfig(const v1::DaemonConfig& config) {
   CheckAtMost("engine_threads", config.engine_threads(), 64, "", errors);
   CheckAtMost("engine_spin_us", config.engine_spin_us(), 1000000, " (1 s)",
               errors);
+  if (config.loop_slice_us() != 0 &&
+      (config.loop_slice_us() < 100 || config.loop_slice_us() > 100000)) {
+    errors.push_back({"loop_slice_us",
+                      absl::StrCat(config.loop_slice_us(),
+                                   " must be 0 (100) or 100..100000: the "
+                                   "slices the kernel takes, in us")});
+  }
   CheckAtMost("notification_backlog", config.notification_backlog(), 1u << 22,
               " (about 400 MiB per uid)", errors);
   CheckDirectory(config, errors);
@@ -579,6 +586,7 @@ void ApplyDefaults(v1::DaemonConfig& config) {
   }
   if (config.engine_threads() == 0) config.set_engine_threads(1);
   if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);
+  if (config.loop_slice_us() == 0) config.set_loop_slice_us(100);
   if (config.notification_backlog() == 0) {
     config.set_notification_backlog(16384);
   }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/serving_thread.h"
+#include "daemon/runtime/scheduler_slice.h"
 #include "daemon/runtime/turn_batch.h"
 #include "spdlog/spdlog.h"
 
@@ -211,6 +212,12 @@ void EventLoop::Run() {
   // What this thread runs serves many clients: work of milliseconds that
   // need not happen here goes elsewhere (common/serving_thread.h).
   MarkServingThread();
+  if (options_.slice > absl::ZeroDuration()) {
+    if (absl::Status s = RequestSchedulerSlice(options_.slice); !s.ok()) {
+      spdlog::info("{}: keeps the scheduler's default time slice: {}", name_,
+                   std::string(s.message()));
+    }
+  }
   // Thread names are limited to 15 characters.
   ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
   sleeping_.store(false);

@@ -72,6 +72,9 @@ class EventLoop {
     // found before it sleeps in epoll_wait; not at all while the thread
     // shares its CPU with other runnable threads (common/spin_gate.h).
     absl::Duration spin = absl::Microseconds(50);
+    // The time slice the loop's thread asks the scheduler for
+    // (scheduler_slice.h); zero leaves the kernel's default.
+    absl::Duration slice = absl::ZeroDuration();
   };
 
   static absl::StatusOr<std::unique_ptr<EventLoop>> Create(std::string name,

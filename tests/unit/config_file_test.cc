@@ -362,6 +362,8 @@ TEST(ConfigFileTest, EveryMalformedValueNamesItsPlace) {
       {"qp_timeout: 40", "must be 0..31"},
       {"qp_timeout: -1", "qp_timeout"},
       {"qps_per_peer: 65", "qps_per_peer"},
+      {"loop_slice_us: 99", "loop_slice_us': 99 must be 0 (100) or 100..100000"},
+      {"loop_slice_us: 100001", "loop_slice_us"},
       {"log_level: \"loud\"", "log_level"},
       {"socket_mode: \"0999\"", "socket_mode"},
       {"socket_mode: \"7777\"", "socket_mode"},
