@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Many small remote operations, the tail under load and large local
+# copies, each beside its reference measured in the same round:
+#
+#   rate        two daemons on 127.0.0.1 over TCP: 8-byte WRITEs through
+#               the shared-memory queue in batches of 64 (`rdmactl bench
+#               --batch 64`), next to `ucx_perftest -t ucp_put_bw -s 8`
+#               over UCX's TCP transport on the same loopback; and the
+#               two daemons' CPU per operation (utime + stime of both
+#               from /proc/PID/stat, over the operations)
+#   tail        8-byte remote WRITE one at a time (qd 1), p50 and p99, next
+#               to `sockperf ping-pong --tcp` (14 bytes)
+#   copy        1 MiB WRITEs to a region of the same daemon with 4 in
+#               flight (`rdmactl bench --local --qd 4`), next to memcpy of
+#               1 MiB in one thread (libc's, through Python's ctypes)
+#
+# Rate and tail run twice per round: on the machine as it is, and with
+# BENCH_BURNERS (default 4) CPU-burning processes running beside both
+# daemons and the references alike.
+#
+#   bench/remote_ops.sh [BUILD_DIR]
+#
+# Every measurement runs BENCH_RUNS times (default 3), interleaved so that
+# each reference ran in the same load as what it is compared with; the
+# table shows the median and [min..max]. Checks these targets and exits 3
+# when one is missed (BENCH_NO_TARGETS=1: only print):
+#   remote 8 B WRITE rate at batch 64 >= 1.0x ucx_perftest ucp_put_bw;
+#   the same with the burners running >= 0.8x ucx_perftest with them;
+#   the daemons' CPU per remote op at batch 64 (both sides) <= 2.7 us;
+#   remote 8 B p99 at qd 1 with the burners <= 5x sockperf's p99 with them;
+#   local 1 MiB copies at qd 4 >= 0.8x memcpy of 1 MiB.
+#
+# Environment: BENCH_RUNS (3), BENCH_SECONDS (3), BENCH_BURNERS (4),
+# BENCH_TAIL_ITERS (5000), BENCH_UCX_ITERS (400000), BENCH_NO_BUILD=1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+RUNS=${BENCH_RUNS:-3}
+SECS=${BENCH_SECONDS:-3}
+BURNERS=${BENCH_BURNERS:-4}
+TAIL_ITERS=${BENCH_TAIL_ITERS:-5000}
+UCX_ITERS=${BENCH_UCX_ITERS:-400000}
+
+RDMAD=$BUILD/daemon/rdmad
+RDMACTL=$BUILD/client/rdmactl/rdmactl
+
+if [[ -z ${BENCH_NO_BUILD:-} ]]; then
+  cmake --build "$BUILD" --target rdmad rdmactl >/dev/null
+fi
+for tool in ucx_perftest sockperf; do
+  command -v "$tool" >/dev/null || {
+    echo "remote_ops.sh: $tool is missing (apt-get install ucx-utils sockperf)" >&2
+    exit 2
+  }
+done
+
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+start_daemon a --peer_listen 127.0.0.1:0 --transport tcp
+start_daemon b --peer_listen 127.0.0.1:0 --transport tcp
+A_PID=${PIDS[0]}
+B_PID=${PIDS[1]}
+B_PEER=$(peer_address b)
+"$RDMACTL" --socket "$TMP/a.sock" alloc small-ops 64K --export rw >/dev/null
+"$RDMACTL" --socket "$TMP/b.sock" alloc small-ops 64K --export rw >/dev/null
+"$RDMACTL" --socket "$TMP/a.sock" alloc copy 1M --export rw >/dev/null
+
+bench_json() {  # OUT ARGS...: one `rdmactl --json bench` run through daemon a
+  local out=$1
+  shift
+  if ! timeout 300 "$RDMACTL" --socket "$TMP/a.sock" --json --timeout 120s \
+       bench "$@" >"$out" 2>"$out.err"; then
+    echo "rdmactl bench $* failed:" >&2
+    tail -5 "$out.err" >&2
+    exit 1
+  fi
+}
+
+cpu_ticks() {  # PID...: CPU time (clock ticks, user + system) used so far
+  local sum=0 pid
+  for pid in "$@"; do
+    sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+  done
+  echo "$sum"
+}
+
+BURNER_PIDS=()
+burners_start() {
+  for _ in $(seq "$BURNERS"); do
+    ( while :; do :; done ) &
+    BURNER_PIDS+=($!)
+    PIDS+=($!)
+  done
+}
+burners_stop() {
+  kill "${BURNER_PIDS[@]}" 2>/dev/null || true
+  wait "${BURNER_PIDS[@]}" 2>/dev/null || true
+  BURNER_PIDS=()
+}
+
+ucx_put_bw() {  # OUT
+  local out=$1 port server
+  port=$(free_port)
+  UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 120 ucx_perftest -p "$port" \
+    >"$out.server" 2>&1 &
+  server=$!
+  sleep 0.5
+  UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 100 ucx_perftest 127.0.0.1 \
+    -p "$port" -t ucp_put_bw -s 8 -n "$UCX_ITERS" >"$out" 2>&1 || true
+  wait "$server" 2>/dev/null || true
+}
+
+sockperf_rtt() {  # OUT
+  local out=$1 port server
+  port=$(free_port)
+  timeout $((SECS + 30)) sockperf server --tcp -i 127.0.0.1 -p "$port" \
+    >"$out.server" 2>&1 &
+  server=$!
+  sleep 0.3
+  timeout $((SECS + 20)) sockperf ping-pong --tcp --full-rtt -i 127.0.0.1 \
+    -p "$port" -m 14 -t "$SECS" >"$out" 2>&1 || true
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+}
+
+memcpy_rate() {  # OUT: MB/s of 1 MiB memcpy in one thread
+  python3 - "$SECS" >"$1" <<'PY'
+import ctypes, sys, time
+size, secs = 1 << 20, float(sys.argv[1])
+src, dst = ctypes.create_string_buffer(size), ctypes.create_string_buffer(size)
+ctypes.memset(src, 7, size)
+n, start = 0, time.perf_counter()
+while True:
+    for _ in range(64):
+        ctypes.memmove(dst, src, size)
+    n += 64
+    elapsed = time.perf_counter() - start
+    if elapsed >= secs:
+        break
+print('{"mb_per_s": %.1f}' % (n * size / elapsed / 1e6))
+PY
+}
+
+measure() {  # TAG: rate, CPU and tail, with the references
+  local tag=$1 before
+  ucx_put_bw "$TMP/ucx-$tag"
+  before=$(cpu_ticks "$A_PID" "$B_PID")
+  bench_json "$TMP/rate-$tag.json" --peer "$B_PEER" --region small-ops \
+    --sizes 8 --path ring --batch 64 --duration "$SECS"
+  echo $(($(cpu_ticks "$A_PID" "$B_PID") - before)) >"$TMP/rate-$tag.ticks"
+  bench_json "$TMP/tail-$tag.json" --peer "$B_PEER" --region small-ops \
+    --sizes 8 --path ring --iters "$TAIL_ITERS"
+  sockperf_rtt "$TMP/sockperf-$tag"
+}
+
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for run in $(seq "$RUNS"); do
+  echo "# run $run/$RUNS" >&2
+  measure "quiet-$run"
+  burners_start
+  measure "burn-$run"
+  burners_stop
+  bench_json "$TMP/copy-$run.json" --local --region copy --sizes 1M --qd 4 \
+    --duration "$SECS"
+  memcpy_rate "$TMP/memcpy-$run.json"
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+python3 - "$TMP" "$RUNS" "$(getconf CLK_TCK)" "$BURNERS" \
+  "${BENCH_NO_TARGETS:-}" <<'PY'
+import json, os, re, statistics, sys
+
+tmp, runs, clk_tck, burners, no_targets = sys.argv[1:6]
+runs, clk_tck = int(runs), int(clk_tck)
+R = range(1, runs + 1)
+
+def bench(name):
+    d = json.load(open(os.path.join(tmp, name)))
+    return d["results"][0] if "results" in d else d
+
+def ucx_rate(tag):
+    text = open(os.path.join(tmp, "ucx-" + tag), errors="replace").read()
+    m = re.search(r"Final:\s+\d+(?:\s+[0-9.]+){5}\s+([0-9.]+)\s+([0-9.]+)", text)
+    return float(m.group(2)) if m else None
+
+def sockperf(tag, pct):
+    text = open(os.path.join(tmp, "sockperf-" + tag), errors="replace").read()
+    m = re.search(r"percentile %s =\s*([0-9.]+)" % pct, text)
+    return float(m.group(1)) if m else None
+
+def cpu_per_op(tag):
+    ticks = int(open(os.path.join(tmp, "rate-%s.ticks" % tag)).read())
+    ops = bench("rate-%s.json" % tag)["ops"] + 64  # + the warm-up batch
+    return ticks / clk_tck / ops * 1e6
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+def spread(xs, fmt):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "n/a"
+    return ("%s [%s..%s]" % (fmt, fmt, fmt)) % (med(xs), min(xs), max(xs))
+
+def ratio(xs, ys):
+    return [x / y if x is not None and y else None for x, y in zip(xs, ys)]
+
+rows, checks = [], []
+def row(what, value, ref, r):
+    rows.append((what, value, ref, r))
+
+def check(name, value, limit, fmt, at_least=False):
+    ok = value is not None and (value >= limit if at_least else value <= limit)
+    checks.append((name, ok, "n/a" if value is None else fmt % value,
+                   ("%s " + fmt) % (">=" if at_least else "<=", limit)))
+
+for cond, label in (("quiet", "as is"), ("burn", "%s burners" % burners)):
+    rate = [bench("rate-%s-%d.json" % (cond, r))["ops_per_s"] for r in R]
+    ucx = [ucx_rate("%s-%d" % (cond, r)) for r in R]
+    cpu = [cpu_per_op("%s-%d" % (cond, r)) for r in R]
+    p50 = [bench("tail-%s-%d.json" % (cond, r))["p50_us"] for r in R]
+    p99 = [bench("tail-%s-%d.json" % (cond, r))["p99_us"] for r in R]
+    sp50 = [sockperf("%s-%d" % (cond, r), "50.000") for r in R]
+    sp99 = [sockperf("%s-%d" % (cond, r), "99.000") for r in R]
+    row("8 B WRITE batch 64, kops/s (%s)" % label,
+        spread([x / 1e3 for x in rate], "%.0f"),
+        "ucx put_bw " + spread([x / 1e3 if x else None for x in ucx], "%.0f"),
+        spread(ratio(rate, ucx), "%.2fx"))
+    row("  daemons' CPU per op, us (%s)" % label, spread(cpu, "%.2f"),
+        "", "")
+    row("8 B WRITE qd 1 p50, us (%s)" % label, spread(p50, "%.1f"),
+        "sockperf " + spread(sp50, "%.1f"), spread(ratio(p50, sp50), "%.2fx"))
+    row("8 B WRITE qd 1 p99, us (%s)" % label, spread(p99, "%.1f"),
+        "sockperf " + spread(sp99, "%.1f"), spread(ratio(p99, sp99), "%.2fx"))
+    if cond == "quiet":
+        check("rate / ucx_perftest, batch 64", med(ratio(rate, ucx)), 1.0,
+              "%.2fx", at_least=True)
+        check("daemons' CPU per op, batch 64 (us)", med(cpu), 2.7, "%.2f")
+    else:
+        check("rate / ucx_perftest, batch 64, burners", med(ratio(rate, ucx)),
+              0.8, "%.2fx", at_least=True)
+        check("p99 / sockperf p99, qd 1, burners", med(ratio(p99, sp99)),
+              5.0, "%.2fx")
+
+copy = [bench("copy-%d.json" % r)["mb_per_s"] for r in R]
+mc = [json.load(open(os.path.join(tmp, "memcpy-%d.json" % r)))["mb_per_s"]
+      for r in R]
+row("1 MiB local WRITE qd 4, MB/s", spread(copy, "%.0f"),
+    "memcpy " + spread(mc, "%.0f"), spread(ratio(copy, mc), "%.2fx"))
+check("1 MiB local copy / memcpy, qd 4", med(ratio(copy, mc)), 0.8, "%.2fx",
+      at_least=True)
+
+print("%d runs each: median [min..max]" % runs)
+cols = ("what", "rdmad", "reference", "ratio")
+widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
+for r in rows:
+    print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+print("\ntargets:")
+for name, ok, value, limit in checks:
+    print("  %-42s %10s  %-9s %s" % (name, value, limit,
+                                     "met" if ok else "MISSED"))
+missed = [c[0] for c in checks if not c[1]]
+if missed and not no_targets:
+    print("TARGETS MISSED: " + "; ".join(missed))
+    sys.exit(3)
+PY
