@@ -47,3 +47,31 @@ peer_address() {
   "$RDMACTL" --socket "$TMP/$1.sock" --json status |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("peer_address") or d["peer_listen"])'
 }
+
+# sockperf_rtt OUT SECONDS: `sockperf ping-pong --tcp --full-rtt` with
+# 14-byte messages (its smallest) on loopback for SECONDS; its output in
+# OUT.
+sockperf_rtt() {
+  local out=$1 secs=$2 port server
+  port=$(free_port)
+  timeout $((secs + 30)) sockperf server --tcp -i 127.0.0.1 -p "$port" \
+    >"$out.server" 2>&1 &
+  server=$!
+  PIDS+=("$server")
+  sleep 0.3
+  timeout $((secs + 20)) sockperf ping-pong --tcp --full-rtt -i 127.0.0.1 \
+    -p "$port" -m 14 -t "$secs" >"$out" 2>&1 || true
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  unset 'PIDS[-1]'  # stopped: the cleanup must not signal a reused PID
+}
+
+# cpu_ticks PID...: the CPU time (clock ticks, user + system) the processes
+# have used so far, summed.
+cpu_ticks() {
+  local sum=0 pid
+  for pid in "$@"; do
+    sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+  done
+  echo "$sum"
+}

@@ -78,14 +78,6 @@ bench_json() {  # OUT ARGS...: one `rdmactl --json bench` run through daemon a
   fi
 }
 
-cpu_ticks() {  # PID...: CPU time (clock ticks, user + system) used so far
-  local sum=0 pid
-  for pid in "$@"; do
-    sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
-  done
-  echo "$sum"
-}
-
 BURNER_PIDS=()
 burners_start() {
   for _ in $(seq "$BURNERS"); do
@@ -109,19 +101,6 @@ ucx_put_bw() {  # OUT
   sleep 0.5
   UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 100 ucx_perftest 127.0.0.1 \
     -p "$port" -t ucp_put_bw -s 8 -n "$UCX_ITERS" >"$out" 2>&1 || true
-  wait "$server" 2>/dev/null || true
-}
-
-sockperf_rtt() {  # OUT
-  local out=$1 port server
-  port=$(free_port)
-  timeout $((SECS + 30)) sockperf server --tcp -i 127.0.0.1 -p "$port" \
-    >"$out.server" 2>&1 &
-  server=$!
-  sleep 0.3
-  timeout $((SECS + 20)) sockperf ping-pong --tcp --full-rtt -i 127.0.0.1 \
-    -p "$port" -m 14 -t "$SECS" >"$out" 2>&1 || true
-  kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
 }
 
@@ -152,7 +131,7 @@ measure() {  # TAG: rate, CPU and tail, with the references
   echo $(($(cpu_ticks "$A_PID" "$B_PID") - before)) >"$TMP/rate-$tag.ticks"
   bench_json "$TMP/tail-$tag.json" --peer "$B_PEER" --region small-ops \
     --sizes 8 --path ring --iters "$TAIL_ITERS"
-  sockperf_rtt "$TMP/sockperf-$tag"
+  sockperf_rtt "$TMP/sockperf-$tag" "$SECS"
 }
 
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

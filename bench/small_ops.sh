@@ -85,26 +85,6 @@ bench_json() {
   fi
 }
 
-# CPU time (clock ticks, user + system) rdmad has used so far.
-cpu_ticks() {
-  awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
-sockperf_rtt() {  # OUT
-  local out=$1 port server
-  port=$(free_port)
-  timeout $(( SECS + 30 )) sockperf server --tcp -i 127.0.0.1 -p "$port" \
-    >"$out.server" 2>&1 &
-  server=$!
-  PIDS+=("$server")
-  sleep 0.3
-  timeout $(( SECS + 20 )) sockperf ping-pong --tcp --full-rtt -i 127.0.0.1 \
-    -p "$port" -m 14 -t "$SECS" >"$out" 2>&1 || true
-  kill "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  unset 'PIDS[-1]'  # stopped: the cleanup must not signal a reused PID
-}
-
 HAVE_SOCKPERF=1
 command -v sockperf >/dev/null || HAVE_SOCKPERF=0
 [[ $HAVE_SOCKPERF == 1 ]] ||
@@ -135,7 +115,7 @@ for run in $(seq "$RUNS"); do
     exit 1
   fi
   if [[ $HAVE_SOCKPERF == 1 ]]; then
-    sockperf_rtt "$TMP/sockperf-$run.txt"
+    sockperf_rtt "$TMP/sockperf-$run.txt" "$SECS"
   fi
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
