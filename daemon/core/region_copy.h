@@ -48,6 +48,20 @@ inline absl::Status CopyRegionBytes(const Region& to, uint64_t to_offset,
   return CopyCarefully(to, to_offset, from, from_offset, length);
 }
 
+// Copies `length` bytes from memory of this process outside any region (a
+// socket's receive buffer) to `to`, inside `region`: with memcpy, or where
+// the region can shrink by the kernel (CopyShrinkableMemory), so that a
+// page taken away fails the copy with DATA_LOSS instead of killing the
+// daemon. What readv straight into the region would have done.
+inline absl::Status CopyIntoRegion(const Region& region, char* to,
+                                   const void* from, uint64_t length) {
+  if (!region.can_shrink()) {
+    std::memcpy(to, from, length);
+    return absl::OkStatus();
+  }
+  return CopyShrinkableMemory(to, static_cast<const char*>(from), length);
+}
+
 }  // namespace rdmad::core
 
 #endif  // RDMAD_DAEMON_CORE_REGION_COPY_H_

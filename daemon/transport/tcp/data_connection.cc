@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/size.h"
 #include "common/status_macros.h"
+#include "daemon/core/region_copy.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "spdlog/spdlog.h"
@@ -310,7 +311,18 @@ bool DataConnection::TakeReceived() {
       case In::kPayload: {
         std::optional<core::ExportUse> use;
         if (!BeginWriteUse(use)) continue;  // drained instead
-        std::memcpy(dest_, bytes.data(), take);
+        if (absl::Status s =
+                core::CopyIntoRegion(*region_, dest_, bytes.data(), take);
+            !s.ok()) {
+          // A kept region's file was cut short under it: the rest of the
+          // WRITE is drained and answered with why.
+          ctx_->counters->rejected++;
+          in_ = In::kDrain;
+          drain_status_ = std::move(s);
+          region_.reset();
+          dest_ = nullptr;
+          continue;
+        }
         dest_ += take;
         break;
       }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/region_copy.h"
 #include "daemon/transport/tcp/peer_channel_impl.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "spdlog/spdlog.h"
@@ -261,9 +262,21 @@ bool TcpPeerChannel::Impl::TakeReceived(Conn& conn) {
         const size_t take = static_cast<size_t>(std::min<uint64_t>(
             bytes.size(), conn.receiving->length - conn.received));
         // A finished operation's memory is no longer ours: dropped.
-        if (!conn.receiving->op->finished) {
-          std::memcpy(conn.receiving->local() + conn.received, bytes.data(),
-                      take);
+        Op& op = *conn.receiving->op;
+        if (!op.finished) {
+          char* to = conn.receiving->local() + conn.received;
+          absl::Status copied = absl::OkStatus();
+          if (op.op.local != nullptr) {
+            copied = core::CopyIntoRegion(*op.op.local, to, bytes.data(), take);
+          } else {
+            std::memcpy(to, bytes.data(), take);
+          }
+          if (!copied.ok()) {
+            // The local region (kept in a state directory) was cut short:
+            // the READ fails, and the rest of its bytes are dropped.
+            FinishOp(op, std::move(copied));
+            if (!StillUp(conn, generation)) return false;
+          }
         }
         conn.received += take;
         buffer.Consume(take);
