@@ -154,6 +154,36 @@ TEST_F(TcpPeerChannelTest, WriteAndReadBackManySizes) {
   EXPECT_GT(completed, 12u);  // large transfers were split
 }
 
+// A peer used for small operations costs one descriptor: the channel
+// opens a second connection only when the first has min_split_bytes
+// waiting, and large operations still spread over all of them.
+TEST_F(TcpPeerChannelTest, SmallOperationsShareOneConnection) {
+  constexpr int kOps = 200;
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  std::vector<transport::RemoteOp> ops;
+  for (int i = 0; i < kOps; ++i) {
+    ops.push_back(Op(i % 2 ? core::OpType::kRead : core::OpType::kWrite,
+                     i * 64, i * 64, 8));
+    waiters.push_back(std::make_unique<Waiter>());
+    ops.back().done = waiters.back()->Callback();
+  }
+  channel_->Post(absl::MakeSpan(ops));
+  for (auto& w : waiters) ASSERT_TRUE(w->Wait().ok());
+  int used = 0;
+  for (const auto& c : channel_->Describe().connections) {
+    if (c.posted > 0) ++used;
+  }
+  EXPECT_EQ(used, 1) << "200 operations of 8 bytes opened more connections";
+
+  // 8 MiB in one operation: split over every connection.
+  ASSERT_TRUE(Run(Op(core::OpType::kWrite, 0, 0, 8 << 20)).ok());
+  used = 0;
+  for (const auto& c : channel_->Describe().connections) {
+    if (c.posted > 0) ++used;
+  }
+  EXPECT_EQ(used, 4);
+}
+
 TEST_F(TcpPeerChannelTest, ManyConcurrentOperations) {
   constexpr int kOps = 300;
   constexpr uint64_t kSlot = 200 << 10;

@@ -186,13 +186,25 @@ void TcpPeerChannel::Impl::ExpireDue() {
 }
 
 TcpPeerChannel::Impl::Conn& TcpPeerChannel::Impl::LeastLoaded() {
-  // Start the scan after the last choice, so ties rotate over the
-  // connections instead of piling onto the first.
+  // The least loaded of the connections in use; start the scan after the
+  // last choice, so ties rotate over them instead of piling onto the first.
   Conn* best = nullptr;
+  Conn* unused = nullptr;  // closed, holding nothing
   const size_t n = conns_.size();
   for (size_t k = 0; k < n; ++k) {
     Conn* c = conns_[(rotate_ + k) % n].get();
+    if (c->state == transport::ConnectionState::kIdle && c->chunks.empty()) {
+      if (unused == nullptr || c->index < unused->index) unused = c;
+      continue;
+    }
     if (best == nullptr || c->pending_bytes < best->pending_bytes) best = c;
+  }
+  // Another connection opens only when bandwidth asks for it: every one in
+  // use has min_split_bytes waiting. Small operations share one, so that a
+  // peer used for them costs this daemon one descriptor.
+  if (best == nullptr ||
+      (unused != nullptr && best->pending_bytes >= options_.min_split_bytes)) {
+    best = unused;
   }
   rotate_ = (best->index + 1) % n;
   return *best;

@@ -1,9 +1,11 @@
 // TcpPeerChannel: the connecting side of rdmad's TCP data channel to one
 // peer (transport::DataChannel over the frames of wire.h).
 //
-// A channel keeps several TCP connections to the peer's data listener
-// (default 4), all driven by one event loop of the daemon's IoRuntime: the
-// channel owns no thread, and no thread ever blocks per request. A posted
+// A channel keeps up to several TCP connections to the peer's data
+// listener (default 4), all driven by one event loop of the daemon's
+// IoRuntime: the channel owns no thread, and no thread ever blocks per
+// request. It opens the first on first use and another only when each one
+// open has min_split_bytes waiting, so small operations share one. A posted
 // operation is split into chunks (at most chunk_bytes each; large ones
 // spread over the connections, least loaded first), many requests are in
 // flight per connection, and replies may complete in any order. The frames
