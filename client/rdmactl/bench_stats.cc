@@ -72,6 +72,7 @@ void SetDaemonLatency(BenchResult& result, std::vector<int64_t> latencies_ns) {
   if (latencies_ns.empty()) return;
   std::sort(latencies_ns.begin(), latencies_ns.end());
   result.daemon_p50_us = Microseconds(Percentile(latencies_ns, 50));
+  result.daemon_p99_us = Microseconds(Percentile(latencies_ns, 99));
 }
 
 std::string RenderBenchTable(const BenchReport& report) {
@@ -116,6 +117,7 @@ std::string BenchReportJson(const BenchReport& report) {
                      .Set("p99_us", r.p99_us)
                      .Set("p999_us", r.p999_us)
                      .Set("daemon_p50_us", r.daemon_p50_us)
+                     .Set("daemon_p99_us", r.daemon_p99_us)
                      .Set("transport", r.transport));
   }
   Json json = Json::Object();

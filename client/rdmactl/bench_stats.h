@@ -46,6 +46,9 @@ struct BenchResult {
   // transfer to its completion; the rest is the client's gRPC call.
   // Unknown for Batch calls, which report no per-operation timing.
   std::optional<double> daemon_p50_us;
+  // Its p99: a tail that the daemon's part shares is spent between the
+  // daemons, one it does not share between the client and its daemon.
+  std::optional<double> daemon_p99_us;
   std::string transport;  // "tcp", "verbs"; "tcp+verbs" if both carried ops
 };
 
@@ -59,7 +62,8 @@ BenchResult Summarize(uint64_t size, uint64_t ops,
                       std::vector<int64_t> latencies_ns,
                       absl::Duration elapsed, std::string transport);
 
-// Sets `result.daemon_p50_us` from the daemon-side latency of each
+// Sets `result.daemon_p50_us` and `daemon_p99_us` from the daemon-side
+// latency of each
 // operation (nanoseconds, any order).
 void SetDaemonLatency(BenchResult& result, std::vector<int64_t> latencies_ns);
 

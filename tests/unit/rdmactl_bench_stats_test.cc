@@ -112,6 +112,14 @@ TEST(BenchStatsTest, DaemonLatencyIsItsOwnMedian) {
   SetDaemonLatency(r, {900, 100, 500});
   ASSERT_TRUE(r.daemon_p50_us.has_value());
   EXPECT_DOUBLE_EQ(*r.daemon_p50_us, 0.5);
+  // And its tail, to tell where a slow operation spent its time.
+  std::vector<int64_t> daemon(100, 1000);
+  daemon[7] = 4'000'000;
+  daemon[42] = 3'000'000;
+  SetDaemonLatency(r, daemon);
+  ASSERT_TRUE(r.daemon_p99_us.has_value());
+  EXPECT_DOUBLE_EQ(*r.daemon_p50_us, 1);
+  EXPECT_GE(*r.daemon_p99_us, 3000);
 }
 
 TEST(BenchStatsTest, SummarizeBinarySizeInDecimalUnits) {
