@@ -75,3 +75,16 @@ cpu_ticks() {
   done
   echo "$sum"
 }
+
+# bench_run OUT SOCKET ARGS...: one `rdmactl --json bench ARGS` through the
+# daemon at SOCKET, its JSON in OUT; a failed run ends the script.
+bench_run() {
+  local out=$1 sock=$2
+  shift 2
+  if ! timeout 300 "$RDMACTL" --socket "$sock" --json --timeout 120s \
+       bench "$@" >"$out" 2>"$out.err"; then
+    echo "rdmactl bench $* failed:" >&2
+    tail -5 "$out.err" >&2
+    exit 1
+  fi
+}

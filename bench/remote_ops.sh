@@ -67,15 +67,10 @@ B_PEER=$(peer_address b)
 "$RDMACTL" --socket "$TMP/b.sock" alloc small-ops 64K --export rw >/dev/null
 "$RDMACTL" --socket "$TMP/a.sock" alloc copy 1M --export rw >/dev/null
 
-bench_json() {  # OUT ARGS...: one `rdmactl --json bench` run through daemon a
+bench_json() {  # OUT ARGS...: one `rdmactl --json bench` through daemon a
   local out=$1
   shift
-  if ! timeout 300 "$RDMACTL" --socket "$TMP/a.sock" --json --timeout 120s \
-       bench "$@" >"$out" 2>"$out.err"; then
-    echo "rdmactl bench $* failed:" >&2
-    tail -5 "$out.err" >&2
-    exit 1
-  fi
+  bench_run "$out" "$TMP/a.sock" "$@"
 }
 
 BURNER_PIDS=()

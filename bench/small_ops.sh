@@ -77,12 +77,7 @@ B_PEER=$(peer_address b)
 bench_json() {
   local out=$1 sock=$2
   shift 2
-  if ! timeout 300 "$RDMACTL" --socket "$sock" --json --timeout 120s \
-       bench --region small-ops --sizes 8 "$@" >"$out" 2>"$out.err"; then
-    echo "rdmactl bench $* failed:" >&2
-    tail -5 "$out.err" >&2
-    exit 1
-  fi
+  bench_run "$out" "$sock" --region small-ops --sizes 8 "$@"
 }
 
 HAVE_SOCKPERF=1
