@@ -15,6 +15,7 @@
 #include "daemon/core/pinned_cap.h"
 #include "daemon/daemon_impl.h"
 #include "daemon/memory_releaser.h"
+#include "daemon/peer/transport_kind_proto.h"
 #include "daemon/rdmad_version.h"
 #include "daemon/directory/directory_config.h"
 #include "daemon/servers.h"
@@ -109,8 +110,7 @@ v1::DirectoryNodeRecord NodeRecord(const service::DaemonIdentity& id,
   node.set_incarnation(id.incarnation);
   node.set_version(id.version);
   for (core::TransportKind kind : transport::OfferedTransports(id.transport)) {
-    node.add_transports(kind == core::TransportKind::kVerbs ? v1::TRANSPORT_VERBS
-                                                            : v1::TRANSPORT_TCP);
+    node.add_transports(peer::ToProto(kind));
   }
   for (const auto& device : devices) node.add_devices(device.name);
   node.set_data_listen(id.data_listen);

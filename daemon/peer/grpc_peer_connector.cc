@@ -6,22 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/peer/peer_identity.h"
+#include "daemon/peer/transport_kind_proto.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::peer {
 namespace {
-
-v1::TransportKind ToProto(core::TransportKind kind) {
-  switch (kind) {
-    case core::TransportKind::kVerbs:
-      return v1::TRANSPORT_VERBS;
-    case core::TransportKind::kTcp:
-      return v1::TRANSPORT_TCP;
-    default:
-      return v1::TRANSPORT_UNSPECIFIED;
-  }
-}
 
 // One outstanding Peer-service call: its context, request and response,
 // kept alive by the callback until it has run.
@@ -142,17 +132,6 @@ void GrpcPeerConnector::Forget(const std::string& address) {
 }
 
 namespace {
-
-core::TransportKind FromProto(int kind) {
-  switch (kind) {
-    case v1::TRANSPORT_VERBS:
-      return core::TransportKind::kVerbs;
-    case v1::TRANSPORT_TCP:
-      return core::TransportKind::kTcp;
-    default:
-      return core::TransportKind::kNone;
-  }
-}
 
 // An OpStatus from another daemon as a status: its code, when it is one.
 absl::Status FromOpStatus(const v1::OpStatus& status, absl::string_view what) {

@@ -164,15 +164,4 @@ void ToDescriptor(const DaemonIdentity& identity,
   out->set_tcp_key(region.exported.tcp_key);
 }
 
-v1::TransportKind ToProto(core::TransportKind kind) {
-  switch (kind) {
-    case core::TransportKind::kVerbs:
-      return v1::TRANSPORT_VERBS;
-    case core::TransportKind::kTcp:
-      return v1::TRANSPORT_TCP;
-    default:
-      return v1::TRANSPORT_UNSPECIFIED;
-  }
-}
-
 }  // namespace rdmad::service

@@ -11,6 +11,7 @@
 #include "daemon/core/region.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transport_kind.h"
+#include "daemon/peer/transport_kind_proto.h"
 #include "daemon/service/daemon_state.h"
 #include "rdmad/v1/rdmad.pb.h"
 
@@ -42,7 +43,8 @@ void ToDescriptor(const DaemonIdentity& identity,
                   const core::RegionSnapshot& region,
                   v1::RegionDescriptor* out);
 
-v1::TransportKind ToProto(core::TransportKind kind);
+// Transport kinds convert in the peer layer, below this one.
+using peer::ToProto;
 
 }  // namespace rdmad::service
 
