@@ -27,16 +27,17 @@ namespace rdmad {
 namespace {
 
 Transport TransportOf(uint8_t code) {
-  switch (code) {
-    case 1:
+  switch (queue::CompletionTransportOf(code)) {
+    case queue::CompletionTransport::kVerbs:
       return Transport::kVerbs;
-    case 2:
+    case queue::CompletionTransport::kTcp:
       return Transport::kTcp;
-    case 3:
+    case queue::CompletionTransport::kLocal:
       return Transport::kLocal;
-    default:
-      return Transport::kNone;
+    case queue::CompletionTransport::kUnknown:
+      break;
   }
+  return Transport::kNone;
 }
 
 // Extra time past an operation's own timeout that Run waits for the

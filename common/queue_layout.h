@@ -80,6 +80,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace rdmad::queue {
 
@@ -127,6 +128,40 @@ enum class CompletionKind : uint8_t {
   kNotificationsLost = 3,
 };
 
+// CompletionEntry::transport: how an op went or a write came. Ring ABI: the
+// numbers are fixed; a reader maps any other number to kUnknown.
+enum class CompletionTransport : uint8_t {
+  kUnknown = 0,  // not said (an op that failed before a transport was chosen)
+  kVerbs = 1,
+  kTcp = 2,
+  kLocal = 3,  // both regions on one daemon: a memory copy
+};
+static_assert(static_cast<uint8_t>(CompletionTransport::kVerbs) == 1 &&
+              static_cast<uint8_t>(CompletionTransport::kTcp) == 2 &&
+              static_cast<uint8_t>(CompletionTransport::kLocal) == 3);
+
+// A CompletionEntry::transport as read off the ring: numbers outside the
+// enum are kUnknown.
+constexpr CompletionTransport CompletionTransportOf(uint8_t code) {
+  return code >= 1 && code <= 3 ? static_cast<CompletionTransport>(code)
+                                : CompletionTransport::kUnknown;
+}
+
+// "unknown", "verbs", "tcp", "local": for logs and tests.
+constexpr std::string_view Name(CompletionTransport transport) {
+  switch (transport) {
+    case CompletionTransport::kVerbs:
+      return "verbs";
+    case CompletionTransport::kTcp:
+      return "tcp";
+    case CompletionTransport::kLocal:
+      return "local";
+    case CompletionTransport::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 inline constexpr uint32_t kNoError = 0xffffffff;
 // CompletionEntry::tag of a notification whose writer has no local uid
 // (it wrote from another node).
@@ -136,7 +171,7 @@ inline constexpr uint64_t kNoWriterUid = ~uint64_t{0};
 // kNotification, l = kNotificationsLost; unused fields are 0.
 struct CompletionEntry {
   uint8_t kind;       // CompletionKind
-  // c: how the op went; n: how the write came (1 verbs, 2 tcp, 3 local).
+  // c: how the op went; n: how the write came (CompletionTransport).
   uint8_t transport;
   uint16_t reserved0;
   int32_t code;  // c: absl::StatusCode; 0 = OK

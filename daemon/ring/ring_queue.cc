@@ -27,18 +27,22 @@ thread_local const RingQueue* t_round_queue = nullptr;
 // (TakeYieldHint).
 thread_local RingQueue::YieldHint t_yield_hint = RingQueue::YieldHint::kNone;
 
-uint8_t TransportCode(core::TransportKind kind) {
+queue::CompletionTransport RingTransport(core::TransportKind kind) {
   switch (kind) {
     case core::TransportKind::kVerbs:
-      return 1;
+      return queue::CompletionTransport::kVerbs;
     case core::TransportKind::kTcp:
-      return 2;
+      return queue::CompletionTransport::kTcp;
     case core::TransportKind::kLocal:
-      return 3;
+      return queue::CompletionTransport::kLocal;
     case core::TransportKind::kNone:
       break;
   }
-  return 0;
+  return queue::CompletionTransport::kUnknown;
+}
+
+uint8_t TransportCode(core::TransportKind kind) {
+  return static_cast<uint8_t>(RingTransport(kind));
 }
 
 }  // namespace

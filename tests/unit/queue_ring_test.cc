@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -45,6 +46,29 @@ class QueueRingTest : public ::testing::Test {
   Geometry geometry_;
   std::vector<uint8_t> memory_;
 };
+
+// The completion transport is ring ABI: its numbers are fixed, and a number
+// a newer or corrupt daemon writes reads as unknown.
+TEST(CompletionTransportTest, NumbersAndNames) {
+  struct Case {
+    uint8_t code;
+    CompletionTransport transport;
+    std::string_view name;
+  };
+  const Case cases[] = {
+      {0, CompletionTransport::kUnknown, "unknown"},
+      {1, CompletionTransport::kVerbs, "verbs"},
+      {2, CompletionTransport::kTcp, "tcp"},
+      {3, CompletionTransport::kLocal, "local"},
+      {4, CompletionTransport::kUnknown, "unknown"},
+      {255, CompletionTransport::kUnknown, "unknown"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(int{c.code});
+    EXPECT_EQ(CompletionTransportOf(c.code), c.transport);
+    EXPECT_EQ(Name(CompletionTransportOf(c.code)), c.name);
+  }
+}
 
 TEST_F(QueueRingTest, GeometryIsRoundedAndChecked) {
   const Geometry g = GeometryFor(5, 100);

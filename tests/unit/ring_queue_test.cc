@@ -153,8 +153,11 @@ TEST_F(RingQueueTest, TakingReservesACompletionSlot) {
   std::string messages[8];
   ASSERT_EQ(reaper.Poll(absl::MakeSpan(done), messages), 2u);
   EXPECT_EQ(done[0].tag, 1u);
-  EXPECT_EQ(done[0].transport, 2);
+  EXPECT_EQ(queue::CompletionTransportOf(done[0].transport),
+            queue::CompletionTransport::kTcp);
   EXPECT_EQ(done[1].code, static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(queue::CompletionTransportOf(done[1].transport),
+            queue::CompletionTransport::kUnknown);
   EXPECT_EQ(messages[1], "gone");
   EXPECT_EQ(queue_->Take(absl::MakeSpan(out)), 2u);
   EXPECT_FALSE(queue_->stopped());
@@ -379,10 +382,12 @@ TEST_F(RingQueueTest, ANotificationSaysWhoWrote) {
   EXPECT_EQ(done[0].offset, 64u);
   EXPECT_EQ(done[0].bytes, 64u);
   EXPECT_EQ(done[0].tag, 1001u) << "the local writer's uid";
-  EXPECT_EQ(done[0].transport, 3) << "local";
+  EXPECT_EQ(queue::CompletionTransportOf(done[0].transport),
+            queue::CompletionTransport::kLocal);
   EXPECT_EQ(messages[0], "127.0.0.1:7471");
   EXPECT_EQ(done[1].tag, queue::kNoWriterUid);
-  EXPECT_EQ(done[1].transport, 2) << "tcp";
+  EXPECT_EQ(queue::CompletionTransportOf(done[1].transport),
+            queue::CompletionTransport::kTcp);
   EXPECT_EQ(messages[1], "10.0.0.2:7471");
 }
 
