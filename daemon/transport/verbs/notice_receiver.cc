@@ -11,16 +11,12 @@
 #include "common/status_macros.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/notice_buffers.h"
+#include "daemon/transport/verbs/work_request_id.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::verbs {
 namespace {
 
-// wr_id = QP index (top 8 bits) | kRecv | slot. SENDs (acks) carry the QP
-// index only.
-constexpr int kQpShift = 56;
-constexpr uint64_t kRecv = uint64_t{1} << 55;
-constexpr uint64_t kSlotMask = (uint64_t{1} << 32) - 1;
 constexpr size_t kPollBatch = 32;
 // Acks one QP may hold back while its send queue is full.
 constexpr size_t kMaxWaitingAcks = 4 * kNoticeCredits;
@@ -158,7 +154,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
   }
 
   static uint64_t RecvWrId(size_t qp, size_t slot) {
-    return (uint64_t{qp} << kQpShift) | kRecv | slot;
+    return WorkRequestId::Receive(qp, slot).Encode();
   }
 
   bool Arm() {
@@ -203,12 +199,12 @@ class NoticeReceiver::Impl : public runtime::Poller,
   }
 
   void OnCompletion(const ibv_wc& wc) {
-    const size_t index = static_cast<size_t>(wc.wr_id >> kQpShift);
-    if (index >= qps_.size()) return;  // not ours: cannot happen
-    if ((wc.wr_id & kRecv) == 0) {
-      OnAckSent(index, wc);
+    const WorkRequestId id = WorkRequestId::Decode(wc.wr_id);
+    if (id.qp >= qps_.size()) return;  // not ours: cannot happen
+    if (!id.receive) {
+      OnAckSent(id.qp, wc);
     } else {
-      OnReceived(index, static_cast<size_t>(wc.wr_id & kSlotMask), wc);
+      OnReceived(id.qp, id.slot, wc);
     }
   }
 
@@ -313,7 +309,8 @@ class NoticeReceiver::Impl : public runtime::Poller,
     const std::array<uint8_t, kNoticeAckBytes> bytes = EncodeNoticeAck(ack);
     RdmaOp op;
     op.opcode = RdmaOp::Opcode::kSend;
-    op.wr_id = uint64_t{index} << kQpShift;
+    // The ack's sequence is not needed: its completion only frees the slot.
+    op.wr_id = WorkRequestId::Send(index, 0).Encode();
     op.length = static_cast<uint32_t>(bytes.size());
     op.signaled = true;
     if (ack_inline_) {

@@ -264,11 +264,12 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, std::deque<Chunk>& from,
       wr.inline_data =
           wr.opcode == RdmaOp::Opcode::kWrite && c.length <= inline_max_;
     }
-    wr.wr_id = (uint64_t{qp_index} << kWrIdQpShift) | (seq & kWrIdSeqMask);
+    const WorkRequestId id = WorkRequestId::Send(qp_index, seq);
+    wr.wr_id = id.Encode();
     const bool last = i + 1 == n;
     wr.signaled = last || q.unsignaled_run + 1 >= signal_every;
     q.unsignaled_run = wr.signaled ? 0 : q.unsignaled_run + 1;
-    posted[i] = Posted{seq & kWrIdSeqMask, c};
+    posted[i] = Posted{id.sequence, c};
   }
   size_t done = 0;
   absl::Status s = q.qp->Post(absl::MakeConstSpan(wrs, n), &done);

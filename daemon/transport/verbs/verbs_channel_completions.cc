@@ -68,9 +68,10 @@ void VerbsChannel::Impl::OnCqEvent() {
 }
 
 void VerbsChannel::Impl::OnCompletion(const ibv_wc& wc) {
-  if ((wc.wr_id & kWrIdRecv) != 0) return OnAck(wc);
-  const size_t index = static_cast<size_t>(wc.wr_id >> kWrIdQpShift);
-  const uint64_t seq = wc.wr_id & kWrIdSeqMask;
+  const WorkRequestId id = WorkRequestId::Decode(wc.wr_id);
+  if (id.receive) return OnAck(id, wc);
+  const size_t index = id.qp;
+  const uint64_t seq = id.sequence;
   if (index >= qps_.size()) {
     spdlog::error("peer {}: completion with an unknown wr_id", options_.peer);
     return;

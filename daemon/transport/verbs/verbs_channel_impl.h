@@ -26,6 +26,7 @@
 #include "daemon/transport/verbs/notice_buffers.h"
 #include "daemon/transport/verbs/verbs_channel.h"
 #include "daemon/transport/verbs/verbs_notice.h"
+#include "daemon/transport/verbs/work_request_id.h"
 
 namespace rdmad::verbs {
 
@@ -84,7 +85,7 @@ class VerbsChannel::Impl : public runtime::Poller,
 
   // A WR on a QP's send queue, in posting order.
   struct Posted {
-    uint64_t seq = 0;  // low bits of the wr_id
+    uint64_t seq = 0;  // WorkRequestId::sequence
     Chunk chunk;
   };
 
@@ -162,7 +163,7 @@ class VerbsChannel::Impl : public runtime::Poller,
   // fills `wr` with the SEND; the QP then awaits its ack.
   void PrepareNotice(size_t qp_index, const Chunk& chunk, RdmaOp& wr);
   // A receive completion: the peer's ack of one of our notices.
-  void OnAck(const ibv_wc& wc);
+  void OnAck(const WorkRequestId& id, const ibv_wc& wc);
   // A QP failed: acks that were awaited on it will not come.
   void AbandonAcks(size_t qp_index);
 
@@ -197,13 +198,6 @@ class VerbsChannel::Impl : public runtime::Poller,
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<transport::RemoteOp> incoming_ ABSL_GUARDED_BY(mu_);
 };
-
-// wr_id = QP index in the pool (top 8 bits) | sequence on that QP; for the
-// receives of acks, QP index | kWrIdRecv | slot.
-inline constexpr int kWrIdQpShift = 56;
-inline constexpr uint64_t kWrIdRecv = uint64_t{1} << 55;
-inline constexpr uint64_t kWrIdSeqMask = kWrIdRecv - 1;
-inline constexpr uint64_t kWrIdSlotMask = (uint64_t{1} << 32) - 1;
 
 }  // namespace rdmad::verbs
 

@@ -19,7 +19,7 @@ namespace rdmad::verbs {
 namespace {
 
 uint64_t AckWrId(size_t qp_index, size_t slot) {
-  return (uint64_t{qp_index} << kWrIdQpShift) | kWrIdRecv | slot;
+  return WorkRequestId::Receive(qp_index, slot).Encode();
 }
 
 }  // namespace
@@ -137,9 +137,9 @@ void VerbsChannel::Impl::PrepareNotice(size_t qp_index, const Chunk& chunk,
   chunk.op->awaiting_ack = true;
 }
 
-void VerbsChannel::Impl::OnAck(const ibv_wc& wc) {
-  const size_t index = static_cast<size_t>(wc.wr_id >> kWrIdQpShift);
-  const size_t slot = static_cast<size_t>(wc.wr_id & kWrIdSlotMask);
+void VerbsChannel::Impl::OnAck(const WorkRequestId& id, const ibv_wc& wc) {
+  const size_t index = id.qp;
+  const size_t slot = id.slot;
   if (index >= qps_.size() || notice_buffers_ == nullptr ||
       slot / kNoticeCredits != index) {
     return;  // not one of ours: cannot happen
