@@ -11,18 +11,43 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/region_observer.h"
 #include "daemon/core/region_resolver.h"
 
 namespace rdmad::directory {
 
+// Where the daemon's link to the store stands.
+enum class DirectoryLink : uint8_t {
+  kConnecting,    // not reached yet
+  kConnected,     // a lease is held and the session runs
+  kDisconnected,  // was connected, lost it, reconnecting
+  kStopped,       // shut down
+};
+
+// "connecting", "connected", "disconnected", "stopped": the words of
+// GetStatus (DirectoryStatus.state) and logs.
+constexpr absl::string_view DirectoryLinkName(DirectoryLink link) {
+  switch (link) {
+    case DirectoryLink::kConnecting:
+      return "connecting";
+    case DirectoryLink::kConnected:
+      return "connected";
+    case DirectoryLink::kDisconnected:
+      return "disconnected";
+    case DirectoryLink::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
 // A snapshot for GetStatus and metrics.
 struct DirectoryState {
   std::string url;
   std::string endpoint;
   std::string prefix;
-  std::string state;  // "connecting", "connected", "disconnected", "stopped"
+  DirectoryLink state = DirectoryLink::kConnecting;
   std::string last_error;
   absl::Time state_since;
   int64_t lease_id = 0;

@@ -17,12 +17,6 @@ namespace {
 // expires by itself.
 constexpr absl::Duration kRevokeTimeout = absl::Seconds(2);
 
-const char* LinkName(int link) {
-  static constexpr const char* kNames[] = {"connecting", "connected",
-                                           "disconnected", "stopped"};
-  return kNames[link];
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EtcdDirectory>> EtcdDirectory::Create(
@@ -386,7 +380,7 @@ DirectoryState EtcdDirectory::state() const {
   s.prefix = options_.prefix;
   {
     absl::MutexLock lock(&mu_);
-    s.state = LinkName(static_cast<int>(link_));
+    s.state = link_;
     s.last_error = last_error_;
     s.state_since = link_since_;
     s.lease_id = lease_;

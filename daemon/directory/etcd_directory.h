@@ -153,7 +153,7 @@ class EtcdDirectory final : public ClusterDirectory {
     absl::flat_hash_map<std::string, std::string> values;  // name -> raw
     int64_t revision = 0;
   };
-  enum class Link { kConnecting, kConnected, kDisconnected, kStopped };
+  using Link = DirectoryLink;
 
   EtcdDirectory(DirectoryOptions options, const core::RegionTable* regions);
 

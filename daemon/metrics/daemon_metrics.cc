@@ -349,7 +349,7 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
     };
     gauge("rdmad_directory_connected",
           "1 while the cluster directory (etcd) is reached", 
-          d.state == "connected" ? 1 : 0);
+          d.state == directory::DirectoryLink::kConnected ? 1 : 0);
     gauge("rdmad_directory_published_regions",
           "Region keys this daemon holds in the cluster directory",
           static_cast<double>(d.published_regions));

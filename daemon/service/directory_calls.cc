@@ -42,7 +42,7 @@ void ToProto(const directory::DirectoryState& state,
   out->set_url(state.url);
   out->set_endpoint(state.endpoint);
   out->set_prefix(state.prefix);
-  out->set_state(state.state);
+  out->set_state(std::string(directory::DirectoryLinkName(state.state)));
   out->set_last_error(state.last_error);
   out->set_state_since_unix_ms(absl::ToUnixMillis(state.state_since));
   out->set_lease_id(state.lease_id);

@@ -173,7 +173,7 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
   EXPECT_EQ(Samples(metrics).count("rdmad_directory_connected"), 0u);
 
   FakeDirectory directory;
-  directory.state_.state = "connected";
+  directory.state_.state = directory::DirectoryLink::kConnected;
   directory.state_.published_regions = 3;
   directory.state_.cached_regions = 7;
   directory.state_.conflicts = {"kv (held by b:1)"};
@@ -192,7 +192,7 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
   EXPECT_EQ(samples["rdmad_directory_lookups_total{source=etcd}"], 4);
   EXPECT_EQ(samples["rdmad_directory_lookups_total{source=failed}"], 1);
 
-  directory.state_.state = "disconnected";
+  directory.state_.state = directory::DirectoryLink::kDisconnected;
   EXPECT_EQ(Samples(metrics)["rdmad_directory_connected"], 0);
 }
 
