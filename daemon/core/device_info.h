@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace rdmad::core {
 
 // One valid (non-zero) entry of a port's GID table.
@@ -20,9 +22,43 @@ struct GidInfo {
   std::string netdev;             // associated network device, if known
 };
 
+// A port's state as its device reports it (ibv_port_state); kUnknown for a
+// value rdma-core does not define.
+enum class PortState : uint8_t {
+  kUnknown,
+  kNop,
+  kDown,
+  kInit,
+  kArmed,
+  kActive,
+  kActiveDefer,
+};
+
+// "ACTIVE", "DOWN", "INIT", "ARMED", "ACTIVE_DEFER", "NOP", "UNKNOWN": the
+// words of ibv_devinfo, GetDevices (PortInfo.state) and error messages.
+constexpr absl::string_view PortStateName(PortState state) {
+  switch (state) {
+    case PortState::kNop:
+      return "NOP";
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kActive:
+      return "ACTIVE";
+    case PortState::kActiveDefer:
+      return "ACTIVE_DEFER";
+    case PortState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
 struct PortInfo {
   uint32_t port = 0;         // 1-based
-  std::string state;         // "ACTIVE", "DOWN", "INIT", ...
+  PortState state = PortState::kUnknown;
   std::string link_layer;    // "InfiniBand" or "Ethernet"
   uint32_t active_mtu = 0;   // bytes
   uint32_t max_mtu = 0;      // bytes

@@ -119,7 +119,7 @@ void ToProto(const core::DeviceInfo& device, v1::DeviceInfo* out) {
   for (const auto& port : device.ports) {
     v1::PortInfo* p = out->add_ports();
     p->set_port(port.port);
-    p->set_state(port.state);
+    p->set_state(std::string(core::PortStateName(port.state)));
     p->set_link_layer(port.link_layer);
     p->set_active_mtu(port.active_mtu);
     p->set_max_mtu(port.max_mtu);

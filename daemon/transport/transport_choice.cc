@@ -13,7 +13,7 @@ using core::TransportMode;
 bool HasActivePort(const std::vector<core::DeviceInfo>& devices) {
   for (const auto& device : devices) {
     for (const auto& port : device.ports) {
-      if (port.state == "ACTIVE") return true;
+      if (port.state == core::PortState::kActive) return true;
     }
   }
   return false;

@@ -106,10 +106,25 @@ TEST(GuidTest, NetworkOrderText) {
 }
 
 TEST(NamesTest, PortStates) {
-  EXPECT_EQ(PortStateName(IBV_PORT_ACTIVE), "ACTIVE");
-  EXPECT_EQ(PortStateName(IBV_PORT_DOWN), "DOWN");
-  EXPECT_EQ(PortStateName(IBV_PORT_INIT), "INIT");
-  EXPECT_EQ(PortStateName(42), "UNKNOWN(42)");
+  struct Case {
+    int ibv;
+    core::PortState state;
+    absl::string_view name;
+  };
+  const Case cases[] = {
+      {IBV_PORT_NOP, core::PortState::kNop, "NOP"},
+      {IBV_PORT_DOWN, core::PortState::kDown, "DOWN"},
+      {IBV_PORT_INIT, core::PortState::kInit, "INIT"},
+      {IBV_PORT_ARMED, core::PortState::kArmed, "ARMED"},
+      {IBV_PORT_ACTIVE, core::PortState::kActive, "ACTIVE"},
+      {IBV_PORT_ACTIVE_DEFER, core::PortState::kActiveDefer, "ACTIVE_DEFER"},
+      {42, core::PortState::kUnknown, "UNKNOWN"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.ibv);
+    EXPECT_EQ(PortStateFromIbv(c.ibv), c.state);
+    EXPECT_EQ(core::PortStateName(PortStateFromIbv(c.ibv)), c.name);
+  }
 }
 
 TEST(NamesTest, LinkLayersAndTransports) {

@@ -27,7 +27,7 @@ core::GidInfo MakeGid(uint32_t index, const std::string& text,
 core::PortInfo RocePort(std::vector<core::GidInfo> gids) {
   core::PortInfo port;
   port.port = 1;
-  port.state = "ACTIVE";
+  port.state = core::PortState::kActive;
   port.link_layer = "Ethernet";
   port.active_mtu = 1024;
   port.max_mtu = 4096;
@@ -137,7 +137,7 @@ TEST(ChooseActivePortTest, FirstActivePort) {
   device.name = "mlx5_0";
   core::PortInfo down = RocePort({});
   down.port = 1;
-  down.state = "DOWN";
+  down.state = core::PortState::kDown;
   core::PortInfo up = RocePort({});
   up.port = 2;
   device.ports = {down, up};
@@ -150,7 +150,7 @@ TEST(ChooseActivePortTest, NoActivePortNamesStates) {
   core::DeviceInfo device;
   device.name = "rxe0";
   core::PortInfo down = RocePort({});
-  down.state = "DOWN";
+  down.state = core::PortState::kDown;
   device.ports = {down};
   absl::StatusOr<uint32_t> port = ChooseActivePort(device);
   EXPECT_EQ(port.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -102,22 +102,22 @@ std::string GuidToText(uint64_t guid_network_order) {
                          b[2], b[3], b[4], b[5], b[6], b[7]);
 }
 
-std::string PortStateName(int state) {
+core::PortState PortStateFromIbv(int state) {
   switch (state) {
     case IBV_PORT_NOP:
-      return "NOP";
+      return core::PortState::kNop;
     case IBV_PORT_DOWN:
-      return "DOWN";
+      return core::PortState::kDown;
     case IBV_PORT_INIT:
-      return "INIT";
+      return core::PortState::kInit;
     case IBV_PORT_ARMED:
-      return "ARMED";
+      return core::PortState::kArmed;
     case IBV_PORT_ACTIVE:
-      return "ACTIVE";
+      return core::PortState::kActive;
     case IBV_PORT_ACTIVE_DEFER:
-      return "ACTIVE_DEFER";
+      return core::PortState::kActiveDefer;
   }
-  return absl::StrCat("UNKNOWN(", state, ")");
+  return core::PortState::kUnknown;
 }
 
 std::string LinkLayerName(uint8_t link_layer) {

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/core/device_info.h"
 #include "daemon/core/memory_registrar.h"
 
 namespace rdmad::verbs {
@@ -68,9 +69,9 @@ absl::string_view GidTypeName(uint32_t ibv_gid_type);
 // order) in the usual "xxxx:xxxx:xxxx:xxxx" form.
 std::string GuidToText(uint64_t guid_network_order);
 
-// "ACTIVE", "DOWN", "INIT", "ARMED", "ACTIVE_DEFER", "NOP" or "UNKNOWN(n)".
+// An ibv_port_state as core's PortState; kUnknown for any other value.
 // Takes the raw value, as MtuToBytes does.
-std::string PortStateName(int state);
+core::PortState PortStateFromIbv(int state);
 
 // "InfiniBand", "Ethernet" or "Unspecified".
 std::string LinkLayerName(uint8_t link_layer);

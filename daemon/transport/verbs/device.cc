@@ -154,7 +154,7 @@ absl::StatusOr<core::DeviceInfo> DescribeContext(ibv_context* context,
                            QueryPortAttributes(context, port));
     core::PortInfo p;
     p.port = port;
-    p.state = PortStateName(port_attr.state);
+    p.state = PortStateFromIbv(port_attr.state);
     p.link_layer = LinkLayerName(port_attr.link_layer);
     p.active_mtu = MtuToBytes(port_attr.active_mtu);
     p.max_mtu = MtuToBytes(port_attr.max_mtu);

@@ -60,8 +60,9 @@ absl::StatusOr<uint32_t> ChooseGidIndex(const core::PortInfo& port,
 absl::StatusOr<uint32_t> ChooseActivePort(const core::DeviceInfo& device) {
   std::vector<std::string> states;
   for (const core::PortInfo& port : device.ports) {
-    if (port.state == "ACTIVE") return port.port;
-    states.push_back(absl::StrCat(port.port, "=", port.state));
+    if (port.state == core::PortState::kActive) return port.port;
+    states.push_back(
+        absl::StrCat(port.port, "=", core::PortStateName(port.state)));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "device ", device.name, " has no ACTIVE port (",

@@ -265,7 +265,7 @@ TEST_F(VerbsLabTest, DiscoversActiveRocePortWithRoceV2Gid) {
   EXPECT_EQ(info_.node_guid.size(), 19u) << info_.node_guid;
   ASSERT_FALSE(info_.ports.empty());
   const core::PortInfo& port = info_.ports[port_ - 1];
-  EXPECT_EQ(port.state, "ACTIVE");
+  EXPECT_EQ(port.state, core::PortState::kActive);
   EXPECT_EQ(port.link_layer, "Ethernet");
   EXPECT_TRUE(MtuFromBytes(port.active_mtu).ok()) << port.active_mtu;
   EXPECT_TRUE(MtuFromBytes(port.max_mtu).ok()) << port.max_mtu;
