@@ -25,6 +25,10 @@ namespace rdmad::config {
 // Largest config file read: real ones are a few KiB.
 inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
+// max_peers when the config leaves it 0 (ApplyDefaults); CheckConfig bounds
+// max_peers_per_uid by it then.
+inline constexpr uint32_t kDefaultMaxPeers = 8192;
+
 // One semantic mistake in a config: the field (as named in the file) and
 // what is wrong with its value.
 struct FieldError {
