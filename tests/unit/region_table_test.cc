@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,43 @@ class RegionTableTest : public ::testing::Test {
                      RegionLimits{64 << 20, 1ull << 30, 0, 0,
                                   "the daemon's locked-memory limit"}};
 };
+
+// Memory charged outside regions (queue rings) counts against the uid's
+// pinned-bytes quota, and a charge gives its bytes back once, whether it is
+// released, moved from or destroyed.
+TEST(RegionTableQuotaTest, MemoryChargesCountAndGiveBackOnce) {
+  FakeRegistrar registrar;
+  RegionLimits limits;
+  limits.max_pinned_bytes_per_uid = 1 << 20;
+  RegionTable table(&registrar, limits);
+
+  absl::StatusOr<MemoryCharge> first =
+      table.ChargeMemory(kAlice, 768 << 10, "a queue of 768 KiB");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(table.UsageOf(kAlice.uid).pinned_bytes, 768u << 10);
+
+  absl::StatusOr<MemoryCharge> over =
+      table.ChargeMemory(kAlice, 512 << 10, "a queue of 512 KiB");
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("a queue of 512 KiB"));
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("quota_pinned_bytes_per_uid"));
+  EXPECT_TRUE(table.ChargeMemory(kBob, 512 << 10, "bob's queue").ok())
+      << "quotas are per uid";
+
+  MemoryCharge moved = std::move(*first);
+  EXPECT_EQ(first->bytes(), 0u);
+  EXPECT_EQ(table.UsageOf(kAlice.uid).pinned_bytes, 768u << 10);
+  moved.Release();
+  moved.Release();
+  EXPECT_EQ(table.UsageOf(kAlice.uid).pinned_bytes, 0u);
+  {
+    absl::StatusOr<MemoryCharge> scoped =
+        table.ChargeMemory(kAlice, 1 << 20, "a queue of 1 MiB");
+    ASSERT_TRUE(scoped.ok()) << scoped.status();
+  }
+  EXPECT_EQ(table.UsageOf(kAlice.uid).pinned_bytes, 0u);
+}
 
 TEST_F(RegionTableTest, AllocateMapsZeroedSharedMemoryAndRegisters) {
   auto r = table_.Allocate(kAlice, Named("a", 10000));
