@@ -65,6 +65,7 @@ class LocalService final : public v1::Local::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::GetDescriptorRequest* request,
       v1::GetDescriptorResponse* response) override;
+  // Transfers over gRPC (in local_service_transfers.cc).
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
                                   const v1::TransferRequest* request,
                                   v1::TransferResponse* response) override;
