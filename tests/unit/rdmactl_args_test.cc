@@ -1,6 +1,7 @@
 // rdmactl's command line (client/rdmactl/args.h) for the commands and
 // options of the inspection and data commands: stat, chmod, chgrp,
-// regions --peer, get without --length, --json with get, --timeout.
+// regions --peer, get without --length, --json with get, --timeout, and
+// the region commands (alloc, export, ls, lookup, put, free, copy).
 #include "client/rdmactl/args.h"
 
 #include <string>
@@ -98,6 +99,65 @@ TEST(ArgsTest, HelpDocumentsExitStatusesAndJsonEverywhere) {
   EXPECT_THAT(usage, HasSubstr("9 timed"));
   EXPECT_THAT(usage, HasSubstr("chmod"));
   EXPECT_THAT(usage, HasSubstr("stat"));
+}
+
+
+// The region commands fill what they take, each value checked, and an
+// option's error names the option.
+TEST(ArgsTest, RegionCommandsFillTheirFields) {
+  auto alloc = Parse({"alloc", "kv", "4K", "--export", "rw", "--mode", "0640",
+                      "--group", "0"});
+  ASSERT_TRUE(alloc.ok()) << alloc.status();
+  EXPECT_EQ(alloc->command, Command::kAlloc);
+  EXPECT_EQ(alloc->name, "kv");
+  EXPECT_EQ(alloc->size, 4096u);
+  EXPECT_EQ(alloc->access, Access::kReadWrite);
+  EXPECT_EQ(alloc->region_options.mode, 0640u);
+  EXPECT_EQ(alloc->region_options.group, 0u);
+
+  auto exported = Parse({"export", "kv", "r", "--allow", "1000@10.0.0.2"});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(exported->access, Access::kRead);
+  EXPECT_EQ(exported->allow.size(), 1u);
+
+  auto ls = Parse({"ls", "kv-"});
+  ASSERT_TRUE(ls.ok()) << ls.status();
+  EXPECT_EQ(ls->prefix, "kv-");
+  auto lookup = Parse({"lookup", "kv", "--fresh"});
+  ASSERT_TRUE(lookup.ok()) << lookup.status();
+  EXPECT_TRUE(lookup->fresh);
+  EXPECT_EQ(lookup->name, "kv");
+  auto put = Parse({"put", "in.bin", "kv@4K"});
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->file, "in.bin");
+  EXPECT_EQ(put->dest.text, "kv@4K");
+  EXPECT_EQ(Parse({"free", "kv"})->name, "kv");
+}
+
+TEST(ArgsTest, RegionCommandErrorsSayWhatIsWrong) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{"alloc", "kv", "lots"}, "SIZE: "},
+      {{"alloc", "kv", "4K", "--export", "x"}, "--export: "},
+      {{"alloc", "kv", "4K", "--mode", "9"}, "--mode: "},
+      {{"alloc", "kv", "4K", "--group", "no-such-group-here"}, "--group: "},
+      {{"export", "kv", "none", "--allow", "1000@10.0.0.2"}, "not none"},
+      {{"export", "kv", "r", "--allow", "abc@10.0.0.2"}, "--allow: "},
+      {{"ls", "a:b"}, "is not the start of a region name"},
+      {{"copy", "10.0.0.2:7471/a", "10.0.0.2:7471/b"}, "must be a local"},
+      {{"copy", "kv", "other", "--length", "0"}, "at least 1 byte"},
+      {{"help", "frobnicate"}, "no command 'frobnicate'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args[0] + " " + c.args[1]);
+    auto parsed = Parse(c.args);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.says));
+  }
 }
 
 }  // namespace
