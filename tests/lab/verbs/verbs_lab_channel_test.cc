@@ -1,0 +1,249 @@
+// The verbs data channel (VerbsChannel) on a real device: batches go out
+// as chains and land, READs in smaller work requests, and a failed QP,
+// a wrong rkey or a deadline make the channel ask for a reconnect.
+#include "tests/lab/verbs/verbs_lab_fixture.h"
+
+namespace rdmad::verbs {
+namespace {
+
+using ::testing::HasSubstr;
+
+class VerbsChannelLabTest : public LoopbackTest {
+ protected:
+  void SetUp() override {
+    LoopbackTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto runtime = runtime::IoRuntime::Start({.threads = 1});
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = *std::move(runtime);
+    regions_ = std::make_unique<core::RegionTable>(registrar_.get(),
+                                                   core::RegionLimits{});
+    core::AllocateOptions o;
+    o.size = 1 << 20;
+    o.name = "local";
+    o.daemon_owned = true;
+    auto region = regions_->Allocate(core::Caller{1, 0, 0, 1}, o);
+    ASSERT_TRUE(region.ok()) << region.status();
+    local_ = *region;
+    remote_ = MakeBuffer(1 << 20, core::RemoteAccess::kReadWrite);
+    target_ = std::make_shared<core::RemoteRegionInfo>();
+    target_->peer = "self";
+    target_->name = "remote";
+    target_->length = 1 << 20;
+    target_->access = core::RemoteAccess::kReadWrite;
+    target_->addr = remote_.addr(0);
+    target_->rkeys.push_back({info_.name, 0, remote_.rkey()});
+    VerbsChannelOptions options;
+    options.loop = runtime_->loop(0);
+    options.peer = "self";
+    options.local_device = info_.name;
+    options.remote_device = info_.name;
+    options.max_chain = 16;
+    std::vector<std::unique_ptr<QueuePair>> qps;
+    qps.push_back(std::move(a_));
+    auto channel = VerbsChannel::Create(options, cq_a_, std::move(qps), {0});
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    channel_ = *std::move(channel);
+  }
+
+  void TearDown() override {
+    channel_.reset();
+    if (runtime_) runtime_->Stop();
+  }
+
+  // `n` WRITEs of `len` bytes at local and remote offset i * len, posted
+  // as one batch; returns their statuses.
+  std::vector<absl::Status> WriteBatch(int n, uint32_t len,
+                                       transport::RemoteKey key) {
+    std::vector<absl::Status> out(n, absl::UnknownError("not done"));
+    absl::Notification all;
+    auto left = std::make_shared<std::atomic<int>>(n);
+    std::vector<transport::RemoteOp> ops(n);
+    for (int i = 0; i < n; ++i) {
+      transport::RemoteOp& op = ops[i];
+      op.op = core::OpType::kWrite;
+      op.local = local_;
+      op.local_addr = local_->data() + i * len;
+      op.length = len;
+      op.remote = target_;
+      op.key = key;
+      op.remote_offset = i * len;
+      op.deadline = absl::Now() + kCompletionTimeout;
+      op.done = [&out, &all, left, i](absl::Status s) {
+        out[i] = std::move(s);
+        if (left->fetch_sub(1) == 1) all.Notify();
+      };
+    }
+    channel_->Post(absl::MakeSpan(ops));
+    EXPECT_TRUE(all.WaitForNotificationWithTimeout(kCompletionTimeout));
+    return out;
+  }
+
+  // One operation of `len` bytes between local and remote offsets.
+  absl::Status PostOne(core::OpType kind, uint64_t local_offset,
+                       uint64_t remote_offset, uint64_t len,
+                       transport::RemoteKey key) {
+    auto result = std::make_shared<absl::Status>(absl::UnknownError("not done"));
+    auto done = std::make_shared<absl::Notification>();
+    std::vector<transport::RemoteOp> ops(1);
+    transport::RemoteOp& op = ops[0];
+    op.op = kind;
+    op.local = local_;
+    op.local_addr = local_->data() + local_offset;
+    op.length = len;
+    op.remote = target_;
+    op.key = key;
+    op.remote_offset = remote_offset;
+    op.deadline = absl::Now() + kCompletionTimeout;
+    op.done = [result, done](absl::Status s) {
+      *result = std::move(s);
+      done->Notify();
+    };
+    channel_->Post(absl::MakeSpan(ops));
+    EXPECT_TRUE(done->WaitForNotificationWithTimeout(kCompletionTimeout));
+    return *result;
+  }
+
+  std::unique_ptr<runtime::IoRuntime> runtime_;
+  std::unique_ptr<core::RegionTable> regions_;
+  std::shared_ptr<core::Region> local_;
+  Buffer remote_;
+  std::shared_ptr<core::RemoteRegionInfo> target_;
+  std::unique_ptr<VerbsChannel> channel_;
+};
+
+TEST_F(VerbsChannelLabTest, ABatchGoesOutAsChainsAndLands) {
+  for (int i = 0; i < 1 << 20; ++i) local_->data()[i] = static_cast<char>(i * 13);
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->base, remote_.addr(0));
+  constexpr int kOps = 64;
+  constexpr uint32_t kLen = 200;
+  for (const absl::Status& s : WriteBatch(kOps, kLen, *key)) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(std::memcmp(remote_.data(), local_->data(), kOps * kLen), 0);
+  const transport::ChannelInfo info = channel_->Describe();
+  ASSERT_EQ(info.connections.size(), 1u);
+  EXPECT_EQ(info.connections[0].posted, uint64_t{kOps});
+  // Chains of up to 16: 4 ibv_post_send calls for the batch (a few more if
+  // completions freed slots while it was being posted).
+  EXPECT_LE(info.connections[0].post_calls, uint64_t{kOps / 8});
+  EXPECT_EQ(info.connections[0].qp_state, "RTS");
+  EXPECT_EQ(info.state, transport::ChannelState::kReady);
+}
+
+// A READ goes out in work requests of read_chunk_bytes (64 KiB by
+// default), a WRITE in chunk_bytes (1 MiB): a READ's response is a burst
+// from the peer that a lossy link makes costly to lose.
+TEST_F(VerbsChannelLabTest, ReadsGoOutInSmallerWorkRequestsThanWrites) {
+  constexpr uint64_t kHalf = 512 << 10;
+  for (uint64_t i = 0; i < kHalf; ++i) local_->data()[i] = static_cast<char>(i * 7 + 1);
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(PostOne(core::OpType::kWrite, 0, 0, kHalf, *key).ok());
+  EXPECT_EQ(channel_->Describe().connections[0].posted, 1u)
+      << "512 KiB WRITE: one work request";
+  ASSERT_TRUE(PostOne(core::OpType::kRead, kHalf, 0, kHalf, *key).ok());
+  EXPECT_EQ(channel_->Describe().connections[0].posted,
+            1u + kHalf / kDefaultReadChunkBytes)
+      << "512 KiB READ: one work request per 64 KiB";
+  EXPECT_EQ(std::memcmp(local_->data() + kHalf, local_->data(), kHalf), 0)
+      << "what was read back differs from what was written";
+}
+
+TEST_F(VerbsChannelLabTest, ARegionWithoutAnRkeyForThePeersDeviceIsRefused) {
+  core::RemoteRegionInfo other = *target_;
+  other.rkeys = {{"some-other-device", 0, 7}};
+  auto key = channel_->KeyFor(other);
+  EXPECT_EQ(key.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(key.status().message(), ::testing::HasSubstr("not exported over verbs"));
+}
+
+TEST_F(VerbsChannelLabTest, AWrongRkeyFailsTheOpAndTheChannelNeedsReconnect) {
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok());
+  transport::RemoteKey wrong = *key;
+  wrong.key += 1;
+  std::vector<absl::Status> out = WriteBatch(1, 64, wrong);
+  EXPECT_EQ(out[0].code(), absl::StatusCode::kPermissionDenied) << out[0];
+  EXPECT_TRUE(channel_->NeedsReconnect());
+  out = WriteBatch(1, 64, *key);  // refused until rebuilt
+  EXPECT_EQ(out[0].code(), absl::StatusCode::kUnavailable) << out[0];
+}
+
+TEST_F(VerbsChannelLabTest, AForcedQpErrorMakesTheChannelAskForAReconnect) {
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(WriteBatch(1, 64, *key)[0].ok());
+  channel_->ForceError(0);
+  for (int i = 0; i < 100 && !channel_->NeedsReconnect(); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(channel_->NeedsReconnect());
+  EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kError);
+  std::vector<absl::Status> out = WriteBatch(1, 64, *key);
+  EXPECT_EQ(out[0].code(), absl::StatusCode::kUnavailable) << out[0];
+  EXPECT_THAT(std::string(out[0].message()), ::testing::HasSubstr("rebuilt"));
+}
+
+// An operation whose peer stops answering fails at its deadline, and only
+// after its QP went to the error state (the NIC no longer touches its
+// memory). The earlier deadline was posted after a later one: the
+// channel's one deadline timer must be re-armed for it, or the operation
+// would fail only when the QP gives up retrying (UNAVAILABLE, ~7 s).
+TEST_F(VerbsChannelLabTest, AnOperationPastItsDeadlineFailsAfterItsQpIsFlushed) {
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(WriteBatch(1, 64, *key)[0].ok()) << "the pair works";
+  b_.reset();  // the responder is gone: WRITEs are retried, never ACKed
+  struct Result {
+    absl::Status status = absl::UnknownError("not done");
+    absl::Notification done;
+  };
+  std::vector<std::shared_ptr<Result>> results = {std::make_shared<Result>(),
+                                                  std::make_shared<Result>()};
+  std::vector<transport::RemoteOp> ops(2);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    transport::RemoteOp& op = ops[i];
+    op.op = core::OpType::kWrite;
+    op.local = local_;
+    op.local_addr = local_->data() + i * 64;
+    op.length = 64;
+    op.remote = target_;
+    op.key = *key;
+    op.remote_offset = i * 64;
+    op.done = [result = results[i]](absl::Status s) {
+      result->status = std::move(s);
+      result->done.Notify();
+    };
+  }
+  ops[0].deadline = absl::Now() + kCompletionTimeout;
+  ops[1].deadline = absl::Now() + absl::Milliseconds(300);
+  channel_->Post(absl::MakeSpan(ops));
+  ASSERT_TRUE(results[1]->done.WaitForNotificationWithTimeout(kCompletionTimeout));
+  EXPECT_EQ(results[1]->status.code(), absl::StatusCode::kDeadlineExceeded)
+      << results[1]->status;
+  EXPECT_THAT(std::string(results[1]->status.message()),
+              ::testing::HasSubstr("did not complete within its deadline"));
+  EXPECT_TRUE(channel_->NeedsReconnect()) << "its QP went to the error state";
+  // The other WRITE was on the same QP: flushed, it fails too, long before
+  // its own deadline.
+  ASSERT_TRUE(results[0]->done.WaitForNotificationWithTimeout(kCompletionTimeout));
+  EXPECT_EQ(results[0]->status.code(), absl::StatusCode::kUnavailable)
+      << results[0]->status;
+}
+
+TEST_F(VerbsChannelLabTest, CloseFailsLaterPostsAndStopsTheChannel) {
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok());
+  channel_->Close();
+  std::vector<absl::Status> out = WriteBatch(2, 64, *key);
+  for (const absl::Status& s : out) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  }
+  EXPECT_EQ(channel_->Describe().state, transport::ChannelState::kClosed);
+}
+
+}  // namespace
+}  // namespace rdmad::verbs
