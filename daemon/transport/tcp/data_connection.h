@@ -54,6 +54,9 @@ struct TcpDataServerOptions;
 absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
     const core::RegionTable& regions, const FrameHeader& request);
 
+// How the server's messages name a region: "region 'NAME'" or "region #ID".
+std::string RegionLabel(const core::Region& region);
+
 // Counters shared by every connection of a server.
 struct DataServerCounters {
   std::atomic<uint64_t> connections_accepted{0};
