@@ -1,10 +1,12 @@
 // DataConnection: one connection a peer opened to this daemon's TCP data
 // listener (data_server.h), served on one event loop of the IoRuntime.
 //
-// It reads request frames, checks each against the region table exactly as
-// a NIC checks an rkey (CheckRequest), moves a WRITE's payload straight
-// from the socket into the region and a READ's straight from the region
-// into the socket, and answers every request with one reply. A rejected
+// It reads request frames, as many per read as the socket holds, into a
+// receive buffer (receive_buffer.h), checks each against the region table
+// exactly as a NIC checks an rkey (CheckRequest), copies a WRITE's payload
+// that came in the buffer to the region and reads the rest of a larger one
+// straight into it, sends a READ's straight from the region into the
+// socket, and answers every request with one reply. A rejected
 // WRITE's payload is read and dropped so the connection stays usable;
 // anything that is not a valid frame closes it.
 //
