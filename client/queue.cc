@@ -463,7 +463,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   bool clock_read = false;
   while (impl_->completions.Empty()) {
     if (yield) {
-      ::sched_yield();
+      YieldCpu();  // not a preemption (common/spin_gate.h)
     } else if (spin && ++polls % kPollsPerCheck != 0) {
       continue;
     }

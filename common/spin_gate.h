@@ -18,6 +18,11 @@
 // reopenings see more; halved again each time the gate stayed open that
 // long without one.
 //
+// The kernel counts a switch away from a thread that is still runnable as
+// involuntary, sched_yield's included: the yields a thread makes itself
+// (YieldCpu) are taken off the count, so that a client and an engine
+// handing a CPU back and forth (common/queue_layout.h) keep spinning.
+//
 // One per thread (thread-compatible): the counts are the calling thread's.
 #ifndef RDMAD_COMMON_SPIN_GATE_H_
 #define RDMAD_COMMON_SPIN_GATE_H_
@@ -27,6 +32,9 @@
 #include "absl/time/time.h"
 
 namespace rdmad {
+
+// sched_yield, counted for the calling thread's SpinGate.
+void YieldCpu();
 
 class SpinGate {
  public:
@@ -52,8 +60,9 @@ class SpinGate {
   }
 
   // The calling thread's involuntary context switches so far (-1 if
-  // unknown).
+  // unknown), and the yields it made through YieldCpu.
   static int64_t ThreadPreemptions();
+  static int64_t ThreadYields();
 
  private:
   void Look(absl::Time now);
@@ -63,6 +72,7 @@ class SpinGate {
   absl::Time closed_until_ = absl::InfinitePast();
   absl::Duration quiet_ = kFirstQuiet;
   int64_t last_ = -1;
+  int64_t last_yields_ = 0;
 };
 
 }  // namespace rdmad

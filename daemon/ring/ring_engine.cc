@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/spin_gate.h"
 #include "common/tick_clock.h"
 #include "daemon/ring/ring_decoder.h"
 #include "spdlog/spdlog.h"
@@ -242,7 +243,7 @@ bool RingEngine::Poll() {
     cpu_ = -1;  // tell the clients where it went
     NoteCpu();
   } else if (hint != RingQueue::YieldHint::kNone) {
-    ::sched_yield();
+    YieldCpu();  // not a preemption (common/spin_gate.h)
   }
   return work;
 }

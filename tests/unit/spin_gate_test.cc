@@ -91,6 +91,22 @@ TEST_F(SpinGateTest, StayingOpenWithoutPreemptionShortensTheQuietPeriod) {
   EXPECT_TRUE(gate_.open(now_ + absl::Milliseconds(40)));
 }
 
+TEST_F(SpinGateTest, TheThreadsOwnYieldsAreNotPreemptions) {
+  gate_.Check(now_);
+  // Each yield the kernel counts as an involuntary switch.
+  for (int i = 0; i < 5; ++i) {
+    YieldCpu();
+    g_preemptions++;
+  }
+  now_ += SpinGate::kCheckEvery;
+  gate_.Check(now_);
+  EXPECT_TRUE(gate_.open(now_)) << "five yields, five switches: its own";
+  g_preemptions++;  // and one more than it yielded
+  now_ += SpinGate::kCheckEvery;
+  gate_.Check(now_);
+  EXPECT_FALSE(gate_.open(now_));
+}
+
 TEST_F(SpinGateTest, ReadsTheThreadsOwnCount) {
   EXPECT_GE(SpinGate::ThreadPreemptions(), 0);
 }
