@@ -1,5 +1,7 @@
 #include "daemon/peer/transfer_flow.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,19 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
     absl::InlinedVector<transport::RemoteOp, 4> ops;
   };
   absl::InlinedVector<Group, 1> groups;
+  // The transfers of a batch mostly go to one peer and one region: its
+  // peer, ready link and named target are looked up once for a run of
+  // them (a lock each, per transfer, otherwise), and the next transfer of
+  // the same caller to the same place reuses them.
+  struct Run {
+    std::string address;
+    uint32_t uid = 0;
+    std::shared_ptr<RemotePeer> peer;
+    std::optional<Link> link;
+    std::optional<std::string> name;  // the name `target` was found for
+    ResolvedRegion target;
+  };
+  std::optional<Run> run;
   for (core::Transfer& t : transfers) {
     auto r = std::make_unique<Running>();
     r->t = std::move(t);
@@ -51,12 +66,23 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
                                "this daemon is shutting down: no new transfers"));
       continue;
     }
-    if (absl::Status s = Attach(*r); !s.ok()) {
-      Finish(std::move(r), std::move(s));
-      continue;
+    if (run.has_value() && run->uid == r->t.uid &&
+        run->address == r->address()) {
+      r->peer = run->peer;
+      r->peer->in_flight++;
+      r->peer->last_used_ns = absl::ToUnixNanos(timers_->CoarseNow());
+    } else {
+      if (absl::Status s = Attach(*r); !s.ok()) {
+        Finish(std::move(r), std::move(s));
+        continue;
+      }
+      run.emplace(Run{.address = r->address(),
+                      .uid = r->t.uid,
+                      .peer = r->peer,
+                      .link = r->peer->connection->ReadyLink()});
     }
     // The fast path: a ready link and a known target.
-    std::optional<Link> link = r->peer->connection->ReadyLink();
+    const std::optional<Link>& link = run->link;
     ResolvedRegion target;
     if (link.has_value()) {
       if (r->t.remote.descriptor != nullptr) {
@@ -64,8 +90,12 @@ void TransferFlow::SubmitBatch(absl::Span<core::Transfer> transfers) {
           target = r->t.remote.descriptor;
         }
       } else {
-        target = r->peer->names->Find(r->t.remote.name, r->t.uid,
-                                      link->incarnation);
+        if (run->name != r->t.remote.name) {
+          run->target = r->peer->names->Find(r->t.remote.name, r->t.uid,
+                                             link->incarnation);
+          run->name = r->t.remote.name;
+        }
+        target = run->target;
         r->from_cache = target != nullptr;
       }
     }
