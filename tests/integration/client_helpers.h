@@ -30,6 +30,15 @@ inline void StartDaemon(const TempDir& dir, const std::string& name,
   *daemon = *std::move(started);
 }
 
+// Daemon `name` under `dir`; null (and a test failure) when it does not
+// start.
+inline std::unique_ptr<DaemonProcess> StartDaemonOrNull(
+    const TempDir& dir, const std::string& name, DaemonOptions options = {}) {
+  auto started = DaemonProcess::Start(dir.path(), name, std::move(options));
+  EXPECT_TRUE(started.ok()) << started.status();
+  return started.ok() ? *std::move(started) : nullptr;
+}
+
 // A client session on `daemon` whose calls have `timeout`; null (and a test
 // failure) when it cannot connect.
 inline std::unique_ptr<Client> Connect(

@@ -35,6 +35,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/raw_session.h"
 #include "tests/integration/test_pki.h"
@@ -46,34 +47,20 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kNobody = 65534;
 
+constexpr char kPinnedBudget[] = "max_pinned_bytes: 1073741824\n";
+
 std::string WriteConfig(const std::string& dir, const std::string& name,
                         const std::string& text) {
   const std::string path = absl::StrCat(dir, "/", name, ".conf");
-  std::ofstream(path) << "max_pinned_bytes: 1073741824\n" << text;
+  std::ofstream(path) << kPinnedBudget << text;
   return path;
 }
 
 std::unique_ptr<DaemonProcess> Start(const TempDir& dir, const std::string& name,
                                      const std::string& config_text = "") {
   DaemonOptions options;
-  options.extra_args = {"--config", WriteConfig(dir.path(), name, config_text)};
-  auto daemon = DaemonProcess::Start(dir.path(), name, options);
-  EXPECT_TRUE(daemon.ok()) << daemon.status();
-  return daemon.ok() ? *std::move(daemon) : nullptr;
-}
-
-std::unique_ptr<Client> Connect(const DaemonProcess& daemon) {
-  auto client = Client::Connect({.socket_path = daemon.socket(),
-                                 .timeout = absl::Seconds(20)});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return client.ok() ? *std::move(client) : nullptr;
-}
-
-RemoteRegion Remote(const DaemonProcess& daemon, const std::string& name) {
-  RemoteRegion r;
-  r.peer = daemon.peer_address();
-  r.name = name;
-  return r;
+  options.config = absl::StrCat(kPinnedBudget, config_text);
+  return StartDaemonOrNull(dir, name, std::move(options));
 }
 
 // The TCP data listener's port, from the daemon's log.

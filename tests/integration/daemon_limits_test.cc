@@ -58,9 +58,7 @@ class DaemonLimitsTest : public ::testing::Test {
                                               const std::string& fsize) {
     DaemonOptions options;
     options.command_prefix = {LIMITED_LAUNCHER_PATH, uid, nofile, fsize, "--"};
-    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(dir_, name, std::move(options));
   }
 
   TempDir dir_;

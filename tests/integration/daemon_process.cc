@@ -262,6 +262,16 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   daemon->socket_ = absl::StrCat(dir, "/", name, ".sock");
   daemon->log_path_ = absl::StrCat(dir, "/", name, ".log");
   daemon->options_ = std::move(options);
+  if (daemon->options_.config.has_value()) {
+    const std::string path = absl::StrCat(dir, "/", name, ".conf");
+    std::ofstream file(path);
+    file << *daemon->options_.config;
+    if (!file.flush()) {
+      return absl::InternalError(absl::StrCat("cannot write ", path));
+    }
+    auto& args = daemon->options_.extra_args;
+    args.insert(args.begin(), {"--config", path});
+  }
   if (absl::Status s = daemon->Launch(daemon->options_.peer_listen); !s.ok()) {
     return s;
   }

@@ -106,6 +106,9 @@ struct DaemonOptions {
   std::string transport = TestTransport();
   std::string peer_listen = "127.0.0.1:0";
   std::vector<std::string> extra_args;
+  // When set, Start writes this text to DIR/NAME.conf and runs the daemon
+  // with --config on that file, before `extra_args`.
+  std::optional<std::string> config;
   // Runs the daemon through this command, which must exec it in the same
   // process: e.g. {"/usr/bin/prlimit", "--nofile=1024:4096", "--"}, or a
   // launcher that sets resource limits or another uid first.

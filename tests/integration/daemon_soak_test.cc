@@ -35,13 +35,10 @@ namespace {
 
 std::unique_ptr<DaemonProcess> Start(const TempDir& dir,
                                      const std::string& name) {
-  const std::string config = absl::StrCat(dir.path(), "/", name, ".conf");
-  std::ofstream(config) << "max_pinned_bytes: 1073741824\n";
   DaemonOptions options;
-  options.extra_args = {"--config", config, "--log_level", "warn"};
-  auto daemon = DaemonProcess::Start(dir.path(), name, options);
-  EXPECT_TRUE(daemon.ok()) << daemon.status();
-  return daemon.ok() ? *std::move(daemon) : nullptr;
+  options.config = "max_pinned_bytes: 1073741824\n";
+  options.log_level = "warn";
+  return StartDaemonOrNull(dir, name, std::move(options));
 }
 
 int64_t RssKiB(pid_t pid) {

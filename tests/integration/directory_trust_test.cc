@@ -94,13 +94,9 @@ class DirectoryTrustTest : public ::testing::Test {
       const std::string& name, const std::string& config,
       const std::string& peer_listen = "127.0.0.1:0",
       DaemonOptions options = {}) {
-    const std::string path = absl::StrCat(dir_.path(), "/", name, ".conf");
-    std::ofstream(path) << config;
+    options.config = config;
     options.peer_listen = peer_listen;
-    options.extra_args.insert(options.extra_args.end(), {"--config", path});
-    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(dir_, name, std::move(options));
   }
 
   // Options that start a daemon as another local user (kIntruderUid), who

@@ -36,16 +36,9 @@ constexpr int kTrials = 10;             // per kind (unexport, free)
 class ExportRevocationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string config = dir_.path() + "/rdmad.conf";
-    std::ofstream(config) << "max_pinned_bytes: 1073741824\n";
-    DaemonOptions options;
-    options.extra_args = {"--config", config};
-    auto a = DaemonProcess::Start(dir_.path(), "a", options);
-    ASSERT_TRUE(a.ok()) << a.status();
-    a_ = *std::move(a);
-    auto b = DaemonProcess::Start(dir_.path(), "b", options);
-    ASSERT_TRUE(b.ok()) << b.status();
-    b_ = *std::move(b);
+    const DaemonOptions options{.config = "max_pinned_bytes: 1073741824\n"};
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "a", &a_, options));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "b", &b_, options));
     cb_ = Connect(*b_, absl::Seconds(120));
     ASSERT_TRUE(cb_);
     // A client per writer: each WRITE on its own session and connection.

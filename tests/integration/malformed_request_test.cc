@@ -31,6 +31,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rdmad/client.h"
+#include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/raw_session.h"
 
@@ -96,17 +97,10 @@ struct Case {
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string config = dir_.path() + "/rdmad.conf";
     // A small pinned budget so "over the limit" is cheap to ask for.
-    std::ofstream(config) << "max_pinned_bytes: 268435456\n";
-    DaemonOptions options;
-    options.extra_args = {"--config", config};
-    auto a = DaemonProcess::Start(dir_.path(), "a", options);
-    ASSERT_TRUE(a.ok()) << a.status();
-    a_ = *std::move(a);
-    auto b = DaemonProcess::Start(dir_.path(), "b", options);
-    ASSERT_TRUE(b.ok()) << b.status();
-    b_ = *std::move(b);
+    const DaemonOptions options{.config = "max_pinned_bytes: 268435456\n"};
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "a", &a_, options));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "b", &b_, options));
   }
 
   TempDir dir_;

@@ -31,14 +31,14 @@
 namespace rdmad {
 namespace {
 
-using ::rdmad::testing::DaemonOptions;
+using ::rdmad::testing::Connect;
 using ::rdmad::testing::DaemonProcess;
 using ::rdmad::testing::JsonValue;
 using ::rdmad::testing::ProcessResult;
 using ::rdmad::testing::RdmactlBinary;
 using ::rdmad::testing::RunProcess;
+using ::rdmad::testing::StartDaemonOrNull;
 using ::rdmad::testing::TempDir;
-using ::rdmad::testing::Connect;
 using ::rdmad::testing::TestTransport;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -46,19 +46,11 @@ using ::testing::Not;
 
 class RdmactlBenchTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // The region table counts against RLIMIT_MEMLOCK (often 8 MiB in
-    // containers): lift the budget, as transfer_test does.
-    config_ = absl::StrCat(dir_.path(), "/rdmad.conf");
-    std::ofstream(config_) << "max_pinned_bytes: 4294967296\n";
-  }
-
+  // The region table counts against RLIMIT_MEMLOCK (often 8 MiB in
+  // containers): lift the budget, as transfer_test does.
   std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name) {
-    DaemonOptions options;
-    options.extra_args = {"--config", config_};
-    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(
+        dir_, name, {.config = "max_pinned_bytes: 4294967296\n"});
   }
 
   // rdmactl --socket <daemon> bench ARGS...
@@ -90,7 +82,6 @@ class RdmactlBenchTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string config_;
 };
 
 TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {

@@ -75,9 +75,7 @@ class RdmactlTest : public ::testing::Test {
  protected:
   std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name,
                                              DaemonOptions options = {}) {
-    auto d = DaemonProcess::Start(dir_.path(), name, std::move(options));
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *std::move(d) : nullptr;
+    return StartDaemonOrNull(dir_, name, std::move(options));
   }
 
   // rdmactl against `daemon`, with `args`.

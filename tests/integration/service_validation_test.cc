@@ -47,16 +47,9 @@ struct Row {
 class ServiceValidationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string config = dir_.path() + "/rdmad.conf";
-    std::ofstream(config) << "max_pinned_bytes: 268435456\n";
-    DaemonOptions options;
-    options.extra_args = {"--config", config};
-    auto a = DaemonProcess::Start(dir_.path(), "a", options);
-    ASSERT_TRUE(a.ok()) << a.status();
-    a_ = *std::move(a);
-    auto b = DaemonProcess::Start(dir_.path(), "b", options);
-    ASSERT_TRUE(b.ok()) << b.status();
-    b_ = *std::move(b);
+    const DaemonOptions options{.config = "max_pinned_bytes: 268435456\n"};
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "a", &a_, options));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(dir_, "b", &b_, options));
     auto s = RawSession::Open(a_->socket());
     ASSERT_TRUE(s.ok()) << s.status();
     s_ = *std::move(s);

@@ -54,6 +54,7 @@ using ::rdmad::testing::DaemonProcess;
 using ::rdmad::testing::FillPattern;
 using ::rdmad::testing::PatternMismatch;
 using ::rdmad::testing::Remote;
+using ::rdmad::testing::StartDaemonOrNull;
 using ::rdmad::testing::StateDirBase;
 using ::rdmad::testing::TempDir;
 using ::testing::AnyOf;
@@ -79,14 +80,10 @@ class StateDirRestartTest : public ::testing::Test {
     DaemonOptions options;
     options.extra_args = {"--state_dir", state_.state_dir(), "--config",
                           config_};
-    auto daemon = DaemonProcess::Start(tmp_.path(), name, options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(tmp_, name, std::move(options));
   }
   std::unique_ptr<DaemonProcess> StartPlain(const std::string& name) {
-    auto daemon = DaemonProcess::Start(tmp_.path(), name);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(tmp_, name);
   }
 
   // Creates region `name` (1 MiB, exported read-write, mode 0666) through

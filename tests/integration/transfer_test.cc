@@ -46,6 +46,7 @@ using ::rdmad::testing::Connect;
 using ::rdmad::testing::DaemonOptions;
 using ::rdmad::testing::DaemonProcess;
 using ::rdmad::testing::Remote;
+using ::rdmad::testing::StartDaemonOrNull;
 using ::rdmad::testing::TempDir;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -80,19 +81,12 @@ int64_t FirstDifference(const char* a, const char* b, uint64_t n) {
 
 class TransferTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // The TCP transport pins nothing, but the region table counts against
-    // RLIMIT_MEMLOCK (often 8 MiB in containers): lift the budget.
-    config_ = absl::StrCat(dir_.path(), "/rdmad.conf");
-    std::ofstream(config_) << "max_pinned_bytes: 4294967296\n";
-  }
+  // The TCP transport pins nothing, but the region table counts against
+  // RLIMIT_MEMLOCK (often 8 MiB in containers): lift the budget.
+  static constexpr char kConfig[] = "max_pinned_bytes: 4294967296\n";
 
   std::unique_ptr<DaemonProcess> StartDaemon(const std::string& name) {
-    DaemonOptions options;
-    options.extra_args = {"--config", config_};
-    auto daemon = DaemonProcess::Start(dir_.path(), name, options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    return daemon.ok() ? *std::move(daemon) : nullptr;
+    return StartDaemonOrNull(dir_, name, {.config = kConfig});
   }
 
   // A daemon whose data port stays the same across Restart, as a
@@ -103,8 +97,9 @@ class TransferTest : public ::testing::Test {
     // The port was free a moment ago; another test may take it first.
     for (int attempt = 0; attempt < 5; ++attempt) {
       DaemonOptions options;
+      options.config = kConfig;
       options.extra_args = {
-          "--config", config_, "--data_listen",
+          "--data_listen",
           absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort())};
       daemon = DaemonProcess::Start(dir_.path(), name, options);
       if (daemon.ok() ||
@@ -117,7 +112,6 @@ class TransferTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string config_;
 };
 
 TEST_F(TransferTest, PatternsRoundTripAtUnalignedOffsets) {
