@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/state/region_record.h"
+#include "daemon/state/slot_recovery.h"
 #include "spdlog/spdlog.h"
 
 namespace rdmad::state {
@@ -160,6 +162,97 @@ class FdStoreRegion final : public core::KeptRegion {
   bool gone_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// The descriptors the store passed back, by slot, for RecoverSlots.
+class StoreSlots final : public SlotStorage {
+ public:
+  // `notes`: where failures to remove something from the store go.
+  StoreSlots(std::shared_ptr<FdStore> store, std::vector<std::string>* notes)
+      : store_(std::move(store)), notes_(notes) {}
+
+  // False (and `fd` closed) if the slot has memory already.
+  bool AddMemory(const std::string& slot, UniqueFd fd) {
+    UniqueFd& memory = memory_[slot];
+    if (memory) return false;
+    memory = std::move(fd);
+    return true;
+  }
+  void AddRecord(const std::string& slot, uint64_t generation, UniqueFd fd) {
+    records_[slot][generation] = std::move(fd);
+  }
+  // Removes every record but the newest of each slot.
+  void RemoveOlderRecords() {
+    for (auto& [slot, by_generation] : records_) {
+      while (by_generation.size() > 1) {
+        Remove(RecordFdName(slot, by_generation.begin()->first));
+        by_generation.erase(by_generation.begin());
+      }
+    }
+  }
+  std::set<std::string> records() const { return SlotsOf(records_); }
+  std::set<std::string> memories() const { return SlotsOf(memory_); }
+
+  void Remove(const std::string& name) {
+    if (absl::Status s = store_->Remove(name); !s.ok()) {
+      notes_->push_back(std::string(s.message()));
+    }
+  }
+
+  absl::StatusOr<std::string> ReadRecord(const std::string& slot) override {
+    return ReadRecordFd(records_[slot].rbegin()->second.get());
+  }
+
+  absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
+                                             uint64_t size,
+                                             std::string*) override {
+    UniqueFd& memory = memory_[slot];
+    if (!memory) {
+      return absl::NotFoundError("its memory is missing from the fd store");
+    }
+    auto segment = core::ShmSegment::AdoptKept(std::move(memory), size);
+    if (!segment.ok()) {
+      return absl::Status(segment.status().code(),
+                          absl::StrCat("its memory: ",
+                                       segment.status().message()));
+    }
+    return segment;
+  }
+
+  std::unique_ptr<core::KeptRegion> Keep(const RegionRecord& record,
+                                         const core::ShmSegment&) override {
+    return std::make_unique<FdStoreRegion>(store_, record,
+                                           Generation(record.slot));
+  }
+
+  // The store has no place to put things aside: the slot is removed.
+  void Discard(const std::string& slot, const std::string&,
+               const std::string&) override {
+    Remove(RecordFdName(slot, Generation(slot)));
+    Remove(MemoryFdName(slot));
+  }
+
+  std::string RemoveMemory(const std::string& slot) override {
+    Remove(MemoryFdName(slot));
+    return absl::StrCat(MemoryFdName(slot), " from the fd store");
+  }
+
+ private:
+  template <typename Map>
+  static std::set<std::string> SlotsOf(const Map& map) {
+    std::set<std::string> slots;
+    for (const auto& entry : map) slots.insert(entry.first);
+    return slots;
+  }
+  uint64_t Generation(const std::string& slot) {
+    return records_[slot].rbegin()->first;
+  }
+
+  const std::shared_ptr<FdStore> store_;
+  std::vector<std::string>* const notes_;
+  std::map<std::string, UniqueFd> memory_;
+  // By slot, then by generation.
+  std::map<std::string, std::map<uint64_t, UniqueFd>> records_;
+};
+
 }  // namespace
 
 std::string MemoryFdName(const std::string& slot) {
@@ -220,32 +313,20 @@ Recovery FdStoreKeeper::Recover() {
     received_.clear();
   }
   Recovery found;
-  struct Slot {
-    UniqueFd memory;
-    std::map<uint64_t, UniqueFd> records;  // by generation
-  };
-  std::map<std::string, Slot> slots;
-  auto remove = [this, &found](const std::string& name) {
-    if (absl::Status s = store_->Remove(name); !s.ok()) {
-      found.notes.push_back(std::string(s.message()));
-    }
-  };
+  StoreSlots storage(store_, &found.notes);
   for (NamedFd& passed : received) {
     absl::string_view name = passed.name;
     std::string slot;
     uint64_t generation = 0;
     if (absl::ConsumePrefix(&name, kMemPrefix) && IsValidSlot(name)) {
-      Slot& entry = slots[std::string(name)];
-      if (entry.memory) {
+      if (!storage.AddMemory(std::string(name), std::move(passed.fd))) {
         found.notes.push_back(absl::StrCat("a second descriptor named ",
                                            passed.name, " was closed"));
-      } else {
-        entry.memory = std::move(passed.fd);
       }
     } else if (ParseRecordName(passed.name, &slot, &generation)) {
-      slots[slot].records[generation] = std::move(passed.fd);
+      storage.AddRecord(slot, generation, std::move(passed.fd));
     } else if (absl::StartsWith(passed.name, kPrefix)) {
-      remove(passed.name);
+      storage.Remove(passed.name);
       found.notes.push_back(
           absl::StrCat("removed descriptor '", passed.name,
                        "' from the fd store: not a name this rdmad writes"));
@@ -256,66 +337,10 @@ Recovery FdStoreKeeper::Recover() {
                                          "' passed at start: not rdmad's"));
     }
   }
-  // Not a structured binding: lambdas below capture the slot (clang 14
-  // cannot capture bindings).
-  for (auto& item : slots) {
-    const std::string& slot = item.first;
-    Slot& entry = item.second;
-    SkippedRegion skip;
-    skip.region = absl::StrCat("slot ", slot);
-    if (entry.records.empty()) {
-      remove(MemoryFdName(slot));
-      found.notes.push_back(absl::StrCat(
-          "removed ", MemoryFdName(slot),
-          " from the fd store: memory without "
-          "a record (a crash while a region was created or freed)"));
-      continue;
-    }
-    // The newest record counts; older ones are left by an export change
-    // that a crash interrupted.
-    const uint64_t generation = entry.records.rbegin()->first;
-    const UniqueFd record_fd = std::move(entry.records.rbegin()->second);
-    for (const auto& [older, fd] : entry.records) {
-      if (older != generation) remove(RecordFdName(slot, older));
-    }
-    auto skipped = [&](std::string why) {
-      skip.why = std::move(why);
-      remove(RecordFdName(slot, generation));
-      remove(MemoryFdName(slot));
-      found.skipped.push_back(skip);
-    };
-    auto text = ReadRecordFd(record_fd.get());
-    if (!text.ok()) {
-      skipped(std::string(text.status().message()));
-      continue;
-    }
-    auto record = ParseRegionRecord(*text);
-    if (!record.ok()) {
-      skipped(std::string(record.status().message()));
-      continue;
-    }
-    skip.region =
-        absl::StrCat("region '", record->info.name, "' (slot ", slot, ")");
-    skip.bytes = record->info.size;
-    if (record->slot != slot) {
-      skipped(absl::StrCat("damaged record: it names slot ", record->slot,
-                           " but was stored as slot ", slot));
-      continue;
-    }
-    if (!entry.memory) {
-      skipped("its memory is missing from the fd store");
-      continue;
-    }
-    auto segment =
-        core::ShmSegment::AdoptKept(std::move(entry.memory), record->info.size);
-    if (!segment.ok()) {
-      skipped(absl::StrCat("its memory: ", segment.status().message()));
-      continue;
-    }
-    found.regions.push_back(RecoveredRegion{
-        record->info, *std::move(segment),
-        std::make_unique<FdStoreRegion>(store_, *record, generation)});
-  }
+  // The newest record of a slot counts; older ones are left by an export
+  // change that a crash interrupted.
+  storage.RemoveOlderRecords();
+  RecoverSlots(storage.records(), storage.memories(), storage, found);
   return found;
 }
 

@@ -26,6 +26,7 @@
 #include "common/unique_fd.h"
 #include "daemon/state/dir_files.h"
 #include "daemon/state/region_record.h"
+#include "daemon/state/slot_recovery.h"
 #include "daemon/state/state_file_guard.h"
 #include "spdlog/spdlog.h"
 
@@ -217,6 +218,56 @@ class StateDirRegion final : public core::KeptRegion {
   bool gone_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// The slots' files in the directory, for RecoverSlots.
+class DirSlots final : public SlotStorage {
+ public:
+  // `memories`: the slots with a memory file.
+  DirSlots(std::shared_ptr<StateDirKeeper::Dir> dir,
+           const std::set<std::string>& memories)
+      : dir_(std::move(dir)), memories_(memories) {}
+
+  absl::StatusOr<std::string> ReadRecord(const std::string& slot) override {
+    return ReadSmallFile(dir_->fd.get(), RecFile(slot), kMaxRecordBytes);
+  }
+
+  absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
+                                             uint64_t size,
+                                             std::string* warning) override {
+    if (!memories_.contains(slot)) {
+      return absl::NotFoundError(
+          absl::StrCat("its memory file ", MemFile(slot), " is missing"));
+    }
+    auto segment =
+        core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot), size, warning);
+    if (!segment.ok()) {
+      return absl::Status(segment.status().code(),
+                          absl::StrCat("its memory: ",
+                                       segment.status().message()));
+    }
+    return segment;
+  }
+
+  std::unique_ptr<core::KeptRegion> Keep(
+      const RegionRecord& record, const core::ShmSegment& segment) override {
+    return std::make_unique<StateDirRegion>(dir_, record,
+                                            segment.mapped_size());
+  }
+
+  void Discard(const std::string& slot, const std::string& region,
+               const std::string& why) override {
+    dir_->PutAside(slot, absl::StrCat(region, ": ", why));
+  }
+
+  std::string RemoveMemory(const std::string& slot) override {
+    dir_->Remove(MemFile(slot));
+    return absl::StrCat(dir_->path, "/", MemFile(slot));
+  }
+
+ private:
+  const std::shared_ptr<StateDirKeeper::Dir> dir_;
+  const std::set<std::string>& memories_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StateDirKeeper>> StateDirKeeper::Open(
@@ -370,62 +421,8 @@ Recovery StateDirKeeper::Recover() {
     found.notes.push_back(
         absl::StrCat("unknown file ", dir_->path, "/", name, " left alone"));
   }
-  for (const std::string& slot : mems) {
-    if (!records.contains(slot)) {
-      // Memory without a record: a crash while a region was being created
-      // or freed. Nobody was told about it, or it was freed.
-      dir_->Remove(MemFile(slot));
-      found.notes.push_back(absl::StrCat(
-          "removed ", dir_->path, "/", MemFile(slot),
-          ": memory without a record (a crash while a region was created or "
-          "freed)"));
-    }
-  }
-  for (const std::string& slot : records) {
-    SkippedRegion skip;
-    skip.region = absl::StrCat("slot ", slot);
-    auto skipped = [&](const std::string& why) {
-      skip.why = why;
-      dir_->PutAside(slot, absl::StrCat(skip.region, ": ", why));
-      found.skipped.push_back(skip);
-    };
-    auto text = ReadSmallFile(dir_->fd.get(), RecFile(slot), kMaxRecordBytes);
-    if (!text.ok()) {
-      skipped(std::string(text.status().message()));
-      continue;
-    }
-    auto record = ParseRegionRecord(*text);
-    if (!record.ok()) {
-      skipped(std::string(record.status().message()));
-      continue;
-    }
-    skip.region =
-        absl::StrCat("region '", record->info.name, "' (slot ", slot, ")");
-    skip.bytes = record->info.size;
-    if (record->slot != slot) {
-      skipped(absl::StrCat("damaged record: it names slot ", record->slot,
-                           " but is the record of slot ", slot));
-      continue;
-    }
-    if (!mems.contains(slot)) {
-      skipped(absl::StrCat("its memory file ", MemFile(slot), " is missing"));
-      continue;
-    }
-    std::string cut;
-    auto segment = core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot),
-                                              record->info.size, &cut);
-    if (!segment.ok()) {
-      skipped(absl::StrCat("its memory: ", segment.status().message()));
-      continue;
-    }
-    if (!cut.empty()) {
-      found.warnings.push_back(absl::StrCat("kept ", skip.region, ": ", cut));
-    }
-    const uint64_t mapped_size = segment->mapped_size();
-    found.regions.push_back(RecoveredRegion{
-        record->info, *std::move(segment),
-        std::make_unique<StateDirRegion>(dir_, *record, mapped_size)});
-  }
+  DirSlots storage(dir_, mems);
+  RecoverSlots(records, mems, storage, found);
   return found;
 }
 
