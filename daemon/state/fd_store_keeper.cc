@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "daemon/state/recorded_region.h"
 #include "daemon/state/region_record.h"
 #include "daemon/state/slot_recovery.h"
 #include "spdlog/spdlog.h"
@@ -79,46 +80,42 @@ bool ParseRecordName(absl::string_view name, std::string* slot,
 }
 
 // One region's kept state in the store.
-class FdStoreRegion final : public core::KeptRegion {
+class FdStoreRegion final : public RecordedRegion {
  public:
   FdStoreRegion(std::shared_ptr<FdStore> store, RegionRecord record,
                 uint64_t generation)
-      : store_(std::move(store)),
-        record_(std::move(record)),
+      : RecordedRegion(std::move(record)),
+        store_(std::move(store)),
         generation_(generation) {}
 
-  absl::Status SetExportAccess(
-      core::RemoteAccess access,
-      const std::vector<core::ExportGrant>& allow) override {
-    absl::MutexLock lock(&mu_);
-    if (gone_ || (record_.info.export_access == access &&
-                  record_.info.export_allow == allow)) {
-      return absl::OkStatus();
+ private:
+  // Stores `next` as the record's next generation, then drops the current
+  // one.
+  absl::Status Rewrite(const RegionRecord& next, absl::string_view what)
+      override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
+    // The new record is in the store before the old one goes.
+    if (absl::Status s =
+            store_->Store(RecordFdName(next.slot, generation_ + 1), fd.get());
+        !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("recording the ", what, " of region '",
+                                 next.info.name, "' in the fd store: ",
+                                 s.message()));
     }
-    RegionRecord next = record_;
-    next.info.export_access = access;
-    next.info.export_allow = allow;
-    return RewriteLocked(std::move(next), "export");
+    if (absl::Status s = store_->Remove(RecordFdName(next.slot, generation_));
+        !s.ok()) {
+      spdlog::warn("fd store: {} (the next start removes the old record)",
+                   s.ToString());
+    }
+    ++generation_;
+    return absl::OkStatus();
   }
 
-  absl::Status SetAcl(const core::RegionAcl& acl) override {
-    absl::MutexLock lock(&mu_);
-    const core::RegionAcl& now = record_.info.acl;
-    if (gone_ || (now.uid == acl.uid && now.gid == acl.gid &&
-                  now.mode == acl.mode)) {
-      return absl::OkStatus();
-    }
-    RegionRecord next = record_;
-    next.info.acl = acl;
-    return RewriteLocked(std::move(next), "permissions");
-  }
-
-  void Forget() override {
-    absl::MutexLock lock(&mu_);
-    if (std::exchange(gone_, true)) return;
+  void Remove() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // Record first: memory without a record is removed at the next start.
-    for (const std::string& name : {RecordFdName(record_.slot, generation_),
-                                    MemoryFdName(record_.slot)}) {
+    for (const std::string& name : {RecordFdName(record().slot, generation_),
+                                    MemoryFdName(record().slot)}) {
       if (absl::Status s = store_->Remove(name); !s.ok()) {
         spdlog::warn("fd store: {}", s.ToString());
       }
@@ -127,39 +124,13 @@ class FdStoreRegion final : public core::KeptRegion {
 
   // The store has no place to put things aside: the state is removed (the
   // caller logs why).
-  void Discard(const std::string&) override { Forget(); }
-
- private:
-  // Stores `next` as the record's next generation, then drops the current
-  // one. `what` names the change for the error.
-  absl::Status RewriteLocked(RegionRecord next, absl::string_view what)
+  void PutAside(const std::string&) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
-    // The new record is in the store before the old one goes.
-    if (absl::Status s = store_->Store(
-            RecordFdName(record_.slot, generation_ + 1), fd.get());
-        !s.ok()) {
-      return absl::Status(
-          s.code(), absl::StrCat("recording the ", what, " of region '",
-                                 record_.info.name, "' in the fd store: ",
-                                 s.message()));
-    }
-    if (absl::Status s =
-            store_->Remove(RecordFdName(record_.slot, generation_));
-        !s.ok()) {
-      spdlog::warn("fd store: {} (the next start removes the old record)",
-                   s.ToString());
-    }
-    ++generation_;
-    record_ = std::move(next);
-    return absl::OkStatus();
+    Remove();
   }
 
   const std::shared_ptr<FdStore> store_;
-  absl::Mutex mu_;
-  RegionRecord record_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_);
-  bool gone_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The descriptors the store passed back, by slot, for RecoverSlots.
@@ -204,17 +175,11 @@ class StoreSlots final : public SlotStorage {
   absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
                                              uint64_t size,
                                              std::string*) override {
-    UniqueFd& memory = memory_[slot];
-    if (!memory) {
-      return absl::NotFoundError("its memory is missing from the fd store");
-    }
-    auto segment = core::ShmSegment::AdoptKept(std::move(memory), size);
-    if (!segment.ok()) {
-      return absl::Status(segment.status().code(),
-                          absl::StrCat("its memory: ",
-                                       segment.status().message()));
-    }
-    return segment;
+    return core::ShmSegment::AdoptKept(std::move(memory_[slot]), size);
+  }
+
+  std::string MissingMemory(const std::string&) const override {
+    return "its memory is missing from the fd store";
   }
 
   std::unique_ptr<core::KeptRegion> Keep(const RegionRecord& record,
@@ -279,9 +244,7 @@ std::string FdStoreKeeper::DiscardedTo() const {
 
 absl::StatusOr<core::KeptMemory> FdStoreKeeper::Create(
     const core::KeptRegionInfo& info) {
-  RegionRecord record;
-  record.slot = NewSlot();
-  record.info = info;
+  const RegionRecord record = NewRecord(info);
   RDMAD_ASSIGN_OR_RETURN(core::ShmSegment segment,
                          core::ShmSegment::Create(info.name, info.size));
   RDMAD_ASSIGN_OR_RETURN(UniqueFd record_fd,
@@ -302,7 +265,7 @@ absl::StatusOr<core::KeptMemory> FdStoreKeeper::Create(
   }
   return core::KeptMemory{
       std::move(segment),
-      std::make_unique<FdStoreRegion>(store_, std::move(record), 1)};
+      std::make_unique<FdStoreRegion>(store_, record, 1)};
 }
 
 Recovery FdStoreKeeper::Recover() {

@@ -60,6 +60,10 @@ absl::StatusOr<uint32_t> Id(absl::string_view line, absl::string_view key) {
 
 std::string NewSlot() { return absl::StrFormat("%016x", SecureRandom64()); }
 
+RegionRecord NewRecord(const core::KeptRegionInfo& info) {
+  return RegionRecord{.slot = NewSlot(), .info = info};
+}
+
 bool IsValidSlot(absl::string_view slot) {
   if (slot.size() != 16) return false;
   for (char c : slot) {

@@ -47,6 +47,8 @@ struct RegionRecord {
 
 // A new random slot.
 std::string NewSlot();
+// The record of a new region `info`, in a new slot.
+RegionRecord NewRecord(const core::KeptRegionInfo& info);
 // True for 16 lowercase hex digits.
 bool IsValidSlot(absl::string_view slot);
 

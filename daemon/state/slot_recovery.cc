@@ -43,10 +43,14 @@ void RecoverSlots(const std::set<std::string>& records,
                            " but is the record of slot ", slot));
       continue;
     }
+    if (!memories.contains(slot)) {
+      skipped(storage.MissingMemory(slot));
+      continue;
+    }
     std::string warning;
     auto segment = storage.MapMemory(slot, record->info.size, &warning);
     if (!segment.ok()) {
-      skipped(std::string(segment.status().message()));
+      skipped(absl::StrCat("its memory: ", segment.status().message()));
       continue;
     }
     if (!warning.empty()) {

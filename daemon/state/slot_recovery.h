@@ -47,13 +47,16 @@ class SlotStorage {
   // that a longer one shows as damage).
   virtual absl::StatusOr<std::string> ReadRecord(const std::string& slot) = 0;
 
-  // Maps the slot's memory for a region of `size` bytes. An error's message
-  // is the reason the region is skipped, in full ("its memory file
-  // SLOT.mem is missing", "its memory: ..."). `*warning`: what was wrong
-  // and put right (a file that had grown, cut back), else left empty.
+  // Maps the memory of a slot that has memory, for a region of `size`
+  // bytes. `*warning`: what was wrong and put right (a file that had grown,
+  // cut back), else left empty.
   virtual absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
                                                      uint64_t size,
                                                      std::string* warning) = 0;
+
+  // Why a slot with a record is skipped when it has no memory: "its memory
+  // file SLOT.mem is missing".
+  virtual std::string MissingMemory(const std::string& slot) const = 0;
 
   // The handle that keeps the adopted region's state from now on.
   virtual std::unique_ptr<core::KeptRegion> Keep(

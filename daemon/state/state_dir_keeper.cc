@@ -25,6 +25,7 @@
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "daemon/state/dir_files.h"
+#include "daemon/state/recorded_region.h"
 #include "daemon/state/region_record.h"
 #include "daemon/state/slot_recovery.h"
 #include "daemon/state/state_file_guard.h"
@@ -142,89 +143,54 @@ struct StateDirKeeper::Dir {
 namespace {
 
 // One region's kept state in the directory.
-class StateDirRegion final : public core::KeptRegion {
+class StateDirRegion final : public RecordedRegion {
  public:
   // `mapped_size`: the bytes of the memory file the region is (its size
   // rounded up to the file's blocks). From now on the file is kept to them.
   StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record,
                  uint64_t mapped_size)
-      : dir_(std::move(dir)),
-        mapped_size_(mapped_size),
-        record_(std::move(record)) {
-    dir_->guard->Watch(MemFile(record_.slot), mapped_size_,
-                       absl::StrCat("region '", record_.info.name, "'"));
+      : RecordedRegion(record), dir_(std::move(dir)), mapped_size_(mapped_size) {
+    dir_->guard->Watch(MemFile(record.slot), mapped_size_,
+                       absl::StrCat("region '", record.info.name, "'"));
   }
 
-  absl::Status SetExportAccess(
-      core::RemoteAccess access,
-      const std::vector<core::ExportGrant>& allow) override {
-    absl::MutexLock lock(&mu_);
-    if (gone_ || (record_.info.export_access == access &&
-                  record_.info.export_allow == allow)) {
-      return absl::OkStatus();
-    }
-    RegionRecord next = record_;
-    next.info.export_access = access;
-    next.info.export_allow = allow;
-    RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
-    record_ = std::move(next);
-    return absl::OkStatus();
+ private:
+  absl::Status Rewrite(const RegionRecord& next, absl::string_view) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return dir_->WriteRecord(next);
   }
 
-  absl::Status SetAcl(const core::RegionAcl& acl) override {
-    absl::MutexLock lock(&mu_);
-    const core::RegionAcl& now = record_.info.acl;
-    if (gone_ || (now.uid == acl.uid && now.gid == acl.gid &&
-                  now.mode == acl.mode)) {
-      return absl::OkStatus();
-    }
-    RegionRecord next = record_;
-    next.info.acl = acl;
-    RDMAD_RETURN_IF_ERROR(dir_->WriteRecord(next));
-    record_ = std::move(next);
-    return absl::OkStatus();
-  }
-
-  void Forget() override {
-    absl::MutexLock lock(&mu_);
-    if (std::exchange(gone_, true)) return;
+  void Remove() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // Record first: a crash in between leaves a memory file without a
     // record, which the next start removes. The memory as it was made:
     // whatever a client's descriptor added goes before the file does.
     LetGo();
-    dir_->Remove(RecFile(record_.slot));
-    dir_->Remove(MemFile(record_.slot));
+    dir_->Remove(RecFile(record().slot));
+    dir_->Remove(MemFile(record().slot));
   }
 
-  void Discard(const std::string& why) override {
-    absl::MutexLock lock(&mu_);
-    if (std::exchange(gone_, true)) return;
+  void PutAside(const std::string& why) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     LetGo();
-    dir_->PutAside(record_.slot,
-                   absl::StrCat("region '", record_.info.name, "': ", why));
+    dir_->PutAside(record().slot,
+                   absl::StrCat("region '", record().info.name, "': ", why));
   }
 
- private:
   // The file stops being watched, cut back to its region's size.
   void LetGo() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    dir_->guard->Unwatch(MemFile(record_.slot));
-    dir_->CutBack(MemFile(record_.slot), mapped_size_);
+    dir_->guard->Unwatch(MemFile(record().slot));
+    dir_->CutBack(MemFile(record().slot), mapped_size_);
   }
 
   const std::shared_ptr<StateDirKeeper::Dir> dir_;
   const uint64_t mapped_size_;
-  absl::Mutex mu_;
-  RegionRecord record_ ABSL_GUARDED_BY(mu_);
-  bool gone_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The slots' files in the directory, for RecoverSlots.
 class DirSlots final : public SlotStorage {
  public:
-  // `memories`: the slots with a memory file.
-  DirSlots(std::shared_ptr<StateDirKeeper::Dir> dir,
-           const std::set<std::string>& memories)
-      : dir_(std::move(dir)), memories_(memories) {}
+  explicit DirSlots(std::shared_ptr<StateDirKeeper::Dir> dir)
+      : dir_(std::move(dir)) {}
 
   absl::StatusOr<std::string> ReadRecord(const std::string& slot) override {
     return ReadSmallFile(dir_->fd.get(), RecFile(slot), kMaxRecordBytes);
@@ -233,18 +199,12 @@ class DirSlots final : public SlotStorage {
   absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
                                              uint64_t size,
                                              std::string* warning) override {
-    if (!memories_.contains(slot)) {
-      return absl::NotFoundError(
-          absl::StrCat("its memory file ", MemFile(slot), " is missing"));
-    }
-    auto segment =
-        core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot), size, warning);
-    if (!segment.ok()) {
-      return absl::Status(segment.status().code(),
-                          absl::StrCat("its memory: ",
-                                       segment.status().message()));
-    }
-    return segment;
+    return core::ShmSegment::OpenFile(dir_->fd.get(), MemFile(slot), size,
+                                      warning);
+  }
+
+  std::string MissingMemory(const std::string& slot) const override {
+    return absl::StrCat("its memory file ", MemFile(slot), " is missing");
   }
 
   std::unique_ptr<core::KeptRegion> Keep(
@@ -265,7 +225,6 @@ class DirSlots final : public SlotStorage {
 
  private:
   const std::shared_ptr<StateDirKeeper::Dir> dir_;
-  const std::set<std::string>& memories_;
 };
 
 }  // namespace
@@ -360,9 +319,7 @@ bool StateDirKeeper::in_memory() const {
 
 absl::StatusOr<core::KeptMemory> StateDirKeeper::Create(
     const core::KeptRegionInfo& info) {
-  RegionRecord record;
-  record.slot = NewSlot();
-  record.info = info;
+  const RegionRecord record = NewRecord(info);
   // Memory first, then the record: until the record exists, the memory
   // file is an orphan that the next start removes.
   RDMAD_ASSIGN_OR_RETURN(core::ShmSegment segment,
@@ -421,7 +378,7 @@ Recovery StateDirKeeper::Recover() {
     found.notes.push_back(
         absl::StrCat("unknown file ", dir_->path, "/", name, " left alone"));
   }
-  DirSlots storage(dir_, mems);
+  DirSlots storage(dir_);
   RecoverSlots(records, mems, storage, found);
   return found;
 }

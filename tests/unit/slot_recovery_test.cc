@@ -57,7 +57,7 @@ class FakeSlots final : public SlotStorage {
   std::map<std::string, absl::StatusOr<std::string>> records;
   std::set<std::string> memories;
   // When set, MapMemory fails with it.
-  absl::Status map_error;
+  absl::Status map_error = absl::OkStatus();
   std::string map_warning;
 
   std::vector<std::string> kept;       // slots Keep was asked for
@@ -70,10 +70,13 @@ class FakeSlots final : public SlotStorage {
   absl::StatusOr<core::ShmSegment> MapMemory(const std::string& slot,
                                              uint64_t size,
                                              std::string* warning) override {
-    if (!map_error.ok()) return map_error;
     EXPECT_TRUE(memories.contains(slot));
+    if (!map_error.ok()) return map_error;
     *warning = map_warning;
     return core::ShmSegment::Create("slot-recovery-test", size);
+  }
+  std::string MissingMemory(const std::string& slot) const override {
+    return absl::StrCat("no memory for ", slot);
   }
   std::unique_ptr<core::KeptRegion> Keep(
       const RegionRecord& record, const core::ShmSegment& segment) override {
@@ -138,6 +141,7 @@ TEST(SlotRecoveryTest, RemovesMemoryWithoutARecordWithANote) {
 struct Damage {
   std::string name;
   absl::StatusOr<std::string> record;
+  bool memory;  // whether the slot has memory
   absl::Status map_error;
   // What the skip says: its region, a fragment of why, its bytes.
   std::string region;
@@ -150,23 +154,25 @@ TEST(SlotRecoveryTest, SkipsEachKindOfDamageAndDiscardsItOnce) {
   const std::string by_name = absl::StrCat("region 'kv' (slot ", kSlot, ")");
   const Damage rows[] = {
       {"unreadable record", absl::DataLossError("cannot read the record"),
-       absl::OkStatus(), by_slot, "cannot read the record", 0},
+       true, absl::OkStatus(), by_slot, "cannot read the record", 0},
       {"damaged record", std::string("rdmad-region-record 1\nslot x\n"),
-       absl::OkStatus(), by_slot, "", 0},
-      {"record of another slot", RecordText(kOtherSlot), absl::OkStatus(),
-       by_name,
+       true, absl::OkStatus(), by_slot, "", 0},
+      {"record of another slot", RecordText(kOtherSlot), true,
+       absl::OkStatus(), by_name,
        absl::StrCat("it names slot ", kOtherSlot, " but is the record of slot ",
                     kSlot),
        kSize},
-      {"memory that does not map", RecordText(kSlot),
-       absl::NotFoundError("its memory is missing"), by_name,
-       "its memory is missing", kSize},
+      {"missing memory", RecordText(kSlot), false, absl::OkStatus(), by_name,
+       absl::StrCat("no memory for ", kSlot), kSize},
+      {"memory that does not map", RecordText(kSlot), true,
+       absl::DataLossError("sealed against nothing"), by_name,
+       "its memory: sealed against nothing", kSize},
   };
   for (const Damage& row : rows) {
     SCOPED_TRACE(row.name);
     FakeSlots storage;
     storage.records.emplace(kSlot, row.record);
-    storage.memories = {kSlot};
+    if (row.memory) storage.memories = {kSlot};
     storage.map_error = row.map_error;
     Recovery found = storage.Run();
     EXPECT_THAT(found.regions, IsEmpty());
