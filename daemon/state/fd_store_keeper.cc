@@ -91,17 +91,18 @@ class FdStoreRegion final : public RecordedRegion {
  private:
   // Stores `next` as the record's next generation, then drops the current
   // one.
-  absl::Status Rewrite(const RegionRecord& next, absl::string_view what)
-      override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status Rewrite(const RegionRecord& next,
+                       absl::string_view what) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     RDMAD_ASSIGN_OR_RETURN(UniqueFd fd, RecordMemfd(EncodeRegionRecord(next)));
     // The new record is in the store before the old one goes.
     if (absl::Status s =
             store_->Store(RecordFdName(next.slot, generation_ + 1), fd.get());
         !s.ok()) {
       return absl::Status(
-          s.code(), absl::StrCat("recording the ", what, " of region '",
-                                 next.info.name, "' in the fd store: ",
-                                 s.message()));
+          s.code(),
+          absl::StrCat("recording the ", what, " of region '", next.info.name,
+                       "' in the fd store: ", s.message()));
     }
     if (absl::Status s = store_->Remove(RecordFdName(next.slot, generation_));
         !s.ok()) {
@@ -263,9 +264,8 @@ absl::StatusOr<core::KeptMemory> FdStoreKeeper::Create(
         absl::StrCat("cannot hand the record of region '", info.name,
                      "' to the service manager's fd store: ", s.message()));
   }
-  return core::KeptMemory{
-      std::move(segment),
-      std::make_unique<FdStoreRegion>(store_, record, 1)};
+  return core::KeptMemory{std::move(segment),
+                          std::make_unique<FdStoreRegion>(store_, record, 1)};
 }
 
 Recovery FdStoreKeeper::Recover() {

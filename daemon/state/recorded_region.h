@@ -19,6 +19,7 @@
 #define RDMAD_DAEMON_STATE_RECORDED_REGION_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,8 +46,7 @@ class RecordedRegion : public core::KeptRegion {
   // Stores `next` in place of the current record (same slot); on error the
   // current one must still stand. `what` names the change for messages:
   // "export", "permissions".
-  virtual absl::Status Rewrite(const RegionRecord& next,
-                               absl::string_view what)
+  virtual absl::Status Rewrite(const RegionRecord& next, absl::string_view what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
   // The region was freed: its record, then its memory, go for good.
   virtual void Remove() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;

@@ -43,8 +43,7 @@ class SlotStorage {
  public:
   virtual ~SlotStorage() = default;
 
-  // The text of the slot's record (at most kMaxRecordBytes + 1 bytes, so
-  // that a longer one shows as damage).
+  // The text of the slot's record; an error says why it cannot be read.
   virtual absl::StatusOr<std::string> ReadRecord(const std::string& slot) = 0;
 
   // Maps the memory of a slot that has memory, for a region of `size`

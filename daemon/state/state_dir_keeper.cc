@@ -149,7 +149,9 @@ class StateDirRegion final : public RecordedRegion {
   // rounded up to the file's blocks). From now on the file is kept to them.
   StateDirRegion(std::shared_ptr<StateDirKeeper::Dir> dir, RegionRecord record,
                  uint64_t mapped_size)
-      : RecordedRegion(record), dir_(std::move(dir)), mapped_size_(mapped_size) {
+      : RecordedRegion(record),
+        dir_(std::move(dir)),
+        mapped_size_(mapped_size) {
     dir_->guard->Watch(MemFile(record.slot), mapped_size_,
                        absl::StrCat("region '", record.info.name, "'"));
   }

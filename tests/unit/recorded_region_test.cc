@@ -42,11 +42,12 @@ class ListedRegion final : public RecordedRegion {
   }
 
  private:
-  absl::Status Rewrite(const RegionRecord& next, absl::string_view what)
-      override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    calls.push_back(absl::StrCat("rewrite ", what, " mode=",
-                                 next.info.acl.mode, " export=",
-                                 ExportAccessName(next.info.export_access)));
+  absl::Status Rewrite(const RegionRecord& next,
+                       absl::string_view what) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    calls.push_back(
+        absl::StrCat("rewrite ", what, " mode=", next.info.acl.mode,
+                     " export=", ExportAccessName(next.info.export_access)));
     return rewrite_result;
   }
   void Remove() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -66,8 +67,9 @@ TEST(RecordedRegionTest, RewritesOnlyAChange) {
 
   EXPECT_TRUE(region.SetExportAccess(core::RemoteAccess::kReadWrite, {}).ok());
   EXPECT_TRUE(region.SetAcl({1000, 1000, 0600}).ok());
-  EXPECT_TRUE(region.SetExportAccess(core::RemoteAccess::kReadWrite,
-                                     {{.peer = "10.0.0.2"}})
+  EXPECT_TRUE(region
+                  .SetExportAccess(core::RemoteAccess::kReadWrite,
+                                   {{.peer = "10.0.0.2"}})
                   .ok());
   EXPECT_THAT(region.calls,
               ElementsAre("rewrite export mode=416 export=rw",

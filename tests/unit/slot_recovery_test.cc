@@ -153,12 +153,12 @@ TEST(SlotRecoveryTest, SkipsEachKindOfDamageAndDiscardsItOnce) {
   const std::string by_slot = absl::StrCat("slot ", kSlot);
   const std::string by_name = absl::StrCat("region 'kv' (slot ", kSlot, ")");
   const Damage rows[] = {
-      {"unreadable record", absl::DataLossError("cannot read the record"),
-       true, absl::OkStatus(), by_slot, "cannot read the record", 0},
-      {"damaged record", std::string("rdmad-region-record 1\nslot x\n"),
-       true, absl::OkStatus(), by_slot, "", 0},
-      {"record of another slot", RecordText(kOtherSlot), true,
-       absl::OkStatus(), by_name,
+      {"unreadable record", absl::DataLossError("cannot read the record"), true,
+       absl::OkStatus(), by_slot, "cannot read the record", 0},
+      {"damaged record", std::string("rdmad-region-record 1\nslot x\n"), true,
+       absl::OkStatus(), by_slot, "", 0},
+      {"record of another slot", RecordText(kOtherSlot), true, absl::OkStatus(),
+       by_name,
        absl::StrCat("it names slot ", kOtherSlot, " but is the record of slot ",
                     kSlot),
        kSize},
@@ -183,9 +183,8 @@ TEST(SlotRecoveryTest, SkipsEachKindOfDamageAndDiscardsItOnce) {
     EXPECT_FALSE(skip.why.empty());
     EXPECT_THAT(skip.why, HasSubstr(row.why));
     EXPECT_EQ(skip.bytes, row.bytes);
-    EXPECT_THAT(storage.discarded,
-                ElementsAre(absl::StrCat(kSlot, "|", row.region, "|",
-                                         skip.why)));
+    EXPECT_THAT(storage.discarded, ElementsAre(absl::StrCat(
+                                       kSlot, "|", row.region, "|", skip.why)));
     EXPECT_THAT(storage.removed, IsEmpty());
   }
 }
