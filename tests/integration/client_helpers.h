@@ -49,6 +49,17 @@ inline std::unique_ptr<Client> Connect(
   return client.ok() ? *std::move(client) : nullptr;
 }
 
+// Whether `client`'s daemon lists region `name` (a test failure when it
+// cannot list).
+inline bool HasRegion(Client& client, const std::string& name) {
+  auto regions = client.ListRegions();
+  EXPECT_TRUE(regions.ok()) << regions.status();
+  if (!regions.ok()) return false;
+  return std::any_of(
+      regions->begin(), regions->end(),
+      [&name](const RegionInfo& region) { return region.name == name; });
+}
+
 // Region `name` exported by `daemon`, as another daemon's client names it.
 inline RemoteRegion Remote(const DaemonProcess& daemon,
                            const std::string& name) {

@@ -19,13 +19,6 @@
 namespace rdmad::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int Count(const std::string& haystack, const std::string& needle) {
   int n = 0;
   for (size_t at = haystack.find(needle); at != std::string::npos;
@@ -40,7 +33,7 @@ bool WaitForLog(const std::string& log, const std::string& needle,
                 int times = 1) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
-    if (Count(ReadFile(log), needle) >= times) return true;
+    if (Count(ReadTextFile(log), needle) >= times) return true;
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;
@@ -74,7 +67,7 @@ class ConfigReloadTest : public ::testing::Test {
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-    FAIL() << "rdmad did not start:\n" << ReadFile(log_);
+    FAIL() << "rdmad did not start:\n" << ReadTextFile(log_);
   }
 
   absl::StatusOr<DaemonStatus> GetStatus() {
@@ -108,12 +101,12 @@ TEST_F(ConfigReloadTest, AppliesLogLevelAndReportsRestartOnlyFields) {
   ASSERT_TRUE(WaitForLog(log_, "config reload: peer_listen changed from "
                                "\"127.0.0.1:0\" to \"127.0.0.1:1\": needs a "
                                "restart of rdmad"))
-      << ReadFile(log_);
-  EXPECT_TRUE(absl::StrContains(ReadFile(log_),
+      << ReadTextFile(log_);
+  EXPECT_TRUE(absl::StrContains(ReadTextFile(log_),
                                 "config reload: log_level changed from "
                                 "\"info\" to \"warn\": applied"))
-      << ReadFile(log_);
-  EXPECT_EQ(Count(ReadFile(log_), "SIGHUP: reloading configuration"), 1);
+      << ReadTextFile(log_);
+  EXPECT_EQ(Count(ReadTextFile(log_), "SIGHUP: reloading configuration"), 1);
 
   // Same file again: the level is warn now, so the info line announcing the
   // reload is gone while the warning about peer_listen still comes (it is
@@ -121,9 +114,9 @@ TEST_F(ConfigReloadTest, AppliesLogLevelAndReportsRestartOnlyFields) {
   // so waiting for it is enough.
   daemon_->Signal(SIGHUP);
   ASSERT_TRUE(WaitForLog(log_, "peer_listen changed from", 2))
-      << ReadFile(log_);
-  EXPECT_EQ(Count(ReadFile(log_), "SIGHUP: reloading configuration"), 1)
-      << "log_level warn did not take effect:\n" << ReadFile(log_);
+      << ReadTextFile(log_);
+  EXPECT_EQ(Count(ReadTextFile(log_), "SIGHUP: reloading configuration"), 1)
+      << "log_level warn did not take effect:\n" << ReadTextFile(log_);
 
   // Still running, still on the port it started with.
   auto status = GetStatus();
@@ -146,7 +139,7 @@ TEST_F(ConfigReloadTest, SocketModeChangesOnBothSockets) {
   daemon_->Signal(SIGHUP);
   ASSERT_TRUE(WaitForLog(log_, "config reload: socket_mode changed from "
                                "\"0666\" to \"0660\": applied"))
-      << ReadFile(log_);
+      << ReadTextFile(log_);
   EXPECT_EQ(mode(socket_), 0660u);
   EXPECT_EQ(mode(session), 0660u);
   // Root, or the owner here, still gets in.
@@ -159,12 +152,12 @@ TEST_F(ConfigReloadTest, BrokenFileChangesNothing) {
   WriteConfig("info", "127.0.0.1:0", "qps_per_peer: \"many\"\n");
   daemon_->Signal(SIGHUP);
   ASSERT_TRUE(WaitForLog(log_, "config reload failed, nothing changed"))
-      << ReadFile(log_);
+      << ReadTextFile(log_);
   // The error names the file, the line (6: after five lines written above)
   // and the field.
-  EXPECT_TRUE(absl::StrContains(ReadFile(log_), absl::StrCat(conf_, ":6:")))
-      << ReadFile(log_);
-  EXPECT_TRUE(absl::StrContains(ReadFile(log_), "qps_per_peer"));
+  EXPECT_TRUE(absl::StrContains(ReadTextFile(log_), absl::StrCat(conf_, ":6:")))
+      << ReadTextFile(log_);
+  EXPECT_TRUE(absl::StrContains(ReadTextFile(log_), "qps_per_peer"));
   auto status = GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
 

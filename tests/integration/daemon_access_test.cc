@@ -63,19 +63,6 @@ std::unique_ptr<DaemonProcess> Start(const TempDir& dir, const std::string& name
   return StartDaemonOrNull(dir, name, std::move(options));
 }
 
-// The TCP data listener's port, from the daemon's log.
-int DataPort(const DaemonProcess& daemon) {
-  std::ifstream in(daemon.log_path());
-  std::stringstream text;
-  text << in.rdbuf();
-  std::smatch m;
-  const std::string log = text.str();
-  if (std::regex_search(log, m, std::regex("TCP data listener on [^ \\n]*:([0-9]+)"))) {
-    return std::stoi(m[1]);
-  }
-  return 0;
-}
-
 // --- quotas -----------------------------------------------------------------
 
 TEST(DaemonAccessTest, QuotasPerUidAreEnforcedAndNamed) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -373,6 +374,17 @@ std::string ReadTextFile(const std::string& path) {
 }
 
 std::string DaemonProcess::Log() const { return ReadTextFile(log_path_); }
+
+int DataPort(const DaemonProcess& daemon) {
+  const std::string log = daemon.Log();
+  std::smatch m;
+  // Not across the line's end: the next line's time has colons too.
+  if (std::regex_search(log, m,
+                        std::regex("TCP data listener on [^ \n]*:([0-9]+)"))) {
+    return std::stoi(m[1]);
+  }
+  return 0;
+}
 
 std::string DaemonProcess::LogTail() const {
   std::string all = Log();

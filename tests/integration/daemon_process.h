@@ -160,6 +160,10 @@ class DaemonProcess {
   std::unique_ptr<ChildProcess> child_;
 };
 
+// The port of `daemon`'s TCP data listener, from its log; 0 if the log
+// does not say (yet, or with the verbs transport).
+int DataPort(const DaemonProcess& daemon);
+
 }  // namespace rdmad::testing
 
 #endif  // RDMAD_TESTS_INTEGRATION_DAEMON_PROCESS_H_

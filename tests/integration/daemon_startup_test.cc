@@ -34,16 +34,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // User plus system CPU time of `pid` so far, in clock ticks.
 int64_t CpuTicks(pid_t pid) {
-  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string stat = ReadTextFile(absl::StrCat("/proc/", pid, "/stat"));
   // Fields after the command (which may hold spaces) start after ") ".
   const size_t close = stat.rfind(") ");
   if (close == std::string::npos) return -1;
@@ -248,7 +241,7 @@ TEST(DaemonLimitsTest, RegionsPastTheSoftOpenFilesLimit) {
       dir.path(), "d",
       {.command_prefix = {"/usr/bin/prlimit", "--nofile=1024:4096", "--"}});
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_THAT(ReadFile((*d)->log_path()),
+  EXPECT_THAT((*d)->Log(),
               HasSubstr("open files limit raised from 1024 to 4096"));
   auto client = Connect(**d);
   ASSERT_TRUE(client);
@@ -330,16 +323,16 @@ TEST(DaemonLimitsTest, ExhaustedDescriptorsDoNotMakeTheListenerSpin) {
       "accept on " + session_wire::SessionSocketPath((*d)->socket()) + " ";
   const std::string local_line = "accept on " + (*d)->socket() + " ";
   const absl::Time said_by = absl::Now() + absl::Seconds(30);
-  while ((CountLines(ReadFile((*d)->log_path()), session_line) == 0 ||
-          CountLines(ReadFile((*d)->log_path()), local_line) == 0) &&
+  while ((CountLines((*d)->Log(), session_line) == 0 ||
+          CountLines((*d)->Log(), local_line) == 0) &&
          absl::Now() < said_by) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_GE(CountLines(ReadFile((*d)->log_path()), session_line), 1)
+  ASSERT_GE(CountLines((*d)->Log(), session_line), 1)
       << (*d)->LogTail();
-  ASSERT_GE(CountLines(ReadFile((*d)->log_path()), local_line), 1)
+  ASSERT_GE(CountLines((*d)->Log(), local_line), 1)
       << (*d)->LogTail();
-  EXPECT_THAT(ReadFile((*d)->log_path()), HasSubstr("Too many open files"));
+  EXPECT_THAT((*d)->Log(), HasSubstr("Too many open files"));
 
   // A spinning loop burns a core; a backing-off one close to nothing.
   const int64_t before = CpuTicks((*d)->pid());
@@ -349,7 +342,7 @@ TEST(DaemonLimitsTest, ExhaustedDescriptorsDoNotMakeTheListenerSpin) {
   EXPECT_LT(used, ticks_per_second / 2)
       << "the daemon used " << used << " ticks in 3 s with descriptors gone";
   // One line per listener per 10 s.
-  EXPECT_LE(CountLines(ReadFile((*d)->log_path()), "accept on"), 4)
+  EXPECT_LE(CountLines((*d)->Log(), "accept on"), 4)
       << (*d)->LogTail();
 
   // Descriptors back: new clients get in again.

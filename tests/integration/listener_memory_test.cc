@@ -39,21 +39,6 @@ namespace {
   return 0;
 }
 
-[[maybe_unused]] int DataPort(const DaemonProcess& daemon) {
-  std::ifstream in(daemon.log_path());
-  std::stringstream text;
-  text << in.rdbuf();
-  std::smatch m;
-  const std::string log = text.str();
-  if (std::regex_search(log, m,
-                        // Not across the line's end: the next line's time
-                        // has colons too.
-                        std::regex("TCP data listener on [^ \n]*:([0-9]+)"))) {
-    return std::stoi(m[1]);
-  }
-  return 0;
-}
-
 [[maybe_unused]] int Open(int port, const std::string& bytes) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;

@@ -42,19 +42,6 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
-int DataPort(const DaemonProcess& daemon) {
-  std::ifstream in(daemon.log_path());
-  std::stringstream text;
-  text << in.rdbuf();
-  std::smatch m;
-  const std::string log = text.str();
-  if (std::regex_search(log, m,
-                        std::regex("TCP data listener on [^ \\n]*:([0-9]+)"))) {
-    return std::stoi(m[1]);
-  }
-  return 0;
-}
-
 int PortOf(const std::string& host_port) {
   return std::stoi(host_port.substr(host_port.rfind(':') + 1));
 }

@@ -29,13 +29,6 @@
 namespace rdmad::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Starts daemon `name` under `dir` into `*daemon` with its config file,
 // DIR/rdmad.conf, holding `text`; returns that path (rewrite the file and
 // send SIGHUP to reload). A fatal test failure if it does not start.
@@ -245,7 +238,7 @@ TEST(MetricsTest, ReloadTurnsTheEndpointOn) {
   std::string conf;
   ASSERT_NO_FATAL_FAILURE(
       conf = StartWithConfig(dir, "d", "transport: \"tcp\"\n", &d));
-  EXPECT_EQ(ReadFile(d->log_path()).find("metrics on"), std::string::npos);
+  EXPECT_EQ(d->Log().find("metrics on"), std::string::npos);
 
   std::ofstream(conf) << "transport: \"tcp\"\nmetrics_listen: \"127.0.0.1:0\"\n";
   ::kill(d->pid(), SIGHUP);
@@ -253,7 +246,7 @@ TEST(MetricsTest, ReloadTurnsTheEndpointOn) {
   ASSERT_FALSE(address.empty()) << d->LogTail();
   const std::string scrape = Scrape(address);
   EXPECT_GE(Value(scrape, "rdmad_sessions"), 0) << scrape;  // present
-  EXPECT_NE(ReadFile(d->log_path())
+  EXPECT_NE(d->Log()
                 .find("config reload: metrics_listen changed from (unset) to "
                       "\"127.0.0.1:0\": applied"),
             std::string::npos)
@@ -286,12 +279,12 @@ TEST(MetricsTest, ReloadToABusyPortKeepsTheOldEndpoint) {
                       << "\"\n";
   ::kill(d->pid(), SIGHUP);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ReadFile(d->log_path()).find("could not be applied") ==
+  while (d->Log().find("could not be applied") ==
              std::string::npos &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_NE(ReadFile(d->log_path())
+  EXPECT_NE(d->Log()
                 .find(absl::StrCat("metrics_listen changed from "
                                    "\"127.0.0.1:0\" to \"",
                                    taken, "\" but could not be applied")),

@@ -52,13 +52,6 @@ void Fill(char* p, uint64_t n, uint64_t seed) {
   }
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // How many of `pid`'s descriptors are queue segments (memfds the daemon
 // names rdmad-queue-ID); -1 if the process is gone.
 int QueueSegments(pid_t pid) {
@@ -228,7 +221,7 @@ TEST_F(QueueTest, ThreadsAndProcessesGetByteIdenticalResults) {
     ASSERT_TRUE(status.ok()) << status.status();
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
         << "client process " << p << " failed: "
-        << ReadFile(absl::StrCat(dir_.path(), "/client", p, ".log"));
+        << ReadTextFile(absl::StrCat(dir_.path(), "/client", p, ".log"));
   }
   // Everyone's bytes, as B holds them.
   auto view = cb->MapRegion("shared");

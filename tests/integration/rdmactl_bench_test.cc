@@ -33,6 +33,7 @@ namespace {
 
 using ::rdmad::testing::Connect;
 using ::rdmad::testing::DaemonProcess;
+using ::rdmad::testing::HasRegion;
 using ::rdmad::testing::JsonValue;
 using ::rdmad::testing::ProcessResult;
 using ::rdmad::testing::RdmactlBinary;
@@ -69,16 +70,6 @@ class RdmactlBenchTest : public ::testing::Test {
     auto parsed = JsonValue::Parse(json);
     EXPECT_TRUE(parsed.ok()) << parsed.status() << "\n" << json;
     return parsed.ok() ? *std::move(parsed) : JsonValue();
-  }
-
-  static bool HasRegion(Client& client, const std::string& name) {
-    auto regions = client.ListRegions();
-    EXPECT_TRUE(regions.ok()) << regions.status();
-    if (!regions.ok()) return false;
-    for (const RegionInfo& region : *regions) {
-      if (region.name == name) return true;
-    }
-    return false;
   }
 
   TempDir dir_;

@@ -37,13 +37,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void WriteFile(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary) << data;
 }
@@ -146,7 +139,7 @@ TEST_F(RdmactlTest, EveryCommandAnswersInOneJsonDialect) {
   JsonValue get = Json(*a, {"get", "kv@100", "--length", "5000", "-o",
                          Path("out.bin")});
   EXPECT_EQ(Field(get, "bytes").number(), 5000);
-  EXPECT_EQ(ReadFile(Path("out.bin")), Pattern(5000, 1));
+  EXPECT_EQ(ReadTextFile(Path("out.bin")), Pattern(5000, 1));
   const std::string remote = absl::StrCat(a->peer_address(), "/kv");
   JsonValue copy = Json(*a, {"copy", "kv@100", "small", "--length", "4096"});
   EXPECT_EQ(Field(copy, "bytes").number(), 4096);
@@ -290,7 +283,7 @@ TEST_F(RdmactlTest, RemoteRegionsCanBeListedSizedAndReadWhole) {
       Run(*a, {"get", absl::StrCat(b->peer_address(), "/kv@4K"), "-o",
                Path("rest.bin")});
   ASSERT_EQ(get.exit_code, 0) << get.err;
-  EXPECT_EQ(ReadFile(Path("rest.bin")), whole.substr(4096));
+  EXPECT_EQ(ReadTextFile(Path("rest.bin")), whole.substr(4096));
   // ... also through a descriptor with an offset.
   ProcessResult descriptor = Run(*b, {"descriptor", "kv"});
   ASSERT_EQ(descriptor.exit_code, 0) << descriptor.err;
@@ -302,7 +295,7 @@ TEST_F(RdmactlTest, RemoteRegionsCanBeListedSizedAndReadWhole) {
   via_descriptor =
       Run(*a, {"get", absl::StrCat(d, "@1000K"), "-o", Path("tail.bin")});
   ASSERT_EQ(via_descriptor.exit_code, 0) << via_descriptor.err;
-  EXPECT_EQ(ReadFile(Path("tail.bin")), whole.substr(1000 * 1024));
+  EXPECT_EQ(ReadTextFile(Path("tail.bin")), whole.substr(1000 * 1024));
 }
 
 // status says where everything is: the data listener, the metrics URL and
@@ -355,7 +348,7 @@ TEST_F(RdmactlTest, GetAtTheEndOfARegionReadsNothingLocalOrRemote) {
     WriteFile(Path("end.bin"), "old contents");
     JsonValue get = Json(*daemon, {"get", src, "-o", Path("end.bin")});
     EXPECT_EQ(Field(get, "bytes").number(), 0);
-    EXPECT_EQ(ReadFile(Path("end.bin")), "");
+    EXPECT_EQ(ReadTextFile(Path("end.bin")), "");
     ProcessResult to_stdout = Run(*daemon, {"get", src});
     EXPECT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
     EXPECT_EQ(to_stdout.out, "");
@@ -388,7 +381,7 @@ TEST_F(RdmactlTest, RemotePutThatDoesNotFitWritesNothing) {
   WriteFile(Path("big.bin"), Pattern((1 << 20) - 4096 + 1, 5));
   for (const bool pipe : {false, true}) {
     ProcessResult put =
-        pipe ? Run(*a, {"put", "-", remote}, ReadFile(Path("big.bin")))
+        pipe ? Run(*a, {"put", "-", remote}, ReadTextFile(Path("big.bin")))
              : Run(*a, {"put", Path("big.bin"), remote});
     EXPECT_EQ(put.exit_code, 7) << put.err;  // OUT_OF_RANGE
     EXPECT_THAT(put.err, HasSubstr("does not fit in region 'kv'"));
@@ -429,7 +422,7 @@ TEST_F(RdmactlTest, TheDaemonsOwnPeerAddressNamesItsRegions) {
   ProcessResult get =
       Run(*a, {"get", absl::StrCat(self, "@1K"), "-o", Path("out.bin")});
   ASSERT_EQ(get.exit_code, 0) << get.err;
-  EXPECT_EQ(ReadFile(Path("out.bin")), data);
+  EXPECT_EQ(ReadTextFile(Path("out.bin")), data);
   ProcessResult copy = Run(*a, {"copy", absl::StrCat(self, "@1K"), "dst"});
   ASSERT_EQ(copy.exit_code, 0) << copy.err;
   ProcessResult back = Run(*a, {"get", "dst", "--length", "63K"});
@@ -747,7 +740,7 @@ TEST_F(RdmactlTest, CallsDoNotFillTheDaemonLogAtInfo) {
   auto a = StartDaemon("a", {.log_level = "info"});
   ASSERT_TRUE(a);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Run(*a, {"status"}).exit_code, 0);
-  const std::string log = ReadFile(a->log_path());
+  const std::string log = a->Log();
   EXPECT_THAT(log, HasSubstr("ready"));  // info lines do get there
   EXPECT_THAT(log, Not(HasSubstr("opened: pid")));
   EXPECT_THAT(log, Not(HasSubstr("ended; freed")));
