@@ -438,11 +438,17 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // Not while this thread shares its CPU with other runnable threads
   // (common/spin_gate.h): there, spinning only delays the engine and the
   // wake-up that ends the wait.
+  // A plain spin consults the gate at its first clock reading (after
+  // kPollsPerCheck polls), so that a completion already there costs no
+  // clock reading; a yielding one reads the clock every turn anyway.
   thread_local SpinGate gate;
-  const absl::Time start = absl::Now();
-  gate.Check(start);
-  const bool spin = impl_->spin > absl::ZeroDuration() && gate.open(start);
-  const bool yield = spin && queue::EngineRunsHere(impl_->base);
+  bool spin = impl_->spin > absl::ZeroDuration();
+  bool yield = false;
+  if (spin && queue::EngineRunsHere(impl_->base)) {
+    const absl::Time now = absl::Now();
+    gate.Check(now);
+    spin = yield = gate.open(now);
+  }
   if (yield) {
     impl_->completions.Yielding();
   } else if (spin) {
@@ -472,6 +478,10 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
     if (!clock_read) {
       clock_read = true;
       if (deadline == absl::InfinitePast()) deadline = now + timeout;
+      if (spin && !yield) {
+        gate.Check(now);
+        spin = gate.open(now);
+      }
       // A spin longer than the wait ends at the deadline.
       if (spin) spin_until = std::min(now + impl_->spin, deadline);
     }
