@@ -25,14 +25,13 @@ TurnBatch::Scope::Scope() { ++Current().depth; }
 TurnBatch::Scope::~Scope() {
   ThreadBatch& batch = Current();
   if (--batch.depth > 0) return;
-  // Flushes run with no scope open, and may defer (then flush) more: take
-  // the list each time round rather than iterate one being appended to.
+  // Flushes run with no scope open, so Defer cannot append to the list
+  // while it is flushed (a flush that opens a scope of its own flushes
+  // that one itself): one pass, over a list taken out of `pending`.
   std::vector<std::shared_ptr<TurnDeferred>> flushing;
-  while (!batch.pending.empty()) {
-    flushing.swap(batch.pending);
-    for (auto& what : flushing) what->FlushTurn();
-    flushing.clear();
-  }
+  flushing.swap(batch.pending);
+  for (auto& what : flushing) what->FlushTurn();
+  flushing.clear();
   // Keep the capacity for the next turn: no allocation per turn.
   batch.pending.swap(flushing);
 }
