@@ -517,6 +517,15 @@ TEST_P(TcpPeerChannelCutTest, RepliesAreTakenApartHoweverTheyAreCut) {
 INSTANTIATE_TEST_SUITE_P(Cuts, TcpPeerChannelCutTest,
                          ::testing::Values(0, 1, 5, 33, 4096, 16385));
 
+TEST_F(TcpPeerChannelTest, AnOperationWithoutItsLocalRegionIsRefused) {
+  transport::RemoteOp op = Op(core::OpType::kRead, 0, 0, 4096);
+  op.local = nullptr;
+  absl::Status status = Run(std::move(op));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  // The channel is unharmed.
+  EXPECT_TRUE(Run(Op(core::OpType::kRead, 0, 0, 4096)).ok());
+}
+
 TEST_F(TcpPeerChannelTest, CloseFailsPendingAndLaterPosts) {
   auto silent = Listen(HostPort{"127.0.0.1", 0});
   ASSERT_TRUE(silent.ok());

@@ -111,6 +111,12 @@ void TcpPeerChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
 }
 
 void TcpPeerChannel::Impl::StartOp(transport::RemoteOp in) {
+  if (in.local == nullptr) {
+    // A READ's bytes are copied in through the region (CopyIntoRegion).
+    in.done(absl::InvalidArgumentError(
+        "a TCP transfer needs its local region (RemoteOp::local)"));
+    return;
+  }
   if (runtime::DeadlinePassed(in.deadline)) {
     in.done(absl::DeadlineExceededError(absl::StrCat(
         "peer ", options_.peer, ": the transfer's deadline passed before "

@@ -265,12 +265,8 @@ bool TcpPeerChannel::Impl::TakeReceived(Conn& conn) {
         Op& op = *conn.receiving->op;
         if (!op.finished) {
           char* to = conn.receiving->local() + conn.received;
-          absl::Status copied = absl::OkStatus();
-          if (op.op.local != nullptr) {
-            copied = core::CopyIntoRegion(*op.op.local, to, bytes.data(), take);
-          } else {
-            std::memcpy(to, bytes.data(), take);
-          }
+          absl::Status copied =
+              core::CopyIntoRegion(*op.op.local, to, bytes.data(), take);
           if (!copied.ok()) {
             // The local region (kept in a state directory) was cut short:
             // the READ fails, and the rest of its bytes are dropped.
