@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/queue_layout.h"
 #include "common/queue_ring.h"
@@ -529,6 +533,30 @@ int ThreadCpu(pid_t pid, pid_t tid) {
   return -1;
 }
 
+// How often thread `tid` of `pid` moved between CPUs (se.nr_migrations in
+// its sched file), or -1 where the kernel does not show it.
+int64_t ThreadMigrations(pid_t pid, pid_t tid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", tid, "/sched"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, "se.nr_migrations")) continue;
+    const size_t colon = line.find(':');
+    int64_t count;
+    if (colon != std::string::npos &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(colon + 1)),
+                         &count)) {
+      return count;
+    }
+  }
+  return -1;
+}
+
+// Times the calling thread gave up its CPU to wait (slept).
+int64_t VoluntarySwitches() {
+  rusage usage{};
+  return ::getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nvcsw : -1;
+}
+
 bool PinThread(pid_t tid, std::initializer_list<int> cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -592,6 +620,7 @@ TEST_F(QueueTest, AClientOnTheEnginesCpuIsServedAndTheEngineStepsAside) {
   // (The scheduler's load balancing moves one of the two as well, but
   // only after 15-20 ms or so: 2700 to 4000 ops when measured.)
   ASSERT_TRUE(PinThread(engine, {here, other}));
+  const int64_t migrations_before = ThreadMigrations(a_->pid(), engine);
   // It steps aside after 64 yields within 20 ms (cpu_step_aside.h): a
   // batch of 100 ops faster than 100 * 20 / 64 ms meets that. On a machine
   // so loaded that ops take longer (a sanitizer build beside a compiler on
@@ -612,19 +641,32 @@ TEST_F(QueueTest, AClientOnTheEnginesCpuIsServedAndTheEngineStepsAside) {
          absl::Now() - began < kMaxPause + absl::Milliseconds(500) &&
          !HasFailure()) {
     const absl::Time start = absl::Now();
+    const int64_t slept_before = VoluntarySwitches();
     run(next, 100);
-    if (start - began > kMaxPause && absl::Now() - start < kFastBatch) {
+    // The rule is about yields: a client whose spin gate closed (this
+    // thread preempted by other work on a busy machine) sleeps on its
+    // eventfd instead, and its engine has no yields to count.
+    const bool yielding = VoluntarySwitches() - slept_before < 50;
+    if (start - began > kMaxPause && absl::Now() - start < kFastBatch &&
+        yielding) {
       ++fast_batches;
     }
     next += 100;
   }
-  if (ThreadCpu(a_->pid(), engine) == here) {
+  // A busy machine's load balancer may put an engine that stepped aside
+  // back on `here` (the other CPU runs a compiler): it did move, and
+  // where it runs after that is the scheduler's choice.
+  const int64_t migrations_after = ThreadMigrations(a_->pid(), engine);
+  const bool moved = migrations_before >= 0 &&
+                     migrations_after > migrations_before;
+  if (ThreadCpu(a_->pid(), engine) == here && !moved) {
     EXPECT_EQ(fast_batches, 0u)
         << "the engine stayed on its client's CPU for " << next - 2001
         << " ops, " << fast_batches
         << " batches of 100 of them, after its longest pause, at more "
-           "than 64 yields per 20 ms";
-  } else {
+           "than 64 yields per 20 ms (migrations "
+        << migrations_before << " -> " << migrations_after << ")";
+  } else if (!moved) {
     EXPECT_EQ(ThreadCpu(a_->pid(), engine), other);
   }
   run(next, 2000);
