@@ -52,7 +52,8 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     rm -rf "$corpus"
     echo "$status" > "$fuzz/fuzz_$target.status"
   }
-  targets=(tcp_frame descriptor request_validation ring_entry verbs_notice)
+  targets=(tcp_frame tcp_stream descriptor request_validation ring_entry
+           verbs_notice)
   for target in "${targets[@]}"; do
     while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
     run_fuzzer "$target" &
