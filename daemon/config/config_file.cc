@@ -218,7 +218,8 @@ void ApplyDefaults(v1::DaemonConfig& config) {
     config.set_handshakes_served_in_flight(16);
   }
   if (config.engine_threads() == 0) config.set_engine_threads(1);
-  if (config.engine_spin_us() == 0) config.set_engine_spin_us(50);
+  // 0 is a choice (no spin): only an unset field takes the default.
+  if (!config.has_engine_spin_us()) config.set_engine_spin_us(50);
   if (config.loop_slice_us() == 0) config.set_loop_slice_us(100);
   if (config.notification_backlog() == 0) {
     config.set_notification_backlog(16384);

@@ -263,6 +263,21 @@ TEST(ConfigFileTest, OneUidsShareOfThePeerTableDefaultsToHalf) {
   }
 }
 
+TEST(ConfigFileTest, EngineSpinDefaultsTo50AndZeroTurnsItOff) {
+  auto config = ParseConfigText("", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->engine_spin_us(), 50u);
+  config = ParseConfigText("engine_spin_us: 0\n", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->engine_spin_us(), 0u) << "an explicit 0 is kept";
+  config = ParseConfigText("engine_spin_us: 200\n", "x.conf");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(*config);
+  EXPECT_EQ(config->engine_spin_us(), 200u);
+}
+
 TEST(ConfigFileTest, PeerBoundsDefaultToWhatAMeshNeeds) {
   auto config = ParseConfigText("", "x.conf");
   ASSERT_TRUE(config.ok()) << config.status();
