@@ -14,10 +14,10 @@
 #include "common/status_macros.h"
 #include "daemon/core/pinned_cap.h"
 #include "daemon/daemon_impl.h"
-#include "daemon/memory_releaser.h"
-#include "daemon/peer/transport_kind_proto.h"
-#include "daemon/rdmad_version.h"
 #include "daemon/directory/directory_config.h"
+#include "daemon/peer/transport_kind_proto.h"
+#include "daemon/process/memory_releaser.h"
+#include "daemon/rdmad_version.h"
 #include "daemon/servers.h"
 #include "daemon/state/kept_regions.h"
 #include "daemon/tcp_listeners.h"
@@ -248,9 +248,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 
   // 6. The session socket first: the Local socket appearing is the signal
   // clients wait for, and it must not appear before sessions can be opened.
-  d.session_server = std::make_unique<service::SessionServer>(
+  d.session_server = std::make_unique<local_socket::SessionServer>(
       session_wire::SessionSocketPath(config.socket()), &d.sessions,
-      d.regions.get(), service::SessionLimits::ForFileLimit(file_limit));
+      d.regions.get(), local_socket::SessionLimits::ForFileLimit(file_limit));
   d.session_server->SetQueues(d.queues.get());
   RDMAD_RETURN_IF_ERROR(d.session_server->Start(d.resolved.socket_mode));
   RDMAD_RETURN_IF_ERROR(
@@ -296,10 +296,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   }
 
   d.local_service = std::make_unique<service::LocalService>(&d.state);
-  service::LocalListenerOptions listener;
+  local_socket::LocalListenerOptions listener;
   listener.max_connections_per_uid = std::max<uint64_t>(16, file_limit / 8);
   d.local_listener =
-      std::make_unique<service::LocalListener>(config.socket(), listener);
+      std::make_unique<local_socket::LocalListener>(config.socket(), listener);
   d.state.local_listener = d.local_listener.get();
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer local_server,
@@ -310,7 +310,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.local_server->GetHealthCheckService()->SetServingStatus(
       v1::Local::service_full_name(), true);
 
-  d.memory_releaser = std::make_unique<MemoryReleaser>();
+  d.memory_releaser = std::make_unique<process::MemoryReleaser>();
   spdlog::info(
       "rdmad {} ready: local {} (sessions {}), peers {}, data {}, transport "
       "{} ({}), {} I/O threads",

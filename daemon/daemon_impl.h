@@ -13,20 +13,20 @@
 #include "daemon/core/transfer_engine.h"
 #include "daemon/daemon.h"
 #include "daemon/directory/etcd_directory.h"
-#include "daemon/memory_releaser.h"
+#include "daemon/local_socket/local_listener.h"
+#include "daemon/local_socket/session_server.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/peer/grpc_peer_connector.h"
 #include "daemon/peer/peer_table.h"
+#include "daemon/process/memory_releaser.h"
 #include "daemon/ring/queue_registry.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/runtime/timers.h"
 #include "daemon/service/call_tracker.h"
 #include "daemon/service/daemon_state.h"
-#include "daemon/service/local_listener.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/peer_service.h"
-#include "daemon/service/session_server.h"
 #include "daemon/state/kept_regions.h"
 #include "daemon/transport_setup.h"
 #include "grpcpp/grpcpp.h"
@@ -61,8 +61,8 @@ struct Daemon::Impl {
   // Client queues: their engines run on the runtime's engine loops.
   std::unique_ptr<ring::QueueRegistry> queues;
   service::DaemonState state;
-  std::unique_ptr<service::SessionServer> session_server;
-  std::unique_ptr<service::LocalListener> local_listener;
+  std::unique_ptr<local_socket::SessionServer> session_server;
+  std::unique_ptr<local_socket::LocalListener> local_listener;
   std::unique_ptr<service::LocalService> local_service;
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;
@@ -74,7 +74,7 @@ struct Daemon::Impl {
       std::make_shared<service::CallTracker::Counter>();
   std::unique_ptr<metrics::MetricsServer> metrics_server;  // null when off
   // Returns memory freed after bursts of connections to the kernel.
-  std::unique_ptr<MemoryReleaser> memory_releaser;
+  std::unique_ptr<process::MemoryReleaser> memory_releaser;
   bool shut_down = false;
   // Set once Start has brought every part up. A start that failed half
   // way tears down quietly: "stopped" after "cannot start" would read as

@@ -28,13 +28,13 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/config/config_file.h"
 #include "daemon/daemon.h"
+#include "daemon/process/notify.h"
+#include "daemon/process/self_check.h"
 #include "daemon/rdmad_version.h"
 #include "daemon/startup/command_line.h"
 #include "daemon/startup/log_setup.h"
 #include "daemon/startup/port_check.h"
 #include "daemon/startup/process_limits.h"
-#include "daemon/service/notify.h"
-#include "daemon/service/self_check.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
 
   // Under systemd (Type=notify): READY=1 only now that both gRPC servers
   // listen; a no-op elsewhere.
-  rdmad::service::SystemdNotifier notifier;
+  rdmad::process::SystemdNotifier notifier;
   auto daemon = rdmad::Daemon::Start(config, absl::GetFlag(FLAGS_config));
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
@@ -330,7 +330,7 @@ int main(int argc, char** argv) {
       "serving local ", config.socket(), ", peer ", (*daemon)->peer_address());
   notifier.Ready(serving);
   // Each keep-alive is earned by the daemon answering its own GetStatus.
-  rdmad::service::SelfCheck self_check(config.socket());
+  rdmad::process::SelfCheck self_check(config.socket());
   notifier.StartWatchdog([&self_check](absl::Duration budget) {
     return self_check.Run(budget);
   });

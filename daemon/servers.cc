@@ -68,7 +68,7 @@ absl::StatusOr<StartedServer> StartPeerServer(
 }
 
 absl::StatusOr<StartedServer> StartLocalServer(
-    service::LocalListener& listener, grpc::Service* service, uint32_t mode,
+    local_socket::LocalListener& listener, grpc::Service* service, uint32_t mode,
     int64_t gid, std::shared_ptr<service::CallTracker::Counter> calls) {
   StartedServer out;
   grpc::ServerBuilder builder;

@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/config/resolved_config.h"
+#include "daemon/local_socket/local_listener.h"
 #include "daemon/service/call_tracker.h"
-#include "daemon/service/local_listener.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rdmad {
@@ -38,7 +38,7 @@ absl::StatusOr<StartedServer> StartPeerServer(
 // the socket file then goes to group `gid` (-1: unchanged). Calls are
 // counted in `calls`.
 absl::StatusOr<StartedServer> StartLocalServer(
-    service::LocalListener& listener, grpc::Service* service, uint32_t mode,
+    local_socket::LocalListener& listener, grpc::Service* service, uint32_t mode,
     int64_t gid, std::shared_ptr<service::CallTracker::Counter> calls);
 
 // Credentials for this daemon's calls to peers: mutual TLS with its own

@@ -28,10 +28,12 @@ namespace grpc {
 class ChannelCredentials;
 }  // namespace grpc
 
-namespace rdmad::service {
-
+namespace rdmad::local_socket {
 class LocalListener;
 class SessionServer;
+}  // namespace rdmad::local_socket
+
+namespace rdmad::service {
 
 // Identity and configuration fixed for the daemon's life.
 struct DaemonIdentity {
@@ -76,11 +78,11 @@ struct DaemonState {
   core::TransferEngine* transfers = nullptr;
   // Client queues and remote handles of the shared-memory data path.
   ring::QueueRegistry* queues = nullptr;
-  SessionServer* session_server = nullptr;
+  local_socket::SessionServer* session_server = nullptr;
   // Accepts the Local socket's connections: who is at the other end of
   // each. Null only in tests that run the service without it, which then
   // bind calls to nothing but their token.
-  const LocalListener* local_listener = nullptr;
+  const local_socket::LocalListener* local_listener = nullptr;
   // Remote daemons and the data channels to them (ListPeers/ListQps).
   peer::PeerTable* peers = nullptr;
   // Answer Peer.Connect for each transport kind; null if not available.

@@ -10,13 +10,13 @@
 #include "common/session_wire.h"
 #include "common/status_macros.h"
 #include "daemon/core/access_control.h"
+#include "daemon/local_socket/local_listener.h"
+#include "daemon/local_socket/session_server.h"
 #include "daemon/peer/descriptor_codec.h"
-#include "daemon/service/directory_calls.h"
 #include "daemon/service/call_helpers.h"
+#include "daemon/service/directory_calls.h"
 #include "daemon/service/grpc_status.h"
-#include "daemon/service/local_listener.h"
 #include "daemon/service/proto_convert.h"
-#include "daemon/service/session_server.h"
 
 namespace rdmad::service {
 
@@ -37,7 +37,7 @@ absl::StatusOr<core::Caller> LocalService::RequireSession(
   // The token must come from the process it was issued to: the one at the
   // other end of the connection this call arrived on, as the kernel says.
   RDMAD_ASSIGN_OR_RETURN(
-      const ConnectionCredentials connection,
+      const local_socket::ConnectionCredentials connection,
       state_->local_listener->CredentialsOf(context->peer()));
   return state_->sessions->AuthenticateFrom(token, connection.pid,
                                             connection.uid);

@@ -2,7 +2,7 @@
 // so each call can be matched to the kernel-verified credentials of the
 // connection it came on; descriptor numbers of closed connections are not
 // reused for new ones; a uid's connections are bounded.
-#include "daemon/service/local_listener.h"
+#include "daemon/local_socket/local_listener.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 namespace {
 
 using ::testing::HasSubstr;
@@ -189,4 +189,4 @@ TEST_F(LocalListenerTest, StopRemovesTheSocketFile) {
 }
 
 }  // namespace
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket

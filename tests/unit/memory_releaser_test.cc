@@ -1,7 +1,7 @@
 // MemoryReleaser: after a burst of allocations freed in the middle of the
 // heap (where free() alone never gives pages back), a check returns them to
 // the kernel; without growth it does nothing.
-#include "daemon/memory_releaser.h"
+#include "daemon/process/memory_releaser.h"
 
 #include <cstdlib>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/sanitized.h"
 
-namespace rdmad {
+namespace rdmad::process {
 namespace {
 
 TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
@@ -87,4 +87,4 @@ TEST(MemoryReleaserTest, StopsPromptly) {
 }
 
 }  // namespace
-}  // namespace rdmad
+}  // namespace rdmad::process

@@ -1,7 +1,7 @@
 // SystemdNotifier against a datagram socket standing in for systemd: the
 // watchdog interval follows $WATCHDOG_USEC/$WATCHDOG_PID, the watchdog
 // thread pings and stops when asked.
-#include "daemon/service/notify.h"
+#include "daemon/process/notify.h"
 
 #include <poll.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace rdmad::service {
+namespace rdmad::process {
 namespace {
 
 class NotifierTest : public ::testing::Test {
@@ -125,4 +125,4 @@ TEST_F(NotifierTest, NoWatchdogThreadWithoutWatchdogUsec) {
 }
 
 }  // namespace
-}  // namespace rdmad::service
+}  // namespace rdmad::process

@@ -3,7 +3,7 @@
 // receives is ended (its buffers freed, its token revoked, told why) while
 // another session carries on; the sessions of one uid share a bound; and
 // running out of descriptors pauses accepting instead of spinning.
-#include "daemon/service/session_server.h"
+#include "daemon/local_socket/session_server.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -23,7 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/sanitized.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 namespace {
 
 using session_wire::Message;
@@ -270,4 +270,4 @@ TEST(SessionServerLimitsTest, OutOfDescriptorsDoesNotSpin) {
 }
 
 }  // namespace
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket

@@ -1,4 +1,4 @@
-#include "daemon/service/self_check.h"
+#include "daemon/process/self_check.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
-namespace rdmad::service {
+namespace rdmad::process {
 
 struct SelfCheck::Impl {
   std::string socket;
@@ -43,4 +43,4 @@ absl::Status SelfCheck::Run(absl::Duration deadline) {
   return absl::OkStatus();
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::process

@@ -1,4 +1,4 @@
-#include "daemon/service/session_server.h"
+#include "daemon/local_socket/session_server.h"
 
 #include <fcntl.h>
 #include <linux/sockios.h>
@@ -18,10 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/core/access_control.h"
-#include "daemon/service/unix_listener.h"
+#include "daemon/local_socket/unix_listener.h"
 #include "spdlog/spdlog.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 
 using session_wire::Message;
 using session_wire::MessageType;
@@ -471,4 +471,4 @@ absl::StatusOr<UniqueFd> SessionServer::TakePassedFd(uint64_t session_id,
       "client library's RegisterBuffer does this)"));
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket

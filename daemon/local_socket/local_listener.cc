@@ -1,4 +1,4 @@
-#include "daemon/service/local_listener.h"
+#include "daemon/local_socket/local_listener.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,12 +15,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "daemon/service/unix_listener.h"
+#include "daemon/local_socket/unix_listener.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_posix.h"
 #include "spdlog/spdlog.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 namespace {
 
 // Whether descriptor number `fd` still holds the socket with `inode`. The
@@ -215,4 +215,4 @@ size_t LocalListener::OpenConnections(uint32_t uid) const {
   return open;
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket

@@ -2,8 +2,8 @@
 // connection with the credentials the kernel reports (SO_PEERCRED), serves
 // descriptor requests (SCM_RIGHTS), and frees a session's buffers the moment
 // its connection closes — which the kernel does when the process dies.
-#ifndef RDMAD_DAEMON_SERVICE_SESSION_SERVER_H_
-#define RDMAD_DAEMON_SERVICE_SESSION_SERVER_H_
+#ifndef RDMAD_DAEMON_LOCAL_SOCKET_SESSION_SERVER_H_
+#define RDMAD_DAEMON_LOCAL_SOCKET_SESSION_SERVER_H_
 
 #include <cstdint>
 #include <string>
@@ -22,7 +22,7 @@
 #include "daemon/ring/queue_registry.h"
 #include "daemon/runtime/accept_backoff.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 
 // Bounds on what sessions may make the daemon hold in descriptors. Each
 // session is a socket in the daemon; each memfd a client passed and has not
@@ -137,6 +137,6 @@ class SessionServer {
       passed_fds_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket
 
-#endif  // RDMAD_DAEMON_SERVICE_SESSION_SERVER_H_
+#endif  // RDMAD_DAEMON_LOCAL_SOCKET_SESSION_SERVER_H_

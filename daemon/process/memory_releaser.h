@@ -17,8 +17,8 @@
 // nothing and nothing is done.
 //
 // Thread-safe; one thread, stopped by Stop() or the destructor.
-#ifndef RDMAD_DAEMON_MEMORY_RELEASER_H_
-#define RDMAD_DAEMON_MEMORY_RELEASER_H_
+#ifndef RDMAD_DAEMON_PROCESS_MEMORY_RELEASER_H_
+#define RDMAD_DAEMON_PROCESS_MEMORY_RELEASER_H_
 
 #include <cstdint>
 #include <thread>
@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace rdmad {
+namespace rdmad::process {
 
 struct MemoryReleaserOptions {
   absl::Duration interval = absl::Seconds(2);
@@ -69,6 +69,6 @@ class MemoryReleaser {
   std::thread thread_;
 };
 
-}  // namespace rdmad
+}  // namespace rdmad::process
 
-#endif  // RDMAD_DAEMON_MEMORY_RELEASER_H_
+#endif  // RDMAD_DAEMON_PROCESS_MEMORY_RELEASER_H_

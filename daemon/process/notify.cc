@@ -1,4 +1,4 @@
-#include "daemon/service/notify.h"
+#include "daemon/process/notify.h"
 
 #include <systemd/sd-daemon.h>
 
@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "spdlog/spdlog.h"
 
-namespace rdmad::service {
+namespace rdmad::process {
 namespace {
 
 // sd_notify takes newline-separated assignments: a newline inside the
@@ -110,4 +110,4 @@ void SystemdNotifier::WatchdogLoop(absl::Duration interval,
   }
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::process

@@ -20,8 +20,8 @@
 //   notifier.StopWatchdog();  // also done by the destructor
 //
 // Thread-safety: all methods may be called from any thread.
-#ifndef RDMAD_DAEMON_SERVICE_NOTIFY_H_
-#define RDMAD_DAEMON_SERVICE_NOTIFY_H_
+#ifndef RDMAD_DAEMON_PROCESS_NOTIFY_H_
+#define RDMAD_DAEMON_PROCESS_NOTIFY_H_
 
 #include <functional>
 #include <string>
@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace rdmad::service {
+namespace rdmad::process {
 
 class SystemdNotifier {
  public:
@@ -79,6 +79,6 @@ class SystemdNotifier {
   absl::Mutex thread_mu_;  // serializes Start/StopWatchdog
 };
 
-}  // namespace rdmad::service
+}  // namespace rdmad::process
 
-#endif  // RDMAD_DAEMON_SERVICE_NOTIFY_H_
+#endif  // RDMAD_DAEMON_PROCESS_NOTIFY_H_

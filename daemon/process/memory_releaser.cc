@@ -1,11 +1,11 @@
-#include "daemon/memory_releaser.h"
+#include "daemon/process/memory_releaser.h"
 
 #include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
 
-namespace rdmad {
+namespace rdmad::process {
 
 MemoryReleaser::MemoryReleaser(MemoryReleaserOptions options)
     : options_(options) {
@@ -80,4 +80,4 @@ void MemoryReleaser::Loop() {
   }
 }
 
-}  // namespace rdmad
+}  // namespace rdmad::process

@@ -1,6 +1,6 @@
 // Unix socket files: claim a path for a listener safely.
-#ifndef RDMAD_DAEMON_SERVICE_UNIX_LISTENER_H_
-#define RDMAD_DAEMON_SERVICE_UNIX_LISTENER_H_
+#ifndef RDMAD_DAEMON_LOCAL_SOCKET_UNIX_LISTENER_H_
+#define RDMAD_DAEMON_LOCAL_SOCKET_UNIX_LISTENER_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 
 // Makes `path` free for a new listener: creates its parent directory if
 // missing, removes a stale socket file left by a dead daemon, and refuses
@@ -22,6 +22,6 @@ absl::Status ClaimSocketPath(const std::string& path);
 absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type,
                                     uint32_t mode);
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket
 
-#endif  // RDMAD_DAEMON_SERVICE_UNIX_LISTENER_H_
+#endif  // RDMAD_DAEMON_LOCAL_SOCKET_UNIX_LISTENER_H_

@@ -1,4 +1,4 @@
-#include "daemon/service/unix_listener.h"
+#include "daemon/local_socket/unix_listener.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 namespace {
 
 absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
@@ -90,4 +90,4 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type,
   return fd;
 }
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket

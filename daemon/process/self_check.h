@@ -13,8 +13,8 @@
 //   });
 //
 // Thread-safety: Run may be called from any thread, one call at a time.
-#ifndef RDMAD_DAEMON_SERVICE_SELF_CHECK_H_
-#define RDMAD_DAEMON_SERVICE_SELF_CHECK_H_
+#ifndef RDMAD_DAEMON_PROCESS_SELF_CHECK_H_
+#define RDMAD_DAEMON_PROCESS_SELF_CHECK_H_
 
 #include <memory>
 #include <string>
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace rdmad::service {
+namespace rdmad::process {
 
 class SelfCheck {
  public:
@@ -39,6 +39,6 @@ class SelfCheck {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rdmad::service
+}  // namespace rdmad::process
 
-#endif  // RDMAD_DAEMON_SERVICE_SELF_CHECK_H_
+#endif  // RDMAD_DAEMON_PROCESS_SELF_CHECK_H_

@@ -21,8 +21,8 @@
 // daemon is out of descriptors instead of spinning.
 //
 // Thread-safe: one accept thread; CredentialsOf from any thread.
-#ifndef RDMAD_DAEMON_SERVICE_LOCAL_LISTENER_H_
-#define RDMAD_DAEMON_SERVICE_LOCAL_LISTENER_H_
+#ifndef RDMAD_DAEMON_LOCAL_SOCKET_LOCAL_LISTENER_H_
+#define RDMAD_DAEMON_LOCAL_SOCKET_LOCAL_LISTENER_H_
 
 #include <sys/types.h>
 
@@ -44,7 +44,7 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace rdmad::service {
+namespace rdmad::local_socket {
 
 // What the kernel reported for one Local connection (SO_PEERCRED).
 struct ConnectionCredentials {
@@ -117,6 +117,6 @@ class LocalListener {
   absl::flat_hash_map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace rdmad::service
+}  // namespace rdmad::local_socket
 
-#endif  // RDMAD_DAEMON_SERVICE_LOCAL_LISTENER_H_
+#endif  // RDMAD_DAEMON_LOCAL_SOCKET_LOCAL_LISTENER_H_
