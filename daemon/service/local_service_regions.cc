@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/region_address.h"
 #include "daemon/core/access_control.h"
+#include "daemon/core/target_grant.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/paging.h"
@@ -316,7 +317,7 @@ absl::Status LocalService::StatOwnDescriptor(
   // own permissions (OpenRemote gives a handle the same).
   const auto access = static_cast<core::RemoteAccess>(
       static_cast<uint32_t>(snapshot.exported.access) &
-      static_cast<uint32_t>(LocalAccessOf(caller, **region)));
+      static_cast<uint32_t>(core::LocalAccessOf(caller, **region)));
   if (access == core::RemoteAccess::kNone) {
     return core::CheckLocalAccess(
         caller, (*region)->acl(), core::kLocalRead,

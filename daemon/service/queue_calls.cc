@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/access_control.h"
+#include "daemon/core/target_grant.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/local_service.h"
 #include "daemon/service/paging.h"
@@ -130,19 +130,18 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
     return Done(context, absl::UnimplementedError(
                              "this daemon has no shared-memory queues"));
   }
-  // Decoded as a transfer's far side is, with a placeholder local end.
-  v1::TransferOp op;
-  op.mutable_local()->set_id(1);
-  op.set_length(1);
-  *op.mutable_remote() = request->remote();
-  auto spec = DecodeTransfer(op, core::OpType::kRead, DeadlineOf(context));
-  if (!spec.ok()) return Done(context, spec.status());
-  core::TransferTarget target = std::move(spec->remote);
-  target.offset = 0;
+  auto decoded = DecodeRemoteRegion(request->remote());
+  if (!decoded.ok()) return Done(context, decoded.status());
+  core::TransferTarget target = *std::move(decoded);
   RouteToSelf(state_->identity, &target);
   auto session_handles = state_->queues->HandlesOf(caller->session_id);
   if (!session_handles.ok()) return Done(context, session_handles.status());
   std::shared_ptr<ring::RemoteHandles> handles = *std::move(session_handles);
+  auto grant = core::GrantTarget(
+      *caller, target, *state_->regions,
+      {.directory = state_->directory != nullptr,
+       .peers = state_->peers != nullptr});
+  if (!grant.ok()) return Done(context, grant.status());
   auto add = [handles, response](core::TransferTarget target, uint64_t size,
                                  core::RemoteAccess access,
                                  core::TransportKind transport) -> absl::Status {
@@ -164,43 +163,15 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
                            : h.target.name);
     return absl::OkStatus();
   };
-  if (target.self_region_id != 0) {
-    // A descriptor this daemon issued: its export, narrowed to what the
-    // caller's own permissions allow (each operation checks both again).
-    auto region = state_->regions->FindExportedById(target.self_region_id);
-    if (!region.ok()) return Done(context, region.status());
-    auto use = (*region)->BeginExportUse(target.self_key,
-                                         (*region)->exported().access);
-    if (!use.ok()) return Done(context, use.status());
-    const core::RemoteAccess local = LocalAccessOf(*caller, **region);
-    const core::RemoteAccess exported = (*region)->exported().access;
-    const bool read = core::Allows(local, core::RemoteAccess::kRead) &&
-                      core::Allows(exported, core::RemoteAccess::kRead);
-    const bool write = core::Allows(local, core::RemoteAccess::kWrite) &&
-                       core::Allows(exported, core::RemoteAccess::kWrite);
-    if (!read && !write) {
-      return Done(context,
-                  core::CheckLocalAccess(*caller, (*region)->acl(),
-                                         core::kLocalRead,
-                                         absl::StrCat("region #",
-                                                      (*region)->id())));
-    }
-    const core::RemoteAccess access =
-        read && write ? core::RemoteAccess::kReadWrite
-        : read        ? core::RemoteAccess::kRead
-                      : core::RemoteAccess::kWrite;
-    const uint64_t size = (*region)->size();
-    return Done(context, add(std::move(target), size, access,
-                             core::TransportKind::kLocal));
-  }
-  if (target.is_local()) {
-    // A region of this daemon, reached as its local user may reach it.
-    auto region = state_->regions->FindForUse(
-        *caller, core::RegionKey{0, target.name}, 0);
-    if (absl::IsNotFound(region.status()) && state_->directory != nullptr) {
-      // Not here: the cluster directory knows who holds it. Operations on
-      // the handle go there through the directory, one look-up each (from
-      // its cache), so they follow the region when it moves.
+  switch (grant->route) {
+    case core::TargetRoute::kSelfExport:
+    case core::TargetRoute::kLocalName:
+      return Done(context, add(std::move(target), grant->size, grant->access,
+                               grant->transport));
+    case core::TargetRoute::kDirectory: {
+      // Operations on the handle go to the holder through the directory,
+      // one look-up each (from its cache), so they follow the region when
+      // it moves.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       state_->directory->Resolve(
           target.name, DeadlineOf(context), {},
@@ -216,20 +187,8 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
           });
       return reactor;
     }
-    if (!region.ok()) return Done(context, region.status());
-    const core::RemoteAccess access = LocalAccessOf(*caller, **region);
-    if (access == core::RemoteAccess::kNone) {
-      return Done(context, core::CheckLocalAccess(
-                               *caller, (*region)->acl(), core::kLocalRead,
-                               absl::StrCat("region '", target.name, "'")));
-    }
-    const uint64_t size = (*region)->size();
-    return Done(context, add(std::move(target), size, access,
-                             core::TransportKind::kLocal));
-  }
-  if (state_->peers == nullptr) {
-    return Done(context, absl::FailedPreconditionError(
-                             "this daemon has no data transport to peers"));
+    case core::TargetRoute::kPeer:
+      break;
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   state_->peers->Resolve(

@@ -1,7 +1,5 @@
 #include "daemon/service/self_route.h"
 
-#include "daemon/core/access_control.h"
-
 namespace rdmad::service {
 
 void RouteToSelf(const DaemonIdentity& identity, core::TransferTarget* target) {
@@ -15,18 +13,6 @@ void RouteToSelf(const DaemonIdentity& identity, core::TransferTarget* target) {
   target->descriptor.reset();
   target->name.clear();
   target->peer.clear();
-}
-
-core::RemoteAccess LocalAccessOf(const core::Caller& caller,
-                                 const core::Region& region) {
-  const bool read =
-      core::CheckLocalAccess(caller, region.acl(), core::kLocalRead, "").ok();
-  const bool write =
-      core::CheckLocalAccess(caller, region.acl(), core::kLocalWrite, "").ok();
-  if (read && write) return core::RemoteAccess::kReadWrite;
-  if (read) return core::RemoteAccess::kRead;
-  if (write) return core::RemoteAccess::kWrite;
-  return core::RemoteAccess::kNone;
 }
 
 }  // namespace rdmad::service

@@ -10,7 +10,6 @@
 #ifndef RDMAD_DAEMON_SERVICE_SELF_ROUTE_H_
 #define RDMAD_DAEMON_SERVICE_SELF_ROUTE_H_
 
-#include "daemon/core/region.h"
 #include "daemon/core/transfer.h"
 #include "daemon/service/daemon_state.h"
 
@@ -21,11 +20,6 @@ namespace rdmad::service {
 // carries (self_region_id, self_key), with no peer, name or descriptor.
 // Anything else is left for the peer layer.
 void RouteToSelf(const DaemonIdentity& identity, core::TransferTarget* target);
-
-// What a local caller may do to a region of this daemon: its own
-// permissions decide (TransferEngine::CopyLocal), nothing wider.
-core::RemoteAccess LocalAccessOf(const core::Caller& caller,
-                                 const core::Region& region);
 
 }  // namespace rdmad::service
 

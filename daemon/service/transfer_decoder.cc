@@ -10,40 +10,9 @@
 
 namespace rdmad::service {
 
-absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
-                                                  core::OpType type,
-                                                  absl::Time deadline) {
-  core::TransferSpec spec;
-  spec.op = type;
-  spec.deadline = deadline;
-  const v1::OpType expected =
-      type == core::OpType::kWrite ? v1::OP_WRITE : v1::OP_READ;
-  if (!v1::OpType_IsValid(op.op())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op: unknown operation ", op.op(), ": use OP_WRITE or OP_READ"));
-  }
-  if (op.op() != v1::OP_UNSPECIFIED && op.op() != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("op is ", v1::OpType_Name(op.op()), " in a ",
-                     type == core::OpType::kWrite ? "Write" : "Read",
-                     " call: leave it unset, or call ",
-                     type == core::OpType::kWrite ? "Read" : "Write"));
-  }
-  auto local = FromProto(op.local());
-  if (!local.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("local region: ", local.status().message()));
-  }
-  spec.local = *std::move(local);
-  spec.local_offset = op.local_offset();
-  spec.length = op.length();
-  if (op.length() == 0) {
-    return absl::InvalidArgumentError(
-        "transfer length is 0: move at least one byte");
-  }
-  const v1::RemoteRegion& remote = op.remote();
-  core::TransferTarget& target = spec.remote;
-  target.offset = op.remote_offset();
+absl::StatusOr<core::TransferTarget> DecodeRemoteRegion(
+    const v1::RemoteRegion& remote) {
+  core::TransferTarget target;
   target.peer = remote.peer();
   if (!target.peer.empty()) {
     if (absl::Status s = ValidatePeerAddress(target.peer); !s.ok()) {
@@ -83,6 +52,44 @@ absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
           "no remote region given: set RemoteRegion.name or "
           "RemoteRegion.encoded_descriptor");
   }
+  return target;
+}
+
+absl::StatusOr<core::TransferSpec> DecodeTransfer(const v1::TransferOp& op,
+                                                  core::OpType type,
+                                                  absl::Time deadline) {
+  core::TransferSpec spec;
+  spec.op = type;
+  spec.deadline = deadline;
+  const v1::OpType expected =
+      type == core::OpType::kWrite ? v1::OP_WRITE : v1::OP_READ;
+  if (!v1::OpType_IsValid(op.op())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op: unknown operation ", op.op(), ": use OP_WRITE or OP_READ"));
+  }
+  if (op.op() != v1::OP_UNSPECIFIED && op.op() != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op is ", v1::OpType_Name(op.op()), " in a ",
+                     type == core::OpType::kWrite ? "Write" : "Read",
+                     " call: leave it unset, or call ",
+                     type == core::OpType::kWrite ? "Read" : "Write"));
+  }
+  auto local = FromProto(op.local());
+  if (!local.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local region: ", local.status().message()));
+  }
+  spec.local = *std::move(local);
+  spec.local_offset = op.local_offset();
+  spec.length = op.length();
+  if (op.length() == 0) {
+    return absl::InvalidArgumentError(
+        "transfer length is 0: move at least one byte");
+  }
+  auto target = DecodeRemoteRegion(op.remote());
+  if (!target.ok()) return target.status();
+  spec.remote = *std::move(target);
+  spec.remote.offset = op.remote_offset();
   return spec;
 }
 

@@ -12,6 +12,13 @@
 
 namespace rdmad::service {
 
+// The far side of a transfer or of a remote handle (Local.OpenRemote), at
+// offset 0. INVALID_ARGUMENT, saying which field is wrong and how, for: a
+// malformed peer address, no remote region, a bad region name, a descriptor
+// that does not decode, a descriptor and a peer that disagree.
+absl::StatusOr<core::TransferTarget> DecodeRemoteRegion(
+    const v1::RemoteRegion& remote);
+
 // INVALID_ARGUMENT, saying which field is wrong and how, for: no local
 // region, a zero length, a malformed peer address, no remote region, a bad
 // region name, a descriptor that does not decode, a descriptor and a peer
