@@ -203,7 +203,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
             .max_in_flight = config.handshakes_served_in_flight(),
             .max_queued = 4 * config.max_peers()},
         d.timers.get());
-    d.state.handshakes = d.handshakes_served.get();
   }
   d.transfers = std::make_unique<core::TransferEngine>(
       d.regions.get(), d.peers.get(),
@@ -241,9 +240,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d.state.sessions = &d.sessions;
   d.state.regions = d.regions.get();
   d.state.transfers = d.transfers.get();
-  d.state.peer_allow = d.resolved.peer_allow;
-  if (!d.state.peer_allow.empty()) {
-    spdlog::info("peers allowed: {}", d.state.peer_allow.ToString());
+  if (!d.resolved.peer_allow.empty()) {
+    spdlog::info("peers allowed: {}", d.resolved.peer_allow.ToString());
   }
 
   // 6. The session socket first: the Local socket appearing is the signal
@@ -259,7 +257,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 
   // 7. The gRPC servers: Peer, then Local.
   EnableServerPlugins();
-  d.peer_service = std::make_unique<service::PeerService>(&d.state);
+  d.peer_service = std::make_unique<service::PeerService>(
+      service::PeerServiceDeps{
+          .identity = &d.state.identity,
+          .devices = &d.state.devices,
+          .peer_allow = &d.resolved.peer_allow,
+          .regions = d.regions.get(),
+          .tcp_acceptor = d.data_server.get(),
+          .verbs_acceptor = d.transports.verbs_acceptor.get(),
+          .handshakes = d.handshakes_served.get()});
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer peer_server,
       StartPeerServer(config.peer_listen(), d.resolved.tls,

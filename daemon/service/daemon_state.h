@@ -12,13 +12,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/device_info.h"
-#include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/core/transport_kind.h"
 #include "daemon/directory/cluster_directory.h"
-#include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_table.h"
 #include "daemon/ring/queue_registry.h"
 #include "daemon/transport/transport.h"
@@ -85,14 +83,10 @@ struct DaemonState {
   const local_socket::LocalListener* local_listener = nullptr;
   // Remote daemons and the data channels to them (ListPeers/ListQps).
   peer::PeerTable* peers = nullptr;
-  // Answer Peer.Connect for each transport kind; null if not available.
+  // The connections each transport serves to peers (ListQps); null if not
+  // available.
   transport::ConnectAcceptor* tcp_acceptor = nullptr;
   transport::ConnectAcceptor* verbs_acceptor = nullptr;
-  // Bounds the handshakes this daemon serves at once (Hello's proposals
-  // and names, Connect); null: no bound.
-  peer::HandshakeAdmission* handshakes = nullptr;
-  // Peers allowed on the Peer service (config peer_allow); empty: all.
-  core::PeerAllowList peer_allow;
   // The cluster directory; null without one (config directory).
   directory::ClusterDirectory* directory = nullptr;
   // Credentials of channels to other daemons' Peer services (mutual TLS);

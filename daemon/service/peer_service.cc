@@ -52,12 +52,12 @@ core::RemoteAccess SelfRouteAccess(const core::Region& region,
 }  // namespace
 
 absl::Status PeerService::CheckPeer(grpc::CallbackServerContext* context) const {
-  if (state_->peer_allow.AllowsGrpcPeer(context->peer())) {
+  if (deps_.peer_allow->AllowsGrpcPeer(context->peer())) {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
       "peer ", context->peer(), " is not in this daemon's peer_allow list (",
-      state_->peer_allow.ToString(), "): add its address to peer_allow in "
+      deps_.peer_allow->ToString(), "): add its address to peer_allow in "
       "the rdmad config of the daemon you are calling"));
 }
 
@@ -91,13 +91,13 @@ grpc::ServerUnaryReactor* PeerService::Hello(
                              " names to resolve; got ", request->connect_size(),
                              " and ", request->resolve_size())));
   }
-  response->set_version(state_->identity.version);
-  response->set_incarnation(state_->identity.incarnation);
+  response->set_version(deps_.identity->version);
+  response->set_incarnation(deps_.identity->incarnation);
   for (core::TransportKind kind :
-       transport::OfferedTransports(state_->identity.transport)) {
+       transport::OfferedTransports(deps_.identity->transport)) {
     response->add_transports(ToProto(kind));
   }
-  for (const auto& device : state_->devices) {
+  for (const auto& device : *deps_.devices) {
     for (const auto& port : device.ports) {
       for (const auto& gid : port.gids) {
         v1::FabricEndpoint* e = response->add_endpoints();
@@ -168,7 +168,7 @@ grpc::ServerUnaryReactor* PeerService::Admitted(
     grpc::CallbackServerContext* context,
     absl::AnyInvocable<absl::Status()> work) const {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (state_->handshakes == nullptr) {
+  if (deps_.handshakes == nullptr) {
     reactor->Finish(ToGrpcStatus(work()));
     return reactor;
   }
@@ -180,7 +180,7 @@ grpc::ServerUnaryReactor* PeerService::Admitted(
       deadline == absl::InfiniteFuture()
           ? deadline
           : deadline - std::min(absl::Seconds(1), (deadline - now) / 4);
-  state_->handshakes->Enter(
+  deps_.handshakes->Enter(
       turn_by,
       [reactor, work = std::move(work)](
           absl::StatusOr<peer::HandshakeAdmission::Ticket> ticket) mutable {
@@ -191,8 +191,8 @@ grpc::ServerUnaryReactor* PeerService::Admitted(
 }
 
 transport::ConnectAcceptor* PeerService::Acceptor(int transport) const {
-  return transport == v1::TRANSPORT_TCP     ? state_->tcp_acceptor
-         : transport == v1::TRANSPORT_VERBS ? state_->verbs_acceptor
+  return transport == v1::TRANSPORT_TCP     ? deps_.tcp_acceptor
+         : transport == v1::TRANSPORT_VERBS ? deps_.verbs_acceptor
                                             : nullptr;
 }
 
@@ -208,12 +208,12 @@ absl::Status PeerService::AcceptConnect(grpc::CallbackServerContext* context,
   }
   RDMAD_RETURN_IF_ERROR(CheckCallerAddress(request.address()));
   if (request.target_incarnation() != 0 &&
-      request.target_incarnation() != state_->identity.incarnation) {
+      request.target_incarnation() != deps_.identity->incarnation) {
     // The caller's Hello was answered by an earlier run of this daemon.
     return absl::FailedPreconditionError(
         absl::StrCat("this daemon restarted since your Hello (incarnation is "
                      "now ",
-                     state_->identity.incarnation, "): say Hello again"));
+                     deps_.identity->incarnation, "): say Hello again"));
   }
   transport::ConnectAcceptor* acceptor = Acceptor(request.transport());
   if (acceptor == nullptr) {
@@ -223,7 +223,7 @@ absl::Status PeerService::AcceptConnect(grpc::CallbackServerContext* context,
   }
   RDMAD_RETURN_IF_ERROR(acceptor->Accept(
       request, peer::PeerIdentityOf(*context).address, response));
-  response->set_incarnation(state_->identity.incarnation);
+  response->set_incarnation(deps_.identity->incarnation);
   response->set_generation(request.generation());
   return absl::OkStatus();
 }
@@ -242,7 +242,7 @@ absl::Status PeerService::ResolveFor(grpc::CallbackServerContext* context,
                                      v1::RegionDescriptor* out) const {
   RDMAD_RETURN_IF_ERROR(ValidateRegionName(request.name()));
   RDMAD_ASSIGN_OR_RETURN(auto region,
-                         state_->regions->FindExported(request.name()));
+                         deps_.regions->FindExported(request.name()));
   core::RegionSnapshot snapshot = region->Snapshot();
   const std::string label = absl::StrCat("region '", snapshot.name, "'");
   const std::optional<uint32_t> uid =
@@ -260,7 +260,7 @@ absl::Status PeerService::ResolveFor(grpc::CallbackServerContext* context,
         "): ask its owner to add it (rdmactl export ", snapshot.name,
         " ACCESS --allow [UID@]PEER)"));
   }
-  if (request.incarnation() == state_->identity.incarnation) {
+  if (request.incarnation() == deps_.identity->incarnation) {
     // A route from this daemon back to itself: the caller is a local user,
     // and the region's own permissions apply to it (see SelfRouteAccess).
     // Anyone can claim to be this daemon; the claim only ever narrows.
@@ -284,7 +284,7 @@ absl::Status PeerService::ResolveFor(grpc::CallbackServerContext* context,
     // Its data connections carry no certificate: admit its address there.
     region->AdmitDataPeer(who.address);
   }
-  ToDescriptor(state_->identity, snapshot, out);
+  ToDescriptor(*deps_.identity, snapshot, out);
   return absl::OkStatus();
 }
 
@@ -305,7 +305,7 @@ grpc::ServerUnaryReactor* PeerService::ListExports(
   // Names, sizes and access only: keys go out one region at a time, to
   // peers that Resolve it.
   const core::RegionPage page =
-      state_->regions->ListExported(*after, PageSize(request->page_size()));
+      deps_.regions->ListExported(*after, PageSize(request->page_size()));
   for (const core::RegionSnapshot& region : page.regions) {
     // Unexported since it was listed.
     if (region.exported.access == core::RemoteAccess::kNone) continue;

@@ -2,17 +2,47 @@
 #ifndef RDMAD_DAEMON_SERVICE_PEER_SERVICE_H_
 #define RDMAD_DAEMON_SERVICE_PEER_SERVICE_H_
 
+#include <vector>
+
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "daemon/core/device_info.h"
+#include "daemon/core/peer_allow_list.h"
+#include "daemon/core/region_table.h"
+#include "daemon/peer/handshake_admission.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
 namespace rdmad::service {
 
+// What the Peer service calls, and nothing more. Pointers are not owned;
+// all outlive the service. The daemon passes its own objects; tests pass
+// in-memory ones (a RegionTable over a NullRegistrar, fake acceptors).
+struct PeerServiceDeps {
+  // Version, incarnation and transport for Hello, Connect and descriptors.
+  // Read at each call: the daemon fills in its listening addresses after
+  // the service is built.
+  const DaemonIdentity* identity = nullptr;
+  // The fabric endpoints Hello lists; none on TCP.
+  const std::vector<core::DeviceInfo>* devices = nullptr;
+  // Peers allowed on the Peer service (config peer_allow); empty: all.
+  const core::PeerAllowList* peer_allow = nullptr;
+  // The exports Resolve and ListExports read.
+  const core::RegionTable* regions = nullptr;
+  // Answer Connect for each transport kind; null if not available.
+  transport::ConnectAcceptor* tcp_acceptor = nullptr;
+  transport::ConnectAcceptor* verbs_acceptor = nullptr;
+  // Bounds the handshakes served at once (Hello's proposals and names,
+  // Connect); null: no bound.
+  peer::HandshakeAdmission* handshakes = nullptr;
+};
+
+// Thread-safe: calls read `deps` only, and each call's work is its own.
 class PeerService final : public v1::Peer::CallbackService {
  public:
-  // `state` is not owned and must outlive the service.
-  explicit PeerService(const DaemonState* state) : state_(state) {}
+  // Every pointer of `deps` but the acceptors and `handshakes` is required.
+  explicit PeerService(PeerServiceDeps deps) : deps_(deps) {}
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
                                   const v1::HelloRequest* request,
@@ -55,7 +85,7 @@ class PeerService final : public v1::Peer::CallbackService {
   // The acceptor of a v1::TransportKind; null when this daemon has none.
   transport::ConnectAcceptor* Acceptor(int transport) const;
 
-  const DaemonState* const state_;  // Not owned.
+  const PeerServiceDeps deps_;
 };
 
 }  // namespace rdmad::service

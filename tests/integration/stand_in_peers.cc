@@ -43,7 +43,6 @@
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/service/call_helpers.h"
-#include "daemon/service/daemon_state.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport_setup.h"
@@ -143,7 +142,9 @@ int PickPort(const std::string& host) {
 
 // One stand-in daemon: what rdmad's Peer service reads of a daemon.
 struct Identity {
-  service::DaemonState state;
+  service::DaemonIdentity identity;
+  std::vector<core::DeviceInfo> devices;
+  core::PeerAllowList peer_allow;  // every peer
   std::unique_ptr<verbs::VerbsAcceptor> verbs;
   std::unique_ptr<service::PeerService> service;
 };
@@ -282,23 +283,26 @@ int Run(const Args& args) {
   std::vector<int> bound(hosts.size(), 0);
   for (size_t i = 0; i < hosts.size(); ++i) {
     auto id = std::make_unique<Identity>();
-    service::DaemonIdentity& who = id->state.identity;
+    service::DaemonIdentity& who = id->identity;
     who.version = "stand-in";
     who.incarnation = SecureRandom64();
     who.transport = transports->choice.kind;
     who.peer_listen = absl::StrCat(hosts[i], ":", port);
     who.data_listen = (*data_server)->address();
     who.started = absl::Now();
-    id->state.devices = transports->devices;
-    id->state.regions = &regions;
-    id->state.tcp_acceptor = data_server->get();
+    id->devices = transports->devices;
     if (transports->fabric != nullptr) {
       id->verbs = std::make_unique<verbs::VerbsAcceptor>(transports->fabric,
                                                          runtime->get());
       id->verbs->ServeNotices(&regions, nullptr);
-      id->state.verbs_acceptor = id->verbs.get();
     }
-    id->service = std::make_unique<service::PeerService>(&id->state);
+    id->service = std::make_unique<service::PeerService>(
+        service::PeerServiceDeps{.identity = &id->identity,
+                                 .devices = &id->devices,
+                                 .peer_allow = &id->peer_allow,
+                                 .regions = &regions,
+                                 .tcp_acceptor = data_server->get(),
+                                 .verbs_acceptor = id->verbs.get()});
     dispatcher.Add(who.peer_listen, id.get());
     builder.AddListeningPort(who.peer_listen, grpc::InsecureServerCredentials(),
                              &bound[i]);
