@@ -4,7 +4,6 @@
 
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"
-#include "daemon/service/local_service.h"
 #include "daemon/service/proto_convert.h"
 
 namespace rdmad::service {
@@ -21,15 +20,15 @@ absl::Status NoDirectory() {
 
 }  // namespace
 
-void FinishAfterClaim(directory::ClusterDirectory* directory,
-                      grpc::ServerUnaryReactor* reactor,
-                      const std::string& name, absl::Time deadline,
-                      std::function<void()> undo) {
-  if (directory == nullptr || name.empty()) {
+void DirectoryCalls::FinishAfterClaim(grpc::ServerUnaryReactor* reactor,
+                                      const std::string& name,
+                                      absl::Time deadline,
+                                      std::function<void()> undo) const {
+  if (directory_ == nullptr || name.empty()) {
     reactor->Finish(grpc::Status::OK);
     return;
   }
-  directory->Claim(
+  directory_->Claim(
       name, std::min(deadline, absl::Now() + kClaimTimeout),
       [reactor, undo = std::move(undo)](absl::Status status) {
         if (!status.ok()) undo();
@@ -69,13 +68,13 @@ void ToProto(const core::DirectoryEntry& entry, v1::ClusterRegion* out) {
   out->set_exported_unix_ms(absl::ToUnixMillis(entry.exported));
 }
 
-grpc::ServerUnaryReactor* LocalService::ListClusterRegions(
+grpc::ServerUnaryReactor* DirectoryCalls::ListClusterRegions(
     grpc::CallbackServerContext* context,
     const v1::ListClusterRegionsRequest* request,
-    v1::ListClusterRegionsResponse* response) {
-  if (state_->directory == nullptr) return Done(context, NoDirectory());
+    v1::ListClusterRegionsResponse* response) const {
+  if (directory_ == nullptr) return Done(context, NoDirectory());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  state_->directory->List(
+  directory_->List(
       request->prefix(), DeadlineOf(context),
       [reactor, response](absl::StatusOr<directory::DirectoryListing> listing) {
         if (listing.ok()) {
@@ -91,14 +90,14 @@ grpc::ServerUnaryReactor* LocalService::ListClusterRegions(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* LocalService::LookupRegion(
+grpc::ServerUnaryReactor* DirectoryCalls::LookupRegion(
     grpc::CallbackServerContext* context,
     const v1::LookupRegionRequest* request,
-    v1::LookupRegionResponse* response) {
-  if (state_->directory == nullptr) return Done(context, NoDirectory());
+    v1::LookupRegionResponse* response) const {
+  if (directory_ == nullptr) return Done(context, NoDirectory());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
-  state_->directory->Lookup(
+  directory_->Lookup(
       request->name(), DeadlineOf(context), request->fresh(),
       [reactor, response, start](absl::StatusOr<core::DirectoryEntry> entry,
                                  bool from_cache) {

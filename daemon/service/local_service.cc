@@ -66,15 +66,15 @@ grpc::ServerUnaryReactor* LocalService::ExportClaimed(
   // call fails and leaves no export behind.
   core::RegionTable* regions = state_->regions;
   const core::RegionKey key{region.id(), ""};
-  FinishAfterClaim(state_->directory, reactor, region.name(),
-                   DeadlineOf(context), [regions, caller, key, undo_frees] {
-                     if (undo_frees) {
-                       (void)regions->Free(caller, key);
-                     } else {
-                       (void)regions->Export(caller, key,
-                                             core::RemoteAccess::kNone);
-                     }
-                   });
+  directory_calls_.FinishAfterClaim(
+      reactor, region.name(), DeadlineOf(context),
+      [regions, caller, key, undo_frees] {
+        if (undo_frees) {
+          (void)regions->Free(caller, key);
+        } else {
+          (void)regions->Export(caller, key, core::RemoteAccess::kNone);
+        }
+      });
   return reactor;
 }
 

@@ -14,6 +14,7 @@
 #include "common/unique_fd.h"
 #include "daemon/core/region.h"
 #include "daemon/service/daemon_state.h"
+#include "daemon/service/directory_calls.h"
 #include "daemon/service/peer_inspector.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
@@ -23,7 +24,9 @@ class LocalService final : public v1::Local::CallbackService {
  public:
   // `state` is not owned and must outlive the service.
   explicit LocalService(const DaemonState* state)
-      : state_(state), inspector_(state->peer_credentials) {}
+      : state_(state),
+        directory_calls_(state->directory),
+        inspector_(state->peer_credentials) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
@@ -92,15 +95,19 @@ class LocalService final : public v1::Local::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::CloseRemoteRequest* request,
       v1::CloseRemoteResponse* response) override;
-  // The cluster directory (in directory_calls.cc).
+  // The cluster directory (DirectoryCalls).
   grpc::ServerUnaryReactor* ListClusterRegions(
       grpc::CallbackServerContext* context,
       const v1::ListClusterRegionsRequest* request,
-      v1::ListClusterRegionsResponse* response) override;
+      v1::ListClusterRegionsResponse* response) override {
+    return directory_calls_.ListClusterRegions(context, request, response);
+  }
   grpc::ServerUnaryReactor* LookupRegion(
       grpc::CallbackServerContext* context,
       const v1::LookupRegionRequest* request,
-      v1::LookupRegionResponse* response) override;
+      v1::LookupRegionResponse* response) override {
+    return directory_calls_.LookupRegion(context, request, response);
+  }
 
   // In local_service_regions.cc.
   grpc::ServerUnaryReactor* SetRegionPermissions(
@@ -163,6 +170,7 @@ class LocalService final : public v1::Local::CallbackService {
       v1::RegionInfo* out);
 
   const DaemonState* const state_;  // Not owned.
+  const DirectoryCalls directory_calls_;
   PeerInspector inspector_;  // asks other daemons for ListRemoteRegions...
 };
 

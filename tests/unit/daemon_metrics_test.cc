@@ -17,30 +17,14 @@
 #include "gtest/gtest.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "tests/unit/directory_fake.h"
 #include "tests/unit/peer_fakes.h"
 #include "tests/unit/teardown_recorder.h"
 
 namespace rdmad::metrics {
 namespace {
 
-class FakeDirectory : public directory::ClusterDirectory {
- public:
-  void Resolve(const std::string&, absl::Time, core::DirectoryGeneration,
-               core::ResolveDone) override {}
-  std::string self_node() const override { return "self:1"; }
-  void OnRegionChanged(const std::string&) override {}
-  void Claim(const std::string&, absl::Time,
-             std::function<void(absl::Status)>) override {}
-  void Lookup(const std::string&, absl::Time, bool,
-              std::function<void(absl::StatusOr<core::DirectoryEntry>, bool)>)
-      override {}
-  void List(const std::string&, absl::Time,
-            std::function<void(absl::StatusOr<directory::DirectoryListing>)>)
-      override {}
-  directory::DirectoryState state() const override { return state_; }
-
-  directory::DirectoryState state_;
-};
+using directory::testing::FakeDirectory;
 
 // name{label=value} -> value, for every sample of the families.
 std::map<std::string, double> Samples(const DaemonMetrics& metrics) {
@@ -173,14 +157,14 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
   EXPECT_EQ(Samples(metrics).count("rdmad_directory_connected"), 0u);
 
   FakeDirectory directory;
-  directory.state_.state = directory::DirectoryLink::kConnected;
-  directory.state_.published_regions = 3;
-  directory.state_.cached_regions = 7;
-  directory.state_.conflicts = {"kv (held by b:1)"};
-  directory.state_.reconnects = 2;
-  directory.state_.lookups_cached = 10;
-  directory.state_.lookups_store = 4;
-  directory.state_.lookups_failed = 1;
+  directory.snapshot.state = directory::DirectoryLink::kConnected;
+  directory.snapshot.published_regions = 3;
+  directory.snapshot.cached_regions = 7;
+  directory.snapshot.conflicts = {"kv (held by b:1)"};
+  directory.snapshot.reconnects = 2;
+  directory.snapshot.lookups_cached = 10;
+  directory.snapshot.lookups_store = 4;
+  directory.snapshot.lookups_failed = 1;
   metrics.SetDirectory(&directory);
   auto samples = Samples(metrics);
   EXPECT_EQ(samples["rdmad_directory_connected"], 1);
@@ -192,7 +176,7 @@ TEST(DaemonMetricsTest, DirectoryGaugesFollowItsState) {
   EXPECT_EQ(samples["rdmad_directory_lookups_total{source=etcd}"], 4);
   EXPECT_EQ(samples["rdmad_directory_lookups_total{source=failed}"], 1);
 
-  directory.state_.state = directory::DirectoryLink::kDisconnected;
+  directory.snapshot.state = directory::DirectoryLink::kDisconnected;
   EXPECT_EQ(Samples(metrics)["rdmad_directory_connected"], 0);
 }
 
