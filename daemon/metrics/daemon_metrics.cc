@@ -287,7 +287,7 @@ struct DaemonMetrics::State final : public prometheus::Collectable {
         AddCount(errors, labels, static_cast<double>(r.errors));
         AddCount(pauses, labels, static_cast<double>(r.pauses));
         AddSample(bandwidth, labels, r.bandwidth);
-        ++states[r.state];
+        ++states[std::string(transport::RailStatusName(r.state))];
       }
     }
     MetricFamily rails = Gauge("rdmad_rails", "Rails to peers by state");

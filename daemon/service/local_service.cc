@@ -167,7 +167,7 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
       rail->set_device(r.device);
       rail->set_port(r.port);
       rail->set_remote_device(r.remote_device);
-      rail->set_state(r.state);
+      rail->set_state(std::string(transport::RailStatusName(r.state)));
       rail->set_bytes(r.bytes);
       rail->set_ops(r.ops);
       rail->set_errors(r.errors);

@@ -32,4 +32,18 @@ absl::string_view ChannelStateName(ChannelState state) {
   return "CLOSED";
 }
 
+absl::string_view RailStatusName(RailStatus status) {
+  switch (status) {
+    case RailStatus::kActive:
+      return "ACTIVE";
+    case RailStatus::kProbing:
+      return "PROBING";
+    case RailStatus::kPaused:
+      return "PAUSED";
+    case RailStatus::kRebuilding:
+      break;
+  }
+  return "REBUILDING";
+}
+
 }  // namespace rdmad::transport

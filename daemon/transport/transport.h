@@ -96,10 +96,18 @@ struct RemoteOp {
 enum class ConnectionState : uint8_t { kIdle, kConnecting, kReady, kError, kClosed };
 enum class ChannelState : uint8_t { kReady, kDegraded, kError, kClosed };
 
+// A rail as ListPeers and the metrics show it: its scheduler's state
+// (verbs/rail_scheduler.h), or kRebuilding when the scheduler has it
+// active but its QPs failed, and new ones come with the next Peer.Connect.
+enum class RailStatus : uint8_t { kActive, kProbing, kPaused, kRebuilding };
+
 // "IDLE", "CONNECTING", "READY", "ERROR", "CLOSED".
 absl::string_view ConnectionStateName(ConnectionState state);
 // "READY", "DEGRADED", "ERROR", "CLOSED".
 absl::string_view ChannelStateName(ChannelState state);
+// "ACTIVE", "PROBING", "PAUSED", "REBUILDING": the words of ListPeers
+// (RailInfo.state) and of the rdmad_rails metric.
+absl::string_view RailStatusName(RailStatus status);
 
 // One connection (TCP) or queue pair (verbs) of a channel, for ListQps.
 struct ConnectionInfo {
@@ -128,7 +136,7 @@ struct RailInfo : RailCounters {
   std::string device;         // local device
   uint32_t port = 0;
   std::string remote_device;  // the peer's
-  std::string state;          // "ACTIVE", "PROBING", "PAUSED", "REBUILDING"
+  RailStatus state = RailStatus::kActive;
   int numa_node = -1;         // of the device; -1 unknown
 };
 

@@ -253,14 +253,14 @@ TEST(DaemonMetricsTest, RailsAreCountedPerPeerAndRail) {
   ASSERT_EQ(connector.channels(peer).size(), 1u);
   transport::RailInfo up;
   up.device = "mlx5_0";
-  up.state = "ACTIVE";
+  up.state = transport::RailStatus::kActive;
   up.bytes = 1 << 20;
   up.ops = 3;
   up.bandwidth = 2.5e9;
   transport::RailInfo down = up;
   down.index = 1;
   down.device = "mlx5_1";
-  down.state = "PAUSED";
+  down.state = transport::RailStatus::kPaused;
   down.errors = 2;
   down.pauses = 1;
   connector.channels(peer)[0]->set_rails({up, down});

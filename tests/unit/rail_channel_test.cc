@@ -318,12 +318,12 @@ TEST_F(RailChannelTest, AFailedRailsPiecesAreReissuedOnTheOthers) {
 
   auto info = channel->Describe();
   EXPECT_EQ(info.state, transport::ChannelState::kDegraded);
-  EXPECT_EQ(Rail(info, 1).state, "PAUSED");
+  EXPECT_EQ(Rail(info, 1).state, transport::RailStatus::kPaused);
   EXPECT_EQ(Rail(info, 1).pauses, 1u);
   EXPECT_GT(Rail(info, 1).errors, 0u);
   EXPECT_EQ(Rail(info, 1).paused_left, absl::Seconds(30));
   EXPECT_THAT(Rail(info, 1).last_error, HasSubstr("retry counter exceeded"));
-  EXPECT_EQ(Rail(info, 0).state, "ACTIVE");
+  EXPECT_EQ(Rail(info, 0).state, transport::RailStatus::kActive);
   // New work avoids it, large or small, and the channel does not ask for a
   // new Connect while the rail rests.
   absl::Status more;
@@ -373,12 +373,14 @@ TEST_F(RailChannelTest, ARebuiltChannelProbesTheReturningRail) {
   PostOne(*channel, Op(16 * kMiB, &result));
   // Rail 1 takes exactly one piece, its probe.
   ASSERT_EQ(rails_[1]->pending.size(), 1u);
-  EXPECT_EQ(Rail(channel->Describe(), 1).state, "PROBING");
+  EXPECT_EQ(Rail(channel->Describe(), 1).state,
+            transport::RailStatus::kProbing);
   absl::Status small;
   PostOne(*channel, Op(8, &small));
   EXPECT_EQ(rails_[1]->pending.size(), 1u) << "small ops avoid a probe";
   rails_[1]->CompleteAll();
-  EXPECT_EQ(Rail(channel->Describe(), 1).state, "ACTIVE");
+  EXPECT_EQ(Rail(channel->Describe(), 1).state,
+            transport::RailStatus::kActive);
   rails_[0]->CompleteAll();
   EXPECT_TRUE(result.ok());
   EXPECT_TRUE(small.ok());
@@ -403,7 +405,7 @@ TEST_F(RailChannelTest, APortGoingDownPausesItsRailAtOnce) {
   rails_[0]->CompleteAll();
   EXPECT_TRUE(result.ok()) << result;
   auto info = channel->Describe();
-  EXPECT_EQ(Rail(info, 1).state, "PAUSED");
+  EXPECT_EQ(Rail(info, 1).state, transport::RailStatus::kPaused);
   EXPECT_FALSE(Rail(info, 1).port_active);
   EXPECT_THAT(Rail(info, 1).last_error, HasSubstr("went down"));
   // Its pause over, but the port still down: no rebuild.
@@ -422,7 +424,7 @@ TEST_F(RailChannelTest, ARailThatCouldNotBeSetUpRestsThenIsRebuilt) {
   auto channel = MakeChannel({-1, -1}, "ibv_modify_qp(INIT->RTR): no GID");
   auto info = channel->Describe();
   ASSERT_EQ(info.rails.size(), 2u);
-  EXPECT_EQ(Rail(info, 1).state, "PAUSED");
+  EXPECT_EQ(Rail(info, 1).state, transport::RailStatus::kPaused);
   EXPECT_THAT(Rail(info, 1).last_error, HasSubstr("no GID"));
   EXPECT_EQ(info.state, transport::ChannelState::kDegraded);
   absl::Status result;
@@ -460,7 +462,8 @@ TEST_F(RailChannelTest, AnyTransportFailureOfABrokenRailIsTheRails) {
   EXPECT_EQ(rails_[0]->PendingBytes(), 16 * kMiB);
   rails_[0]->CompleteAll();
   EXPECT_TRUE(result.ok()) << result;
-  EXPECT_EQ(Rail(channel->Describe(), 1).state, "PAUSED");
+  EXPECT_EQ(Rail(channel->Describe(), 1).state,
+            transport::RailStatus::kPaused);
 }
 
 TEST_F(RailChannelTest, AnOperationsOwnFailureIsNotTheRailsFault) {
@@ -477,7 +480,7 @@ TEST_F(RailChannelTest, AnOperationsOwnFailureIsNotTheRailsFault) {
   EXPECT_EQ(result.code(), absl::StatusCode::kPermissionDenied) << result;
   auto info = channel->Describe();
   EXPECT_EQ(Rail(info, 1).pauses, 0u) << "no pause for the operation's fault";
-  EXPECT_EQ(Rail(info, 1).state, "REBUILDING");
+  EXPECT_EQ(Rail(info, 1).state, transport::RailStatus::kRebuilding);
   EXPECT_TRUE(channel->NeedsReconnect()) << "idle: new QPs at once";
 }
 

@@ -13,6 +13,19 @@
 namespace rdmad::verbs {
 namespace {
 
+// The scheduler's state of a rail, as ListPeers and the metrics show it.
+transport::RailStatus StatusOf(RailState state) {
+  switch (state) {
+    case RailState::kActive:
+      return transport::RailStatus::kActive;
+    case RailState::kProbing:
+      return transport::RailStatus::kProbing;
+    case RailState::kPaused:
+      break;
+  }
+  return transport::RailStatus::kPaused;
+}
+
 // Whether a piece that failed with `code` failed for its own operation's
 // sake (a deadline, a refused access, a bad request, a notification the
 // owner could not take); any other failure on a rail whose QPs failed is
@@ -338,8 +351,8 @@ transport::ChannelInfo RailChannel::Describe() const {
     // ACTIVE in the scheduler but its QPs failed for someone else's
     // reason: new ones come with the next Peer.Connect.
     rail.state = !sound && st.state == RailState::kActive
-                     ? "REBUILDING"
-                     : std::string(RailStateName(st.state));
+                     ? transport::RailStatus::kRebuilding
+                     : StatusOf(st.state);
     degraded |= !sound || st.state != RailState::kActive;
     static_cast<transport::RailCounters&>(rail) = st;
     rail.numa_node = link.numa_node;
