@@ -12,6 +12,7 @@
 #include "daemon/core/memory_registrar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/region_fixtures.h"
 #include "tests/unit/service_fakes.h"
 
 namespace rdmad::service {
@@ -38,13 +39,10 @@ class PeerServiceTest : public ::testing::Test {
 
   void Allocate(const char* name, uint64_t size, uint32_t mode,
                 core::RemoteAccess access) {
-    core::AllocateOptions options;
-    options.name = name;
-    options.size = size;
-    options.mode = mode;
-    options.daemon_owned = true;
-    options.export_access = access;
-    ASSERT_TRUE(regions_.Allocate(kOwner, options).ok()) << name;
+    ASSERT_TRUE(core::testing::AllocateNamed(regions_, kOwner, name, size,
+                                             mode, access)
+                    .ok())
+        << name;
   }
 
   // Starts the service with the parts as the test left them.

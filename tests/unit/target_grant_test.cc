@@ -11,11 +11,13 @@
 #include "daemon/core/memory_registrar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/region_fixtures.h"
 
 namespace rdmad::core {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ByName;
 
 const Caller kAlice{1, 1000, 1000, 11, {}};
 const Caller kBob{2, 2000, 2000, 22, {}};
@@ -33,33 +35,19 @@ class TargetGrantTest : public ::testing::Test {
 
   void Allocate(const char* name, uint64_t size, uint32_t mode,
                 RemoteAccess access) {
-    AllocateOptions options;
-    options.name = name;
-    options.size = size;
-    options.mode = mode;
-    options.daemon_owned = true;
-    options.export_access = access;
-    ASSERT_TRUE(regions_.Allocate(kAlice, options).ok()) << name;
+    ASSERT_TRUE(
+        testing::AllocateNamed(regions_, kAlice, name, size, mode, access)
+            .ok())
+        << name;
   }
 
   std::shared_ptr<Region> Find(const char* name) {
-    auto found = regions_.FindForUse(Caller{3, 0, 0, 33, {}}, {0, name});
-    EXPECT_TRUE(found.ok()) << name;
-    return found.ok() ? *found : nullptr;
+    std::shared_ptr<Region> region = testing::FindNamed(regions_, name);
+    EXPECT_NE(region, nullptr) << name;
+    return region;
   }
-
-  static TransferTarget ByName(const char* name) {
-    TransferTarget t;
-    t.name = name;
-    return t;
-  }
-  // A descriptor of this daemon, as RouteToSelf leaves it.
   TransferTarget BySelfDescriptor(const char* name, uint64_t key_xor = 0) {
-    TransferTarget t;
-    std::shared_ptr<Region> region = Find(name);
-    t.self_region_id = region->id();
-    t.self_key = region->exported().tcp_key ^ key_xor;
-    return t;
+    return testing::BySelfDescriptor(*Find(name), key_xor);
   }
   static TransferTarget OnPeer(const char* name) {
     TransferTarget t;

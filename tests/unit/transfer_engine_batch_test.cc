@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/held_remote.h"
+#include "tests/unit/region_fixtures.h"
 
 namespace rdmad::core {
 namespace {
@@ -35,12 +36,8 @@ class TransferEngineBatchTest : public ::testing::Test {
 
   void Allocate(const Caller& owner, const char* name, uint64_t size,
                 uint32_t mode) {
-    AllocateOptions options;
-    options.name = name;
-    options.size = size;
-    options.mode = mode;
-    options.daemon_owned = true;
-    ASSERT_TRUE(regions_.Allocate(owner, options).ok()) << name;
+    ASSERT_TRUE(testing::AllocateNamed(regions_, owner, name, size, mode).ok())
+        << name;
   }
 
   // An 8-byte WRITE (or READ) between `local` and `target` at `index` * 8;

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/held_remote.h"
+#include "tests/unit/region_fixtures.h"
 
 namespace rdmad::core {
 namespace {
@@ -47,19 +48,15 @@ class TransferEngineCopyNowTest : public ::testing::Test {
 
   void Allocate(const Caller& owner, const char* name, uint64_t size,
                 uint32_t mode, RemoteAccess access) {
-    AllocateOptions options;
-    options.name = name;
-    options.size = size;
-    options.mode = mode;
-    options.daemon_owned = true;
-    options.export_access = access;
-    ASSERT_TRUE(regions_.Allocate(owner, options).ok()) << name;
+    ASSERT_TRUE(
+        testing::AllocateNamed(regions_, owner, name, size, mode, access).ok())
+        << name;
   }
 
   std::shared_ptr<Region> Find(const char* name) {
-    auto found = regions_.FindForUse(Caller{3, 0, 0, 33}, {0, name});
-    EXPECT_TRUE(found.ok()) << name;
-    return found.ok() ? *found : nullptr;
+    std::shared_ptr<Region> region = testing::FindNamed(regions_, name);
+    EXPECT_NE(region, nullptr) << name;
+    return region;
   }
   char* Data(const char* name) { return Find(name)->data(); }
   uint64_t IdOf(const char* name) {
@@ -67,16 +64,10 @@ class TransferEngineCopyNowTest : public ::testing::Test {
   }
 
   static TransferTarget ByName(const char* name) {
-    TransferTarget t;
-    t.name = name;
-    return t;
+    return testing::ByName(name);
   }
   TransferTarget ByDescriptor(const char* name, uint64_t key_xor = 0) {
-    TransferTarget t;
-    std::shared_ptr<Region> region = Find(name);
-    t.self_region_id = region->id();
-    t.self_key = region->exported().tcp_key ^ key_xor;
-    return t;
+    return testing::BySelfDescriptor(*Find(name), key_xor);
   }
 
   LocalCopyRequest AsCopy(const Case& c) {
