@@ -13,6 +13,10 @@
 # two emulated CPUs, and the two VMs share the host's cores: compare the
 # ratio, never the absolute figures.
 #
+# Then perftest between the same VMs (ib_write_bw on rxe0 alone, then on
+# rxe0 and rxe1 at once, summed) at 1 MiB and 16 MiB: the reference for
+# what a second rail can give under the emulation at all.
+#
 # Targets: two rails at least 1.4x one rail's bandwidth at 1 MiB and 16 MiB
 # (64 KiB operations go whole to one rail each: their gain comes from
 # spreading the operations in flight, reported but not a target); 8-byte
@@ -51,10 +55,39 @@ wait_file() {  # file seconds
   return 1
 }
 
+# The perftest reference, one step per size and rail count: A asks for a
+# step (.go), B starts its ib_write_bw servers and says so (.up). A count
+# of WRITEs rather than a duration: the lab moves a 16 MiB WRITE in 2 s,
+# and -D counts only those complete when time is up. 48 MiB a rail.
+PT_PORT=18515
+pt_iters() { local n=$((50331648 / $1)); echo $((n < 5 ? 5 : n)); }
+PT_STEPS="one-1048576 two-1048576 one-16777216 two-16777216"
+
 if [[ $LAB_VM_INDEX == 1 ]]; then
   start_daemon b --peer_listen "$LAB_IP:7471" --transport verbs
   "$RDMACTL" --socket "$TMP/b.sock" alloc bench 16M --export rw >/dev/null
   : >"$mark.b-ready"
+  for step in $PT_STEPS; do
+    for _ in $(seq 18000); do
+      [[ -e $mark.pt-$step.go || -e $mark.a-done ]] && break
+      sleep 0.1
+    done
+    [[ -e $mark.pt-$step.go ]] || break
+    size=${step#*-}
+    servers=()
+    timeout 120 ib_write_bw -d "$LAB_RXE_DEV" -x "$LAB_GID_INDEX" -F \
+      -p "$PT_PORT" -s "$size" -n "$(pt_iters "$size")" >/dev/null 2>&1 &
+    servers+=($!)
+    if [[ $step == two-* ]]; then
+      timeout 120 ib_write_bw -d "$LAB_RXE_DEV1" -x "$LAB_GID_INDEX1" -F \
+        -p $((PT_PORT + 1)) -s "$size" -n "$(pt_iters "$size")" \
+        >/dev/null 2>&1 &
+      servers+=($!)
+    fi
+    sleep 1
+    : >"$mark.pt-$step.up"
+    wait "${servers[@]}" || true
+  done
   wait_file "$mark.a-done" 1800
   exit 0
 fi
@@ -97,6 +130,29 @@ for round in 1 2; do
   done
 done
 "$RDMACTL" --socket "$TMP/a2.sock" peers >&2
+
+# perftest between the same VMs: one ib_write_bw on rxe0, then one on each
+# rail at once (the sum), at the sizes the targets name. What the lab's
+# emulation gives a second rail at all, measured the same way.
+for step in $PT_STEPS; do
+  size=${step#*-}
+  echo "# perftest ib_write_bw -s $size -n $(pt_iters "$size"), ${step%%-*} rail(s)" >&2
+  : >"$mark.pt-$step.go"
+  wait_file "$mark.pt-$step.up" 300 || break
+  clients=()
+  timeout 120 ib_write_bw -d "$LAB_RXE_DEV" -x "$LAB_GID_INDEX" -F \
+    -p "$PT_PORT" -s "$size" -n "$(pt_iters "$size")" "$LAB_PEER_IP" \
+    >"$TMP/pt-$step-0.txt" 2>&1 &
+  clients+=($!)
+  if [[ $step == two-* ]]; then
+    timeout 120 ib_write_bw -d "$LAB_RXE_DEV1" -x "$LAB_GID_INDEX1" -F \
+      -p $((PT_PORT + 1)) -s "$size" -n "$(pt_iters "$size")" \
+      "$LAB_PEER_IP1" \
+      >"$TMP/pt-$step-1.txt" 2>&1 &
+    clients+=($!)
+  fi
+  wait "${clients[@]}" || true
+done
 : >"$mark.a-done"
 
 python3 - "$TMP" "$SIZES" <<'PY'
@@ -128,6 +184,39 @@ for s in sizes:
                                             b, q))
     if s >= (1 << 20) and q < 1.4:
         missed.append("two rails %.2fx one at %s (target 1.4x)" % (q, human(s)))
+def perftest_bw(step):
+    # ib_write_bw's result row: "#bytes #iterations BW peak BW average
+    # MsgRate"; MB/sec as it reports them (2^20 bytes). The sum over rails.
+    total, found = 0.0, False
+    for rail in (0, 1):
+        path = os.path.join(tmp, "pt-%s-%d.txt" % (step, rail))
+        if not os.path.exists(path):
+            continue
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if (len(f) >= 5 and f[0] == step.split("-")[1] and f[1].isdigit()
+                    and int(f[1]) > 0):
+                total += float(f[3]) * (1 << 20) / 1e6
+                found = True
+    return total if found else None
+
+print("perftest ib_write_bw between the same VMs, MB/s: what a second rail "
+      "gives under this emulation")
+print("%8s %10s %10s %8s" % ("size", "one rail", "two rails", "ratio"))
+for s in sizes:
+    if s < (1 << 20):
+        continue
+    one, two = perftest_bw("one-%d" % s), perftest_bw("two-%d" % s)
+    if one and two:
+        print("%8s %10.1f %10.1f %7.2fx" % (human(s), one, two, two / one))
+    else:
+        print("%8s  (perftest gave no figure)" % human(s))
+        for step in ("one-%d" % s, "two-%d" % s):
+            for rail in (0, 1):
+                path = os.path.join(tmp, "pt-%s-%d.txt" % (step, rail))
+                if os.path.exists(path):
+                    tail = open(path, errors="replace").read().splitlines()[-4:]
+                    print("    %s rail %d: %s" % (step, rail, " | ".join(tail)))
 p50 = {a: sum(load("%s-lat%d" % (a, r))["results"][0]["p50_us"]
               for r in (1, 2)) / 2 for a in ("a1", "a2")}
 q = p50["a2"] / p50["a1"]
