@@ -36,6 +36,7 @@ PeerConnection::PeerConnection(std::string address, core::TransportMode mode,
       connector_(context.connector),
       timers_(context.timers),
       admission_(context.admission),
+      on_failed_(std::move(context.on_failed)),
       names_(std::move(names)) {}
 
 PeerConnection::~PeerConnection() {
@@ -347,6 +348,7 @@ void PeerConnection::Finish(uint64_t attempt, absl::StatusOr<Link> result) {
     spdlog::warn("{}", std::string(result.status().message()));
     // A fresh gRPC channel for the next try.
     connector_->Forget(address_);
+    if (on_failed_) on_failed_(address_);
   }
   for (Waiter& w : waiters) w.done(result);
 }

@@ -36,6 +36,7 @@
 #define RDMAD_DAEMON_PEER_PEER_CONNECTION_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -97,6 +98,10 @@ struct PeerConnectionContext {
   runtime::Timers* timers = nullptr;
   // Bounds the handshakes in flight; null: no bound.
   HandshakeAdmission* admission = nullptr;
+  // Called with the peer's address each time a handshake fails, before its
+  // waiters hear of it and with no lock held (the table learns which peers
+  // to give up first); may be empty.
+  std::function<void(const std::string& address)> on_failed;
 };
 
 // Owned by a shared_ptr (its callbacks hold it).
@@ -178,6 +183,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   PeerConnector* const connector_;       // Not owned.
   runtime::Timers* const timers_;        // Not owned.
   HandshakeAdmission* const admission_;  // Not owned; may be null.
+  const std::function<void(const std::string&)> on_failed_;
   NamesSink names_;
 
   mutable absl::Mutex mu_;

@@ -18,6 +18,18 @@ struct PeerTableTimerGuard {
   PeerTable* table ABSL_GUARDED_BY(mu) = nullptr;
 };
 
+// Where connections report failed handshakes (PeerConnectionContext::
+// on_failed). Its own lock, taken after the table's and never before it,
+// so that a report, from whatever thread and under whatever lock, cannot
+// wait on the table. Bounded: a failure left out is still found by the
+// SIEVE hand and by the sweep.
+struct PeerTableFailures {
+  explicit PeerTableFailures(size_t bound) : max(bound) {}
+  const size_t max;
+  absl::Mutex mu;
+  std::vector<std::string> addresses ABSL_GUARDED_BY(mu);
+};
+
 namespace {
 
 absl::Time LastUsed(const RemotePeer& peer) {
@@ -43,7 +55,8 @@ PeerTable::PeerTable(PeerTableOptions options, PeerConnector* connector,
       flow_([this](const std::string& address,
                    uint32_t uid) { return Get(address, uid); },
             timers),
-      guard_(std::make_shared<PeerTableTimerGuard>()) {
+      guard_(std::make_shared<PeerTableTimerGuard>()),
+      failures_(std::make_shared<PeerTableFailures>(options_.max_peers)) {
   {
     absl::MutexLock lock(&guard_->mu);
     guard_->table = this;
@@ -92,76 +105,71 @@ absl::Status PeerTable::TakeNewPeerToken(uint32_t uid, absl::Time now) {
   return absl::OkStatus();
 }
 
-// The best peer to forget among those offered: a failed one (the oldest
-// failure first), else the idlest.
-class PeerTable::Candidates {
- public:
-  void Offer(const std::shared_ptr<RemotePeer>& peer,
-             const PeerConnectionSnapshot& s) {
-    if (s.state == PeerState::kFailed) {
-      if (s.failed_at < failed_at_) {
-        failed_ = peer;
-        failed_at_ = s.failed_at;
-      }
-    } else if (LastUsed(*peer) < idle_since_) {
-      idle_ = peer;
-      idle_since_ = LastUsed(*peer);
-    }
+SieveChoice PeerTable::Classify(const RemotePeer& peer,
+                                absl::Time now) const {
+  if (peer.in_flight.load() > 0) return SieveChoice::kKeep;
+  const PeerConnectionSnapshot s = peer.connection->Snapshot();
+  if (s.waiters > 0) return SieveChoice::kKeep;
+  if (s.state == PeerState::kFailed ||
+      LastUsed(peer) + options_.idle_peer_ttl <= now) {
+    return SieveChoice::kTake;
   }
-  std::shared_ptr<RemotePeer> Best() const {
-    return failed_ != nullptr ? failed_ : idle_;
-  }
+  return SieveChoice::kIfUnvisited;
+}
 
- private:
-  std::shared_ptr<RemotePeer> failed_, idle_;
-  absl::Time failed_at_ = absl::InfiniteFuture();
-  absl::Time idle_since_ = absl::InfiniteFuture();
-};
+std::shared_ptr<RemotePeer> PeerTable::PopStale(
+    std::deque<std::weak_ptr<RemotePeer>>& queue, absl::Time now) {
+  while (!queue.empty()) {
+    std::shared_ptr<RemotePeer> peer = queue.front().lock();
+    queue.pop_front();
+    if (peer == nullptr) continue;
+    // Still this table's, and still stale: a peer that recovered, or got
+    // busy, stays (a later failure queues it again).
+    auto it = peers_.find(peer->address);
+    if (it == peers_.end() || it->second.peer != peer) continue;
+    if (Classify(*peer, now) == SieveChoice::kTake) return peer;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<RemotePeer> PeerTable::ChooseOf(uint32_t holder,
+                                                absl::Time now) {
+  auto it = held_.find(holder);
+  if (it == held_.end()) return nullptr;
+  auto chosen = it->second.Choose(
+      [&](const std::shared_ptr<RemotePeer>& peer) {
+        return Classify(*peer, now);
+      });
+  return chosen.has_value() ? Queue::Value(*chosen) : nullptr;
+}
 
 absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::MakeRoomFor(
-    uint32_t uid, absl::Time now) const {
+    uint32_t uid, absl::Time now) {
   const auto mine_it = held_.find(uid);
-  const size_t mine = mine_it != held_.end() ? mine_it->second : 0;
+  const size_t mine = mine_it != held_.end() ? mine_it->second.size() : 0;
   const bool at_bound = mine >= options_.max_peers_per_uid;
   if (!at_bound && peers_.size() < options_.max_peers) return nullptr;
-  // One pass: per holder, the peer it could best give up; and, whoever
-  // holds them, failed and long-idle peers. Peers with transfers under way
-  // or waiting for their handshake are never offered.
-  absl::flat_hash_map<uint32_t, Candidates> by_holder;
-  Candidates stale;
-  for (const auto& [address, peer] : peers_) {
-    if (peer->in_flight.load() > 0) continue;
-    const PeerConnectionSnapshot s = peer->connection->Snapshot();
-    if (s.waiters > 0) continue;
-    by_holder[peer->holder_uid].Offer(peer, s);
-    if (s.state == PeerState::kFailed ||
-        LastUsed(*peer) + options_.idle_peer_ttl <= now) {
-      stale.Offer(peer, s);
-    }
-  }
-  auto best_of = [&](uint32_t holder) -> std::shared_ptr<RemotePeer> {
-    auto it = by_holder.find(holder);
-    return it != by_holder.end() ? it->second.Best() : nullptr;
-  };
   if (at_bound) {
-    if (auto own = best_of(uid)) return own;
+    if (auto own = ChooseOf(uid, now)) return own;
     return absl::ResourceExhaustedError(absl::StrCat(
         "uid ", uid, " already holds ", mine,
         " peers (max_peers_per_uid) and each has transfers under way: retry "
         "once some end, or raise max_peers_per_uid in the rdmad config"));
   }
-  if (auto any = stale.Best()) return any;
+  TakeFailures();
+  if (auto failed = PopStale(failed_, now)) return failed;
+  if (auto idle = PopStale(idle_, now)) return idle;
   // Then the uids that hold more slots than `uid`, the most first, and
-  // last `uid`'s own.
+  // last `uid`'s own. (Few uids hold peers: this sorts a handful.)
   std::vector<std::pair<size_t, uint32_t>> holders;
-  for (const auto& [holder, count] : held_) {
-    if (count > mine) holders.emplace_back(count, holder);
+  for (const auto& [holder, queue] : held_) {
+    if (queue.size() > mine) holders.emplace_back(queue.size(), holder);
   }
   std::sort(holders.begin(), holders.end(), std::greater<>());
   for (const auto& [count, holder] : holders) {
-    if (auto theirs = best_of(holder)) return theirs;
+    if (auto theirs = ChooseOf(holder, now)) return theirs;
   }
-  if (auto own = best_of(uid)) return own;
+  if (auto own = ChooseOf(uid, now)) return own;
   return absl::ResourceExhaustedError(absl::StrCat(
       "this daemon already talks to ", peers_.size(),
       " peers (max_peers) and none can make room for uid ", uid,
@@ -171,9 +179,26 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::MakeRoomFor(
 }
 
 void PeerTable::Erase(const RemotePeer& peer) {
-  peers_.erase(peer.address);
+  auto entry = peers_.find(peer.address);
+  if (entry == peers_.end()) return;
   auto it = held_.find(peer.holder_uid);
-  if (it != held_.end() && --it->second == 0) held_.erase(it);
+  if (it != held_.end()) {
+    it->second.Erase(entry->second.place);
+    if (it->second.empty()) held_.erase(it);
+  }
+  peers_.erase(entry);
+}
+
+void PeerTable::TakeFailures() {
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&failures_->mu);
+    addresses.swap(failures_->addresses);
+  }
+  for (const std::string& address : addresses) {
+    auto it = peers_.find(address);
+    if (it != peers_.end()) failed_.push_back(it->second.peer);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
@@ -186,7 +211,11 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
       return absl::UnavailableError("this daemon is shutting down");
     }
     auto it = peers_.find(address);
-    if (it != peers_.end()) return it->second;
+    if (it != peers_.end()) {
+      // Found again: a use, for the SIEVE hand.
+      Queue::Touch(it->second.place);
+      return it->second.peer;
+    }
     // Only a new peer needs the time (every transfer comes through here).
     const absl::Time now = timers_->Now();
     if (absl::Status s = ParseHostPort(address).status(); !s.ok()) return s;
@@ -197,10 +226,19 @@ absl::StatusOr<std::shared_ptr<RemotePeer>> PeerTable::Get(
     if (evicted != nullptr) Erase(*evicted);
     peer = std::make_shared<RemotePeer>(
         address, uid, options_.mode,
-        PeerConnectionContext{connector_, timers_, &admission_});
+        PeerConnectionContext{
+            connector_, timers_, &admission_,
+            [weak = std::weak_ptr<PeerTableFailures>(failures_)](
+                const std::string& failed) {
+              auto failures = weak.lock();
+              if (failures == nullptr) return;
+              absl::MutexLock lock(&failures->mu);
+              if (failures->addresses.size() < failures->max) {
+                failures->addresses.push_back(failed);
+              }
+            }});
     peer->last_used_ns = absl::ToUnixNanos(now);
-    peers_.emplace(address, peer);
-    ++held_[uid];
+    peers_.emplace(address, Entry{peer, held_[uid].Insert(peer)});
   }
   if (evicted != nullptr) {
     evicted->connection->Retire(absl::UnavailableError(absl::StrCat(
@@ -218,15 +256,34 @@ size_t PeerTable::Sweep() {
   std::vector<std::shared_ptr<RemotePeer>> gone;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [address, peer] : peers_) {
-      const PeerConnectionSnapshot s = peer->connection->Snapshot();
-      const bool expired =
-          s.state == PeerState::kFailed && s.waiters == 0 &&
-          peer->in_flight.load() == 0 &&
-          std::max(s.failed_at, LastUsed(*peer)) + options_.failed_peer_ttl <=
-              now;
-      if (expired) gone.push_back(peer);
+    // The queues of peers to give up first, rebuilt from what is true now
+    // (a failure reported from here on is queued again).
+    {
+      absl::MutexLock failures_lock(&failures_->mu);
+      failures_->addresses.clear();
     }
+    failed_.clear();
+    idle_.clear();
+    std::vector<std::pair<absl::Time, std::shared_ptr<RemotePeer>>> failed;
+    for (const auto& [address, entry] : peers_) {
+      const std::shared_ptr<RemotePeer>& peer = entry.peer;
+      if (peer->in_flight.load() > 0) continue;
+      const PeerConnectionSnapshot s = peer->connection->Snapshot();
+      if (s.waiters > 0) continue;
+      if (s.state == PeerState::kFailed) {
+        if (std::max(s.failed_at, LastUsed(*peer)) + options_.failed_peer_ttl <=
+            now) {
+          gone.push_back(peer);
+        } else {
+          failed.emplace_back(s.failed_at, peer);
+        }
+      } else if (LastUsed(*peer) + options_.idle_peer_ttl <= now) {
+        idle_.push_back(peer);
+      }
+    }
+    std::sort(failed.begin(), failed.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [at, peer] : failed) failed_.push_back(std::move(peer));
     for (const auto& peer : gone) Erase(*peer);
     // Buckets of uids that are full again hold nothing worth keeping.
     for (auto it = buckets_.begin(); it != buckets_.end();) {
@@ -253,7 +310,7 @@ std::vector<std::shared_ptr<RemotePeer>> PeerTable::All() const {
   std::vector<std::shared_ptr<RemotePeer>> all;
   absl::MutexLock lock(&mu_);
   all.reserve(peers_.size());
-  for (const auto& [address, peer] : peers_) all.push_back(peer);
+  for (const auto& [address, entry] : peers_) all.push_back(entry.peer);
   std::sort(all.begin(), all.end(),
             [](const auto& a, const auto& b) { return a->address < b->address; });
   return all;

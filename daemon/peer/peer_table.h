@@ -7,20 +7,27 @@
 //                   fake in tests).
 // The table is bounded (max_peers), and shared fairly between local users:
 // a peer's slot counts against the uid whose transfer added it, and one uid
-// holds at most max_peers_per_uid slots. Making room for a new peer, in
-// this order:
-//   1. a uid at its own bound gives up its own failed, then idlest, peer;
-//   2. in a full table, a failed peer (anyone's) goes, then one idle for
-//      idle_peer_ttl, then the idlest peer of the uid that holds the most
-//      slots (more than the asking uid holds: one uid cannot take the
-//      slots of another that holds no more than it does), else the asking
-//      uid's own idlest.
+// holds at most max_peers_per_uid slots. Each uid's peers sit in a SIEVE
+// queue (sieve_queue.h): a peer found again by a later transfer is marked
+// used, and the queue's hand gives up the first peer not used since it
+// last passed, so peers in steady use outlive one-time ones. Making room
+// for a new peer, in this order:
+//   1. a uid at its own bound gives up one of its own: a failed peer the
+//      hand meets, else the first unused one;
+//   2. in a full table, a peer whose handshake failed (anyone's, the
+//      oldest failure first) goes, then one idle for idle_peer_ttl, then
+//      one of the uid that holds the most slots (more than the asking uid
+//      holds: one uid cannot take the slots of another that holds no more
+//      than it does), else one of the asking uid's own, each chosen by
+//      that uid's SIEVE hand.
 // A peer with transfers in flight or waiting for its handshake never
 // makes room; when none can, the new peer is refused RESOURCE_EXHAUSTED
 // naming the bound. So a local user who names a thousand live addresses
 // of their own cannot deny others new peers: each new peer of another
-// uid takes one of theirs. Failed peers with no traffic are forgotten
-// after failed_peer_ttl. How fast one uid may add peers is limited too, so
+// uid takes one of theirs. Making room costs O(1) amortized (no scan of
+// the table): failed peers are queued as their handshakes fail, idle ones
+// by the sweep. Failed peers with no traffic are forgotten after
+// failed_peer_ttl. How fast one uid may add peers is limited too, so
 // naming thousands of unreachable addresses cannot grow the daemon.
 //
 // Example:
@@ -32,6 +39,7 @@
 #define RDMAD_DAEMON_PEER_PEER_TABLE_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,12 +53,14 @@
 #include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/remote_peer.h"
+#include "daemon/peer/sieve_queue.h"
 #include "daemon/peer/transfer_flow.h"
 #include "daemon/runtime/timers.h"
 
 namespace rdmad::peer {
 
 struct PeerTableTimerGuard;
+struct PeerTableFailures;
 
 struct PeerTableOptions {
   core::TransportMode mode = core::TransportMode::kAuto;
@@ -154,17 +164,33 @@ class PeerTable final : public core::RemoteTransfers {
   void Shutdown();
 
  private:
-  // Removes `address` (retiring it). Caller holds no lock.
-  void Forget(const std::shared_ptr<RemotePeer>& peer, absl::string_view why);
-  class Candidates;
+  using Queue = SieveQueue<std::shared_ptr<RemotePeer>>;
+  struct Entry {
+    std::shared_ptr<RemotePeer> peer;
+    Queue::Handle place;  // in its holder's queue
+  };
+  // What Choose does with `peer` (kKeep while it has transfers under way or
+  // waiting for its handshake; kTake when failed or idle_peer_ttl idle).
+  SieveChoice Classify(const RemotePeer& peer, absl::Time now) const;
+  // The peer queued in `queue` (failed_ or idle_) that can make room now,
+  // popping those that no longer can; null when none.
+  std::shared_ptr<RemotePeer> PopStale(
+      std::deque<std::weak_ptr<RemotePeer>>& queue, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `holder`'s SIEVE choice, or null.
+  std::shared_ptr<RemotePeer> ChooseOf(uint32_t holder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the peer that makes room for a new one of `uid` (see the class
   // comment), or returns RESOURCE_EXHAUSTED saying why none can; null when
-  // no room needs to be made. One pass over the table.
+  // no room needs to be made.
   absl::StatusOr<std::shared_ptr<RemotePeer>> MakeRoomFor(uint32_t uid,
-                                                          absl::Time now) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Removes `peer` from the table and from its holder's count.
+                                                          absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `peer` from the table and from its holder's queue.
   void Erase(const RemotePeer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the peers whose handshakes failed since the last call (they go
+  // first when room is needed).
+  void TakeFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TakeNewPeerToken(uint32_t uid, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleSweep();
@@ -178,13 +204,20 @@ class PeerTable final : public core::RemoteTransfers {
   TransferFlow flow_;
   // Lets timer callbacks reach the table while it lives.
   const std::shared_ptr<PeerTableTimerGuard> guard_;
+  // Handshake failures the peers' connections reported.
+  const std::shared_ptr<PeerTableFailures> failures_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<RemotePeer>> peers_
-      ABSL_GUARDED_BY(mu_);
-  // Slots each uid holds (RemotePeer::holder_uid); uids holding none are
-  // not in it.
-  absl::flat_hash_map<uint32_t, size_t> held_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> peers_ ABSL_GUARDED_BY(mu_);
+  // The peers each uid holds (RemotePeer::holder_uid), in their SIEVE
+  // order; uids holding none are not in it.
+  absl::flat_hash_map<uint32_t, Queue> held_ ABSL_GUARDED_BY(mu_);
+  // Peers that may make room before any other, oldest first: those whose
+  // handshake failed (as it fails, and again at each sweep), and those the
+  // sweep found idle for idle_peer_ttl. Each is checked again when popped;
+  // the sweep rebuilds both, so neither outgrows the table for long.
+  std::deque<std::weak_ptr<RemotePeer>> failed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::weak_ptr<RemotePeer>> idle_ ABSL_GUARDED_BY(mu_);
   struct Bucket {
     double tokens = 0;
     absl::Time refilled;

@@ -456,6 +456,125 @@ TEST_F(PeerTableTest, OneUidHoldsAtMostItsShareOfTheSlots) {
     connector_.channels(peer(i)).back()->Release(absl::OkStatus());
 }
 
+// Peers found again by later transfers outlive a peer used once, even
+// when the one-time peer was used last (the idlest-first rule it replaced
+// would have given up the oldest busy peer).
+TEST_F(PeerTableTest, PeersInSteadyUseAreKeptOverAOneTimePeer) {
+  PeerTableOptions options;
+  options.max_peers = 4;
+  MakeTable(options);
+  auto peer = [](int i) { return absl::StrCat("10.3.0.", i, ":7471"); };
+  for (int i = 1; i <= 5; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 1; i <= 3; ++i) {
+      ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+      timers_.Advance(absl::Seconds(1));
+    }
+  }
+  ASSERT_TRUE(RunStatus(Make(peer(4), "kv")).ok());  // once, and last
+  timers_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(RunStatus(Make(peer(5), "kv")).ok());
+  EXPECT_EQ(connector_.forgets(peer(4)), 1) << "the one-time peer made room";
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(connector_.forgets(peer(i)), 0) << i;
+  EXPECT_EQ(table_->size(), 4u);
+}
+
+// A peer with a transfer under way is never given up, however long it has
+// been since it was found again: the hand passes it, round after round.
+TEST_F(PeerTableTest, APeerWithATransferUnderWayIsNeverEvicted) {
+  PeerTableOptions options;
+  options.max_peers = 4;
+  MakeTable(options);
+  auto peer = [](int i) { return absl::StrCat("10.4.0.", i, ":7471"); };
+  for (int i = 0; i <= 40; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  ASSERT_TRUE(RunStatus(Make(peer(0), "kv")).ok());
+  connector_.channels(peer(0))[0]->set_hold(true);
+  core::Transfer held = Make(peer(0), "kv");
+  held.deadline = absl::InfiniteFuture();
+  std::optional<absl::Status> held_done;
+  held.done = [&](absl::StatusOr<core::TransferResult> r) {
+    held_done = r.status();
+  };
+  table_->SubmitBatch(absl::MakeSpan(&held, 1));
+  for (int i = 1; i <= 40; ++i) {
+    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+    timers_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(connector_.forgets(peer(0)), 0);
+  EXPECT_EQ(connector_.forgets(peer(1)), 1) << "others made room";
+  EXPECT_EQ(table_->size(), 4u);
+  EXPECT_FALSE(held_done.has_value());
+  connector_.channels(peer(0))[0]->Release(absl::OkStatus());
+  ASSERT_TRUE(held_done.has_value());
+  EXPECT_TRUE(held_done->ok()) << *held_done;
+}
+
+// At its own bound a uid gives up its own peers in SIEVE order too: the one
+// it uses again is kept, and another uid's peers are not touched.
+TEST_F(PeerTableTest, AUidAtItsBoundGivesUpItsOwnUnusedPeerFirst) {
+  PeerTableOptions options;
+  options.max_peers = 8;
+  options.max_peers_per_uid = 3;
+  MakeTable(options);
+  auto peer = [](int i) { return absl::StrCat("10.5.0.", i, ":7471"); };
+  for (int i = 1; i <= 6; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  auto use = [&](int i, uint32_t uid) {
+    core::Transfer t = Make(peer(i), "kv");
+    t.uid = uid;
+    return RunStatus(std::move(t));
+  };
+  ASSERT_TRUE(use(6, 2000).ok());
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(use(i, 1000).ok()) << i;
+  ASSERT_TRUE(use(1, 1000).ok());  // the oldest, found again
+  ASSERT_TRUE(use(4, 1000).ok());
+  EXPECT_EQ(connector_.forgets(peer(1)), 0);
+  EXPECT_EQ(connector_.forgets(peer(2)), 1);
+  ASSERT_TRUE(use(5, 1000).ok());
+  EXPECT_EQ(connector_.forgets(peer(3)), 1);
+  EXPECT_EQ(connector_.forgets(peer(6)), 0) << "uid 2000's own";
+  EXPECT_EQ(table_->size(), 4u);
+}
+
+// 10,000 new peers into a table of 1,024, while a working set of 32 peers
+// carries a transfer every few admissions: every transfer succeeds, the
+// table stays at its bound, and the working set is never given up.
+TEST_F(PeerTableTest, TenThousandNewPeersKeepTheWorkingSet) {
+  PeerTableOptions options;
+  options.max_peers = 1024;
+  options.max_peers_per_uid = 1024;
+  options.new_peers_burst = 20000;
+  MakeTable(options);
+  auto peer = [](int i) {
+    return absl::StrCat("10.6.", i / 256, ".", i % 256, ":7471");
+  };
+  constexpr int kWorkingSet = 32;
+  constexpr int kPeers = 10000;
+  for (int i = 0; i < kWorkingSet + kPeers; ++i)
+    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  for (int i = 0; i < kWorkingSet; ++i)
+    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+  for (int i = kWorkingSet; i < kWorkingSet + kPeers; ++i) {
+    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+    // Each working peer is used again once every 8 x 32 admissions: more
+    // often than the hand comes round the 1,024 slots.
+    if (i % 8 == 0) {
+      const int again = (i / 8) % kWorkingSet;
+      ASSERT_TRUE(RunStatus(Make(peer(again), "kv")).ok()) << again;
+    }
+    ASSERT_LE(table_->size(), 1024u);
+  }
+  EXPECT_EQ(table_->size(), 1024u);
+  for (int i = 0; i < kWorkingSet; ++i)
+    EXPECT_EQ(connector_.forgets(peer(i)), 0) << peer(i);
+  int forgotten = 0;
+  for (int i = kWorkingSet; i < kWorkingSet + kPeers; ++i)
+    forgotten += connector_.forgets(peer(i));
+  EXPECT_EQ(forgotten, kWorkingSet + kPeers - 1024);
+}
+
 TEST_F(PeerTableTest, NewPeersPerUidAreRateLimited) {
   PeerTableOptions options;
   options.new_peers_burst = 3;
