@@ -63,4 +63,11 @@ void VerbsDeleter::operator()(ibv_qp* qp) const {
   }
 }
 
+void VerbsDeleter::operator()(ibv_srq* srq) const {
+  if (srq == nullptr) return;
+  if (int rc = ibv_destroy_srq(srq); rc != 0) {
+    LogDestroyFailure("ibv_destroy_srq", rc);
+  }
+}
+
 }  // namespace rdmad::verbs

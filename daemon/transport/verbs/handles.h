@@ -9,8 +9,8 @@
 // object rather than aborting the daemon.
 //
 // Order: verbs objects form a tree (context -> PD/channel -> CQ -> QP, PD ->
-// MR). Classes that hold several handles declare them parent-first, so the
-// members are destroyed child-first. Classes that hold a child without its
+// MR, PD -> SRQ -> QP). Classes that hold several handles declare them
+// parent-first, so the members are destroyed child-first. Classes that hold a child without its
 // parent keep the parent alive with a `std::shared_ptr` to its owner.
 //
 // Example:
@@ -38,6 +38,7 @@ struct VerbsDeleter {
   void operator()(ibv_comp_channel* channel) const;
   void operator()(ibv_cq* cq) const;
   void operator()(ibv_qp* qp) const;
+  void operator()(ibv_srq* srq) const;
 };
 
 using ContextHandle = std::unique_ptr<ibv_context, VerbsDeleter>;
@@ -46,6 +47,7 @@ using MrHandle = std::unique_ptr<ibv_mr, VerbsDeleter>;
 using CompChannelHandle = std::unique_ptr<ibv_comp_channel, VerbsDeleter>;
 using CqHandle = std::unique_ptr<ibv_cq, VerbsDeleter>;
 using QpHandle = std::unique_ptr<ibv_qp, VerbsDeleter>;
+using SrqHandle = std::unique_ptr<ibv_srq, VerbsDeleter>;
 
 // Owns the array returned by ibv_get_device_list (not the devices in it,
 // which libibverbs owns).

@@ -67,8 +67,9 @@ class NoticeReceiver::Impl : public runtime::Poller,
       return absl::InvalidArgumentError(
           "a notice receiver serves 1..255 QPs");
     }
+    const bool shared = options_.shared != nullptr;
     for (const auto& qp : qps) {
-      if (qp->max_recv_wr() < kNoticeCredits) {
+      if (!shared && qp->max_recv_wr() < kNoticeCredits) {
         return absl::FailedPreconditionError(absl::StrCat(
             "a verbs QP has room for ", qp->max_recv_wr(),
             " receives; notices need ", kNoticeCredits,
@@ -81,11 +82,16 @@ class NoticeReceiver::Impl : public runtime::Poller,
     for (const auto& qp : qps_) {
       ack_inline_ &= qp->max_inline_data() >= kNoticeAckBytes;
     }
-    // One receive slot per credit and one SEND slot per credit, per QP.
-    RDMAD_ASSIGN_OR_RETURN(
-        buffers_, NoticeBuffers::Create(cq_->device(),
-                                        2 * qps_.size() * kNoticeCredits));
-    for (size_t i = 0; i < qps_.size(); ++i) {
+    // Per QP, one receive slot per credit (unless the receives are the
+    // shared queue's) and one SEND slot per credit (unless acks go inline).
+    recv_slots_ = shared ? 0 : qps_.size() * kNoticeCredits;
+    const size_t send_slots = ack_inline_ ? 0 : qps_.size() * kNoticeCredits;
+    if (recv_slots_ + send_slots > 0) {
+      RDMAD_ASSIGN_OR_RETURN(buffers_,
+                             NoticeBuffers::Create(cq_->device(),
+                                                   recv_slots_ + send_slots));
+    }
+    for (size_t i = 0; i < qps_.size() && !shared; ++i) {
       for (size_t k = 0; k < kNoticeCredits; ++k) {
         const size_t slot = i * kNoticeCredits + k;
         RDMAD_RETURN_IF_ERROR(
@@ -200,6 +206,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
 
   void OnCompletion(const ibv_wc& wc) {
     const WorkRequestId id = WorkRequestId::Decode(wc.wr_id);
+    if (id.receive && options_.shared != nullptr) {
+      OnSharedReceived(id.slot, wc);
+      return;
+    }
     if (id.qp >= qps_.size()) return;  // not ours: cannot happen
     if (!id.receive) {
       OnAckSent(id.qp, wc);
@@ -223,18 +233,54 @@ class NoticeReceiver::Impl : public runtime::Poller,
     }
   }
 
-  void OnReceived(size_t index, size_t slot, const ibv_wc& wc) {
+  void OnReceiveFailed(size_t index, const ibv_wc& wc) {
+    // A flush means the QP is already in error (the peer went away or a
+    // pool replaced this one). Anything else broke the protocol, e.g. a
+    // SEND longer than a slot: the QP is in error now.
+    if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+      options_.target->CountMalformed();
+      MarkDead(index, CompletionStatus(wc));
+    }
+  }
+
+  // The QP of this pool whose number a completion names; qps_.size() when
+  // none (cannot happen: the CQ is this pool's).
+  size_t IndexOf(uint32_t qp_num) const {
+    size_t i = 0;
+    while (i < qps_.size() && qps_[i]->qpn() != qp_num) ++i;
+    return i;
+  }
+
+  // A receive from the device's shared queue: the slot goes back to the
+  // queue at once, whatever came, once the bytes are copied out.
+  void OnSharedReceived(size_t slot, const ibv_wc& wc) {
+    NoticeSharedReceives& shared = *options_.shared;
+    if (slot >= shared.depth()) return;  // not a slot of it: cannot happen
+    uint8_t copy[kNoticeSlotBytes];
+    size_t length = 0;
+    if (wc.status == IBV_WC_SUCCESS) {
+      length = std::min<size_t>(wc.byte_len, kNoticeSlotBytes);
+      std::memcpy(copy, shared.slot(slot), length);
+    }
+    if (absl::Status s = shared.Repost(slot); !s.ok()) {
+      spdlog::error("verbs notices on {}: a shared receive was lost: {}",
+                    shared.device_name(), std::string(s.message()));
+    }
+    const size_t index = IndexOf(wc.qp_num);
+    if (index >= qps_.size()) return;
     if (wc.status != IBV_WC_SUCCESS) {
-      // A flush means the QP is already in error (the peer went away or a
-      // pool replaced this one). Anything else broke the protocol, e.g. a
-      // SEND longer than a slot: the QP is in error now.
-      if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-        options_.target->CountMalformed();
-        MarkDead(index, CompletionStatus(wc));
-      }
+      OnReceiveFailed(index, wc);
       return;
     }
-    if (slot >= buffers_->count() / 2 || slot / kNoticeCredits != index) {
+    OnNotice(index, copy, length);
+  }
+
+  void OnReceived(size_t index, size_t slot, const ibv_wc& wc) {
+    if (wc.status != IBV_WC_SUCCESS) {
+      OnReceiveFailed(index, wc);
+      return;
+    }
+    if (slot >= recv_slots_ || slot / kNoticeCredits != index) {
       return;  // not a receive slot of this QP: cannot happen
     }
     // The peer wrote these bytes: copy them first, then give the slot back
@@ -248,6 +294,11 @@ class NoticeReceiver::Impl : public runtime::Poller,
         !s.ok()) {
       MarkDead(index, s);
     }
+    OnNotice(index, copy, length);
+  }
+
+  // A notice's bytes, copied out of its receive slot.
+  void OnNotice(size_t index, const uint8_t* copy, size_t length) {
     absl::StatusOr<Notice> notice =
         DecodeNotice(absl::MakeConstSpan(copy, length));
     if (!notice.ok()) {
@@ -321,7 +372,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
       // SEND slots follow the receive slots and are used in turn; one is
       // reused only after the ack sent from it completed (AckLimit keeps
       // fewer than kNoticeCredits in flight, and they complete in order).
-      const size_t slot = (qps_.size() + index) * kNoticeCredits +
+      const size_t slot = recv_slots_ + index * kNoticeCredits +
                           static_cast<size_t>(s.posted % kNoticeCredits);
       std::memcpy(buffers_->mutable_slot(slot), bytes.data(), bytes.size());
       op.local_addr = buffers_->mutable_slot(slot);
@@ -355,6 +406,26 @@ class NoticeReceiver::Impl : public runtime::Poller,
     cq_watch_ = 0;
     if (joined_) loop_->RemovePoller(this);
     qps_.clear();
+    ReclaimSharedReceives();
+  }
+
+  // The QPs are gone: receives they took from the shared queue whose
+  // completions are still in the CQ go back to it, so the queue does not
+  // shrink as pools come and go. (A receive a message was still filling
+  // when its QP was destroyed completes nowhere and is not given back.)
+  void ReclaimSharedReceives() {
+    if (options_.shared == nullptr) return;
+    ibv_wc wcs[kPollBatch];
+    for (;;) {
+      auto polled = cq_->Poll(absl::MakeSpan(wcs, kPollBatch));
+      if (!polled.ok() || *polled == 0) return;
+      for (size_t i = 0; i < *polled; ++i) {
+        const WorkRequestId id = WorkRequestId::Decode(wcs[i].wr_id);
+        if (id.receive && id.slot < options_.shared->depth()) {
+          options_.shared->Repost(id.slot).IgnoreError();
+        }
+      }
+    }
   }
 
   const NoticeReceiverOptions options_;
@@ -371,6 +442,7 @@ class NoticeReceiver::Impl : public runtime::Poller,
 
   // Loop thread only (set up in Start, before the receiver is shared).
   std::vector<QpSends> sends_;
+  size_t recv_slots_ = 0;  // receive slots in buffers_ (before SEND slots)
   bool ack_inline_ = false;  // every QP takes an ack inline
   uint64_t cq_watch_ = 0;
   bool armed_ = false;

@@ -4,9 +4,11 @@
 // The QPs a VerbsAcceptor creates for a peer only answer one-sided WRITEs
 // and READs, which the NIC executes alone; the notices that follow a WRITE
 // with an immediate are SENDs and need software. A NoticeReceiver takes
-// over those QPs and their CQ: it keeps kNoticeCredits receives posted per
-// QP, and on its event loop it copies each notice out of its receive
-// buffer, re-posts the receive, checks the notice against the region table
+// over those QPs and their CQ: their receives come from the device's shared
+// receive queue (notice_srq.h; the completion's qp_num names the QP), or,
+// where the device has none, it keeps kNoticeCredits receives posted per
+// QP. On its event loop it copies each notice out of its receive buffer,
+// re-posts the receive, checks the notice against the region table
 // (CheckNotice), tells the region's owner through the NotificationSink
 // (naming the caller, whose handshake made these QPs, as the writer), and
 // answers with an ack on the same QP. A notice that does not decode is
@@ -40,6 +42,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/verbs/completion_queue.h"
+#include "daemon/transport/verbs/notice_srq.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_notice.h"
 
@@ -92,15 +95,19 @@ struct NoticeReceiverOptions {
   std::string caller;
   std::string device;  // the local device: picks the export's rkey
   std::shared_ptr<NoticeTarget> target;
+  // The device's shared receive queue the QPs were created with
+  // (QpConfig::srq); null: the receiver posts kNoticeCredits receives on
+  // each QP itself.
+  std::shared_ptr<NoticeSharedReceives> shared;
 };
 
 class NoticeReceiver {
  public:
   // Takes the connected QPs of one accepted pool (RTR or RTS; their peer
   // sends nothing before it has our answer) and the CQ all their
-  // completions go to, posts kNoticeCredits receives on each, and joins the
-  // loop. FAILED_PRECONDITION when a QP's receive queue is too short
-  // (QpConfig::max_recv_wr).
+  // completions go to, posts kNoticeCredits receives on each (unless they
+  // share options.shared's), and joins the loop. FAILED_PRECONDITION when a
+  // QP's receive queue is too short (QpConfig::max_recv_wr).
   static absl::StatusOr<std::unique_ptr<NoticeReceiver>> Start(
       NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq,
       std::vector<std::unique_ptr<QueuePair>> qps);

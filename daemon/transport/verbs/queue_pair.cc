@@ -122,6 +122,11 @@ absl::StatusOr<std::unique_ptr<QueuePair>> QueuePair::Create(
   init.cap.max_send_sge = config.max_send_sge;
   init.cap.max_recv_sge = config.max_recv_sge;
   init.cap.max_inline_data = config.max_inline_data;
+  if (config.srq != nullptr) {
+    init.srq = config.srq;
+    init.cap.max_recv_wr = 0;
+    init.cap.max_recv_sge = 0;
+  }
   QpHandle qp(ibv_create_qp(device.pd(), &init));
   if (qp == nullptr) {
     const ibv_device_attr& attr = device.attributes();

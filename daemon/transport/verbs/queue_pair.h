@@ -76,6 +76,11 @@ struct QpConfig {
   // (16) receives posted per QP for them.
   uint32_t max_recv_wr = 16;
   uint32_t max_recv_sge = 1;
+  // When set, the QP takes its receives from this shared receive queue
+  // (notice_srq.h) and has no receive queue of its own (max_recv_wr and
+  // max_recv_sge are ignored; PostRecv fails). Not owned: it must outlive
+  // the QP.
+  ibv_srq* srq = nullptr;
 
   // Local ACK timeout, encoded as 4.096 us * 2^timeout: 18 is ~1.07 s.
   // Not perftest's 14 (~67 ms): with retry_cnt 6 that gave up after half a

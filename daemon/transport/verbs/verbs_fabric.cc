@@ -174,8 +174,11 @@ absl::StatusOr<std::shared_ptr<VerbsFabric>> VerbsFabric::Open(
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> VerbsFabric::CreateQps(
-    size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq) const {
+    size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq,
+    ibv_srq* srq) const {
   const LocalRail& on = rails_[rail];
+  QpConfig config = on.qp;
+  config.srq = srq;
   // Every WR completes at most once, so a CQ as deep as all send queues
   // together can never overrun.
   const int entries = static_cast<int>(std::min<uint64_t>(
@@ -184,7 +187,7 @@ absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> VerbsFabric::CreateQps(
   RDMAD_ASSIGN_OR_RETURN(*cq, CompletionQueue::Create(on.device, entries));
   std::vector<std::unique_ptr<QueuePair>> qps;
   for (uint32_t i = 0; i < count; ++i) {
-    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(*cq, on.qp));
+    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(*cq, config));
     RDMAD_RETURN_IF_ERROR(qp->ModifyToInit());
     qps.push_back(std::move(qp));
   }

@@ -225,6 +225,26 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
       std::move(rails)));
 }
 
+VerbsAcceptor::VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric,
+                             runtime::IoRuntime* runtime)
+    : fabric_(std::move(fabric)),
+      runtime_(runtime),
+      notices_(std::make_shared<NoticeTarget>()) {
+  for (const auto& rail : fabric_->rails()) {
+    const std::string& name = rail.device->name();
+    if (shared_receives_.contains(name)) continue;
+    auto shared =
+        NoticeSharedReceives::Create(rail.device, kNoticeSharedReceives);
+    if (!shared.ok()) {
+      spdlog::warn("verbs notices on {}: no shared receive queue ({}): each "
+                   "pool posts its own receives",
+                   name, std::string(shared.status().message()));
+      continue;
+    }
+    shared_receives_.emplace(name, *std::move(shared));
+  }
+}
+
 absl::Status VerbsAcceptor::AcceptRail(
     size_t index,
     const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& remotes_wire,
@@ -242,7 +262,13 @@ absl::Status VerbsAcceptor::AcceptRail(
   const size_t local = index % fabric_->rails().size();
   const std::string& device = fabric_->rails()[local].device->name();
   std::shared_ptr<CompletionQueue> cq;
-  RDMAD_ASSIGN_OR_RETURN(auto qps, fabric_->CreateQps(local, count, &cq));
+  std::shared_ptr<NoticeSharedReceives> shared;
+  if (auto it = shared_receives_.find(device); it != shared_receives_.end()) {
+    shared = it->second;
+  }
+  RDMAD_ASSIGN_OR_RETURN(
+      auto qps, fabric_->CreateQps(local, count, &cq,
+                                   shared != nullptr ? shared->srq() : nullptr));
   for (uint32_t i = 0; i < count; ++i) {
     // Our QP goes to RTS now; the caller's reaches RTR after our answer and
     // sends nothing before that, so no packet finds a QP not ready for it.
@@ -259,6 +285,7 @@ absl::Status VerbsAcceptor::AcceptRail(
   receiver.caller = caller;
   receiver.device = device;
   receiver.target = notices_;
+  receiver.shared = std::move(shared);
   RDMAD_ASSIGN_OR_RETURN(
       pool->receiver,
       NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));

@@ -18,7 +18,8 @@
 // one-sided WRITE/READ (the NIC does the work) and receive the notices of
 // WRITEs with an immediate: a NoticeReceiver per rail of each pool, on one
 // of the runtime's serving loops, checks each and tells the region's owner
-// (verbs_notice.h, notice_receiver.h).
+// (verbs_notice.h, notice_receiver.h). Those receives come from one shared
+// receive queue per device (notice_srq.h), so they do not grow with peers.
 //
 // Each Connect carries a generation number; the serving side keeps one pool
 // per caller (by its Peer address) and replaces it when a newer generation
@@ -52,6 +53,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/notice_receiver.h"
+#include "daemon/transport/verbs/notice_srq.h"
 #include "daemon/transport/verbs/port_monitor.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/rail_channel.h"
@@ -119,9 +121,11 @@ class VerbsFabric {
   PeerRailsRegistry& peer_rails() const { return *peer_rails_; }
 
   // Creates `count` QPs in INIT on rail `rail`, on a fresh CQ sized for
-  // all of them.
+  // all of them; with `srq`, taking their receives from it (not owned: it
+  // outlives the QPs).
   absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> CreateQps(
-      size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq) const;
+      size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq,
+      ibv_srq* srq = nullptr) const;
 
  private:
   VerbsFabric(std::vector<LocalRail> rails, VerbsTransportOptions options,
@@ -166,12 +170,11 @@ class VerbsConnector final : public transport::Connector {
 class VerbsAcceptor final : public transport::ConnectAcceptor {
  public:
   // Each pool's NoticeReceiver goes on the next serving loop of `runtime`
-  // (not owned; outlives the acceptor's pools).
+  // (not owned; outlives the acceptor's pools). Creates each rail device's
+  // shared receive queue for notices (kNoticeSharedReceives receives); a
+  // device that has none receives notices per QP.
   VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric,
-                runtime::IoRuntime* runtime)
-      : fabric_(std::move(fabric)),
-        runtime_(runtime),
-        notices_(std::make_shared<NoticeTarget>()) {}
+                runtime::IoRuntime* runtime);
 
   // Where the notices of WRITEs with an immediate go: checked against
   // `regions`, told to `sink`. Both not owned; they must outlive Clear().
@@ -226,6 +229,11 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
   const std::shared_ptr<VerbsFabric> fabric_;
   runtime::IoRuntime* const runtime_;  // Not owned.
   const std::shared_ptr<NoticeTarget> notices_;
+  // Each rail device's shared receive queue for notices, by device name
+  // (set in the constructor, then read only). The pools' receivers hold
+  // them too, so each outlives the QPs created with it.
+  absl::flat_hash_map<std::string, std::shared_ptr<NoticeSharedReceives>>
+      shared_receives_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Pool> pools_ ABSL_GUARDED_BY(mu_);
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;

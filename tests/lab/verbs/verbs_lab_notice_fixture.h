@@ -102,11 +102,12 @@ class VerbsNoticeLabTest : public VerbsLabTest {
   }
 
   // `pairs` connected QP pairs: the initiators on one CQ, the responders
-  // on another.
+  // on another (taking their receives from `srq` when given).
   void MakePairs(int pairs, std::vector<std::unique_ptr<QueuePair>>* initiators,
                  std::shared_ptr<CompletionQueue>* initiator_cq,
                  std::vector<std::unique_ptr<QueuePair>>* responders,
-                 std::shared_ptr<CompletionQueue>* responder_cq) {
+                 std::shared_ptr<CompletionQueue>* responder_cq,
+                 ibv_srq* srq = nullptr) {
     for (auto* cq : {initiator_cq, responder_cq}) {
       auto created = CompletionQueue::Create(device_, 1024);
       ASSERT_TRUE(created.ok()) << created.status();
@@ -115,9 +116,11 @@ class VerbsNoticeLabTest : public VerbsLabTest {
     QpConfig config;
     config.port = port_;
     config.gid_index = gid_index_;
+    QpConfig responder = config;
+    responder.srq = srq;
     for (int i = 0; i < pairs; ++i) {
       auto a = QueuePair::Create(*initiator_cq, config);
-      auto b = QueuePair::Create(*responder_cq, config);
+      auto b = QueuePair::Create(*responder_cq, responder);
       ASSERT_TRUE(a.ok() && b.ok());
       auto ea = (*a)->LocalEndpoint();
       auto eb = (*b)->LocalEndpoint();
@@ -135,8 +138,10 @@ class VerbsNoticeLabTest : public VerbsLabTest {
   void StartReceiver(std::shared_ptr<CompletionQueue> cq,
                      std::vector<std::unique_ptr<QueuePair>> qps,
                      std::shared_ptr<NoticeTarget> target,
-                     const std::string& caller = "") {
+                     const std::string& caller = "",
+                     std::shared_ptr<NoticeSharedReceives> shared = nullptr) {
     NoticeReceiverOptions options;
+    options.shared = std::move(shared);
     options.loop = runtime_->loop(1);
     options.peer = kCaller;
     options.caller = caller;
@@ -149,13 +154,17 @@ class VerbsNoticeLabTest : public VerbsLabTest {
   }
 
   // The full setup: a channel of kPairs QPs (small chunks, so one WRITE
-  // takes several WRs) whose peer QPs a receiver serves for `target`.
-  void StartBoth(std::shared_ptr<NoticeTarget> target) {
+  // takes several WRs) whose peer QPs a receiver serves for `target`,
+  // with receives from `shared` when given.
+  void StartBoth(std::shared_ptr<NoticeTarget> target,
+                 std::shared_ptr<NoticeSharedReceives> shared = nullptr) {
     std::vector<std::unique_ptr<QueuePair>> initiators, responders;
     std::shared_ptr<CompletionQueue> icq, rcq;
-    MakePairs(kPairs, &initiators, &icq, &responders, &rcq);
+    MakePairs(kPairs, &initiators, &icq, &responders, &rcq,
+              shared != nullptr ? shared->srq() : nullptr);
     if (HasFatalFailure()) return;
-    StartReceiver(rcq, std::move(responders), std::move(target));
+    StartReceiver(rcq, std::move(responders), std::move(target), "",
+                  std::move(shared));
     if (HasFatalFailure()) return;
     VerbsChannelOptions options;
     options.loop = runtime_->loop(0);
