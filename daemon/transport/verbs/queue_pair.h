@@ -97,11 +97,12 @@ struct QpConfig {
   uint8_t retry_cnt = 6;
   // Retries after a receiver-not-ready NAK before the SEND fails with
   // IBV_WC_RNR_RETRY_EXC_ERR; 7 would mean "forever". Only notices and
-  // their acks are SENDs, and a sender never has more of them in flight
-  // than the receiver keeps receives posted (credits), so an rdmad peer
-  // never answers RNR: it happens only with a peer that posts no receives
-  // (an rdmad without notices over verbs), and then the WRITE with an
-  // immediate fails within a few milliseconds instead of hanging.
+  // their acks are SENDs, and a sender keeps to its credits, so an rdmad
+  // peer answers RNR only while its shared receive queue of notices is
+  // empty (notice_srq.h: its loops are 1,024 notices behind) or when it
+  // posts no receives at all (an rdmad without notices over verbs); then
+  // the WRITE with an immediate fails within a few milliseconds instead of
+  // hanging.
   uint8_t rnr_retry = 3;
   // The RNR NAK delay this QP asks senders to wait, encoded (12 = 0.64 ms);
   // required for RTR.

@@ -23,9 +23,12 @@
 // the next, and the notice format stays as it was.
 //
 // Flow control: an initiator never has more than kNoticeCredits notices
-// awaiting their ack on one QP, and each side keeps kNoticeCredits receives
-// posted per QP (the responder re-posts a receive before it acks), so no
-// SEND ever meets a QP without a receive (RNR) between two rdmad daemons.
+// awaiting their ack on one QP and keeps kNoticeCredits receives posted per
+// QP for the acks. The responder takes its receives from the device's
+// shared receive queue (notice_srq.h; kNoticeCredits per QP where the
+// device has none) and re-posts each before it acks, so a notice meets no
+// receive (RNR, and the sender's NIC retries) only while the responder's
+// loops are kNoticeSharedReceives notices behind.
 //
 // A notice is untrusted input from another host: it is copied out of the
 // receive buffer, decoded from fixed little-endian fields, and checked
@@ -73,8 +76,8 @@ inline constexpr uint32_t kNoticeMagic = 0x544e4452;  // "RDNT" little-endian
 inline constexpr uint16_t kNoticeVersion = 1;
 inline constexpr size_t kNoticeBytes = 48;
 inline constexpr size_t kNoticeAckBytes = 24;
-// Notices awaiting an ack per QP, and receives each side keeps posted per
-// QP. QpConfig::max_recv_wr must be at least this.
+// Notices awaiting an ack per QP, and receives kept posted per QP where
+// they are not shared. QpConfig::max_recv_wr must be at least this.
 inline constexpr uint32_t kNoticeCredits = 16;
 
 // What the initiator announces: [offset, offset+length) of region
