@@ -79,6 +79,22 @@ class PeerTableTest : public ::testing::Test {
     return out.has_value() ? out->status() : absl::InternalError("not done");
   }
 
+  // Peer `i` of the test's network `net` (10.net.x.y), made reachable:
+  // it serves kPeer's regions.
+  std::string ReachablePeer(int net, int i) {
+    const std::string address =
+        absl::StrCat("10.", net, ".", i / 256, ".", i % 256, ":7471");
+    connector_.SetRemote(address, connector_.remote(kPeer));
+    return address;
+  }
+
+  // One WRITE to `peer` for `uid`, run to its end.
+  absl::Status UseAs(const std::string& peer, uint32_t uid) {
+    core::Transfer t = Make(peer, "kv");
+    t.uid = uid;
+    return RunStatus(std::move(t));
+  }
+
   std::shared_ptr<FakeChannel> Channel(size_t i = 0) {
     auto channels = connector_.channels(kPeer);
     return i < channels.size() ? channels[i] : nullptr;
@@ -463,18 +479,16 @@ TEST_F(PeerTableTest, PeersInSteadyUseAreKeptOverAOneTimePeer) {
   PeerTableOptions options;
   options.max_peers = 4;
   MakeTable(options);
-  auto peer = [](int i) { return absl::StrCat("10.3.0.", i, ":7471"); };
-  for (int i = 1; i <= 5; ++i)
-    connector_.SetRemote(peer(i), connector_.remote(kPeer));
+  auto peer = [&](int i) { return ReachablePeer(3, i); };
   for (int round = 0; round < 3; ++round) {
     for (int i = 1; i <= 3; ++i) {
-      ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+      ASSERT_TRUE(UseAs(peer(i), 1000).ok()) << i;
       timers_.Advance(absl::Seconds(1));
     }
   }
-  ASSERT_TRUE(RunStatus(Make(peer(4), "kv")).ok());  // once, and last
+  ASSERT_TRUE(UseAs(peer(4), 1000).ok());  // once, and last
   timers_.Advance(absl::Seconds(1));
-  ASSERT_TRUE(RunStatus(Make(peer(5), "kv")).ok());
+  ASSERT_TRUE(UseAs(peer(5), 1000).ok());
   EXPECT_EQ(connector_.forgets(peer(4)), 1) << "the one-time peer made room";
   for (int i = 1; i <= 3; ++i) EXPECT_EQ(connector_.forgets(peer(i)), 0) << i;
   EXPECT_EQ(table_->size(), 4u);
@@ -486,10 +500,8 @@ TEST_F(PeerTableTest, APeerWithATransferUnderWayIsNeverEvicted) {
   PeerTableOptions options;
   options.max_peers = 4;
   MakeTable(options);
-  auto peer = [](int i) { return absl::StrCat("10.4.0.", i, ":7471"); };
-  for (int i = 0; i <= 40; ++i)
-    connector_.SetRemote(peer(i), connector_.remote(kPeer));
-  ASSERT_TRUE(RunStatus(Make(peer(0), "kv")).ok());
+  auto peer = [&](int i) { return ReachablePeer(4, i); };
+  ASSERT_TRUE(UseAs(peer(0), 1000).ok());
   connector_.channels(peer(0))[0]->set_hold(true);
   core::Transfer held = Make(peer(0), "kv");
   held.deadline = absl::InfiniteFuture();
@@ -499,7 +511,7 @@ TEST_F(PeerTableTest, APeerWithATransferUnderWayIsNeverEvicted) {
   };
   table_->SubmitBatch(absl::MakeSpan(&held, 1));
   for (int i = 1; i <= 40; ++i) {
-    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+    ASSERT_TRUE(UseAs(peer(i), 1000).ok()) << i;
     timers_.Advance(absl::Seconds(1));
   }
   EXPECT_EQ(connector_.forgets(peer(0)), 0);
@@ -518,14 +530,8 @@ TEST_F(PeerTableTest, AUidAtItsBoundGivesUpItsOwnUnusedPeerFirst) {
   options.max_peers = 8;
   options.max_peers_per_uid = 3;
   MakeTable(options);
-  auto peer = [](int i) { return absl::StrCat("10.5.0.", i, ":7471"); };
-  for (int i = 1; i <= 6; ++i)
-    connector_.SetRemote(peer(i), connector_.remote(kPeer));
-  auto use = [&](int i, uint32_t uid) {
-    core::Transfer t = Make(peer(i), "kv");
-    t.uid = uid;
-    return RunStatus(std::move(t));
-  };
+  auto peer = [&](int i) { return ReachablePeer(5, i); };
+  auto use = [&](int i, uint32_t uid) { return UseAs(peer(i), uid); };
   ASSERT_TRUE(use(6, 2000).ok());
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE(use(i, 1000).ok()) << i;
   ASSERT_TRUE(use(1, 1000).ok());  // the oldest, found again
@@ -547,22 +553,18 @@ TEST_F(PeerTableTest, TenThousandNewPeersKeepTheWorkingSet) {
   options.max_peers_per_uid = 1024;
   options.new_peers_burst = 20000;
   MakeTable(options);
-  auto peer = [](int i) {
-    return absl::StrCat("10.6.", i / 256, ".", i % 256, ":7471");
-  };
+  auto peer = [&](int i) { return ReachablePeer(6, i); };
   constexpr int kWorkingSet = 32;
   constexpr int kPeers = 10000;
-  for (int i = 0; i < kWorkingSet + kPeers; ++i)
-    connector_.SetRemote(peer(i), connector_.remote(kPeer));
   for (int i = 0; i < kWorkingSet; ++i)
-    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+    ASSERT_TRUE(UseAs(peer(i), 1000).ok()) << i;
   for (int i = kWorkingSet; i < kWorkingSet + kPeers; ++i) {
-    ASSERT_TRUE(RunStatus(Make(peer(i), "kv")).ok()) << i;
+    ASSERT_TRUE(UseAs(peer(i), 1000).ok()) << i;
     // Each working peer is used again once every 8 x 32 admissions: more
     // often than the hand comes round the 1,024 slots.
     if (i % 8 == 0) {
       const int again = (i / 8) % kWorkingSet;
-      ASSERT_TRUE(RunStatus(Make(peer(again), "kv")).ok()) << again;
+      ASSERT_TRUE(UseAs(peer(again), 1000).ok()) << again;
     }
     ASSERT_LE(table_->size(), 1024u);
   }
