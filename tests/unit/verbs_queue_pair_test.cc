@@ -37,6 +37,8 @@ TEST(QpConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(config.retry_cnt, 6);  // rxe takes 7 as "forever"
   // Bounded: a notice SEND to a peer without receives fails, never hangs.
   EXPECT_EQ(config.rnr_retry, 3);
+  // ... after waiting long enough for a busy receiver's loops to catch up.
+  EXPECT_EQ(config.min_rnr_timer, 20);
   EXPECT_GE(config.max_recv_wr, 16u);  // kNoticeCredits receives per QP
   EXPECT_GT(config.hop_limit, 1);
   EXPECT_EQ(config.path_mtu, 0u);

@@ -104,9 +104,14 @@ struct QpConfig {
   // the WRITE with an immediate fails within a few milliseconds instead of
   // hanging.
   uint8_t rnr_retry = 3;
-  // The RNR NAK delay this QP asks senders to wait, encoded (12 = 0.64 ms);
-  // required for RTR.
-  uint8_t min_rnr_timer = 12;
+  // The RNR NAK delay this QP asks senders to wait, encoded (20 = 10.24 ms);
+  // required for RTR. Long, because on a serving QP an RNR means only that
+  // the device's shared queue of notice receives ran empty (its loops are
+  // 1,024 notices behind, e.g. descheduled on a busy host): with rnr_retry
+  // 3 a notice waits some 30-40 ms for them before its WRITE fails, where
+  // 0.64 ms (12) gave up after 2. No cost otherwise: senders wait only
+  // after an RNR NAK.
+  uint8_t min_rnr_timer = 20;
   // GRH hop limit (the IP TTL of RoCEv2 packets): above 1 so RoCEv2 can
   // cross routers. Traffic class is DSCP << 2 | ECN for RoCEv2.
   uint8_t hop_limit = 64;
