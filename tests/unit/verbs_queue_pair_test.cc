@@ -1,5 +1,9 @@
-// Connection negotiation of RC QPs (ResolvePath): pure, no device needed.
+// Connection negotiation of RC QPs (ResolvePath) and the WR chains they
+// post (BuildSendChain): pure, no device needed.
 #include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/queue_pair.h"
@@ -170,6 +174,79 @@ TEST(ResolvePathTest, LocalPortWithoutMtuIsAPrecondition) {
   local.active_mtu = 0;
   EXPECT_EQ(ResolvePath(QpConfig{}, local, RoceRemote()).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BuildSendChainTest, LinksOneWrPerOpWithItsOwnGatherEntry) {
+  char buffer[64];
+  std::vector<RdmaOp> ops = {
+      {.opcode = RdmaOp::Opcode::kWrite,
+       .wr_id = 7,
+       .local_addr = buffer,
+       .length = 8,
+       .lkey = 0x11,
+       .remote_addr = 0x1000,
+       .rkey = 0x22,
+       .signaled = false,
+       .inline_data = true},
+      {.opcode = RdmaOp::Opcode::kRead,
+       .wr_id = 8,
+       .local_addr = buffer + 8,
+       .length = 32,
+       .lkey = 0x33,
+       .remote_addr = 0x2000,
+       .rkey = 0x44},
+      {.opcode = RdmaOp::Opcode::kSend,
+       .wr_id = 9,
+       .local_addr = buffer + 40,
+       .length = 16,
+       .lkey = 0x55,
+       .signaled = false},
+  };
+  // Storage left over from an earlier, longer chain: every field is set.
+  std::vector<ibv_send_wr> wrs(4);
+  std::vector<ibv_sge> sges(4);
+  for (ibv_send_wr& wr : wrs) {
+    wr.next = &wrs[0];
+    wr.send_flags = IBV_SEND_FENCE;
+    wr.imm_data = 1;
+  }
+  BuildSendChain(ops, absl::MakeSpan(wrs), absl::MakeSpan(sges));
+
+  EXPECT_EQ(wrs[0].next, &wrs[1]);
+  EXPECT_EQ(wrs[1].next, &wrs[2]);
+  EXPECT_EQ(wrs[2].next, nullptr);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(wrs[i].wr_id, ops[i].wr_id);
+    EXPECT_EQ(wrs[i].imm_data, 0u);
+    ASSERT_EQ(wrs[i].num_sge, 1);
+    ASSERT_EQ(wrs[i].sg_list, &sges[i]);
+    EXPECT_EQ(sges[i].addr, reinterpret_cast<uintptr_t>(ops[i].local_addr));
+    EXPECT_EQ(sges[i].length, ops[i].length);
+    EXPECT_EQ(sges[i].lkey, ops[i].lkey);
+  }
+  EXPECT_EQ(wrs[0].opcode, IBV_WR_RDMA_WRITE);
+  EXPECT_EQ(wrs[0].send_flags, unsigned{IBV_SEND_INLINE});
+  EXPECT_EQ(wrs[0].wr.rdma.remote_addr, 0x1000u);
+  EXPECT_EQ(wrs[0].wr.rdma.rkey, 0x22u);
+  EXPECT_EQ(wrs[1].opcode, IBV_WR_RDMA_READ);
+  EXPECT_EQ(wrs[1].send_flags, unsigned{IBV_SEND_SIGNALED});
+  EXPECT_EQ(wrs[1].wr.rdma.remote_addr, 0x2000u);
+  EXPECT_EQ(wrs[1].wr.rdma.rkey, 0x44u);
+  EXPECT_EQ(wrs[2].opcode, IBV_WR_SEND);
+  EXPECT_EQ(wrs[2].send_flags, 0u);
+}
+
+TEST(BuildSendChainTest, ZeroLengthOpHasNoGatherEntry) {
+  const RdmaOp op{.wr_id = 3, .length = 0, .remote_addr = 0x10, .rkey = 1};
+  ibv_send_wr wr;
+  ibv_sge sge;
+  BuildSendChain(absl::MakeConstSpan(&op, 1), absl::MakeSpan(&wr, 1),
+                 absl::MakeSpan(&sge, 1));
+  EXPECT_EQ(wr.num_sge, 0);
+  EXPECT_EQ(wr.sg_list, nullptr);
+  EXPECT_EQ(wr.next, nullptr);
+  EXPECT_EQ(wr.wr_id, 3u);
 }
 
 }  // namespace

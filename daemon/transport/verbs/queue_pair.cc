@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/secure_random.h"
 #include "absl/strings/string_view.h"
+#include "common/secure_random.h"
 #include "common/status_macros.h"
 
 namespace rdmad::verbs {
@@ -20,7 +20,9 @@ constexpr uint32_t kMax24Bit = (1u << 24) - 1;
 // A random starting PSN, so a new connection is not confused with packets
 // of an old one that reused the QPN, and so an off-path attacker cannot
 // predict it to inject packets (hence the kernel's getrandom, not BitGen).
-uint32_t RandomPsn() { return static_cast<uint32_t>(SecureRandom64()) & kMax24Bit; }
+uint32_t RandomPsn() {
+  return static_cast<uint32_t>(SecureRandom64()) & kMax24Bit;
+}
 
 uint8_t ClampToU8(uint32_t v) {
   return static_cast<uint8_t>(std::min<uint32_t>(v, 255));
@@ -86,6 +88,43 @@ absl::StatusOr<PathParams> ResolvePath(const QpConfig& config,
              {config.max_rd_atomic, local.max_qp_init_rd_atom, peer_accepts})));
   params.max_dest_rd_atomic = ResponderResources(config, local);
   return params;
+}
+
+void BuildSendChain(absl::Span<const RdmaOp> ops, absl::Span<ibv_send_wr> wrs,
+                    absl::Span<ibv_sge> sges) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const RdmaOp& op = ops[i];
+    ibv_sge& sge = sges[i];
+    sge.addr = reinterpret_cast<uintptr_t>(op.local_addr);
+    sge.length = op.length;
+    sge.lkey = op.lkey;
+    ibv_send_wr& wr = wrs[i];
+    wr = ibv_send_wr{};
+    wr.wr_id = op.wr_id;
+    wr.next = i + 1 < ops.size() ? &wrs[i + 1] : nullptr;
+    // A zero-length operation carries no data and needs no gather entry.
+    wr.sg_list = op.length > 0 ? &sge : nullptr;
+    wr.num_sge = op.length > 0 ? 1 : 0;
+    switch (op.opcode) {
+      case RdmaOp::Opcode::kWrite:
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        break;
+      case RdmaOp::Opcode::kRead:
+        wr.opcode = IBV_WR_RDMA_READ;
+        break;
+      case RdmaOp::Opcode::kSend:
+        wr.opcode = IBV_WR_SEND;
+        break;
+    }
+    unsigned int flags = 0;
+    if (op.signaled) flags |= IBV_SEND_SIGNALED;
+    if (op.inline_data) flags |= IBV_SEND_INLINE;
+    wr.send_flags = flags;
+    if (op.opcode != RdmaOp::Opcode::kSend) {
+      wr.wr.rdma.remote_addr = op.remote_addr;
+      wr.wr.rdma.rkey = op.rkey;
+    }
+  }
 }
 
 QueuePair::QueuePair(std::shared_ptr<CompletionQueue> cq, QpHandle qp,
@@ -182,8 +221,7 @@ absl::StatusOr<ibv_qp_state> QueuePair::QueryState() const {
   ibv_qp_attr attr{};
   ibv_qp_init_attr init{};
   if (int rc = ibv_query_qp(qp_.get(), &attr, IBV_QP_STATE, &init); rc != 0) {
-    return absl::ErrnoToStatus(
-        rc, "ibv_query_qp");
+    return absl::ErrnoToStatus(rc, "ibv_query_qp");
   }
   return attr.qp_state;
 }
@@ -337,39 +375,23 @@ absl::Status QueuePair::Post(absl::Span<const RdmaOp> ops, size_t* posted) {
     }
   }
 
-  std::vector<ibv_sge> sges(ops.size());
-  std::vector<ibv_send_wr> wrs(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const RdmaOp& op = ops[i];
-    sges[i].addr = reinterpret_cast<uintptr_t>(op.local_addr);
-    sges[i].length = op.length;
-    sges[i].lkey = op.lkey;
-    ibv_send_wr& wr = wrs[i];
-    wr.wr_id = op.wr_id;
-    wr.next = i + 1 < ops.size() ? &wrs[i + 1] : nullptr;
-    // A zero-length operation carries no data and needs no gather entry.
-    wr.sg_list = op.length > 0 ? &sges[i] : nullptr;
-    wr.num_sge = op.length > 0 ? 1 : 0;
-    switch (op.opcode) {
-      case RdmaOp::Opcode::kWrite:
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        break;
-      case RdmaOp::Opcode::kRead:
-        wr.opcode = IBV_WR_RDMA_READ;
-        break;
-      case RdmaOp::Opcode::kSend:
-        wr.opcode = IBV_WR_SEND;
-        break;
-    }
-    unsigned int flags = 0;
-    if (op.signaled) flags |= IBV_SEND_SIGNALED;
-    if (op.inline_data) flags |= IBV_SEND_INLINE;
-    wr.send_flags = flags;
-    if (op.opcode != RdmaOp::Opcode::kSend) {
-      wr.wr.rdma.remote_addr = op.remote_addr;
-      wr.wr.rdma.rkey = op.rkey;
-    }
+  // The chain lives on the stack (see kMaxChainOnStack): posting is on
+  // every operation's path, and a thread-local or per-QP buffer would break
+  // the concurrent posts this class allows.
+  ibv_send_wr stack_wrs[kMaxChainOnStack];
+  ibv_sge stack_sges[kMaxChainOnStack];
+  std::vector<ibv_send_wr> heap_wrs;
+  std::vector<ibv_sge> heap_sges;
+  absl::Span<ibv_send_wr> wrs(stack_wrs,
+                              std::min(ops.size(), kMaxChainOnStack));
+  absl::Span<ibv_sge> sges(stack_sges, wrs.size());
+  if (ops.size() > kMaxChainOnStack) {
+    heap_wrs.resize(ops.size());
+    heap_sges.resize(ops.size());
+    wrs = absl::MakeSpan(heap_wrs);
+    sges = absl::MakeSpan(heap_sges);
   }
+  BuildSendChain(ops, wrs, sges);
 
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qp_.get(), wrs.data(), &bad); rc != 0) {
@@ -409,9 +431,9 @@ absl::Status QueuePair::PostRecv(uint64_t wr_id, void* addr, uint32_t length,
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) {
     return absl::ErrnoToStatus(
-        rc, absl::StrFormat(
-                "ibv_post_recv(QP 0x%06x, %u bytes)%s", qpn(), length,
-                rc == ENOMEM ? ": the receive queue is full" : ""));
+        rc,
+        absl::StrFormat("ibv_post_recv(QP 0x%06x, %u bytes)%s", qpn(), length,
+                        rc == ENOMEM ? ": the receive queue is full" : ""));
   }
   return absl::OkStatus();
 }

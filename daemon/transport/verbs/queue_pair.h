@@ -190,6 +190,14 @@ struct RdmaOp {
   bool inline_data = false;
 };
 
+// Fills wrs[i] and sges[i] from ops[i] and links wrs[0..n) into one chain
+// for ibv_post_send (wrs[0] is its head, the last WR's next is null). A
+// zero-length op gets no gather entry. Pure (no verbs call, no allocation):
+// the caller owns the storage, which needs ops.size() entries each, and
+// must have checked the ops (QueuePair::Post does).
+void BuildSendChain(absl::Span<const RdmaOp> ops, absl::Span<ibv_send_wr> wrs,
+                    absl::Span<ibv_sge> sges);
+
 // One RC QP. Keeps its CompletionQueue (and through it the Device) alive.
 //
 // Thread-safety: PostWrite/PostRead/Post may be called from several threads
@@ -257,6 +265,10 @@ class QueuePair {
   // Posts one RDMA READ of op.length bytes from (op.remote_addr, op.rkey)
   // into op.local_addr. op.opcode is ignored.
   absl::Status PostRead(RdmaOp op);
+  // Chains of up to this many WRs are built on the stack: a post of one
+  // makes no heap allocation. Longer chains are allowed but allocate.
+  static constexpr size_t kMaxChainOnStack = 64;
+
   // Posts `ops` as one chain with a single ibv_post_send. Checks every op
   // first (InvalidArgument naming it: inline READ, inline over
   // max_inline_data, length over max_message_size). If the NIC refuses one,
