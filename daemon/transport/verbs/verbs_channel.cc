@@ -123,7 +123,8 @@ void VerbsChannel::Impl::TakeIncoming() {
   StartOps(absl::MakeSpan(batch));
 }
 
-absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
+absl::StatusOr<uint32_t> VerbsChannel::Impl::CheckedLkey(
+    const transport::RemoteOp& op) const {
   if (op.length == 0 || op.local == nullptr || op.local_addr == nullptr) {
     return absl::InvalidArgumentError(
         "a verbs operation needs a local region, an address and a length");
@@ -139,7 +140,14 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
         "a notification can only cover bytes before a WRITE with an "
         "immediate inside its region");
   }
-  if (LkeyOf(op) == 0 && op.local->memory().is_dmabuf()) {
+  uint32_t lkey = 0;
+  for (const auto& k : op.local->local_keys()) {
+    if (k.device == options_.local_device) {
+      lkey = k.lkey;
+      break;
+    }
+  }
+  if (lkey == 0 && op.local->memory().is_dmabuf()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local region ", op.local->id(), " is a dma-buf, and device ",
         options_.local_device,
@@ -147,28 +155,22 @@ absl::Status VerbsChannel::Impl::Check(const transport::RemoteOp& op) const {
         "lacks ibv_reg_dmabuf_mr; see rdmactl devices): reach this peer "
         "through a device that does"));
   }
-  if (LkeyOf(op) == 0) {
+  if (lkey == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local region ", op.local->id(), " is not registered on device ",
         options_.local_device, ": it was created before the device was "
         "opened; allocate it again"));
   }
-  return absl::OkStatus();
-}
-
-uint32_t VerbsChannel::Impl::LkeyOf(const transport::RemoteOp& op) const {
-  for (const auto& k : op.local->local_keys()) {
-    if (k.device == options_.local_device) return k.lkey;
-  }
-  return 0;
+  return lkey;
 }
 
 void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
   // Only an expiry's message reads it: the coarse clock will do.
   const absl::Time now = runtime::CoarseNow();
   for (transport::RemoteOp& op : ops) {
-    if (absl::Status bad = Check(op); !bad.ok()) {
-      op.done(std::move(bad));
+    absl::StatusOr<uint32_t> lkey = CheckedLkey(op);
+    if (!lkey.ok()) {
+      op.done(std::move(lkey).status());
       continue;
     }
     if (broken_.load()) {
@@ -177,6 +179,7 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
     }
     auto state = std::make_shared<OpState>();
     state->posted_at = now;
+    state->lkey = *lkey;
     const uint64_t length = op.length;
     state->op = std::move(op);
     if (state->op.immediate.has_value()) {
@@ -242,11 +245,13 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, std::deque<Chunk>& from,
   // Signal often enough that unsignaled WRs never hold more than half the
   // send queue, so completions keep freeing slots.
   const uint32_t signal_every = std::max<uint32_t>(1, q.slots / 2);
-  RdmaOp wrs[64];
-  n = std::min<size_t>(n, 64);
-  std::vector<Posted> posted(n);
+  // The chain is built on the stack and its chunks move straight onto the
+  // QP's in-flight queue: a post allocates nothing (QueuePair::Post keeps
+  // chains of up to kMaxChainOnStack on its stack too).
+  RdmaOp wrs[QueuePair::kMaxChainOnStack];
+  n = std::min(n, QueuePair::kMaxChainOnStack);
   for (size_t i = 0; i < n; ++i) {
-    Chunk& c = from[i];
+    Chunk& c = from.front();
     const transport::RemoteOp& op = c.op->op;
     RdmaOp& wr = wrs[i];
     wr = RdmaOp();
@@ -258,7 +263,7 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, std::deque<Chunk>& from,
                                                 : RdmaOp::Opcode::kRead;
       wr.local_addr = op.local_addr + c.offset;
       wr.length = c.length;
-      wr.lkey = LkeyOf(op);
+      wr.lkey = c.op->lkey;
       wr.remote_addr = op.key.base + op.remote_offset + c.offset;
       wr.rkey = static_cast<uint32_t>(op.key.key);
       wr.inline_data =
@@ -269,25 +274,32 @@ void VerbsChannel::Impl::PostChain(size_t qp_index, std::deque<Chunk>& from,
     const bool last = i + 1 == n;
     wr.signaled = last || q.unsignaled_run + 1 >= signal_every;
     q.unsignaled_run = wr.signaled ? 0 : q.unsignaled_run + 1;
-    posted[i] = Posted{id.sequence, c};
+    q.inflight.push_back(Posted{id.sequence, std::move(c)});
+    from.pop_front();
   }
   size_t done = 0;
   absl::Status s = q.qp->Post(absl::MakeConstSpan(wrs, n), &done);
   ++q.post_calls;
-  for (size_t i = 0; i < done; ++i) q.inflight.push_back(std::move(posted[i]));
   inflight_ += done;
   q.next_seq += n;
   q.posted += done;
-  for (size_t i = 0; i < n; ++i) from.pop_front();
   if (!s.ok()) {
-    // The WRs after `done` never reached the NIC; the ones before it may
-    // be unsignaled, so flush them through the error state.
-    ++q.errors;
+    // The WRs after `done` never reached the NIC: take them back, mark the
+    // QP failed (so that no callback below posts on it), then fail them.
+    // The ones before `done` may be unsignaled: the error state flushes
+    // them.
+    std::vector<Chunk> refused;
+    refused.reserve(n - done);
     for (size_t i = done; i < n; ++i) {
-      if (posted[i].chunk.notice) --q.notice_sends_inflight;
-      ChunkDone(posted[i].chunk, absl::UnavailableError(s.message()));
+      refused.push_back(std::move(q.inflight[q.inflight.size() - n + i].chunk));
     }
+    q.inflight.resize(q.inflight.size() - (n - done));
+    ++q.errors;
     SetError(qp_index, s);
+    for (const Chunk& c : refused) {
+      if (c.notice) --q.notice_sends_inflight;
+      ChunkDone(c, absl::UnavailableError(s.message()));
+    }
     DropPending();
   }
 }

@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/runtime/earliest_deadline.h"
@@ -65,6 +66,9 @@ class VerbsChannel::Impl : public runtime::Poller,
     // failed) and every WR completed.
     bool awaiting_ack = false;
     absl::Time posted_at;
+    // The local region's lkey on this channel's device, found once when
+    // the operation is accepted: every WR of it uses this one.
+    uint32_t lkey = 0;
     std::list<std::shared_ptr<OpState>>::iterator position;  // in ops_
   };
 
@@ -114,8 +118,9 @@ class VerbsChannel::Impl : public runtime::Poller,
   // --- verbs_channel.cc ---
   void TakeIncoming();
   void StartOps(absl::Span<transport::RemoteOp> ops);
-  absl::Status Check(const transport::RemoteOp& op) const;
-  uint32_t LkeyOf(const transport::RemoteOp& op) const;
+  // Checks `op` and returns its local region's lkey on this channel's
+  // device (FailedPrecondition if the region has none there).
+  absl::StatusOr<uint32_t> CheckedLkey(const transport::RemoteOp& op) const;
   // Posts pending chunks while QPs have free send-queue slots.
   void Pump();
   // Posts the first `n` chunks of `from` (pending_ or a QP's pinned) on
