@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/runtime/turn_batch.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/verbs_channel_impl.h"
 #include "spdlog/spdlog.h"
@@ -20,6 +21,11 @@ constexpr size_t kCompletionsPerPoll = 32;
 
 bool VerbsChannel::Impl::Drain() {
   if (torn_down_) return false;
+  // The operations these completions finish are handed back as one batch:
+  // a client's ring is published (and the client woken) once per drain,
+  // not once per operation. The loop's own scope covers callbacks but not
+  // its pollers, and Poll() drains from there.
+  runtime::TurnBatch::Scope batch;
   ibv_wc wcs[kCompletionsPerPoll];
   bool any = false;
   for (;;) {
