@@ -177,7 +177,7 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
       op.done(BrokenError());
       continue;
     }
-    auto state = std::make_shared<OpState>();
+    const std::shared_ptr<OpState>& state = NewOpState();
     state->posted_at = now;
     state->lkey = *lkey;
     const uint64_t length = op.length;
@@ -195,12 +195,22 @@ void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
         ++state->chunks_left;
       }
     }
-    ops_.push_back(state);
-    state->position = std::prev(ops_.end());
     deadlines_.Consider(state->op.deadline);
   }
   // The whole batch is queued: post it as chains, one per QP.
   Pump();
+}
+
+const std::shared_ptr<VerbsChannel::Impl::OpState>&
+VerbsChannel::Impl::NewOpState() {
+  if (!spare_ops_.empty() && spare_ops_.back().use_count() == 1) {
+    ops_.splice(ops_.end(), spare_ops_, std::prev(spare_ops_.end()));
+    *ops_.back() = OpState();
+  } else {
+    ops_.push_back(std::make_shared<OpState>());
+  }
+  ops_.back()->position = std::prev(ops_.end());
+  return ops_.back();
 }
 
 void VerbsChannel::Impl::Pump() {

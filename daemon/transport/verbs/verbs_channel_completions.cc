@@ -146,10 +146,22 @@ void VerbsChannel::Impl::MaybeFinish(const std::shared_ptr<OpState>& op) {
 
 void VerbsChannel::Impl::FinishOp(const std::shared_ptr<OpState>& op) {
   if (!op->op.done) return;
-  transport::OpCallback done = std::move(op->op.done);
-  op->op.done = nullptr;
-  ops_.erase(op->position);
-  done(op->status);
+  // Held here: the caller's reference may be one a callback drops.
+  const std::shared_ptr<OpState> finished = op;
+  transport::OpCallback done = std::move(finished->op.done);
+  finished->op.done = nullptr;
+  // Nothing of it is on a QP or queued any more (chunks_left is 0): its
+  // state can serve another operation once the callers let go of it.
+  const bool keep = !finished->op.immediate.has_value() &&
+                    spare_ops_.size() < kMaxSpareOps;
+  if (keep) {
+    spare_ops_.splice(spare_ops_.end(), ops_, finished->position);
+  } else {
+    ops_.erase(finished->position);
+  }
+  done(finished->status);
+  // A spare must not keep the operation's regions alive.
+  if (keep) finished->op = transport::RemoteOp();
 }
 
 void VerbsChannel::Impl::SetError(size_t qp_index, const absl::Status& why) {

@@ -121,6 +121,9 @@ class VerbsChannel::Impl : public runtime::Poller,
   // Checks `op` and returns its local region's lkey on this channel's
   // device (FailedPrecondition if the region has none there).
   absl::StatusOr<uint32_t> CheckedLkey(const transport::RemoteOp& op) const;
+  // A fresh state for an accepted operation, at the end of ops_: a spare
+  // one (and its list node) when one is free, else a new one.
+  const std::shared_ptr<OpState>& NewOpState();
   // Posts pending chunks while QPs have free send-queue slots.
   void Pump();
   // Posts the first `n` chunks of `from` (pending_ or a QP's pinned) on
@@ -185,6 +188,13 @@ class VerbsChannel::Impl : public runtime::Poller,
   std::vector<QpState> qps_;
   std::deque<Chunk> pending_;
   std::list<std::shared_ptr<OpState>> ops_;
+  // Finished operations' states, in their list nodes, for NewOpState: in
+  // a steady stream, accepting an operation allocates nothing. A state is
+  // reused only once nothing else holds it, and never one that had a
+  // notice (its ack's weak reference may outlive it). At most
+  // kMaxSpareOps.
+  static constexpr size_t kMaxSpareOps = 256;
+  std::list<std::shared_ptr<OpState>> spare_ops_;
   uint64_t chunk_bytes_ = 0;
   uint64_t read_chunk_bytes_ = 0;  // <= chunk_bytes_
   uint32_t inline_max_ = UINT32_MAX;
