@@ -33,17 +33,26 @@ class VerbsChannelLabTest : public LoopbackTest {
     target_->access = core::RemoteAccess::kReadWrite;
     target_->addr = remote_.addr(0);
     target_->rkeys.push_back({info_.name, 0, remote_.rkey()});
+    std::vector<std::unique_ptr<QueuePair>> qps;
+    qps.push_back(std::move(a_));
+    channel_ = MakeChannel(cq_a_, std::move(qps));
+  }
+
+  // A channel to "self" over `qps` (connected, on `cq`), chains of 16.
+  std::unique_ptr<VerbsChannel> MakeChannel(
+      std::shared_ptr<CompletionQueue> cq,
+      std::vector<std::unique_ptr<QueuePair>> qps) {
     VerbsChannelOptions options;
     options.loop = runtime_->loop(0);
     options.peer = "self";
     options.local_device = info_.name;
     options.remote_device = info_.name;
     options.max_chain = 16;
-    std::vector<std::unique_ptr<QueuePair>> qps;
-    qps.push_back(std::move(a_));
-    auto channel = VerbsChannel::Create(options, cq_a_, std::move(qps), {0});
-    ASSERT_TRUE(channel.ok()) << channel.status();
-    channel_ = *std::move(channel);
+    std::vector<uint32_t> remote_qpns(qps.size(), 0);
+    auto channel = VerbsChannel::Create(options, std::move(cq), std::move(qps),
+                                        std::move(remote_qpns));
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.ok() ? *std::move(channel) : nullptr;
   }
 
   void TearDown() override {
@@ -170,6 +179,72 @@ TEST_F(VerbsChannelLabTest, AWrongRkeyFailsTheOpAndTheChannelNeedsReconnect) {
   EXPECT_TRUE(channel_->NeedsReconnect());
   out = WriteBatch(1, 64, *key);  // refused until rebuilt
   EXPECT_EQ(out[0].code(), absl::StatusCode::kUnavailable) << out[0];
+}
+
+// One chain, mostly unsignalled, whose fourth WR the peer refuses: the
+// three before it completed (RC executes a QP's WRs in order) and are
+// retired as done by the failed WR's completion; the refused one fails
+// with the verbs status; the ones behind it are flushed and fail. Every
+// operation finishes exactly once.
+TEST_F(VerbsChannelLabTest, AFailedWrFailsItsOpAndTheChainBehindItOnce) {
+  for (int i = 0; i < 4096; ++i) {
+    local_->data()[i] = static_cast<char>(i * 5 + 3);
+  }
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok()) << key.status();
+  constexpr int kOps = 8;
+  constexpr int kRefused = 3;
+  constexpr uint32_t kLen = 64;
+  struct Result {
+    absl::Status status = absl::UnknownError("not done");
+    std::atomic<int> calls{0};
+  };
+  auto results = std::make_shared<std::vector<Result>>(kOps);
+  auto left = std::make_shared<std::atomic<int>>(kOps);
+  auto all = std::make_shared<absl::Notification>();
+  std::vector<transport::RemoteOp> ops(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    transport::RemoteOp& op = ops[i];
+    op.op = core::OpType::kWrite;
+    op.local = local_;
+    op.local_addr = local_->data() + i * kLen;
+    op.length = kLen;
+    op.remote = target_;
+    op.key = *key;
+    if (i == kRefused) op.key.key += 1;
+    op.remote_offset = i * kLen;
+    op.deadline = absl::Now() + kCompletionTimeout;
+    op.done = [results, left, all, i](absl::Status s) {
+      Result& r = (*results)[i];
+      if (r.calls.fetch_add(1) == 0) r.status = std::move(s);
+      if (left->fetch_sub(1) == 1) all->Notify();
+    };
+  }
+  channel_->Post(absl::MakeSpan(ops));
+  ASSERT_TRUE(all->WaitForNotificationWithTimeout(kCompletionTimeout));
+  // A second completion of any of them would come from a later drain or
+  // the flush grace timer: give both time to run.
+  absl::SleepFor(VerbsChannelOptions().flush_grace + absl::Milliseconds(500));
+  for (int i = 0; i < kOps; ++i) {
+    SCOPED_TRACE(i);
+    const Result& r = (*results)[i];
+    EXPECT_EQ(r.calls.load(), 1);
+    if (i < kRefused) {
+      EXPECT_TRUE(r.status.ok()) << r.status;
+    } else if (i == kRefused) {
+      EXPECT_EQ(r.status.code(), absl::StatusCode::kPermissionDenied)
+          << r.status;
+      EXPECT_THAT(std::string(r.status.message()),
+                  HasSubstr("work completion failed"));
+    } else {
+      EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+    }
+  }
+  EXPECT_EQ(std::memcmp(remote_.data(), local_->data(), kRefused * kLen), 0)
+      << "the WRITEs before the refused one did not land";
+  EXPECT_TRUE(channel_->NeedsReconnect());
+  EXPECT_EQ(channel_->Describe().connections[0].post_calls, 1u)
+      << "the batch went out as one chain";
 }
 
 TEST_F(VerbsChannelLabTest, AForcedQpErrorMakesTheChannelAskForAReconnect) {
