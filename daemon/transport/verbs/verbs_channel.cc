@@ -241,10 +241,20 @@ void VerbsChannel::Impl::Pump() {
     }
     next_qp_ = (next_qp_ + 1) % qps_.size();
     if (best == qps_.size()) return;  // all full: completions pump again
-    // Share the queue among the QPs, so one large operation is spread.
-    const size_t share = (pending_.size() + healthy - 1) / healthy;
-    const size_t n =
-        std::min({best_free, share, size_t{options_.max_chain}});
+    // Share the queue among the QPs, so one large operation is spread;
+    // but give each chain at least kMinShareBytes: small operations go as
+    // one chain on one QP, since every ibv_post_send is a system call (on
+    // rxe, the whole requester too), and splitting a batch of them among
+    // the QPs would multiply those without moving bytes any sooner.
+    const size_t limit = std::min(best_free, size_t{options_.max_chain});
+    size_t share = (pending_.size() + healthy - 1) / healthy;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < limit && k < pending_.size(); ++k) {
+      if (bytes >= kMinShareBytes) break;
+      bytes += pending_[k].length;
+      share = std::max(share, k + 1);
+    }
+    const size_t n = std::min(limit, share);
     PostChain(best, pending_, n);
   }
 }

@@ -115,6 +115,10 @@ class VerbsChannel::Impl : public runtime::Poller,
     uint32_t notice_sends_inflight = 0;  // notice SENDs posted, not retired
   };
 
+  // A chain carries at least this many bytes (or every pending chunk)
+  // before the pending queue is shared among the QPs.
+  static constexpr uint64_t kMinShareBytes = 64 << 10;
+
   // --- verbs_channel.cc ---
   void TakeIncoming();
   void StartOps(absl::Span<transport::RemoteOp> ops);

@@ -60,13 +60,10 @@ class VerbsChannelLabTest : public LoopbackTest {
     if (runtime_) runtime_->Stop();
   }
 
-  // `n` WRITEs of `len` bytes at local and remote offset i * len, posted
-  // as one batch; returns their statuses.
-  std::vector<absl::Status> WriteBatch(int n, uint32_t len,
-                                       transport::RemoteKey key) {
-    std::vector<absl::Status> out(n, absl::UnknownError("not done"));
-    absl::Notification all;
-    auto left = std::make_shared<std::atomic<int>>(n);
+  // `n` WRITEs of `len` bytes at local and remote offset i * len, without
+  // their callbacks.
+  std::vector<transport::RemoteOp> WriteOps(int n, uint32_t len,
+                                            transport::RemoteKey key) {
     std::vector<transport::RemoteOp> ops(n);
     for (int i = 0; i < n; ++i) {
       transport::RemoteOp& op = ops[i];
@@ -78,7 +75,19 @@ class VerbsChannelLabTest : public LoopbackTest {
       op.key = key;
       op.remote_offset = i * len;
       op.deadline = absl::Now() + kCompletionTimeout;
-      op.done = [&out, &all, left, i](absl::Status s) {
+    }
+    return ops;
+  }
+
+  // WriteOps posted as one batch; returns their statuses.
+  std::vector<absl::Status> WriteBatch(int n, uint32_t len,
+                                       transport::RemoteKey key) {
+    std::vector<absl::Status> out(n, absl::UnknownError("not done"));
+    absl::Notification all;
+    auto left = std::make_shared<std::atomic<int>>(n);
+    std::vector<transport::RemoteOp> ops = WriteOps(n, len, key);
+    for (int i = 0; i < n; ++i) {
+      ops[i].done = [&out, &all, left, i](absl::Status s) {
         out[i] = std::move(s);
         if (left->fetch_sub(1) == 1) all.Notify();
       };
@@ -142,6 +151,60 @@ TEST_F(VerbsChannelLabTest, ABatchGoesOutAsChainsAndLands) {
   EXPECT_EQ(info.state, transport::ChannelState::kReady);
 }
 
+// With several QPs, a batch of small operations still goes as one chain
+// on one QP (each ibv_post_send is a system call), while large ones are
+// spread over the QPs.
+TEST_F(VerbsChannelLabTest, SmallOpsGoAsOneChainLargeOnesAreSpread) {
+  auto cq = CompletionQueue::Create(device_, 256);
+  ASSERT_TRUE(cq.ok()) << cq.status();
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  std::vector<std::unique_ptr<QueuePair>> peers;
+  for (int i = 0; i < 2; ++i) {
+    auto qp = QueuePair::Create(*cq, Config());
+    ASSERT_TRUE(qp.ok()) << qp.status();
+    auto peer = QueuePair::Create(cq_b_, Config());
+    ASSERT_TRUE(peer.ok()) << peer.status();
+    auto ea = (*qp)->LocalEndpoint();
+    auto eb = (*peer)->LocalEndpoint();
+    ASSERT_TRUE(ea.ok() && eb.ok());
+    ASSERT_TRUE((*qp)->Connect(*eb).ok());
+    ASSERT_TRUE((*peer)->Connect(*ea).ok());
+    qps.push_back(*std::move(qp));
+    peers.push_back(*std::move(peer));
+  }
+  channel_ = MakeChannel(*cq, std::move(qps));
+  ASSERT_NE(channel_, nullptr);
+  for (int i = 0; i < 1 << 20; ++i) local_->data()[i] = static_cast<char>(i * 3);
+  auto key = channel_->KeyFor(*target_);
+  ASSERT_TRUE(key.ok()) << key.status();
+
+  constexpr int kSmall = 16;
+  for (const absl::Status& s : WriteBatch(kSmall, 64, *key)) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(std::memcmp(remote_.data(), local_->data(), kSmall * 64), 0);
+  transport::ChannelInfo info = channel_->Describe();
+  ASSERT_EQ(info.connections.size(), 2u);
+  EXPECT_EQ(info.connections[0].posted + info.connections[1].posted,
+            uint64_t{kSmall});
+  EXPECT_EQ(info.connections[0].post_calls + info.connections[1].post_calls,
+            1u)
+      << "16 WRITEs of 64 bytes: one chain on one QP";
+
+  constexpr uint32_t kLarge = 512 << 10;
+  for (const absl::Status& s : WriteBatch(2, kLarge, *key)) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(std::memcmp(remote_.data(), local_->data(), 2 * kLarge), 0);
+  const transport::ChannelInfo after = channel_->Describe();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(after.connections[i].post_calls - info.connections[i].post_calls,
+              1u)
+        << "two WRITEs of 512 KiB: one on each QP (QP " << i << ")";
+  }
+  channel_.reset();  // before its QPs' peers
+}
+
 // A READ goes out in work requests of read_chunk_bytes (64 KiB by
 // default), a WRITE in chunk_bytes (1 MiB): a READ's response is a burst
 // from the peer that a lossy link makes costly to lose.
@@ -202,19 +265,10 @@ TEST_F(VerbsChannelLabTest, AFailedWrFailsItsOpAndTheChainBehindItOnce) {
   auto results = std::make_shared<std::vector<Result>>(kOps);
   auto left = std::make_shared<std::atomic<int>>(kOps);
   auto all = std::make_shared<absl::Notification>();
-  std::vector<transport::RemoteOp> ops(kOps);
+  std::vector<transport::RemoteOp> ops = WriteOps(kOps, kLen, *key);
+  ops[kRefused].key.key += 1;
   for (int i = 0; i < kOps; ++i) {
-    transport::RemoteOp& op = ops[i];
-    op.op = core::OpType::kWrite;
-    op.local = local_;
-    op.local_addr = local_->data() + i * kLen;
-    op.length = kLen;
-    op.remote = target_;
-    op.key = *key;
-    if (i == kRefused) op.key.key += 1;
-    op.remote_offset = i * kLen;
-    op.deadline = absl::Now() + kCompletionTimeout;
-    op.done = [results, left, all, i](absl::Status s) {
+    ops[i].done = [results, left, all, i](absl::Status s) {
       Result& r = (*results)[i];
       if (r.calls.fetch_add(1) == 0) r.status = std::move(s);
       if (left->fetch_sub(1) == 1) all->Notify();
