@@ -101,8 +101,9 @@ struct QpConfig {
   // peer answers RNR only while its shared receive queue of notices is
   // empty (notice_srq.h: its loops are 1,024 notices behind) or when it
   // posts no receives at all (an rdmad without notices over verbs); then
-  // the WRITE with an immediate fails within a few milliseconds instead of
-  // hanging.
+  // the WRITE with an immediate fails after rnr_retry waits of the delay
+  // that peer asks for (min_rnr_timer: 30-40 ms in all from an rdmad with
+  // a shared queue, a few ms from one without) instead of hanging.
   uint8_t rnr_retry = 3;
   // The RNR NAK delay this QP asks senders to wait, encoded (20 = 10.24 ms);
   // required for RTR. Long, because on a serving QP an RNR means only that
