@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,9 +32,9 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "tests/unit/tcp_test_util.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport/tcp/wire.h"
+#include "tests/unit/tcp_test_util.h"
 
 namespace {
 
