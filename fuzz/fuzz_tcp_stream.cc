@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "daemon/transport/tcp/wire.h"
-#include "tests/unit/tcp_test_util.h"
+#include "tests/unit/fakes/tcp_test_util.h"
 
 namespace {
 
