@@ -66,25 +66,6 @@ std::vector<std::string> ListServices(const std::string& target) {
   return names;
 }
 
-bool DescribesSymbol(const std::string& target, const std::string& symbol) {
-  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
-      Channel(target));
-  grpc::ClientContext context;
-  WithDeadline(context);
-  auto stream = stub->ServerReflectionInfo(&context);
-  grpc::reflection::v1alpha::ServerReflectionRequest request;
-  request.set_file_containing_symbol(symbol);
-  stream->Write(request);
-  stream->WritesDone();
-  grpc::reflection::v1alpha::ServerReflectionResponse response;
-  bool found = false;
-  while (stream->Read(&response)) {
-    found |= response.file_descriptor_response().file_descriptor_proto_size() > 0;
-  }
-  (void)stream->Finish();
-  return found;
-}
-
 // What a generic client (grpcurl, grpc_cli) gets from reflection for
 // `symbol`: the serialized FileDescriptorProtos, or none.
 std::vector<std::string> FilesContaining(const std::string& target,
@@ -108,6 +89,10 @@ std::vector<std::string> FilesContaining(const std::string& target,
   }
   (void)stream->Finish();
   return files;
+}
+
+bool DescribesSymbol(const std::string& target, const std::string& symbol) {
+  return !FilesContaining(target, symbol).empty();
 }
 
 // Calls `method` ("grpc.health.v1.Health.Check") the way a generic client

@@ -111,6 +111,26 @@ class TransferTest : public ::testing::Test {
     return daemon.ok() ? *std::move(daemon) : nullptr;
   }
 
+  // Makes region `name` on `daemon` from a client that then goes away (the
+  // region is the daemon's, as CreateRegion makes it).
+  static void CreateRegionOn(DaemonProcess& daemon, const std::string& name,
+                             uint64_t size) {
+    auto client = Connect(daemon);
+    ASSERT_TRUE(client);
+    auto created = client->CreateRegion(name, size, Access::kReadWrite);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  // Expects region `name` on `daemon` to start with `want`'s `size` bytes.
+  static void ExpectRegionHolds(DaemonProcess& daemon, const std::string& name,
+                                const char* want, uint64_t size) {
+    auto client = Connect(daemon);
+    ASSERT_TRUE(client);
+    auto view = client->MapRegion(name);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(FirstDifference(want, view->data(), size), -1);
+  }
+
   TempDir dir_;
 };
 
@@ -491,11 +511,7 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
   ASSERT_TRUE(a && b);
   const std::string b_address = b->peer_address();
   constexpr uint64_t kSize = 64 * kMiB;
-  {
-    auto cb = Connect(*b);
-    ASSERT_TRUE(cb);
-    ASSERT_TRUE(cb->CreateRegion("r", kSize, Access::kReadWrite).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateRegionOn(*b, "r", kSize));
   constexpr absl::Duration kTimeout = absl::Seconds(5);
   auto ca = Connect(*a, kTimeout);
   ASSERT_TRUE(ca);
@@ -560,18 +576,10 @@ TEST_F(TransferTest, PeerKilledMidTransferThenRestarted) {
   // made anew); A was never restarted.
   ASSERT_TRUE(b->Restart().ok()) << b->LogTail();
   ASSERT_EQ(b->peer_address(), b_address);
-  {
-    auto cb = Connect(*b);
-    ASSERT_TRUE(cb);
-    ASSERT_TRUE(cb->CreateRegion("r", kSize, Access::kReadWrite).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateRegionOn(*b, "r", kSize));
   auto w = ca->Write(*buf, 0, Remote(*b, "r"), 0, kSize);
   ASSERT_TRUE(w.ok()) << w.status() << "\n" << a->LogTail();
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  auto view = cb->MapRegion("r");
-  ASSERT_TRUE(view.ok());
-  EXPECT_EQ(FirstDifference(buf->data(), view->data(), kSize), -1);
+  ExpectRegionHolds(*b, "r", buf->data(), kSize);
   auto peers = ca->ListPeers();
   ASSERT_TRUE(peers.ok());
   ASSERT_EQ(peers->size(), 1u);
@@ -589,11 +597,7 @@ TEST_F(TransferTest, PeerRestartedWhileIdleIsFoundByTheNextTransfer) {
   // be refused, UNAVAILABLE, which already said Hello again).
   auto b = StartDaemonOnAFixedDataPort("b");
   ASSERT_TRUE(a && b);
-  {
-    auto cb = Connect(*b);
-    ASSERT_TRUE(cb);
-    ASSERT_TRUE(cb->CreateRegion("r", kMiB, Access::kReadWrite).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateRegionOn(*b, "r", kMiB));
   auto ca = Connect(*a);
   ASSERT_TRUE(ca);
   auto buf = ca->Allocate(kMiB);
@@ -603,18 +607,10 @@ TEST_F(TransferTest, PeerRestartedWhileIdleIsFoundByTheNextTransfer) {
 
   b->Kill();
   ASSERT_TRUE(b->Restart().ok()) << b->LogTail();
-  {
-    auto cb = Connect(*b);
-    ASSERT_TRUE(cb);
-    ASSERT_TRUE(cb->CreateRegion("r", kMiB, Access::kReadWrite).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateRegionOn(*b, "r", kMiB));
   auto w = ca->Write(*buf, 0, Remote(*b, "r"), 0, kMiB);
   ASSERT_TRUE(w.ok()) << w.status() << "\n" << a->LogTail();
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  auto view = cb->MapRegion("r");
-  ASSERT_TRUE(view.ok());
-  EXPECT_EQ(FirstDifference(buf->data(), view->data(), kMiB), -1);
+  ExpectRegionHolds(*b, "r", buf->data(), kMiB);
 }
 
 }  // namespace

@@ -12,6 +12,39 @@
 namespace rdmad::process {
 namespace {
 
+#ifndef RDMAD_SANITIZED
+// 64 MiB in 16 KiB blocks (below the mmap threshold: from the heap), each
+// followed by a small block that stays: freeing the big ones leaves holes
+// that free() cannot give back.
+class HeapBurst {
+ public:
+  static constexpr int kBlocks = 4096;
+  HeapBurst() : big_(kBlocks), pins_(kBlocks) {
+    for (int i = 0; i < kBlocks; ++i) {
+      big_[i] = static_cast<char*>(std::malloc(16 << 10));
+      for (int j = 0; j < (16 << 10); j += 4096) big_[i][j] = 1;  // touch
+      pins_[i] = static_cast<char*>(std::malloc(32));
+    }
+  }
+  HeapBurst(const HeapBurst&) = delete;
+  HeapBurst& operator=(const HeapBurst&) = delete;
+  ~HeapBurst() {
+    FreeBig();
+    for (char* p : pins_) std::free(p);
+  }
+  void FreeBig() {
+    for (char*& p : big_) {
+      std::free(p);
+      p = nullptr;
+    }
+  }
+
+ private:
+  std::vector<char*> big_;
+  std::vector<char*> pins_;
+};
+#endif  // RDMAD_SANITIZED
+
 TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
 #ifdef RDMAD_SANITIZED
   GTEST_SKIP() << "the sanitizers' allocators are not glibc's";
@@ -19,18 +52,8 @@ TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
   const uint64_t start = MemoryReleaser::ResidentBytes();
   ASSERT_GT(start, 0u);
   uint64_t reference = MemoryReleaser::IdleResidentBytes();
-  // 64 MiB in 16 KiB blocks (below the mmap threshold: from the heap), each
-  // followed by a small block that stays: freeing the big ones leaves holes
-  // that free() cannot give back.
-  constexpr int kBlocks = 4096;
-  std::vector<char*> big(kBlocks);
-  std::vector<char*> pins(kBlocks);
-  for (int i = 0; i < kBlocks; ++i) {
-    big[i] = static_cast<char*>(std::malloc(16 << 10));
-    for (int j = 0; j < (16 << 10); j += 4096) big[i][j] = 1;  // touch
-    pins[i] = static_cast<char*>(std::malloc(32));
-  }
-  for (char* p : big) std::free(p);
+  HeapBurst burst;
+  burst.FreeBig();
   const uint64_t held = MemoryReleaser::ResidentBytes();
   ASSERT_GT(held, start + (32ull << 20)) << "the blocks were not resident";
   EXPECT_GT(MemoryReleaser::FreeHeldBytes(), 32ull << 20);
@@ -40,7 +63,6 @@ TEST(MemoryReleaserTest, ReturnsMemoryFreedBelowLiveBlocks) {
   EXPECT_LT(reference, 32ull << 20) << "the reference is what is left idle";
   // No growth since: nothing to do.
   EXPECT_FALSE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20));
-  for (char* p : pins) std::free(p);
 #endif
 }
 
@@ -57,23 +79,15 @@ TEST(MemoryReleaserTest, MemoryInUseAtACheckIsReturnedOnceFreed) {
   const uint64_t start = MemoryReleaser::ResidentBytes();
   ASSERT_GT(start, 0u);
   uint64_t reference = MemoryReleaser::IdleResidentBytes();
-  constexpr int kBlocks = 4096;
-  std::vector<char*> big(kBlocks);
-  std::vector<char*> pins(kBlocks);
-  for (int i = 0; i < kBlocks; ++i) {
-    big[i] = static_cast<char*>(std::malloc(16 << 10));
-    for (int j = 0; j < (16 << 10); j += 4096) big[i][j] = 1;  // touch
-    pins[i] = static_cast<char*>(std::malloc(32));
-  }
+  HeapBurst burst;
   // In use: grown, but nothing to give back.
   EXPECT_FALSE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20));
-  for (char* p : big) std::free(p);
+  burst.FreeBig();
   const uint64_t held = MemoryReleaser::ResidentBytes();
   ASSERT_GT(held, start + (32ull << 20)) << "the blocks were not resident";
   EXPECT_TRUE(MemoryReleaser::ReleaseIfGrown(&reference, 1 << 20))
       << "memory freed after a check that saw it in use is never returned";
   EXPECT_LT(MemoryReleaser::ResidentBytes(), held - (32ull << 20));
-  for (char* p : pins) std::free(p);
 #endif
 }
 

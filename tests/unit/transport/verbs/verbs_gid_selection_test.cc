@@ -1,5 +1,7 @@
 // GID index and port choice on synthetic GID tables: no RDMA device needed.
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/gid_selection.h"
@@ -35,83 +37,68 @@ core::PortInfo RocePort(std::vector<core::GidInfo> gids) {
   return port;
 }
 
-// The table a soft-RoCE port on a veth with 192.0.2.1 shows: link-local
-// RoCEv1/v2 then the IPv4-mapped RoCEv1/v2.
-TEST(ChooseGidIndexTest, PrefersRoceV2Ipv4Mapped) {
-  const core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeIbRoceV1),
-      MakeGid(1, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
-      MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1),
-      MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok()) << index.status();
-  EXPECT_EQ(*index, 3u);
-}
+// A GID table and the index chosen from it, with or without a configured
+// index.
+struct GidCase {
+  const char* what;
+  std::vector<core::GidInfo> gids;
+  std::optional<uint32_t> configured;
+  uint32_t chosen;
+  const char* link_layer = "Ethernet";
+};
 
-// rdma_rxe lists only RoCEv2 entries: link-local at 0, IPv4-mapped at 1.
-TEST(ChooseGidIndexTest, RxeStyleTable) {
-  const core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
-      MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok()) << index.status();
-  EXPECT_EQ(*index, 1u);
-}
-
-TEST(ChooseGidIndexTest, LowestIpv4MappedWins) {
-  const core::PortInfo port = RocePort({
-      MakeGid(5, "::ffff:198.51.100.7", kGidTypeRoceV2),
-      MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2),
-      MakeGid(1, "fe80::1", kGidTypeRoceV2),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*index, 3u);
-}
-
-TEST(ChooseGidIndexTest, FallsBackToRoceV2WithoutIpv4) {
-  const core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
-      MakeGid(1, "fe80::1", kGidTypeRoceV2),
-      MakeGid(2, "2001:db8::1", kGidTypeIbRoceV1),
-      MakeGid(3, "2001:db8::1", kGidTypeRoceV2),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*index, 1u);
-}
-
-TEST(ChooseGidIndexTest, IpV4MappedRoceV1IsNotPreferred) {
-  const core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
-      MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*index, 0u);
-}
-
-TEST(ChooseGidIndexTest, InfiniBandPortUsesIndexZero) {
-  core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::2:c903:a:1234", kGidTypeIbRoceV1),
-  });
-  port.link_layer = "InfiniBand";
-  port.lid = 7;
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, std::nullopt);
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*index, 0u);
-}
-
-TEST(ChooseGidIndexTest, ConfiguredIndexWins) {
-  const core::PortInfo port = RocePort({
-      MakeGid(0, "fe80::1", kGidTypeRoceV2),
-      MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2),
-  });
-  absl::StatusOr<uint32_t> index = ChooseGidIndex(port, 0u);
-  ASSERT_TRUE(index.ok());
-  EXPECT_EQ(*index, 0u);
+TEST(ChooseGidIndexTest, ChoosesFromEachTable) {
+  const GidCase cases[] = {
+      {"soft-RoCE on a veth with 192.0.2.1: link-local v1/v2, then the "
+       "IPv4-mapped v1/v2; RoCEv2 IPv4-mapped wins",
+       {MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeIbRoceV1),
+        MakeGid(1, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
+        MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1),
+        MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2)},
+       std::nullopt,
+       3},
+      {"rdma_rxe listing only RoCEv2: link-local at 0, IPv4-mapped at 1",
+       {MakeGid(0, "fe80::5054:ff:fe12:3456", kGidTypeRoceV2),
+        MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2)},
+       std::nullopt,
+       1},
+      {"the lowest IPv4-mapped index wins",
+       {MakeGid(5, "::ffff:198.51.100.7", kGidTypeRoceV2),
+        MakeGid(3, "::ffff:192.0.2.1", kGidTypeRoceV2),
+        MakeGid(1, "fe80::1", kGidTypeRoceV2)},
+       std::nullopt,
+       3},
+      {"without IPv4, the first RoCEv2 entry",
+       {MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
+        MakeGid(1, "fe80::1", kGidTypeRoceV2),
+        MakeGid(2, "2001:db8::1", kGidTypeIbRoceV1),
+        MakeGid(3, "2001:db8::1", kGidTypeRoceV2)},
+       std::nullopt,
+       1},
+      {"an IPv4-mapped RoCEv1 entry is not preferred",
+       {MakeGid(0, "fe80::1", kGidTypeIbRoceV1),
+        MakeGid(2, "::ffff:192.0.2.1", kGidTypeIbRoceV1)},
+       std::nullopt,
+       0},
+      {"an InfiniBand port uses index 0",
+       {MakeGid(0, "fe80::2:c903:a:1234", kGidTypeIbRoceV1)},
+       std::nullopt,
+       0,
+       "InfiniBand"},
+      {"a configured index wins",
+       {MakeGid(0, "fe80::1", kGidTypeRoceV2),
+        MakeGid(1, "::ffff:192.0.2.1", kGidTypeRoceV2)},
+       0u,
+       0},
+  };
+  for (const GidCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    core::PortInfo port = RocePort(c.gids);
+    port.link_layer = c.link_layer;
+    absl::StatusOr<uint32_t> index = ChooseGidIndex(port, c.configured);
+    ASSERT_TRUE(index.ok()) << index.status();
+    EXPECT_EQ(*index, c.chosen);
+  }
 }
 
 TEST(ChooseGidIndexTest, ConfiguredIndexMustExist) {
