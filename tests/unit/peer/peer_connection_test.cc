@@ -119,11 +119,13 @@ TEST_F(PeerConnectionTest, BusyPeerIsAskedAgainAfterABackoff) {
   EXPECT_FALSE(out.has_value()) << "a busy peer is not a failure";
   EXPECT_EQ(connector_.hellos(kPeer), 1);
   EXPECT_EQ(c->Snapshot().state, PeerState::kHello);
-  timers_.Advance(absl::Milliseconds(20));  // the first backoff: <= 15 ms
+  // The first backoff is drawn from [5, 15) ms, the second from [10, 30)
+  // ms after it: at 15 ms the first has run and the second has not.
+  timers_.Advance(absl::Milliseconds(15));
   EXPECT_EQ(connector_.hellos(kPeer), 2);
   EXPECT_FALSE(out.has_value());
   connector_.remote(kPeer).hello_error = absl::OkStatus();
-  timers_.Advance(absl::Milliseconds(40));  // the second: <= 30 ms
+  timers_.Advance(absl::Milliseconds(30));
   EXPECT_EQ(connector_.hellos(kPeer), 3);
   ASSERT_TRUE(out.has_value());
   EXPECT_TRUE(out->ok()) << out->status();
