@@ -39,12 +39,7 @@ TcpPeerChannel::Impl::~Impl() {
   // Normally Teardown ran on the loop. If the loop had already finished
   // (daemon shutdown), fail what is left here: nothing else will.
   if (!torn_down_) {
-    std::vector<transport::RemoteOp> incoming;
-    {
-      absl::MutexLock lock(&mu_);
-      incoming.swap(incoming_);
-    }
-    for (auto& op : incoming) op.done(ClosedError());
+    for (auto& op : inbox_.TakeAll()) op.done(ClosedError());
     for (auto& [id, op] : ops_) {
       if (!op->finished) {
         op->finished = true;
@@ -60,43 +55,15 @@ absl::Status TcpPeerChannel::Impl::ClosedError() const {
 }
 
 void TcpPeerChannel::Impl::Post(absl::Span<transport::RemoteOp> ops) {
-  bool closed;
-  bool schedule = false;
-  const bool inline_start = loop_->InLoopThread();
-  {
-    absl::MutexLock lock(&mu_);
-    closed = closed_;
-    if (!closed && !inline_start) {
-      schedule = incoming_.empty();
-      for (transport::RemoteOp& op : ops) incoming_.push_back(std::move(op));
-    }
-  }
-  if (closed) {
-    for (transport::RemoteOp& op : ops) op.done(ClosedError());
-    return;
-  }
-  if (inline_start) {
-    // Already on the loop (an engine or a callback posting): no hop.
-    StartOps(ops);
-  } else if (schedule) {
-    loop_->Post([self = shared_from_this()] { self->TakeIncoming(); });
-  }
-}
-
-void TcpPeerChannel::Impl::TakeIncoming() {
-  std::vector<transport::RemoteOp> batch;
-  {
-    absl::MutexLock lock(&mu_);
-    batch.swap(incoming_);
-  }
-  if (torn_down_) {
-    for (auto& op : batch) op.done(ClosedError());
-    return;
-  }
-  StartOps(absl::MakeSpan(batch));
+  inbox_.Post(shared_from_this(), *loop_, ops);
 }
 
 void TcpPeerChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
+  if (torn_down_) {
+    const absl::Status closed = ClosedError();
+    for (transport::RemoteOp& op : ops) op.done(closed);
+    return;
+  }
   for (transport::RemoteOp& op : ops) StartOp(std::move(op));
   // Every frame of the batch is queued: each connection now writes what it
   // got in as few sendmsg calls as the socket takes.
@@ -297,6 +264,7 @@ transport::ChannelInfo TcpPeerChannel::Impl::Describe() const {
   using transport::ConnectionState;
   transport::ChannelInfo info;
   info.kind = core::TransportKind::kTcp;
+  const bool closed = inbox_.closed();
   absl::MutexLock lock(&mu_);
   info.last_error = last_error_;
   bool any_ready = false, any_error = false;
@@ -304,7 +272,7 @@ transport::ChannelInfo TcpPeerChannel::Impl::Describe() const {
     const Conn& c = *conns_[i];
     transport::ConnectionInfo row;
     row.index = static_cast<uint32_t>(i);
-    row.state = closed_ ? ConnectionState::kClosed : c.public_state.load();
+    row.state = closed ? ConnectionState::kClosed : c.public_state.load();
     any_ready |= row.state == ConnectionState::kReady;
     any_error |= row.state == ConnectionState::kError;
     row.posted = c.posted.load();
@@ -317,7 +285,7 @@ transport::ChannelInfo TcpPeerChannel::Impl::Describe() const {
     row.remote_address = infos_[i].remote;
     info.connections.push_back(std::move(row));
   }
-  info.state = closed_      ? transport::ChannelState::kClosed
+  info.state = closed      ? transport::ChannelState::kClosed
                : any_error ? (any_ready ? transport::ChannelState::kDegraded
                                         : transport::ChannelState::kError)
                            : transport::ChannelState::kReady;
@@ -325,11 +293,7 @@ transport::ChannelInfo TcpPeerChannel::Impl::Describe() const {
 }
 
 void TcpPeerChannel::Impl::Close() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return;
-    closed_ = true;
-  }
+  if (!inbox_.Close()) return;
   // Always through the loop, also from the loop thread itself: the caller
   // may be inside one of this channel's callbacks.
   loop_->Post([self = shared_from_this()] { self->Teardown(); });
@@ -339,7 +303,7 @@ void TcpPeerChannel::Impl::Teardown() {
   if (torn_down_) return;
   torn_down_ = true;
   const absl::Status closed = ClosedError();
-  TakeIncoming();  // fails them: torn_down_ is set
+  for (auto& op : inbox_.TakeAll()) op.done(closed);
   for (auto& c : conns_) {
     if (c->state != transport::ConnectionState::kIdle || !c->chunks.empty()) {
       FailConn(*c, "", closed);

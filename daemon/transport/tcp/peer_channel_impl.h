@@ -29,14 +29,16 @@
 #include "daemon/transport/tcp/receive_buffer.h"
 #include "daemon/transport/tcp/socket_util.h"
 #include "daemon/transport/tcp/wire.h"
+#include "daemon/transport/op_inbox.h"
 #include "daemon/transport/transport.h"
 
 namespace rdmad::tcp {
 
-class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
+class TcpPeerChannel::Impl : public transport::OpInbox::Channel,
+                             public std::enable_shared_from_this<Impl> {
  public:
   explicit Impl(TcpChannelOptions options);
-  ~Impl();
+  ~Impl() override;
 
   // Any thread.
   void Post(absl::Span<transport::RemoteOp> ops);
@@ -103,8 +105,8 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   };
 
   // --- peer_channel.cc: operations ---
-  void TakeIncoming();
-  void StartOps(absl::Span<transport::RemoteOp> ops);
+  // Fails them when torn down.
+  void StartOps(absl::Span<transport::RemoteOp> ops) override;
   void StartOp(transport::RemoteOp in);
   Conn& LeastLoaded();
   void Expire(uint64_t op_id);
@@ -121,7 +123,7 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   void Recycle(std::unique_ptr<Op> op);
   void Recycle(std::unique_ptr<Chunk> chunk);
   void Teardown();
-  absl::Status ClosedError() const;
+  absl::Status ClosedError() const override;
 
   // --- peer_channel_io.cc: one connection's socket ---
   void StartConnecting(Conn& conn);
@@ -173,9 +175,8 @@ class TcpPeerChannel::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<char> discard_;
   bool torn_down_ = false;
 
+  transport::OpInbox inbox_;
   mutable absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<transport::RemoteOp> incoming_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::vector<ConnAddresses> infos_ ABSL_GUARDED_BY(mu_);
 };

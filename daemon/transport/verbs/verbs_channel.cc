@@ -31,12 +31,7 @@ VerbsChannel::Impl::~Impl() {
   // (daemon shutdown), destroy the QPs and fail what is left here.
   if (!torn_down_) {
     for (QpState& q : qps_) q.qp.reset();
-    std::vector<transport::RemoteOp> incoming;
-    {
-      absl::MutexLock lock(&mu_);
-      incoming.swap(incoming_);
-    }
-    for (auto& op : incoming) op.done(ClosedError());
+    for (auto& op : inbox_.TakeAll()) op.done(ClosedError());
     for (auto& op : ops_) {
       if (op->op.done) op->op.done(ClosedError());
     }
@@ -88,39 +83,7 @@ absl::Status VerbsChannel::Impl::BrokenError() const {
 }
 
 void VerbsChannel::Impl::Post(absl::Span<transport::RemoteOp> ops) {
-  bool closed;
-  bool schedule = false;
-  const bool inline_start = loop_->InLoopThread();
-  {
-    absl::MutexLock lock(&mu_);
-    closed = closed_;
-    if (!closed && !inline_start) {
-      schedule = incoming_.empty();
-      for (transport::RemoteOp& op : ops) incoming_.push_back(std::move(op));
-    }
-  }
-  if (closed) {
-    for (transport::RemoteOp& op : ops) op.done(ClosedError());
-    return;
-  }
-  if (inline_start) {
-    StartOps(ops);
-  } else if (schedule) {
-    loop_->Post([self = shared_from_this()] { self->TakeIncoming(); });
-  }
-}
-
-void VerbsChannel::Impl::TakeIncoming() {
-  std::vector<transport::RemoteOp> batch;
-  {
-    absl::MutexLock lock(&mu_);
-    batch.swap(incoming_);
-  }
-  if (torn_down_) {
-    for (auto& op : batch) op.done(ClosedError());
-    return;
-  }
-  StartOps(absl::MakeSpan(batch));
+  inbox_.Post(shared_from_this(), *loop_, ops);
 }
 
 absl::StatusOr<uint32_t> VerbsChannel::Impl::CheckedLkey(
@@ -165,6 +128,11 @@ absl::StatusOr<uint32_t> VerbsChannel::Impl::CheckedLkey(
 }
 
 void VerbsChannel::Impl::StartOps(absl::Span<transport::RemoteOp> ops) {
+  if (torn_down_) {
+    const absl::Status closed = ClosedError();
+    for (transport::RemoteOp& op : ops) op.done(closed);
+    return;
+  }
   // Only an expiry's message reads it: the coarse clock will do.
   const absl::Time now = runtime::CoarseNow();
   for (transport::RemoteOp& op : ops) {
@@ -383,11 +351,7 @@ void VerbsChannel::Impl::ForceError(size_t index) {
 }
 
 void VerbsChannel::Impl::Close() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return;
-    closed_ = true;
-  }
+  if (!inbox_.Close()) return;
   // Always through the loop, also from the loop thread itself: the caller
   // may be inside one of this channel's callbacks.
   loop_->Post([self = shared_from_this()] { self->Teardown(); });
@@ -426,7 +390,7 @@ void VerbsChannel::Impl::Teardown() {
       done(closed);
     }
   }
-  TakeIncoming();  // fails them: torn_down_ is set
+  for (auto& op : inbox_.TakeAll()) op.done(closed);
 }
 
 absl::StatusOr<std::unique_ptr<VerbsChannel>> VerbsChannel::Create(

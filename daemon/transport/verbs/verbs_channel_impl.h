@@ -17,13 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/runtime/earliest_deadline.h"
 #include "daemon/runtime/event_loop.h"
+#include "daemon/transport/op_inbox.h"
 #include "daemon/transport/verbs/notice_buffers.h"
 #include "daemon/transport/verbs/verbs_channel.h"
 #include "daemon/transport/verbs/verbs_notice.h"
@@ -32,6 +31,7 @@
 namespace rdmad::verbs {
 
 class VerbsChannel::Impl : public runtime::Poller,
+                           public transport::OpInbox::Channel,
                            public std::enable_shared_from_this<Impl> {
  public:
   Impl(VerbsChannelOptions options, std::shared_ptr<CompletionQueue> cq);
@@ -120,8 +120,8 @@ class VerbsChannel::Impl : public runtime::Poller,
   static constexpr uint64_t kMinShareBytes = 64 << 10;
 
   // --- verbs_channel.cc ---
-  void TakeIncoming();
-  void StartOps(absl::Span<transport::RemoteOp> ops);
+  // Fails them when torn down.
+  void StartOps(absl::Span<transport::RemoteOp> ops) override;
   // Checks `op` and returns its local region's lkey on this channel's
   // device (FailedPrecondition if the region has none there).
   absl::StatusOr<uint32_t> CheckedLkey(const transport::RemoteOp& op) const;
@@ -134,7 +134,7 @@ class VerbsChannel::Impl : public runtime::Poller,
   // QP `qp_index` as one chain.
   void PostChain(size_t qp_index, std::deque<Chunk>& from, size_t n);
   void Teardown();
-  absl::Status ClosedError() const;
+  absl::Status ClosedError() const override;
   absl::Status BrokenError() const;
 
   // --- verbs_channel_completions.cc ---
@@ -213,9 +213,7 @@ class VerbsChannel::Impl : public runtime::Poller,
   std::string last_error_;
 
   std::atomic<bool> broken_{false};
-  mutable absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<transport::RemoteOp> incoming_ ABSL_GUARDED_BY(mu_);
+  transport::OpInbox inbox_;
 };
 
 }  // namespace rdmad::verbs
