@@ -29,18 +29,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/rdmactl/bench_stats.h"
-#include "common/size.h"
+#include "common/tool_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rdmad/client.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 struct Args {
   std::string socket = "/run/rdmad/rdmad.sock";
   std::vector<std::string> fresh_peers;
@@ -50,43 +49,18 @@ struct Args {
   int reg_reps = 3;
 };
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rdmad_control_bench: %s\nusage: rdmad_control_bench --socket "
-               "PATH --fresh-peers HOST:PORT[,...] [--region NAME] "
-               "[--calls N] [--reg-size SIZE] [--reg-reps N]\n",
-               why.c_str());
-  std::exit(2);
-}
-
 Args ParseArgs(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--socket") {
-      args.socket = value;
-    } else if (flag == "--fresh-peers") {
-      args.fresh_peers = absl::StrSplit(value, ',', absl::SkipEmpty());
-    } else if (flag == "--region") {
-      args.region = value;
-    } else if (flag == "--calls") {
-      if (!absl::SimpleAtoi(value, &args.calls) || args.calls < 10) {
-        Usage("--calls must be a number >= 10");
-      }
-    } else if (flag == "--reg-size") {
-      auto size = rdmad::ParseSize(value);
-      if (!size.ok() || *size == 0) Usage("bad --reg-size: " + value);
-      args.reg_size = *size;
-    } else if (flag == "--reg-reps") {
-      if (!absl::SimpleAtoi(value, &args.reg_reps) || args.reg_reps < 1) {
-        Usage("--reg-reps must be a number >= 1");
-      }
-    } else {
-      Usage("unknown flag " + flag);
-    }
-  }
+  ToolFlags("rdmad_control_bench",
+            "--socket PATH --fresh-peers HOST:PORT[,...] [--region NAME] "
+            "[--calls N] [--reg-size SIZE] [--reg-reps N]")
+      .Text("--socket", &args.socket)
+      .List("--fresh-peers", &args.fresh_peers)
+      .Text("--region", &args.region)
+      .Number("--calls", &args.calls, 10)
+      .Bytes("--reg-size", &args.reg_size)
+      .Number("--reg-reps", &args.reg_reps, 1)
+      .Parse(argc, argv);
   return args;
 }
 

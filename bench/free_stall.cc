@@ -42,16 +42,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/rdmactl/bench_stats.h"
+#include "common/tool_flags.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 struct Options {
   std::string socket;
   std::string region;
@@ -59,15 +60,6 @@ struct Options {
   uint64_t rounds = 5;
   bool json = false;
 };
-
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rdmad_free_stall_bench: %s\n"
-               "usage: rdmad_free_stall_bench --socket PATH --region NAME "
-               "[--size MiB] [--rounds N] [--json]\n",
-               why.c_str());
-  std::exit(2);
-}
 
 [[noreturn]] void Fail(const std::string& what, const absl::Status& s) {
   std::fprintf(stderr, "rdmad_free_stall_bench: %s: %s\n", what.c_str(),
@@ -77,32 +69,17 @@ struct Options {
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (i + 1 >= argc) Usage(arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--socket") {
-      o.socket = value;
-    } else if (arg == "--region") {
-      o.region = value;
-    } else if (arg == "--size") {
-      if (!absl::SimpleAtoi(value, &o.size_mib) || o.size_mib == 0) {
-        Usage("--size takes MiB above 0");
-      }
-    } else if (arg == "--rounds") {
-      if (!absl::SimpleAtoi(value, &o.rounds) || o.rounds == 0) {
-        Usage("--rounds takes a number above 0");
-      }
-    } else {
-      Usage("unknown argument " + arg);
-    }
-  }
+  ToolFlags flags("rdmad_free_stall_bench",
+                  "--socket PATH --region NAME [--size MiB] [--rounds N] "
+                  "[--json]");
+  flags.Text("--socket", &o.socket)
+      .Text("--region", &o.region)
+      .Number<uint64_t>("--size", &o.size_mib, 1)
+      .Number<uint64_t>("--rounds", &o.rounds, 1)
+      .Switch("--json", &o.json);
+  flags.Parse(argc, argv);
   if (o.socket.empty() || o.region.empty()) {
-    Usage("--socket and --region are required");
+    flags.Fail("--socket and --region are required");
   }
   return o;
 }

@@ -43,10 +43,12 @@
 #include "absl/time/time.h"
 #include "client/rdmactl/bench_stats.h"
 #include "client/rpc_path.h"
+#include "common/tool_flags.h"
 #include "rdmad/client.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 constexpr uint64_t kOpBytes = 4096;
 
 struct Args {
@@ -60,15 +62,14 @@ struct Args {
   int iters = 2000;
 };
 
+constexpr char kProgram[] = "rdmad_mesh_bench";
+constexpr char kUsage[] =
+    "reach --socket PATH --pid PID --peers H:P,... [--stages 1,100,1000] "
+    "[--region NAME] [--iters N]\n  or: rdmad_mesh_bench mesh --sockets "
+    "PATH,... --peers H:P,... [--region NAME]";
+
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "rdmad_mesh_bench: %s\nusage:\n  rdmad_mesh_bench reach --socket PATH "
-      "--pid PID --peers H:P,... [--stages 1,100,1000] [--region NAME] "
-      "[--iters N]\n  rdmad_mesh_bench mesh --sockets PATH,... --peers "
-      "H:P,... [--region NAME]\n",
-      why.c_str());
-  std::exit(2);
+  ToolFlags(kProgram, kUsage).Fail(why);
 }
 
 Args ParseArgs(int argc, char** argv) {
@@ -76,35 +77,27 @@ Args ParseArgs(int argc, char** argv) {
   Args args;
   args.mode = argv[1];
   if (args.mode != "reach" && args.mode != "mesh") Usage("unknown mode");
-  for (int i = 2; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    bool ok = true;
-    if (flag == "--socket") {
-      args.socket = value;
-    } else if (flag == "--sockets") {
-      args.sockets = absl::StrSplit(value, ',', absl::SkipEmpty());
-    } else if (flag == "--peers") {
-      args.peers = absl::StrSplit(value, ',', absl::SkipEmpty());
-    } else if (flag == "--stages") {
-      for (absl::string_view s : absl::StrSplit(value, ',')) {
-        size_t n = 0;
-        ok = ok && absl::SimpleAtoi(s, &n) && n > 0 &&
-             (args.stages.empty() || n > args.stages.back());
-        args.stages.push_back(n);
-      }
-    } else if (flag == "--region") {
-      args.region = value;
-    } else if (flag == "--pid") {
-      ok = absl::SimpleAtoi(value, &args.pid) && args.pid > 0;
-    } else if (flag == "--iters") {
-      ok = absl::SimpleAtoi(value, &args.iters) && args.iters >= 10;
-    } else {
-      Usage("unknown flag " + flag);
-    }
-    if (!ok) Usage("bad value for " + flag + ": " + value);
-  }
+  ToolFlags(kProgram, kUsage)
+      .Text("--socket", &args.socket)
+      .List("--sockets", &args.sockets)
+      .List("--peers", &args.peers)
+      .Custom("--stages",
+              [&args](const std::string& value) {
+                // Rising peer counts above 0.
+                for (absl::string_view s : absl::StrSplit(value, ',')) {
+                  size_t n = 0;
+                  if (!absl::SimpleAtoi(s, &n) || n == 0 ||
+                      (!args.stages.empty() && n <= args.stages.back())) {
+                    return false;
+                  }
+                  args.stages.push_back(n);
+                }
+                return true;
+              })
+      .Text("--region", &args.region)
+      .Number("--pid", &args.pid, 1)
+      .Number("--iters", &args.iters, 10)
+      .Parse(argc, argv, 2);
   if (args.peers.empty()) Usage("--peers is required");
   return args;
 }

@@ -37,17 +37,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/size.h"
+#include "common/tool_flags.h"
 #include "rdmad/client.h"
 #include "tests/integration/restart_helpers.h"
 #include "tests/integration/service_manager_stand_in.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 using rdmad::testing::ChildProcess;
 using rdmad::testing::ServiceManagerStandIn;
 
@@ -64,43 +64,18 @@ struct Args {
   std::exit(1);
 }
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rdmad_restart_bench: %s\nusage: rdmad_restart_bench --rdmad "
-               "PATH [--regions N] [--region-size SIZE] [--iterations N] "
-               "[--transport tcp|auto|verbs]\n",
-               why.c_str());
-  std::exit(2);
-}
-
 Args ParseArgs(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--rdmad") {
-      args.rdmad = value;
-    } else if (flag == "--regions") {
-      if (!absl::SimpleAtoi(value, &args.regions) || args.regions < 1 ||
-          args.regions > 1000) {
-        Usage("--regions must be 1..1000");
-      }
-    } else if (flag == "--region-size") {
-      auto size = rdmad::ParseSize(value);
-      if (!size.ok() || *size == 0) Usage("bad --region-size: " + value);
-      args.region_size = *size;
-    } else if (flag == "--iterations") {
-      if (!absl::SimpleAtoi(value, &args.iterations) || args.iterations < 1) {
-        Usage("--iterations must be >= 1");
-      }
-    } else if (flag == "--transport") {
-      args.transport = value;
-    } else {
-      Usage("unknown flag " + flag);
-    }
-  }
-  if (args.rdmad.empty()) Usage("--rdmad is required");
+  ToolFlags flags("rdmad_restart_bench",
+                  "--rdmad PATH [--regions N] [--region-size SIZE] "
+                  "[--iterations N] [--transport tcp|auto|verbs]");
+  flags.Text("--rdmad", &args.rdmad)
+      .Number("--regions", &args.regions, 1, 1000)
+      .Bytes("--region-size", &args.region_size)
+      .Number("--iterations", &args.iterations, 1)
+      .Text("--transport", &args.transport)
+      .Parse(argc, argv);
+  if (args.rdmad.empty()) flags.Fail("--rdmad is required");
   return args;
 }
 

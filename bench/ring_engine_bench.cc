@@ -28,6 +28,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/queue_ring.h"
+#include "common/tool_flags.h"
 #include "daemon/core/memory_registrar.h"
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_engine.h"
@@ -53,28 +54,12 @@ struct Options {
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    char* end = nullptr;
-    const long value = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || value <= 0) {
-      Fail("bad value for " + arg);
-    }
-    if (arg == "--batch") {
-      o.batch = value;
-    } else if (arg == "--ops") {
-      o.ops = value;
-    } else if (arg == "--runs") {
-      o.runs = value;
-    } else {
-      Fail("unknown argument " + arg +
-           " (use --batch N, --ops N, --runs N)");
-    }
-  }
-  if (argc % 2 == 0) Fail("every option takes a value");
-  if (o.batch > static_cast<long>(ring::RingEngine::kRoundBudget)) {
-    Fail("--batch is at most one engine round (64)");
-  }
+  ToolFlags("rdmad_ring_engine_bench", "[--batch N] [--ops N] [--runs N]")
+      .Number("--batch", &o.batch, 1L,
+              static_cast<long>(ring::RingEngine::kRoundBudget))
+      .Number("--ops", &o.ops, 1L)
+      .Number("--runs", &o.runs, 1L)
+      .Parse(argc, argv);
   return o;
 }
 

@@ -53,10 +53,12 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/tool_flags.h"
 #include "daemon/ring/cpu_step_aside.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 using Clock = std::chrono::steady_clock;
 
 // The shared page: each side's index and flag on a cache line of its own,
@@ -89,46 +91,18 @@ struct Options {
   std::exit(2);
 }
 
-[[noreturn]] void Usage(const char* bad) {
-  std::fprintf(stderr,
-               "shm_pingpong: bad argument '%s'\n"
-               "usage: shm_pingpong [--iters N] [--warmup N] "
-               "[--client-spin-us N] [--engine-spin-us N] [--pause-us N] "
-               "[--json]\n",
-               bad);
-  std::exit(2);
-}
-
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (i + 1 >= argc) Usage(argv[i]);
-    char* end = nullptr;
-    errno = 0;
-    const long value = std::strtol(argv[i + 1], &end, 10);
-    if (errno != 0 || end == argv[i + 1] || *end != '\0' || value < 0) {
-      Usage(argv[i + 1]);
-    }
-    ++i;
-    if (arg == "--iters" && value > 0) {
-      o.iters = value;
-    } else if (arg == "--warmup") {
-      o.warmup = value;
-    } else if (arg == "--client-spin-us") {
-      o.client_spin_us = value;
-    } else if (arg == "--engine-spin-us") {
-      o.engine_spin_us = value;
-    } else if (arg == "--pause-us") {
-      o.pause_us = value;
-    } else {
-      Usage(arg.c_str());
-    }
-  }
+  ToolFlags("shm_pingpong",
+            "[--iters N] [--warmup N] [--client-spin-us N] "
+            "[--engine-spin-us N] [--pause-us N] [--json]")
+      .Number("--iters", &o.iters, 1L)
+      .Number("--warmup", &o.warmup)
+      .Number("--client-spin-us", &o.client_spin_us)
+      .Number("--engine-spin-us", &o.engine_spin_us)
+      .Number("--pause-us", &o.pause_us)
+      .Switch("--json", &o.json)
+      .Parse(argc, argv);
   return o;
 }
 

@@ -49,15 +49,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/tool_flags.h"
 #include "rdmad/client.h"
 #include "rdmad/queue.h"
 
 namespace {
 
+using ::rdmad::ToolFlags;
 // Where a message lands in the receiver's buffer, and where the sender
 // keeps the 8 bytes it sends (another cache line of its own buffer).
 constexpr uint64_t kInbox = 0;
@@ -78,51 +79,24 @@ struct Options {
   bool json = false;
 };
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "write_pingpong: %s\n"
-               "usage: write_pingpong --socket-a PATH --socket-b PATH "
-               "--peer-a HOST:PORT --peer-b HOST:PORT [--iters N] "
-               "[--warmup N] [--no-yield] [--json]\n",
-               why.c_str());
-  std::exit(2);
-}
-
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (arg == "--no-yield") {
-      o.yield = false;
-      continue;
-    }
-    if (i + 1 >= argc) Usage(arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--socket-a") {
-      o.socket_a = value;
-    } else if (arg == "--socket-b") {
-      o.socket_b = value;
-    } else if (arg == "--peer-a") {
-      o.peer_a = value;
-    } else if (arg == "--peer-b") {
-      o.peer_b = value;
-    } else if (arg == "--iters") {
-      if (!absl::SimpleAtoi(value, &o.iters) || o.iters == 0) {
-        Usage("--iters takes a number above 0");
-      }
-    } else if (arg == "--warmup") {
-      if (!absl::SimpleAtoi(value, &o.warmup)) Usage("--warmup takes a number");
-    } else {
-      Usage("unknown argument " + arg);
-    }
-  }
+  ToolFlags flags("write_pingpong",
+                  "--socket-a PATH --socket-b PATH --peer-a HOST:PORT "
+                  "--peer-b HOST:PORT [--iters N] [--warmup N] [--no-yield] "
+                  "[--json]");
+  flags.Text("--socket-a", &o.socket_a)
+      .Text("--socket-b", &o.socket_b)
+      .Text("--peer-a", &o.peer_a)
+      .Text("--peer-b", &o.peer_b)
+      .Number<uint64_t>("--iters", &o.iters, 1)
+      .Number("--warmup", &o.warmup)
+      .Switch("--no-yield", &o.yield, false)
+      .Switch("--json", &o.json);
+  flags.Parse(argc, argv);
   if (o.socket_a.empty() || o.socket_b.empty() || o.peer_a.empty() ||
       o.peer_b.empty()) {
-    Usage("--socket-a, --socket-b, --peer-a and --peer-b are required");
+    flags.Fail("--socket-a, --socket-b, --peer-a and --peer-b are required");
   }
   return o;
 }

@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/secure_random.h"
+#include "common/tool_flags.h"
 #include "common/unique_fd.h"
 #include "daemon/config/config_file.h"
 #include "daemon/config/resolved_config.h"
@@ -63,44 +63,30 @@ struct Args {
   int io_threads = 2;
 };
 
+constexpr char kProgram[] = "rdmad_stand_in_peers";
+constexpr char kUsage[] =
+    "--count N [--port P] [--first 127.0.1.1] [--transport tcp|verbs] "
+    "[--region NAME] [--region_size BYTES] [--io_threads N]";
+
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rdmad_stand_in_peers: %s\nusage: rdmad_stand_in_peers --count "
-               "N [--port P] [--first 127.0.1.1] [--transport tcp|verbs] "
-               "[--region NAME] [--region_size BYTES] [--io_threads N]\n",
-               why.c_str());
-  std::exit(2);
+  ToolFlags(kProgram, kUsage).Fail(why);
 }
 
 Args ParseArgs(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    bool ok = true;
-    if (flag == "--count") {
-      ok = absl::SimpleAtoi(value, &args.count) && args.count > 0 &&
-           args.count <= 60000;
-    } else if (flag == "--port") {
-      ok = absl::SimpleAtoi(value, &args.port) && args.port >= 0 &&
-           args.port < 65536;
-    } else if (flag == "--first") {
-      args.first = value;
-    } else if (flag == "--transport") {
-      args.transport = value;
-      ok = value == "tcp" || value == "verbs";
-    } else if (flag == "--region") {
-      args.region = value;
-    } else if (flag == "--region_size") {
-      ok = absl::SimpleAtoi(value, &args.region_size) && args.region_size > 0;
-    } else if (flag == "--io_threads") {
-      ok = absl::SimpleAtoi(value, &args.io_threads) && args.io_threads > 0;
-    } else {
-      Usage("unknown flag " + flag);
-    }
-    if (!ok) Usage("bad value for " + flag + ": " + value);
-  }
+  ToolFlags(kProgram, kUsage)
+      .Number("--count", &args.count, 1, 60000)
+      .Number("--port", &args.port, 0, 65535)
+      .Text("--first", &args.first)
+      .Custom("--transport",
+              [&args](const std::string& value) {
+                args.transport = value;
+                return value == "tcp" || value == "verbs";
+              })
+      .Text("--region", &args.region)
+      .Number<uint64_t>("--region_size", &args.region_size, 1)
+      .Number("--io_threads", &args.io_threads, 1)
+      .Parse(argc, argv);
   return args;
 }
 
