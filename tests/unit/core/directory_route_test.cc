@@ -9,13 +9,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 
 namespace rdmad::core {
 namespace {
 
-using ::testing::HasSubstr;
+using core::testing::kAlice;
 
-constexpr Caller kAlice{1, 1000, 1000, 11};
+using ::testing::HasSubstr;
 
 DirectoryEntry Entry(const std::string& node, uint64_t incarnation,
                      int64_t revision, uint64_t region_id = 5) {

@@ -19,15 +19,17 @@
 #include "absl/time/time.h"
 #include "daemon/core/region_table.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 #include "tests/unit/fakes/teardown_recorder.h"
 
 namespace rdmad::core {
 namespace {
 
+using core::testing::kAlice;
+
 using ::rdmad::core::testing::RunOnServingThread;
 using ::rdmad::core::testing::TeardownRecorder;
 
-constexpr Caller kAlice{1, 1000, 1000, 11};
 constexpr absl::Duration kPatience = absl::Seconds(30);
 
 // Whether `addr` is still mapped in this process (mincore says ENOMEM for

@@ -12,9 +12,12 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 
 namespace rdmad::core {
 namespace {
+
+using core::testing::kAlice;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -73,9 +76,9 @@ class FakeRegistrar final : public MemoryRegistrar {
   RemoteAccess last_access_ = RemoteAccess::kNone;
 };
 
-constexpr Caller kAlice{1, 1000, 1000, 11};
 constexpr Caller kAliceOtherSession{2, 1000, 1000, 12};
-constexpr Caller kBob{3, 1001, 1001, 13};
+// Another user, in group 1001.
+constexpr Caller kOtherUser{3, 1001, 1001, 13};
 constexpr Caller kRoot{4, 0, 0, 14};
 
 class RegionTableTest : public ::testing::Test {
@@ -114,7 +117,7 @@ TEST(RegionTableQuotaTest, MemoryChargesCountAndGiveBackOnce) {
   EXPECT_THAT(over.status().message(), HasSubstr("a queue of 512 KiB"));
   EXPECT_THAT(over.status().message(),
               HasSubstr("quota_pinned_bytes_per_uid"));
-  EXPECT_TRUE(table.ChargeMemory(kBob, 512 << 10, "bob's queue").ok())
+  EXPECT_TRUE(table.ChargeMemory(kOtherUser, 512 << 10, "bob's queue").ok())
       << "quotas are per uid";
 
   MemoryCharge moved = std::move(*first);
@@ -170,7 +173,7 @@ TEST_F(RegionTableTest, SessionBufferNeedsSession) {
 
 TEST_F(RegionTableTest, DuplicateNameIsAlreadyExists) {
   ASSERT_TRUE(table_.Allocate(kAlice, Named("dup", 10)).ok());
-  auto again = table_.Allocate(kBob, Named("dup", 10));
+  auto again = table_.Allocate(kOtherUser, Named("dup", 10));
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(again.status().message(), HasSubstr("dup"));
 }
@@ -206,16 +209,16 @@ TEST_F(RegionTableTest, OwnershipRules) {
   // Another session of the same user may not touch a session buffer.
   EXPECT_EQ(table_.FindForUse(kAliceOtherSession, key).status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(table_.Free(kBob, key).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(table_.Free(kOtherUser, key).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(table_.FindForUse(kAlice, key).ok());
 
   ASSERT_TRUE(table_.Allocate(kAlice, Named("shared", 100)).ok());
   // Named regions: same uid from any session, or root.
   EXPECT_TRUE(table_.FindForUse(kAliceOtherSession, {0, "shared"}).ok());
   EXPECT_TRUE(table_.FindForUse(kRoot, {0, "shared"}).ok());
-  EXPECT_EQ(table_.FindForUse(kBob, {0, "shared"}).status().code(),
+  EXPECT_EQ(table_.FindForUse(kOtherUser, {0, "shared"}).status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(table_.Free(kBob, {0, "shared"}).code(),
+  EXPECT_EQ(table_.Free(kOtherUser, {0, "shared"}).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(table_.Free(kRoot, {0, "shared"}).ok());
 }
@@ -258,7 +261,7 @@ TEST_F(RegionTableTest, ExportGrantsAndRevokes) {
   EXPECT_EQ(table_.FindExported("e").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ((*again)->exported().tcp_key, 0u);
-  EXPECT_EQ(table_.Export(kBob, {0, "e"}, RemoteAccess::kRead).status().code(),
+  EXPECT_EQ(table_.Export(kOtherUser, {0, "e"}, RemoteAccess::kRead).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 
@@ -299,12 +302,12 @@ TEST_F(RegionTableTest, FreeSessionFreesOnlyThatSessionsBuffers) {
   ASSERT_TRUE(table_.Allocate(kAlice, Named("", 100, false)).ok());
   ASSERT_TRUE(table_.Allocate(kAlice, Named("named-buf", 100, false)).ok());
   ASSERT_TRUE(table_.Allocate(kAlice, Named("kept", 100, true)).ok());
-  ASSERT_TRUE(table_.Allocate(kBob, Named("", 100, false)).ok());
+  ASSERT_TRUE(table_.Allocate(kOtherUser, Named("", 100, false)).ok());
   EXPECT_EQ(table_.FreeSession(kAlice.session_id), 2u);
   EXPECT_EQ(table_.Totals().count, 2u);
   EXPECT_TRUE(table_.FindForUse(kAlice, {0, "kept"}).ok());
   // The name of a freed session buffer can be reused.
-  EXPECT_TRUE(table_.Allocate(kBob, Named("named-buf", 100, false)).ok());
+  EXPECT_TRUE(table_.Allocate(kOtherUser, Named("named-buf", 100, false)).ok());
 }
 
 TEST_F(RegionTableTest, ConcurrentAllocateSameNameCreatesOne) {
@@ -332,7 +335,6 @@ TEST_F(RegionTableTest, TotalsAndListAreConsistent) {
   EXPECT_EQ(list[1].name, "b");
   EXPECT_LT(list[0].id, list[1].id);
 }
-
 
 // A keeper that records what the table asks of it; memory is a plain memfd.
 class FakeKeeper final : public RegionKeeper {
@@ -504,10 +506,10 @@ TEST_F(KeptRegionTableTest, RestoreAdoptsUnderTheOldNameWithNewKeys) {
   EXPECT_NE((*restored)->kept(), nullptr);
   EXPECT_TRUE(kept_table_.FindExported("cache").ok());
   // Its owner (Bob, uid 1001) may use and free it.
-  EXPECT_TRUE(kept_table_.FindForUse(kBob, {0, "cache"}).ok());
+  EXPECT_TRUE(kept_table_.FindForUse(kOtherUser, {0, "cache"}).ok());
   EXPECT_EQ(kept_table_.UsageOf(1001).regions, 1u);
   EXPECT_TRUE(keeper_.TakeLog().empty());
-  ASSERT_TRUE(kept_table_.Free(kBob, {0, "cache"}).ok());
+  ASSERT_TRUE(kept_table_.Free(kOtherUser, {0, "cache"}).ok());
   EXPECT_THAT(keeper_.TakeLog(), ElementsAre("forget cache"));
 }
 
@@ -593,17 +595,17 @@ TEST_F(RegionTableTest, TakingRightsAwayReKeysTheExport) {
 TEST_F(RegionTableTest, SetPermissionsIsForOwnersOfNamedRegions) {
   ASSERT_TRUE(table_.Allocate(kAlice, Named("kv", 4096)).ok());
   // Bob may not use it (0600), nor change that.
-  EXPECT_EQ(table_.FindForUse(kBob, {0, "kv"}, kLocalRead).status().code(),
+  EXPECT_EQ(table_.FindForUse(kOtherUser, {0, "kv"}, kLocalRead).status().code(),
             absl::StatusCode::kPermissionDenied);
-  auto by_bob = table_.SetPermissions(kBob, {0, "kv"}, 0666, std::nullopt);
+  auto by_bob = table_.SetPermissions(kOtherUser, {0, "kv"}, 0666, std::nullopt);
   EXPECT_EQ(by_bob.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(by_bob.status().message(), HasSubstr("only that user or root"));
   // The owner grants read to others: Bob reads, but does not write.
   auto opened = table_.SetPermissions(kAlice, {0, "kv"}, 0604, std::nullopt);
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ((*opened)->acl().mode, 0604u);
-  EXPECT_TRUE(table_.FindForUse(kBob, {0, "kv"}, kLocalRead).ok());
-  EXPECT_FALSE(table_.FindForUse(kBob, {0, "kv"}, kLocalWrite).ok());
+  EXPECT_TRUE(table_.FindForUse(kOtherUser, {0, "kv"}, kLocalRead).ok());
+  EXPECT_FALSE(table_.FindForUse(kOtherUser, {0, "kv"}, kLocalWrite).ok());
   // Mode 0 means 0 (unlike at creation), and the owner can undo it.
   ASSERT_TRUE(table_.SetPermissions(kAlice, {0, "kv"}, 0, std::nullopt).ok());
   EXPECT_FALSE(table_.FindForUse(kAlice, {0, "kv"}, kLocalRead).ok());

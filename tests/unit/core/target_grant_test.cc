@@ -11,16 +11,17 @@
 #include "daemon/core/memory_registrar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 #include "tests/unit/fakes/region_fixtures.h"
 
 namespace rdmad::core {
 namespace {
 
+using core::testing::kAlice;
+using core::testing::kBob;
+
 using ::testing::HasSubstr;
 using testing::ByName;
-
-const Caller kAlice{1, 1000, 1000, 11, {}};
-const Caller kBob{2, 2000, 2000, 22, {}};
 
 class TargetGrantTest : public ::testing::Test {
  protected:

@@ -12,16 +12,17 @@
 #include "daemon/core/transfer_engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 #include "tests/unit/fakes/held_remote.h"
 #include "tests/unit/fakes/region_fixtures.h"
 
 namespace rdmad::core {
 namespace {
 
-using ::testing::HasSubstr;
+using core::testing::kAlice;
+using core::testing::kBob;
 
-constexpr Caller kAlice{1, 1000, 1000, 11};
-constexpr Caller kBob{2, 2000, 2000, 22};
+using ::testing::HasSubstr;
 
 // One request, in both forms: what a ring names (LocalCopyRequest) and
 // what the gRPC path decodes (TransferSpec).

@@ -9,14 +9,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 #include "tests/unit/fakes/held_remote.h"
 
 namespace rdmad::core {
 namespace {
 
-using ::testing::HasSubstr;
+using core::testing::kAlice;
 
-constexpr Caller kAlice{1, 1000, 1000, 11};
+using ::testing::HasSubstr;
 
 class TransferEngineTest : public ::testing::Test {
  protected:

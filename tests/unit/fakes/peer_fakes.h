@@ -23,6 +23,9 @@
 
 namespace rdmad::peer::testing {
 
+// The peer most tests talk to.
+inline constexpr char kPeer[] = "10.0.0.2:7471";
+
 // Timers that fire only when the test calls Advance.
 class FakeTimers final : public runtime::Timers {
  public:

@@ -18,7 +18,7 @@ using testing::FakeConnector;
 using testing::FakeTimers;
 using testing::Region;
 
-constexpr char kPeer[] = "10.0.0.2:7471";
+using testing::kPeer;
 
 class NameCacheTest : public ::testing::Test {
  protected:

@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 using testing::FakeConnector;
 using testing::FakeTimers;
 
-constexpr char kPeer[] = "10.0.0.2:7471";
+using testing::kPeer;
 
 class PeerConnectionTest : public ::testing::Test {
  protected:

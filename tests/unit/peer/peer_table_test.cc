@@ -24,7 +24,7 @@ using testing::FakeConnector;
 using testing::FakeTimers;
 using testing::Region;
 
-constexpr char kPeer[] = "10.0.0.2:7471";
+using testing::kPeer;
 
 class PeerTableTest : public ::testing::Test {
  protected:

@@ -101,7 +101,6 @@ TEST(ArgsTest, HelpDocumentsExitStatusesAndJsonEverywhere) {
   EXPECT_THAT(usage, HasSubstr("stat"));
 }
 
-
 // The region commands fill what they take, each value checked, and an
 // option's error names the option.
 TEST(ArgsTest, RegionCommandsFillTheirFields) {

@@ -241,12 +241,12 @@ TEST(BenchReportTest, JsonOfIterationsAndNoResults) {
   EXPECT_EQ(f["results"].array().size(), 0);
 }
 
-absl::StatusOr<Invocation> Parse(std::vector<std::string> args) {
+absl::StatusOr<Invocation> ParseBench(std::vector<std::string> args) {
   return ParseCommandLine(args, nullptr);
 }
 
 TEST(BenchArgsTest, Defaults) {
-  auto inv = Parse({"bench"});
+  auto inv = ParseBench({"bench"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->command, Command::kBench);
   const BenchOptions& b = inv->bench;
@@ -263,7 +263,7 @@ TEST(BenchArgsTest, Defaults) {
 
 TEST(BenchArgsTest, AllOptions) {
   auto inv =
-      Parse({"--socket", "/tmp/a.sock", "bench", "--peer", "10.0.0.2:7471",
+      ParseBench({"--socket", "/tmp/a.sock", "bench", "--peer", "10.0.0.2:7471",
              "--region=scratch", "--op", "read", "--sizes", "1,4K,1Mi,1MB",
              "--qd", "8", "--iters", "100", "--json"});
   ASSERT_TRUE(inv.ok()) << inv.status();
@@ -280,12 +280,12 @@ TEST(BenchArgsTest, AllOptions) {
 }
 
 TEST(BenchArgsTest, BatchIsBounded) {
-  auto inv = Parse({"bench", "--batch", "32"});
+  auto inv = ParseBench({"bench", "--batch", "32"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.batch, 32);
   for (const char* bad : {"0", "-1", "x", "1025"}) {
     SCOPED_TRACE(bad);
-    auto r = Parse({"bench", "--batch", bad});
+    auto r = ParseBench({"bench", "--batch", bad});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr("--batch"));
@@ -293,43 +293,43 @@ TEST(BenchArgsTest, BatchIsBounded) {
 }
 
 TEST(BenchArgsTest, DurationAndCreateRegion) {
-  auto inv = Parse({"--create-region", "bench", "--duration", "500ms"});
+  auto inv = ParseBench({"--create-region", "bench", "--duration", "500ms"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_TRUE(inv->bench.create_region);
   EXPECT_EQ(inv->bench.duration, absl::Milliseconds(500));
-  inv = Parse({"bench", "--duration", "0.25"});
+  inv = ParseBench({"bench", "--duration", "0.25"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.duration, absl::Milliseconds(250));
-  inv = Parse({"bench", "--duration", "3"});
+  inv = ParseBench({"bench", "--duration", "3"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.duration, absl::Seconds(3));
 }
 
 TEST(BenchArgsTest, SpinIsATimeForTheRingPath) {
-  auto inv = Parse({"bench"});
+  auto inv = ParseBench({"bench"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.spin, absl::Microseconds(30));
-  inv = Parse({"bench", "--spin", "2ms"});
+  inv = ParseBench({"bench", "--spin", "2ms"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.spin, absl::Milliseconds(2));
-  inv = Parse({"bench", "--spin", "0"});
+  inv = ParseBench({"bench", "--spin", "0"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->bench.spin, absl::ZeroDuration());
   for (const char* bad : {"2s", "-1us", "fast", "1"}) {
     SCOPED_TRACE(bad);
-    auto r = Parse({"bench", "--spin", bad});
+    auto r = ParseBench({"bench", "--spin", bad});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr("--spin"));
   }
-  auto grpc = Parse({"bench", "--path", "grpc", "--spin", "1ms"});
+  auto grpc = ParseBench({"bench", "--path", "grpc", "--spin", "1ms"});
   ASSERT_FALSE(grpc.ok());
   EXPECT_THAT(grpc.status().message(), HasSubstr("--path ring only"));
 }
 
 // A usage error whose message contains `what` and says where to look.
 void ExpectUsageError(std::vector<std::string> args, const std::string& what) {
-  auto inv = Parse(args);
+  auto inv = ParseBench(args);
   ASSERT_FALSE(inv.ok()) << "accepted: " << args.back();
   EXPECT_EQ(inv.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(inv.status().message(), HasSubstr(what));
@@ -362,7 +362,7 @@ TEST(BenchArgsTest, UsageErrors) {
 }
 
 TEST(BenchArgsTest, BenchOptionsBelongToBench) {
-  auto inv = Parse({"status", "--qd", "4"});
+  auto inv = ParseBench({"status", "--qd", "4"});
   ASSERT_FALSE(inv.ok());
   EXPECT_THAT(inv.status().message(), HasSubstr("status takes no option --qd"));
 }

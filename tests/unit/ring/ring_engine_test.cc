@@ -26,12 +26,14 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 #include "tests/unit/fakes/teardown_recorder.h"
 
 namespace rdmad::ring {
 namespace {
 
-const core::Caller kAlice{7, 1000, 1000, 42, {}};
+using core::testing::kAlice;
+
 constexpr absl::Duration kPatience = absl::Seconds(20);
 
 // Keeps every transfer until the test finishes or drops it. SubmitBatch

@@ -22,13 +22,14 @@
 #include "daemon/runtime/turn_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/callers.h"
 
 namespace rdmad::ring {
 namespace {
 
-using ::testing::HasSubstr;
+using core::testing::kAlice;
 
-constexpr core::Caller kAlice{7, 1000, 1000, 42};
+using ::testing::HasSubstr;
 
 class RingQueueTest : public ::testing::Test {
  protected:

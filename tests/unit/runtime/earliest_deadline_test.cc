@@ -13,7 +13,7 @@ namespace rdmad::runtime {
 namespace {
 
 // Generous: the machine is shared; nothing here measures time.
-constexpr absl::Duration kPatience = absl::Seconds(20);
+constexpr absl::Duration kWaitLimit = absl::Seconds(20);
 
 class EarliestDeadlineTest : public ::testing::Test {
  protected:
@@ -64,7 +64,7 @@ TEST_F(EarliestDeadlineTest, OnlyAnEarlierDeadlineReArmsTheTimer) {
   OnLoop([&] { deadline_->Consider(absl::InfiniteFuture()); });
   EXPECT_EQ(Armed(), now + absl::Hours(1));
   OnLoop([&] { deadline_->Consider(now + absl::Milliseconds(10)); });
-  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kPatience))
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kWaitLimit))
       << "the earlier deadline never fired";
   EXPECT_EQ(fired_.load(), 1) << "one timer, fired once";
   EXPECT_EQ(Armed(), absl::InfiniteFuture()) << "disarmed once fired";
@@ -73,7 +73,7 @@ TEST_F(EarliestDeadlineTest, OnlyAnEarlierDeadlineReArmsTheTimer) {
 TEST_F(EarliestDeadlineTest, TheHandlerMayArmItAgain) {
   again_ = true;
   OnLoop([&] { deadline_->Consider(absl::Now() + absl::Milliseconds(5)); });
-  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kPatience));
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kWaitLimit));
   EXPECT_EQ(fired_.load(), 2);
 }
 
@@ -89,7 +89,7 @@ TEST_F(EarliestDeadlineTest, ACancelledTimerDoesNotFire) {
   EXPECT_EQ(fired_.load(), 0);
   // Cancelled, it arms again for any deadline.
   OnLoop([&] { deadline_->Consider(absl::Now() + absl::Milliseconds(5)); });
-  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kPatience));
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(kWaitLimit));
   EXPECT_EQ(fired_.load(), 1);
 }
 

@@ -91,7 +91,7 @@ class FakeStore {
   std::string fail_prefix_ ABSL_GUARDED_BY(mu_);
 };
 
-core::KeptRegionInfo Info(const std::string& name, uint64_t size) {
+core::KeptRegionInfo StoredInfo(const std::string& name, uint64_t size) {
   core::KeptRegionInfo info;
   info.name = name;
   info.size = size;
@@ -125,7 +125,7 @@ class FdStoreKeeperTest : public ::testing::Test {
 TEST_F(FdStoreKeeperTest, RegionsComeBackWithTheirBytesAndRecords) {
   {
     auto keeper = Start();
-    core::KeptRegionInfo info = Info("kv", 70000);
+    core::KeptRegionInfo info = StoredInfo("kv", 70000);
     info.export_access = core::RemoteAccess::kWrite;
     auto memory = keeper->Create(info);
     ASSERT_TRUE(memory.ok()) << memory.status();
@@ -150,7 +150,7 @@ TEST_F(FdStoreKeeperTest, RegionsComeBackWithTheirBytesAndRecords) {
 
 TEST_F(FdStoreKeeperTest, ExportChangeStoresTheNextRecordThenRemovesTheOld) {
   auto keeper = Start();
-  auto memory = keeper->Create(Info("x", 4096));
+  auto memory = keeper->Create(StoredInfo("x", 4096));
   ASSERT_TRUE(memory.ok());
   const std::string slot = OnlySlot();
   ASSERT_TRUE(memory->kept->SetExportAccess(core::RemoteAccess::kRead, {}).ok());
@@ -171,7 +171,7 @@ TEST_F(FdStoreKeeperTest, ExportChangeStoresTheNextRecordThenRemovesTheOld) {
 TEST_F(FdStoreKeeperTest, PermissionChangeStoresTheNextRecord) {
   {
     auto keeper = Start();
-    auto memory = keeper->Create(Info("p", 4096));
+    auto memory = keeper->Create(StoredInfo("p", 4096));
     ASSERT_TRUE(memory.ok());
     ASSERT_TRUE(memory->kept->SetAcl({1000, 1002, 0644}).ok());
   }
@@ -188,14 +188,14 @@ TEST_F(FdStoreKeeperTest, PermissionChangeStoresTheNextRecord) {
 TEST_F(FdStoreKeeperTest, NewestRecordWinsAfterACrashMidChange) {
   {
     auto keeper = Start();
-    auto memory = keeper->Create(Info("x", 4096));
+    auto memory = keeper->Create(StoredInfo("x", 4096));
     ASSERT_TRUE(memory.ok());
   }
   const std::string slot = OnlySlot();
   // A crash between storing generation 2 and removing generation 1.
   RegionRecord newer;
   newer.slot = slot;
-  newer.info = Info("x", 4096);
+  newer.info = StoredInfo("x", 4096);
   newer.info.export_access = core::RemoteAccess::kReadWrite;
   store_.Put(RecordFdName(slot, 2), TextMemfd(EncodeRegionRecord(newer)));
   auto keeper = Start();
@@ -210,7 +210,7 @@ TEST_F(FdStoreKeeperTest, NewestRecordWinsAfterACrashMidChange) {
 TEST_F(FdStoreKeeperTest, DamageAndLeftoversAreRemovedNeverAdopted) {
   {
     auto keeper = Start();
-    ASSERT_TRUE(keeper->Create(Info("good", 4096)).ok());
+    ASSERT_TRUE(keeper->Create(StoredInfo("good", 4096)).ok());
   }
   const std::string good = OnlySlot();
   // A damaged record (with its memory), memory without a record, a record
@@ -225,12 +225,12 @@ TEST_F(FdStoreKeeperTest, DamageAndLeftoversAreRemovedNeverAdopted) {
              UniqueFd(::fcntl(made->fd(), F_DUPFD_CLOEXEC, 0)));
   RegionRecord lonely;
   lonely.slot = "3333333333333333";
-  lonely.info = Info("lonely", 4096);
+  lonely.info = StoredInfo("lonely", 4096);
   store_.Put(RecordFdName(lonely.slot, 1),
              TextMemfd(EncodeRegionRecord(lonely)));
   RegionRecord unsealed;
   unsealed.slot = "4444444444444444";
-  unsealed.info = Info("unsealed", 4096);
+  unsealed.info = StoredInfo("unsealed", 4096);
   UniqueFd plain(::memfd_create("plain", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(plain.get(), 4096), 0);
   store_.Put(MemoryFdName(unsealed.slot), std::move(plain));
@@ -270,13 +270,13 @@ TEST_F(FdStoreKeeperTest, DamageAndLeftoversAreRemovedNeverAdopted) {
 TEST_F(FdStoreKeeperTest, StoreFailureLeavesNothingBehind) {
   auto keeper = Start();
   store_.FailStores(1);
-  auto memory = keeper->Create(Info("x", 4096));
+  auto memory = keeper->Create(StoredInfo("x", 4096));
   EXPECT_EQ(memory.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(memory.status().message(), HasSubstr("fd store"));
   EXPECT_THAT(store_.Names(), IsEmpty());
   // The record refused after the memory went in: the memory is taken back.
   store_.FailStores(1, "rdmad-rec-");
-  memory = keeper->Create(Info("y", 4096));
+  memory = keeper->Create(StoredInfo("y", 4096));
   EXPECT_EQ(memory.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(memory.status().message(), HasSubstr("record"));
   EXPECT_THAT(store_.Names(), IsEmpty());
@@ -285,8 +285,8 @@ TEST_F(FdStoreKeeperTest, StoreFailureLeavesNothingBehind) {
 TEST_F(FdStoreKeeperTest, DiscardAllRemovesOnlyOurs) {
   {
     auto keeper = Start();
-    ASSERT_TRUE(keeper->Create(Info("a", 4096)).ok());
-    ASSERT_TRUE(keeper->Create(Info("b", 4096)).ok());
+    ASSERT_TRUE(keeper->Create(StoredInfo("a", 4096)).ok());
+    ASSERT_TRUE(keeper->Create(StoredInfo("b", 4096)).ok());
   }
   store_.Put("socket-activation", TextMemfd(""));
   auto keeper = Start();

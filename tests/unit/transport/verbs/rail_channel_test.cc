@@ -16,14 +16,15 @@
 #include "daemon/core/shm_segment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/sizes.h"
 
 namespace rdmad::verbs {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
+using ::rdmad::testing::kKiB;
+using ::rdmad::testing::kMiB;
 
 // One rail's channel: keeps what was posted until the test completes it;
 // Close fails what is left, as a VerbsChannel does.

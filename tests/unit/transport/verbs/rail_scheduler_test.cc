@@ -8,12 +8,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fakes/sizes.h"
 
 namespace rdmad::verbs {
 namespace {
 
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
+using ::rdmad::testing::kKiB;
+using ::rdmad::testing::kMiB;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000000);
 

@@ -27,7 +27,7 @@ TEST(WorkRequestIdTest, SendsAndReceivesRoundTrip) {
       {255, true, 0xffffffffu},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "qp " << c.qp << " receive "
+    SCOPED_TRACE(::testing::Message() << "qp " << c.qp << " receive "
                                     << c.receive << " value " << c.value);
     const WorkRequestId sent = c.receive
                                    ? WorkRequestId::Receive(c.qp, c.value)
