@@ -125,7 +125,7 @@ Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Daemon::~Daemon() { Shutdown(); }
 
 const std::string& Daemon::peer_address() const {
-  return impl_->state.identity.peer_listen;
+  return impl_->identity.peer_listen;
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(d.resolved, config::ResolveConfig(d.config));
   const v1::DaemonConfig& config = d.config;
 
-  service::DaemonIdentity& id = d.state.identity;
+  service::DaemonIdentity& id = d.identity;
   id.version = RDMAD_VERSION;
   id.incarnation = SecureRandom64();
   id.local_socket = config.socket();
@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                          OpenTransports(config, d.resolved, d.runtime.get()));
   id.transport = d.transports.choice.kind;
   id.transport_reason = d.transports.choice.reason;
-  d.state.devices = d.transports.devices;
+  d.devices = d.transports.devices;
   // Regions an earlier daemon kept are adopted before any server starts,
   // so that peers and clients find them under their old names at once.
   RDMAD_ASSIGN_OR_RETURN(d.kept, state::KeptRegions::Open(config));
@@ -182,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     options.channel_credentials = PeerChannelCredentials(d.resolved.tls);
     options.idle_timeout = absl::Milliseconds(config.peer_channel_idle_ms());
     // Also for the calls that inspect peers (rdmactl regions --peer, stat).
-    d.state.peer_credentials = options.channel_credentials;
+    d.inspector =
+        std::make_unique<service::PeerInspector>(options.channel_credentials);
     d.connector = std::make_unique<peer::GrpcPeerConnector>(
         std::move(options), std::move(d.transports.connectors));
     peer::PeerTableOptions table;
@@ -209,13 +210,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       core::TransferLimits{config.quota_transfers_per_uid()});
   d.metrics = std::make_unique<metrics::DaemonMetrics>(metrics::MetricSources{
       d.regions.get(), &d.sessions, d.peers.get(), d.handshakes_served.get(),
-      id.version, id.transport, d.state.devices});
+      id.version, id.transport, d.devices});
   d.transfers->SetObserver(d.metrics.get());
   d.queues = std::make_unique<ring::QueueRegistry>(
       d.runtime.get(), d.transfers.get(), &d.sessions, d.regions.get(),
       config.notification_backlog());
   d.transfers->SetNotificationSink(d.queues.get());
-  d.state.queues = d.queues.get();
   d.metrics->SetQueues(d.queues.get());
 
   // 5. The TCP listeners, in the order tcp_listeners.h gives: metrics when
@@ -226,7 +226,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
         d.metrics_server,
         StartMetricsListener(config, d.metrics->collectable()));
     spdlog::info("metrics on http://{}/metrics", d.metrics_server->address());
-    d.state.metrics_address.Set(d.metrics_server->address());
+    d.metrics_address.Set(d.metrics_server->address());
   }
   // The TCP data listener serves this daemon's exported regions.
   RDMAD_ASSIGN_OR_RETURN(
@@ -234,12 +234,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
                                      d.queues.get(), d.runtime.get()));
   id.data_listen = d.data_server->address();
   ServeVerbsNotices(d.transports, d.regions.get(), d.queues.get());
-  d.state.peers = d.peers.get();
-  d.state.tcp_acceptor = d.data_server.get();
-  d.state.verbs_acceptor = d.transports.verbs_acceptor.get();
-  d.state.sessions = &d.sessions;
-  d.state.regions = d.regions.get();
-  d.state.transfers = d.transfers.get();
   if (!d.resolved.peer_allow.empty()) {
     spdlog::info("peers allowed: {}", d.resolved.peer_allow.ToString());
   }
@@ -253,14 +247,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_RETURN_IF_ERROR(d.session_server->Start(d.resolved.socket_mode));
   RDMAD_RETURN_IF_ERROR(
       ChownSocket(d.session_server->path(), d.resolved.socket_gid));
-  d.state.session_server = d.session_server.get();
 
   // 7. The gRPC servers: Peer, then Local.
   EnableServerPlugins();
   d.peer_service = std::make_unique<service::PeerService>(
       service::PeerServiceDeps{
-          .identity = &d.state.identity,
-          .devices = &d.state.devices,
+          .identity = &d.identity,
+          .devices = &d.devices,
           .peer_allow = &d.resolved.peer_allow,
           .regions = d.regions.get(),
           .tcp_acceptor = d.data_server.get(),
@@ -282,7 +275,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   RDMAD_ASSIGN_OR_RETURN(
       d.directory,
       directory::CreateFromConfig(
-          config, NodeRecord(id, d.state.devices),
+          config, NodeRecord(id, d.devices),
           d.resolved.tls.has_value() ? d.resolved.tls->identity : "",
           d.regions.get()));
   if (d.directory != nullptr) {
@@ -296,17 +289,37 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     }
     d.regions->SetObserver(d.directory.get());
     d.transfers->SetDirectory(d.directory.get(), &d.holder_trust);
-    d.state.directory = d.directory.get();
     d.metrics->SetDirectory(d.directory.get());
     d.directory->Start();
   }
 
-  d.local_service = std::make_unique<service::LocalService>(&d.state);
   local_socket::LocalListenerOptions listener;
   listener.max_connections_per_uid = std::max<uint64_t>(16, file_limit / 8);
   d.local_listener =
       std::make_unique<local_socket::LocalListener>(config.socket(), listener);
-  d.state.local_listener = d.local_listener.get();
+  d.local_service = std::make_unique<service::LocalService>(
+      service::LocalServiceDeps{
+          .identity = &d.identity,
+          .metrics_address = &d.metrics_address,
+          .devices = &d.devices,
+          .sessions = &d.sessions,
+          .credentials_of =
+              [listener = d.local_listener.get()](absl::string_view peer) {
+                return listener->CredentialsOf(peer);
+              },
+          .take_passed_fd =
+              [server = d.session_server.get()](uint64_t session_id,
+                                                uint64_t token) {
+                return server->TakePassedFd(session_id, token);
+              },
+          .regions = d.regions.get(),
+          .transfers = d.transfers.get(),
+          .queues = d.queues.get(),
+          .peers = d.peers.get(),
+          .tcp_acceptor = d.data_server.get(),
+          .verbs_acceptor = d.transports.verbs_acceptor.get(),
+          .directory = d.directory.get(),
+          .inspector = d.inspector.get()});
   RDMAD_ASSIGN_OR_RETURN(
       StartedServer local_server,
       StartLocalServer(*d.local_listener, d.local_service.get(),

@@ -5,6 +5,7 @@
 #define RDMAD_DAEMON_DAEMON_IMPL_H_
 
 #include <memory>
+#include <vector>
 
 #include "daemon/config/resolved_config.h"
 #include "daemon/core/holder_trust.h"
@@ -24,8 +25,9 @@
 #include "daemon/runtime/io_runtime.h"
 #include "daemon/runtime/timers.h"
 #include "daemon/service/call_tracker.h"
-#include "daemon/service/daemon_state.h"
+#include "daemon/service/daemon_identity.h"
 #include "daemon/service/local_service.h"
+#include "daemon/service/peer_inspector.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/state/kept_regions.h"
 #include "daemon/transport_setup.h"
@@ -60,9 +62,15 @@ struct Daemon::Impl {
   std::unique_ptr<core::TransferEngine> transfers;
   // Client queues: their engines run on the runtime's engine loops.
   std::unique_ptr<ring::QueueRegistry> queues;
-  service::DaemonState state;
+  // Who this daemon is and what it serves with, as the services tell it.
+  service::DaemonIdentity identity;
+  service::MetricsAddress metrics_address;
+  std::vector<core::DeviceInfo> devices;
   std::unique_ptr<local_socket::SessionServer> session_server;
   std::unique_ptr<local_socket::LocalListener> local_listener;
+  // Asks other daemons on behalf of Local calls; outlives the Local server,
+  // whose shutdown waits for the calls that use it.
+  std::unique_ptr<service::PeerInspector> inspector;
   std::unique_ptr<service::LocalService> local_service;
   std::unique_ptr<service::PeerService> peer_service;
   std::unique_ptr<grpc::Server> local_server;

@@ -62,7 +62,7 @@ void Daemon::Reload(const v1::DaemonConfig& input) {
       }
       if (status.ok()) {
         impl_->metrics_server = std::move(server);
-        impl_->state.metrics_address.Set(
+        impl_->metrics_address.Set(
             impl_->metrics_server ? impl_->metrics_server->address() : "");
         if (impl_->metrics_server) {
           spdlog::info("metrics on http://{}/metrics",

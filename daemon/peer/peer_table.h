@@ -52,6 +52,7 @@
 #include "daemon/core/transfer_engine.h"
 #include "daemon/peer/handshake_admission.h"
 #include "daemon/peer/peer_connector.h"
+#include "daemon/peer/peer_queries.h"
 #include "daemon/peer/remote_peer.h"
 #include "daemon/peer/sieve_queue.h"
 #include "daemon/peer/transfer_flow.h"
@@ -93,32 +94,7 @@ struct PeerTableOptions {
   absl::Duration sweep_interval = absl::Seconds(10);
 };
 
-// One peer, for ListPeers.
-struct PeerSnapshot {
-  std::string address;
-  uint64_t incarnation = 0;
-  core::TransportKind transport = core::TransportKind::kNone;
-  std::string transport_reason;
-  PeerState state = PeerState::kNew;
-  // When READY: the channel's own view (DEGRADED while some of its
-  // connections are down).
-  transport::ChannelState channel_state = transport::ChannelState::kReady;
-  std::string last_error;
-  uint64_t bytes_written = 0;
-  uint64_t bytes_read = 0;
-  uint64_t ops_completed = 0;
-  uint64_t ops_failed = 0;
-  std::vector<transport::RailInfo> rails;  // the channel's (verbs)
-};
-
-// One connection or QP, for ListQps.
-struct ConnectionSnapshot {
-  std::string peer;
-  core::TransportKind transport = core::TransportKind::kNone;
-  transport::ConnectionInfo connection;
-};
-
-class PeerTable final : public core::RemoteTransfers {
+class PeerTable final : public core::RemoteTransfers, public PeerQueries {
  public:
   // `connector` and `timers` are not owned and outlive the table.
   PeerTable(PeerTableOptions options, PeerConnector* connector,
@@ -131,11 +107,15 @@ class PeerTable final : public core::RemoteTransfers {
   // core::RemoteTransfers.
   void SubmitBatch(absl::Span<core::Transfer> transfers) override;
 
-  // The region `target` names on a peer, as TransferFlow::Resolve.
+  // PeerQueries.
   void Resolve(const core::TransferTarget& target, uint32_t uid,
-               absl::Time deadline, Callback<TransferFlow::Resolved> done) {
+               absl::Time deadline,
+               Callback<TransferFlow::Resolved> done) override {
     flow_.Resolve(target, uid, deadline, std::move(done));
   }
+  std::vector<PeerSnapshot> ListPeers() const override;
+  std::vector<ConnectionSnapshot> ListConnections() const override;
+  size_t size() const override;
 
   // The peer at `address`, added on first use for `uid` (see the class
   // comment for when that is refused).
@@ -144,10 +124,6 @@ class PeerTable final : public core::RemoteTransfers {
 
   // The handshakes this daemon started: in flight, waiting, peaks.
   HandshakeAdmissionStats handshake_stats() const { return admission_.stats(); }
-
-  std::vector<PeerSnapshot> ListPeers() const;
-  std::vector<ConnectionSnapshot> ListConnections() const;
-  size_t size() const;
 
   // Forgets failed peers that carried no transfer for failed_peer_ttl;
   // returns how many. Runs every sweep_interval by itself.

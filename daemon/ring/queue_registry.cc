@@ -66,6 +66,15 @@ absl::Status QueueRegistry::CheckLimits(const Session& session,
   return absl::OkStatus();
 }
 
+absl::StatusOr<OpenedQueue> QueueRegistry::OpenQueue(
+    const core::Caller& caller, const RingQueueOptions& options) {
+  auto queue = Open(caller, options);
+  if (!queue.ok()) return queue.status();
+  return OpenedQueue{.id = (*queue)->id(),
+                     .geometry = (*queue)->geometry(),
+                     .segment_size = (*queue)->segment_size()};
+}
+
 absl::StatusOr<std::shared_ptr<RingQueue>> QueueRegistry::Open(
     const core::Caller& caller, const RingQueueOptions& options) {
   uint64_t id;

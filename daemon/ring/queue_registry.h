@@ -33,22 +33,13 @@
 #include "daemon/core/session_table.h"
 #include "daemon/core/transfer_engine.h"
 #include "daemon/ring/notification_backlog.h"
+#include "daemon/ring/queue_control.h"
 #include "daemon/ring/remote_handles.h"
 #include "daemon/ring/ring_engine.h"
 #include "daemon/ring/ring_queue.h"
 #include "daemon/runtime/io_runtime.h"
 
 namespace rdmad::ring {
-
-// One open queue, as ListQueues shows it.
-struct QueueSnapshot {
-  uint64_t id = 0;
-  core::Caller caller;  // the session that opened it
-  queue::Geometry geometry;
-  bool notifications = false;
-  std::string engine;  // the engine loop that polls it
-  RingQueueStats stats;
-};
 
 // The daemon's queues as a whole, for its metrics. The counts include
 // queues closed since the daemon started (as they were when closed), so
@@ -69,7 +60,8 @@ struct QueueTotals {
 // Which descriptor of a queue the session socket hands out.
 enum class QueueFd : uint32_t { kSegment = 0, kDoorbell = 1, kWakeup = 2 };
 
-class QueueRegistry final : public core::NotificationSink {
+class QueueRegistry final : public core::NotificationSink,
+                            public QueueControl {
  public:
   static constexpr size_t kMaxQueuesPerSession = 64;
   // Notifications the backlogs of one uid hold at most (config
@@ -96,12 +88,14 @@ class QueueRegistry final : public core::NotificationSink {
   // racing each other cannot pass them together.
   absl::StatusOr<std::shared_ptr<RingQueue>> Open(const core::Caller& caller,
                                                   const RingQueueOptions& options);
-  // NOT_FOUND unless the session has that queue.
-  absl::Status Close(uint64_t session_id, uint64_t queue_id);
 
-  // The session's remote handles (made on first use); UNAUTHENTICATED
-  // once the session has ended.
-  absl::StatusOr<std::shared_ptr<RemoteHandles>> HandlesOf(uint64_t session_id);
+  // QueueControl.
+  absl::StatusOr<OpenedQueue> OpenQueue(
+      const core::Caller& caller, const RingQueueOptions& options) override;
+  absl::Status Close(uint64_t session_id, uint64_t queue_id) override;
+  absl::StatusOr<std::shared_ptr<RemoteHandles>> HandlesOf(
+      uint64_t session_id) override;
+  std::vector<QueueSnapshot> List() const override;
 
   // A descriptor of a queue, to send to its client: `fd` stays open while
   // `queue` is held, even if the queue is closed meanwhile.
@@ -134,8 +128,6 @@ class QueueRegistry final : public core::NotificationSink {
   void Shutdown();
 
   size_t queue_count() const;
-  // Every open queue (stopped ones included until closed), by id.
-  std::vector<QueueSnapshot> List() const;
   QueueTotals Totals() const;
 
  private:

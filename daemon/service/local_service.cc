@@ -10,8 +10,6 @@
 #include "common/session_wire.h"
 #include "common/status_macros.h"
 #include "daemon/core/access_control.h"
-#include "daemon/local_socket/local_listener.h"
-#include "daemon/local_socket/session_server.h"
 #include "daemon/peer/descriptor_codec.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/directory_calls.h"
@@ -31,16 +29,15 @@ absl::StatusOr<core::Caller> LocalService::RequireSession(
         "'rdmad-session' metadata");
   }
   const absl::string_view token(it->second.data(), it->second.size());
-  if (state_->local_listener == nullptr) {
-    return state_->sessions->Authenticate(token);
+  if (deps_.credentials_of == nullptr) {
+    return deps_.sessions->Authenticate(token);
   }
   // The token must come from the process it was issued to: the one at the
   // other end of the connection this call arrived on, as the kernel says.
-  RDMAD_ASSIGN_OR_RETURN(
-      const local_socket::ConnectionCredentials connection,
-      state_->local_listener->CredentialsOf(context->peer()));
-  return state_->sessions->AuthenticateFrom(token, connection.pid,
-                                            connection.uid);
+  RDMAD_ASSIGN_OR_RETURN(const local_socket::ConnectionCredentials connection,
+                         deps_.credentials_of(context->peer()));
+  return deps_.sessions->AuthenticateFrom(token, connection.pid,
+                                          connection.uid);
 }
 
 absl::StatusOr<core::Caller> LocalService::OptionalSession(
@@ -64,7 +61,7 @@ grpc::ServerUnaryReactor* LocalService::ExportClaimed(
   }
   // The name must be this daemon's in the whole cluster; if it is not, the
   // call fails and leaves no export behind.
-  core::RegionTable* regions = state_->regions;
+  core::RegionTable* regions = deps_.regions;
   const core::RegionKey key{region.id(), ""};
   directory_calls_.FinishAfterClaim(
       reactor, region.name(), DeadlineOf(context),
@@ -85,37 +82,39 @@ grpc::ServerUnaryReactor* LocalService::GetStatus(
   if (auto session = OptionalSession(context); !session.ok()) {
     return Done(context, session.status());
   }
-  const DaemonIdentity& id = state_->identity;
+  const DaemonIdentity& id = *deps_.identity;
   response->set_version(id.version);
   response->set_incarnation(id.incarnation);
   response->set_transport(ToProto(id.transport));
   response->set_transport_reason(id.transport_reason);
   response->set_local_socket(id.local_socket);
   response->set_peer_listen(id.peer_listen);
-  response->set_device_count(state_->devices.size());
-  const core::RegionTotals totals = state_->regions->Totals();
+  response->set_device_count(deps_.devices->size());
+  const core::RegionTotals totals = deps_.regions->Totals();
   response->set_region_count(totals.count);
   response->set_region_bytes(totals.bytes);
-  response->set_session_count(state_->sessions->size());
-  response->set_peer_count(state_->peers != nullptr ? state_->peers->size() : 0);
+  response->set_session_count(deps_.sessions->size());
+  response->set_peer_count(deps_.peers != nullptr ? deps_.peers->size() : 0);
   response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - id.started));
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_memlock_limit(id.memlock_limit);
-  response->set_max_pinned_bytes(state_->regions->limits().max_pinned_bytes);
+  response->set_max_pinned_bytes(deps_.regions->limits().max_pinned_bytes);
   response->set_max_pinned_bytes_source(
-      state_->regions->limits().max_pinned_bytes_source);
+      deps_.regions->limits().max_pinned_bytes_source);
   response->set_pinned_bytes(totals.pinned_bytes);
   response->set_data_listen(id.data_listen);
-  if (const std::string metrics = state_->metrics_address.Get();
+  if (const std::string metrics = deps_.metrics_address != nullptr
+                                      ? deps_.metrics_address->Get()
+                                      : std::string();
       !metrics.empty()) {
     response->set_metrics_url(absl::StrCat("http://", metrics, "/metrics"));
   }
   response->set_config_file(id.config_file);
-  for (const auto& device : state_->devices) {
+  for (const auto& device : *deps_.devices) {
     if (device.dmabuf) response->add_dmabuf_devices(device.name);
   }
-  if (state_->directory != nullptr) {
-    ToProto(state_->directory->state(), response->mutable_directory());
+  if (deps_.directory != nullptr) {
+    ToProto(deps_.directory->state(), response->mutable_directory());
   }
   return Done(context, absl::OkStatus());
 }
@@ -127,10 +126,10 @@ grpc::ServerUnaryReactor* LocalService::ListDevices(
   if (auto session = OptionalSession(context); !session.ok()) {
     return Done(context, session.status());
   }
-  for (const auto& device : state_->devices) {
+  for (const auto& device : *deps_.devices) {
     ToProto(device, response->add_devices());
   }
-  if (state_->devices.empty()) {
+  if (deps_.devices->empty()) {
     response->set_note(
         "no RDMA devices found by libibverbs; this daemon moves data over "
         "its TCP transport");
@@ -145,8 +144,8 @@ grpc::ServerUnaryReactor* LocalService::ListPeers(
   if (auto session = OptionalSession(context); !session.ok()) {
     return Done(context, session.status());
   }
-  if (state_->peers == nullptr) return Done(context, absl::OkStatus());
-  for (const peer::PeerSnapshot& p : state_->peers->ListPeers()) {
+  if (deps_.peers == nullptr) return Done(context, absl::OkStatus());
+  for (const peer::PeerSnapshot& p : deps_.peers->ListPeers()) {
     v1::PeerInfo* out = response->add_peers();
     out->set_address(p.address);
     out->set_incarnation(p.incarnation);
@@ -221,15 +220,15 @@ grpc::ServerUnaryReactor* LocalService::ListQps(
   if (auto session = OptionalSession(context); !session.ok()) {
     return Done(context, session.status());
   }
-  if (state_->peers != nullptr) {
+  if (deps_.peers != nullptr) {
     for (const peer::ConnectionSnapshot& c :
-         state_->peers->ListConnections()) {
+         deps_.peers->ListConnections()) {
       FillQpInfo(c.peer, c.transport, c.connection, "initiator",
                  response->add_qps());
     }
   }
-  for (transport::ConnectAcceptor* acceptor :
-       {state_->tcp_acceptor, state_->verbs_acceptor}) {
+  for (const transport::ConnectAcceptor* acceptor :
+       {deps_.tcp_acceptor, deps_.verbs_acceptor}) {
     if (acceptor == nullptr) continue;
     for (const auto& served : acceptor->ListServed()) {
       FillQpInfo(served.peer, acceptor->kind(), served.connection,
@@ -254,7 +253,7 @@ grpc::ServerUnaryReactor* LocalService::AllocateBuffer(
   options.export_access = *access;
   options.mode = request->mode();
   if (request->has_group()) options.group = request->group();
-  auto region = state_->regions->Allocate(*caller, options);
+  auto region = deps_.regions->Allocate(*caller, options);
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
   return ExportClaimed(context, *caller, **region, /*undo_frees=*/true);
@@ -308,7 +307,7 @@ grpc::ServerUnaryReactor* LocalService::RegisterBuffer(
   return AdoptPassed(
       context, *caller, request->fd_token(),
       [&](UniqueFd fd) {
-        return state_->regions->Adopt(*caller, std::move(fd), *options);
+        return deps_.regions->Adopt(*caller, std::move(fd), *options);
       },
       response->mutable_region());
 }
@@ -326,7 +325,7 @@ grpc::ServerUnaryReactor* LocalService::RegisterDmabuf(
   return AdoptPassed(
       context, *caller, request->fd_token(),
       [&](UniqueFd fd) {
-        return state_->regions->AdoptDmabuf(*caller, std::move(fd),
+        return deps_.regions->AdoptDmabuf(*caller, std::move(fd),
                                             request->offset(), *options);
       },
       response->mutable_region());
@@ -338,7 +337,7 @@ grpc::ServerUnaryReactor* LocalService::AdoptPassed(
     absl::FunctionRef<absl::StatusOr<std::shared_ptr<core::Region>>(UniqueFd)>
         adopt,
     v1::RegionInfo* out) {
-  auto fd = state_->session_server->TakePassedFd(caller.session_id, fd_token);
+  auto fd = deps_.take_passed_fd(caller.session_id, fd_token);
   if (!fd.ok()) return Done(context, fd.status());
   auto region = adopt(*std::move(fd));
   if (!region.ok()) return Done(context, region.status());
@@ -353,7 +352,7 @@ grpc::ServerUnaryReactor* LocalService::FreeRegion(
   if (!caller.ok()) return Done(context, caller.status());
   auto key = FromProto(request->region());
   if (!key.ok()) return Done(context, key.status());
-  return Done(context, state_->regions->Free(*caller, *key));
+  return Done(context, deps_.regions->Free(*caller, *key));
 }
 
 grpc::ServerUnaryReactor* LocalService::ExportRegion(
@@ -372,7 +371,7 @@ grpc::ServerUnaryReactor* LocalService::ExportRegion(
   }
   auto allow = FromProto(request->allow());
   if (!allow.ok()) return Done(context, allow.status());
-  auto region = state_->regions->Export(
+  auto region = deps_.regions->Export(
       *caller, *key, FromProto(request->access()), *std::move(allow));
   if (!region.ok()) return Done(context, region.status());
   ToProto((*region)->Snapshot(), true, response->mutable_region());
@@ -390,7 +389,7 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
   // A descriptor lets whoever holds it do what the export grants, from any
   // peer: hand it only to those who may do all of that locally, or a reader
   // could write through it from another daemon.
-  auto region = state_->regions->FindForUse(*caller, *key, core::kLocalRead);
+  auto region = deps_.regions->FindForUse(*caller, *key, core::kLocalRead);
   if (!region.ok()) return Done(context, region.status());
   const core::RegionSnapshot snapshot = (*region)->Snapshot();
   if (snapshot.exported.access == core::RemoteAccess::kNone) {
@@ -401,7 +400,7 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
   }
   if (core::Allows(snapshot.exported.access, core::RemoteAccess::kWrite)) {
     auto writable =
-        state_->regions->FindForUse(*caller, *key, core::kLocalReadWrite);
+        deps_.regions->FindForUse(*caller, *key, core::kLocalReadWrite);
     if (!writable.ok()) {
       return Done(context, absl::PermissionDeniedError(absl::StrCat(
                                writable.status().message(),
@@ -409,7 +408,7 @@ grpc::ServerUnaryReactor* LocalService::GetDescriptor(
                                "only those who may write it locally get it")));
     }
   }
-  ToDescriptor(state_->identity, snapshot, response->mutable_region());
+  ToDescriptor(*deps_.identity, snapshot, response->mutable_region());
   response->set_encoded(peer::EncodeDescriptor(response->region()));
   return Done(context, absl::OkStatus());
 }

@@ -8,25 +8,78 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "daemon/core/device_info.h"
 #include "daemon/core/region.h"
-#include "daemon/service/daemon_state.h"
+#include "daemon/core/region_table.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/transfer_engine.h"
+#include "daemon/directory/cluster_directory.h"
+#include "daemon/local_socket/local_listener.h"
+#include "daemon/peer/peer_queries.h"
+#include "daemon/ring/queue_control.h"
+#include "daemon/service/daemon_identity.h"
 #include "daemon/service/directory_calls.h"
 #include "daemon/service/peer_inspector.h"
+#include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
 namespace rdmad::service {
 
+// What the Local service calls, and nothing more. Pointers are not owned;
+// all outlive the service. The daemon passes its own objects; unit tests
+// pass in-memory ones (a RegionTable over a NullRegistrar) and fakes.
+struct LocalServiceDeps {
+  // Version, incarnation, addresses: read at each call, since the daemon
+  // fills in its listening addresses after the service is built.
+  const DaemonIdentity* identity = nullptr;
+  // The Prometheus endpoint GetStatus names; null: metrics off.
+  const MetricsAddress* metrics_address = nullptr;
+  // The devices ListDevices and GetStatus describe; none on TCP.
+  const std::vector<core::DeviceInfo>* devices = nullptr;
+  // The sessions calls are bound to.
+  const core::SessionTable* sessions = nullptr;
+  // Who is at the other end of a call's connection, from its gRPC peer
+  // string (the Local socket's SO_PEERCRED): a session token is taken only
+  // from the process it was issued to. Empty: calls are bound to their
+  // token alone (tests that run without the Local socket).
+  std::function<absl::StatusOr<local_socket::ConnectionCredentials>(
+      absl::string_view grpc_peer)>
+      credentials_of;
+  // Takes the descriptor a session passed on the session socket under a
+  // token (RegisterBuffer, RegisterDmabuf); required.
+  std::function<absl::StatusOr<UniqueFd>(uint64_t session_id, uint64_t token)>
+      take_passed_fd;
+  // The regions the region calls manage and GetStatus counts.
+  core::RegionTable* regions = nullptr;
+  // Runs Write, Read and Batch.
+  core::TransferEngine* transfers = nullptr;
+  // Client queues and remote handles; null: this daemon has none.
+  ring::QueueControl* queues = nullptr;
+  // Remote daemons (ListPeers, ListQps, OpenRemote to a peer); null: none.
+  peer::PeerQueries* peers = nullptr;
+  // The connections each transport serves to peers (ListQps); null if not
+  // available.
+  const transport::ConnectAcceptor* tcp_acceptor = nullptr;
+  const transport::ConnectAcceptor* verbs_acceptor = nullptr;
+  // The cluster directory; null without one.
+  directory::ClusterDirectory* directory = nullptr;
+  // Asks other daemons for ListRemoteRegions and StatRegion; required.
+  PeerInspection* inspector = nullptr;
+};
+
+// Thread-safe: calls read `deps` only, and the parts it points to are
+// thread-safe.
 class LocalService final : public v1::Local::CallbackService {
  public:
-  // `state` is not owned and must outlive the service.
-  explicit LocalService(const DaemonState* state)
-      : state_(state),
-        directory_calls_(state->directory),
-        inspector_(state->peer_credentials) {}
+  // Every pointer of `deps` but those it says may be null is required.
+  explicit LocalService(LocalServiceDeps deps)
+      : deps_(std::move(deps)), directory_calls_(deps_.directory) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
@@ -169,9 +222,8 @@ class LocalService final : public v1::Local::CallbackService {
           adopt,
       v1::RegionInfo* out);
 
-  const DaemonState* const state_;  // Not owned.
+  const LocalServiceDeps deps_;
   const DirectoryCalls directory_calls_;
-  PeerInspector inspector_;  // asks other daemons for ListRemoteRegions...
 };
 
 }  // namespace rdmad::service

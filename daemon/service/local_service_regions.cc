@@ -94,7 +94,7 @@ grpc::ServerUnaryReactor* LocalService::ListRegions(
     if (absl::Status s = ValidateRegionName(request->name()); !s.ok()) {
       return FinishCall(context, s);
     }
-    if (auto region = state_->regions->SnapshotByName(request->name())) {
+    if (auto region = deps_.regions->SnapshotByName(request->name())) {
       ToProto(*region, MayUse(caller, *region), response->add_regions());
     }
     return FinishCall(context, absl::OkStatus());
@@ -102,7 +102,7 @@ grpc::ServerUnaryReactor* LocalService::ListRegions(
   auto after = ParseIdToken(request->page_token());
   if (!after.ok()) return FinishCall(context, after.status());
   const core::RegionPage page =
-      state_->regions->ListPage(*after, PageSize(request->page_size()));
+      deps_.regions->ListPage(*after, PageSize(request->page_size()));
   for (const core::RegionSnapshot& region : page.regions) {
     ToProto(region, MayUse(caller, region), response->add_regions());
   }
@@ -120,7 +120,7 @@ grpc::ServerUnaryReactor* LocalService::SetRegionPermissions(
   if (!caller.ok()) return FinishCall(context, caller.status());
   auto key = FromProto(request->region());
   if (!key.ok()) return FinishCall(context, key.status());
-  auto region = state_->regions->SetPermissions(
+  auto region = deps_.regions->SetPermissions(
       *caller, *key,
       request->has_mode() ? std::optional<uint32_t>(request->mode())
                           : std::nullopt,
@@ -139,13 +139,13 @@ grpc::ServerUnaryReactor* LocalService::ListRemoteRegions(
     return FinishCall(context, s);
   }
   v1::ListExportsRequest ask;
-  ask.set_incarnation(state_->identity.incarnation);
+  ask.set_incarnation(deps_.identity->incarnation);
   ask.set_page_size(request->page_size());
   ask.set_page_token(request->page_token());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Completes on a gRPC client thread when the peer answers; no thread
   // waits for it.
-  inspector_.ListExports(
+  deps_.inspector->ListExports(
       request->peer(), ask, PeerDeadline(context),
       [reactor, response,
        token = request->page_token()](
@@ -182,7 +182,7 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
     if (!caller.ok()) return FinishCall(context, caller.status());
     const std::string peer =
         target.peer().empty() ? descriptor->peer() : target.peer();
-    if (descriptor->incarnation() == state_->identity.incarnation &&
+    if (descriptor->incarnation() == deps_.identity->incarnation &&
         descriptor->region_id() != 0) {
       absl::Status s = StatOwnDescriptor(*caller, *descriptor, response);
       if (s.ok()) response->set_peer(peer);
@@ -219,12 +219,12 @@ grpc::ServerUnaryReactor* LocalService::StatRegion(
     return FinishCall(context, s);
   }
   if (target.peer().empty()) {
-    auto region = state_->regions->SnapshotByName(target.name());
-    if (!region.has_value() && state_->directory != nullptr) {
+    auto region = deps_.regions->SnapshotByName(target.name());
+    if (!region.has_value() && deps_.directory != nullptr) {
       // Not here: the daemon of the cluster that exports it, as a transfer
       // to this name would find it.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      state_->directory->Lookup(
+      deps_.directory->Lookup(
           target.name(), PeerDeadline(context), /*fresh=*/false,
           [reactor, response](absl::StatusOr<core::DirectoryEntry> entry,
                               bool) {
@@ -267,7 +267,7 @@ grpc::ServerUnaryReactor* LocalService::StatFromPeer(
     std::function<absl::Status(const v1::RegionDescriptor&)> check) {
   v1::ResolveRequest ask;
   ask.set_name(name);
-  ask.set_incarnation(state_->identity.incarnation);
+  ask.set_incarnation(deps_.identity->incarnation);
   if (caller.session_id != 0) {
     // Asked as a transfer asks (GrpcPeerConnector::Resolve): for the uid
     // the kernel gave us. The exporter's access list may name uids, and
@@ -277,7 +277,7 @@ grpc::ServerUnaryReactor* LocalService::StatFromPeer(
     ask.set_uid(caller.uid);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  inspector_.Resolve(
+  deps_.inspector->Resolve(
       peer, ask, PeerDeadline(context),
       [reactor, response, peer, name, check = std::move(check)](
           absl::StatusOr<v1::ResolveResponse> answer) {
@@ -304,14 +304,14 @@ grpc::ServerUnaryReactor* LocalService::StatFromPeer(
 absl::Status LocalService::StatOwnDescriptor(
     const core::Caller& caller, const v1::RegionDescriptor& descriptor,
     v1::StatRegionResponse* response) const {
-  auto region = state_->regions->FindExportedById(descriptor.region_id());
+  auto region = deps_.regions->FindExportedById(descriptor.region_id());
   if (!region.ok()) return region.status();
   const core::RegionSnapshot snapshot = (*region)->Snapshot();
   if (snapshot.exported.tcp_key != descriptor.tcp_key()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "region '", snapshot.name, "' was re-exported since this descriptor "
         "was made, which revoked the descriptor: ",
-        NewDescriptorAdvice(descriptor, state_->identity.peer_listen)));
+        NewDescriptorAdvice(descriptor, deps_.identity->peer_listen)));
   }
   // What a transfer through it may do: the export, within the caller's
   // own permissions (OpenRemote gives a handle the same).

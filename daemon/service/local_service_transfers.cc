@@ -24,11 +24,11 @@ grpc::ServerUnaryReactor* LocalService::Transfer(
   if (!caller.ok()) return Done(context, caller.status());
   auto spec = DecodeTransfer(request->op(), type, DeadlineOf(context));
   if (!spec.ok()) return Done(context, spec.status());
-  RouteToSelf(state_->identity, &spec->remote);
+  RouteToSelf(*deps_.identity, &spec->remote);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Completes from whichever thread finishes the transfer; no gRPC thread
   // waits for it.
-  state_->transfers->Submit(
+  deps_.transfers->Submit(
       *caller, *std::move(spec),
       [reactor, response](absl::StatusOr<core::TransferResult> result) {
         if (result.ok()) {
@@ -113,10 +113,10 @@ grpc::ServerUnaryReactor* LocalService::Batch(
       complete(spec.status());
       continue;
     }
-    RouteToSelf(state_->identity, &spec->remote);
+    RouteToSelf(*deps_.identity, &spec->remote);
     batch.push_back({*std::move(spec), std::move(complete)});
   }
-  state_->transfers->SubmitBatch(*caller, absl::MakeSpan(batch));
+  deps_.transfers->SubmitBatch(*caller, absl::MakeSpan(batch));
   return reactor;
 }
 

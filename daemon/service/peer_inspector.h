@@ -33,24 +33,43 @@
 
 namespace rdmad::service {
 
-class PeerInspector {
+// The questions the Local service forwards to other daemons' Peer
+// services. PeerInspector asks them over gRPC; unit tests answer in its
+// place. Thread-safe in every implementation.
+class PeerInspection {
+ public:
+  virtual ~PeerInspection() = default;
+
+  // A page of the exports of the daemon at `peer` ("HOST:PORT"). `done`
+  // runs exactly once, with UNAVAILABLE naming the peer if it cannot be
+  // reached.
+  virtual void ListExports(
+      const std::string& peer, const v1::ListExportsRequest& request,
+      absl::Time deadline,
+      std::function<void(absl::StatusOr<v1::ListExportsResponse>)> done) = 0;
+
+  // The exported region `name` of the daemon at `peer`; `done` as above.
+  virtual void Resolve(
+      const std::string& peer, const v1::ResolveRequest& request,
+      absl::Time deadline,
+      std::function<void(absl::StatusOr<v1::ResolveResponse>)> done) = 0;
+};
+
+class PeerInspector final : public PeerInspection {
  public:
   // `credentials`: for channels to peers (null: insecure), as the peer
   // table uses them.
   explicit PeerInspector(std::shared_ptr<grpc::ChannelCredentials> credentials);
 
-  // A page of the exports of the daemon at `peer` ("HOST:PORT"). `done`
-  // runs exactly once, with UNAVAILABLE naming the peer if it cannot be
-  // reached.
-  void ListExports(
-      const std::string& peer, const v1::ListExportsRequest& request,
+  // PeerInspection.
+  void ListExports(const std::string& peer,
+                   const v1::ListExportsRequest& request, absl::Time deadline,
+                   std::function<void(absl::StatusOr<v1::ListExportsResponse>)>
+                       done) override;
+  void Resolve(
+      const std::string& peer, const v1::ResolveRequest& request,
       absl::Time deadline,
-      std::function<void(absl::StatusOr<v1::ListExportsResponse>)> done);
-
-  // The exported region `name` of the daemon at `peer`.
-  void Resolve(const std::string& peer, const v1::ResolveRequest& request,
-               absl::Time deadline,
-               std::function<void(absl::StatusOr<v1::ResolveResponse>)> done);
+      std::function<void(absl::StatusOr<v1::ResolveResponse>)> done) override;
 
  private:
   std::shared_ptr<v1::Peer::Stub> StubFor(const std::string& peer)

@@ -7,6 +7,7 @@
 #include "common/region_address.h"
 #include "common/status_macros.h"
 #include "daemon/core/access_control.h"
+#include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_identity.h"
 #include "daemon/service/call_helpers.h"
 #include "daemon/service/grpc_status.h"

@@ -10,7 +10,7 @@
 #include "daemon/core/peer_allow_list.h"
 #include "daemon/core/region_table.h"
 #include "daemon/peer/handshake_admission.h"
-#include "daemon/service/daemon_state.h"
+#include "daemon/service/daemon_identity.h"
 #include "daemon/transport/transport.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 

@@ -12,7 +12,7 @@
 #include "daemon/core/region_table.h"
 #include "daemon/core/transport_kind.h"
 #include "daemon/peer/transport_kind_proto.h"
-#include "daemon/service/daemon_state.h"
+#include "daemon/service/daemon_identity.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::service {

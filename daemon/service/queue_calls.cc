@@ -28,7 +28,7 @@ grpc::ServerUnaryReactor* LocalService::OpenQueue(
     v1::OpenQueueResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  if (state_->queues == nullptr) {
+  if (deps_.queues == nullptr) {
     return Done(context, absl::UnimplementedError(
                              "this daemon has no shared-memory queues"));
   }
@@ -53,12 +53,12 @@ grpc::ServerUnaryReactor* LocalService::OpenQueue(
                      kMaxOpTimeout)
           : kDefaultOpTimeout;
   options.notifications = request->notifications();
-  auto queue = state_->queues->Open(*caller, options);
+  auto queue = deps_.queues->OpenQueue(*caller, options);
   if (!queue.ok()) return Done(context, queue.status());
-  response->set_queue_id((*queue)->id());
-  response->set_submission_entries((*queue)->geometry().sq_entries);
-  response->set_completion_entries((*queue)->geometry().cq_entries);
-  response->set_segment_size((*queue)->segment_size());
+  response->set_queue_id(queue->id);
+  response->set_submission_entries(queue->geometry.sq_entries);
+  response->set_completion_entries(queue->geometry.cq_entries);
+  response->set_segment_size(queue->segment_size);
   return Done(context, absl::OkStatus());
 }
 
@@ -67,11 +67,11 @@ grpc::ServerUnaryReactor* LocalService::CloseQueue(
     v1::CloseQueueResponse*) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  if (state_->queues == nullptr) {
+  if (deps_.queues == nullptr) {
     return Done(context, absl::NotFoundError("no such queue"));
   }
   return Done(context,
-              state_->queues->Close(caller->session_id, request->queue_id()));
+              deps_.queues->Close(caller->session_id, request->queue_id()));
 }
 
 grpc::ServerUnaryReactor* LocalService::ListQueues(
@@ -82,8 +82,8 @@ grpc::ServerUnaryReactor* LocalService::ListQueues(
   auto after = ParseIdToken(request->page_token());
   if (!after.ok()) return Done(context, after.status());
   const size_t page = PageSize(request->page_size());
-  if (state_->queues == nullptr) return Done(context, absl::OkStatus());
-  for (const ring::QueueSnapshot& q : state_->queues->List()) {
+  if (deps_.queues == nullptr) return Done(context, absl::OkStatus());
+  for (const ring::QueueSnapshot& q : deps_.queues->List()) {
     // A user sees the queues of its own uid, as ps(1) under hidepid would
     // show its own processes; root sees all.
     if (q.id <= *after) continue;
@@ -126,21 +126,21 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
     v1::OpenRemoteResponse* response) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  if (state_->queues == nullptr) {
+  if (deps_.queues == nullptr) {
     return Done(context, absl::UnimplementedError(
                              "this daemon has no shared-memory queues"));
   }
   auto decoded = DecodeRemoteRegion(request->remote());
   if (!decoded.ok()) return Done(context, decoded.status());
   core::TransferTarget target = *std::move(decoded);
-  RouteToSelf(state_->identity, &target);
-  auto session_handles = state_->queues->HandlesOf(caller->session_id);
+  RouteToSelf(*deps_.identity, &target);
+  auto session_handles = deps_.queues->HandlesOf(caller->session_id);
   if (!session_handles.ok()) return Done(context, session_handles.status());
   std::shared_ptr<ring::RemoteHandles> handles = *std::move(session_handles);
   auto grant = core::GrantTarget(
-      *caller, target, *state_->regions,
-      {.directory = state_->directory != nullptr,
-       .peers = state_->peers != nullptr});
+      *caller, target, *deps_.regions,
+      {.directory = deps_.directory != nullptr,
+       .peers = deps_.peers != nullptr});
   if (!grant.ok()) return Done(context, grant.status());
   auto add = [handles, response](core::TransferTarget target, uint64_t size,
                                  core::RemoteAccess access,
@@ -173,7 +173,7 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
       // one look-up each (from its cache), so they follow the region when
       // it moves.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      state_->directory->Resolve(
+      deps_.directory->Resolve(
           target.name, DeadlineOf(context), {},
           [reactor, add, target](
               absl::StatusOr<core::DirectoryEntry> entry) mutable {
@@ -191,7 +191,7 @@ grpc::ServerUnaryReactor* LocalService::OpenRemote(
       break;
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  state_->peers->Resolve(
+  deps_.peers->Resolve(
       target, caller->uid, DeadlineOf(context),
       [reactor, add, target](
           absl::StatusOr<peer::TransferFlow::Resolved> resolved) mutable {
@@ -211,10 +211,10 @@ grpc::ServerUnaryReactor* LocalService::CloseRemote(
     const v1::CloseRemoteRequest* request, v1::CloseRemoteResponse*) {
   auto caller = RequireSession(context);
   if (!caller.ok()) return Done(context, caller.status());
-  if (state_->queues == nullptr) {
+  if (deps_.queues == nullptr) {
     return Done(context, absl::NotFoundError("no such handle"));
   }
-  auto handles = state_->queues->HandlesOf(caller->session_id);
+  auto handles = deps_.queues->HandlesOf(caller->session_id);
   if (!handles.ok()) return Done(context, handles.status());
   return Done(context, (*handles)->Remove(request->handle()));
 }

@@ -11,7 +11,7 @@
 #define RDMAD_DAEMON_SERVICE_SELF_ROUTE_H_
 
 #include "daemon/core/transfer.h"
-#include "daemon/service/daemon_state.h"
+#include "daemon/service/daemon_identity.h"
 
 namespace rdmad::service {
 
