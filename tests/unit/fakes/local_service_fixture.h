@@ -95,6 +95,20 @@ class LocalServiceTest : public ::testing::Test {
     ConnectAs(pid, uid);
     return Client{pid, uid, opened.id, opened.token};
   }
+  // Sessions of two uids, `owner` (1000) and `other` (1001), and "kv", a
+  // region of `owner` that both may use (mode 0666). Calls come from
+  // `other`'s process.
+  struct TwoUsers {
+    Client owner;
+    Client other;
+  };
+  TwoUsers OwnerAndOther() {
+    TwoUsers users;
+    users.owner = Open(1000, 100);
+    Allocate(CallerOf(users.owner), "kv", 4096, 0666);
+    users.other = Open(1001, 101);
+    return users;
+  }
   // What the kernel reports of the calling process from now on.
   void ConnectAs(int32_t pid, uint32_t uid) {
     absl::MutexLock lock(&mu_);

@@ -215,9 +215,7 @@ TEST_F(LocalServiceTest, RegisterBufferChecksTheRequestBeforeTakingTheFd) {
 
 TEST_F(LocalServiceTest, FreeRegionNeedsARegionTheCallerManages) {
   Start();
-  const Client owner = Open(1000, 100);
-  Allocate(CallerOf(owner), "kv", 4096, 0666);
-  const Client other = Open(1001, 101);
+  const auto [owner, other] = OwnerAndOther();
   v1::FreeRegionRequest request;
   v1::FreeRegionResponse response;
   EXPECT_EQ(CodeOf(&Stub::FreeRegion, &other, request),
@@ -276,9 +274,7 @@ TEST_F(LocalServiceTest, DescriptorGoesOnlyToWhoMayDoWhatItGrants) {
 
 TEST_F(LocalServiceTest, SetRegionPermissionsIsTheOwnersToDo) {
   Start();
-  const Client owner = Open(1000, 100);
-  Allocate(CallerOf(owner), "kv", 4096, 0666);
-  const Client other = Open(1001, 101);
+  const auto [owner, other] = OwnerAndOther();
   v1::SetRegionPermissionsRequest request;
   *request.mutable_region() = RefByName("kv");
   request.set_mode(0600);
