@@ -22,14 +22,14 @@ using ::testing::HasSubstr;
 using testing::FakeAcceptor;
 using testing::InProcessServer;
 
-constexpr uint64_t kIncarnation = 0x5eed;
+constexpr uint64_t kDaemonIncarnation = 0x5eed;
 const core::Caller kOwner{1, 1000, 1000, 11, {}};
 
 class PeerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     identity_.version = "9.8.7";
-    identity_.incarnation = kIncarnation;
+    identity_.incarnation = kDaemonIncarnation;
     identity_.transport = core::TransportKind::kTcp;
     identity_.peer_listen = "127.0.0.1:7471";
     Allocate("kv", 4096, 0600, core::RemoteAccess::kReadWrite);
@@ -99,7 +99,7 @@ TEST_F(PeerServiceTest, HelloSaysWhoThisDaemonIsAndWhatItOffers) {
   grpc::Status status = Call(&v1::Peer::Stub::Hello, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.version(), "9.8.7");
-  EXPECT_EQ(response.incarnation(), kIncarnation);
+  EXPECT_EQ(response.incarnation(), kDaemonIncarnation);
   EXPECT_THAT(response.transports(),
               ::testing::ElementsAre(v1::TRANSPORT_TCP));
   ASSERT_EQ(response.endpoints_size(), 1);
@@ -178,13 +178,13 @@ TEST_F(PeerServiceTest, ConnectGoesToTheTransportsAcceptor) {
   Start();
   v1::ConnectRequest request;
   request.set_transport(v1::TRANSPORT_TCP);
-  request.set_target_incarnation(kIncarnation);
+  request.set_target_incarnation(kDaemonIncarnation);
   request.set_generation(42);
   request.set_tcp_connections(2);
   v1::ConnectResponse response;
   grpc::Status status = Call(&v1::Peer::Stub::Connect, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(response.incarnation(), kIncarnation);
+  EXPECT_EQ(response.incarnation(), kDaemonIncarnation);
   EXPECT_EQ(response.generation(), 42u);
   EXPECT_EQ(tcp_.accepted(), 1);
   EXPECT_EQ(tcp_.last_request().tcp_connections(), 2u);
@@ -203,7 +203,7 @@ TEST_F(PeerServiceTest, ConnectRefusals) {
   const std::vector<Case> cases = {
       {"no transport", v1::TRANSPORT_UNSPECIFIED, 0, absl::OkStatus(),
        grpc::StatusCode::INVALID_ARGUMENT, "is not a transport"},
-      {"a Hello from an earlier run", v1::TRANSPORT_TCP, kIncarnation + 1,
+      {"a Hello from an earlier run", v1::TRANSPORT_TCP, kDaemonIncarnation + 1,
        absl::OkStatus(), grpc::StatusCode::FAILED_PRECONDITION,
        "say Hello again"},
       {"a transport this daemon lacks", v1::TRANSPORT_VERBS, 0,
@@ -239,7 +239,7 @@ TEST_F(PeerServiceTest, HelloAnswersItsProposalsAndNames) {
   grpc::Status status = Call(&v1::Peer::Stub::Hello, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.connect_transport(), v1::TRANSPORT_TCP);
-  EXPECT_EQ(response.connect().incarnation(), kIncarnation);
+  EXPECT_EQ(response.connect().incarnation(), kDaemonIncarnation);
   ASSERT_EQ(response.resolved_size(), 2);
   EXPECT_EQ(response.resolved(0).region().name(), "kv");
   EXPECT_EQ(response.resolved(1).status().code(),
@@ -268,7 +268,7 @@ TEST_F(PeerServiceTest, ResolveDescribesAnExport) {
   EXPECT_EQ(response.region().name(), "kv");
   EXPECT_EQ(response.region().length(), 4096u);
   EXPECT_EQ(response.region().access(), v1::ACCESS_READ_WRITE);
-  EXPECT_EQ(response.region().incarnation(), kIncarnation);
+  EXPECT_EQ(response.region().incarnation(), kDaemonIncarnation);
   EXPECT_NE(response.region().tcp_key(), 0u);
 }
 
@@ -286,7 +286,7 @@ TEST_F(PeerServiceTest, ResolveFromThisDaemonItselfGivesNoMoreThanTheMode) {
     SCOPED_TRACE(c.name);
     v1::ResolveRequest request;
     request.set_name(c.name);
-    request.set_incarnation(kIncarnation);
+    request.set_incarnation(kDaemonIncarnation);
     request.set_uid(c.uid);
     v1::ResolveResponse response;
     grpc::Status status = Call(&v1::Peer::Stub::Resolve, request, &response);
@@ -323,7 +323,7 @@ TEST_F(PeerServiceTest, ResolveRefusals) {
     SCOPED_TRACE(c.what);
     v1::ResolveRequest request;
     request.set_name(c.name);
-    if (c.self_route) request.set_incarnation(kIncarnation);
+    if (c.self_route) request.set_incarnation(kDaemonIncarnation);
     if (c.uid.has_value()) request.set_uid(*c.uid);
     v1::ResolveResponse response;
     grpc::Status status = Call(&v1::Peer::Stub::Resolve, request, &response);
