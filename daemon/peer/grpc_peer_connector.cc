@@ -56,11 +56,34 @@ absl::Status FromPeerCall(const grpc::Status& status, const std::string& peer,
 GrpcPeerConnector::GrpcPeerConnector(
     GrpcPeerConnectorOptions options,
     std::vector<std::unique_ptr<transport::Connector>> connectors)
-    : options_(std::move(options)), connectors_(std::move(connectors)) {}
+    : options_(std::move(options)), connectors_(std::move(connectors)) {
+  {
+    absl::MutexLock lock(&sender_target_->mu);
+    sender_target_->connector = this;
+  }
+  // Channels may outlive this connector: theirs reach it through the
+  // target, which Shutdown clears.
+  for (const auto& c : connectors_) {
+    c->UseSender([target = sender_target_](const std::string& peer,
+                                           v1::ConnectRequest request,
+                                           transport::ConnectDone done) {
+      absl::MutexLock lock(&target->mu);
+      if (target->connector == nullptr) return done(ShuttingDown());
+      target->connector->SendConnect(peer, std::move(request),
+                                     std::move(done));
+    });
+  }
+}
 
 GrpcPeerConnector::~GrpcPeerConnector() { Shutdown(); }
 
-void GrpcPeerConnector::Shutdown() { calls_.Shutdown(); }
+void GrpcPeerConnector::Shutdown() {
+  {
+    absl::MutexLock lock(&sender_target_->mu);
+    sender_target_->connector = nullptr;
+  }
+  calls_.Shutdown();
+}
 
 void GrpcPeerConnector::SetSelfAddress(std::string address) {
   absl::MutexLock lock(&mu_);
@@ -341,6 +364,31 @@ void GrpcPeerConnector::Connect(
                          std::string(core::TransportKindName(kind)));
             (*done)(*std::move(channel));
           }
+        }
+        calls_.Untrack(&call->context);
+      });
+}
+
+void GrpcPeerConnector::SendConnect(const std::string& address,
+                                    v1::ConnectRequest request,
+                                    transport::ConnectDone done) {
+  auto call = std::make_shared<Call<v1::ConnectRequest, v1::ConnectResponse>>();
+  call->request = std::move(request);
+  call->request.set_incarnation(options_.incarnation);
+  call->request.set_address(self_address());
+  call->context.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
+  if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
+  stub->async()->Connect(
+      &call->context, &call->request, &call->response,
+      [this, address, call, stub,
+       done = std::make_shared<transport::ConnectDone>(std::move(done))](
+          grpc::Status status) mutable {
+        if (status.ok()) {
+          (*done)(std::move(call->response));
+        } else {
+          (*done)(FromPeerCall(status, address, "Connect"));
         }
         calls_.Untrack(&call->context);
       });

@@ -56,7 +56,9 @@ struct GrpcPeerConnectorOptions {
 
 class GrpcPeerConnector final : public PeerConnector {
  public:
-  // `connectors`: one per transport kind this daemon can connect with.
+  // `connectors`: one per transport kind this daemon can connect with;
+  // each is given a ConnectSender that reaches the peers through this
+  // connector until Shutdown (then it answers UNAVAILABLE).
   GrpcPeerConnector(GrpcPeerConnectorOptions options,
                     std::vector<std::unique_ptr<transport::Connector>> connectors);
   ~GrpcPeerConnector() override;  // Shutdown()
@@ -80,6 +82,16 @@ class GrpcPeerConnector final : public PeerConnector {
   void Shutdown();
 
  private:
+  // What the transports' ConnectSenders call: this connector, until
+  // Shutdown clears it.
+  struct SenderTarget {
+    absl::Mutex mu;
+    GrpcPeerConnector* connector ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
+  // Peer.Connect of a request a transport built (transport::ConnectSender).
+  void SendConnect(const std::string& address, v1::ConnectRequest request,
+                   transport::ConnectDone done);
   std::shared_ptr<v1::Peer::Stub> StubFor(const std::string& address);
   transport::Connector* FindConnector(core::TransportKind kind) const;
   std::string self_address() const;
@@ -87,6 +99,8 @@ class GrpcPeerConnector final : public PeerConnector {
   const GrpcPeerConnectorOptions options_;
   const std::vector<std::unique_ptr<transport::Connector>> connectors_;
   CallTracker calls_;
+  const std::shared_ptr<SenderTarget> sender_target_ =
+      std::make_shared<SenderTarget>();
 
   mutable absl::Mutex mu_;
   // Increases with every Connect, so that a stale answer can never

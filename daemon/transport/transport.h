@@ -35,6 +35,7 @@
 #define RDMAD_DAEMON_TRANSPORT_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,6 +188,15 @@ class DataChannel {
   virtual void Close() = 0;
 };
 
+// Sends a Peer.Connect that the transport built itself, after the data
+// channel exists (verbs: QPs added to a pool that grew), to the peer at
+// `peer` and calls `done` once with its answer, from any thread. The sender
+// fills in this daemon's incarnation and address; the answer's incarnation
+// and generation are for the transport to check. Copyable; thread-safe.
+using ConnectDone = absl::AnyInvocable<void(absl::StatusOr<v1::ConnectResponse>)>;
+using ConnectSender = std::function<void(
+    const std::string& peer, v1::ConnectRequest request, ConnectDone done)>;
+
 // The connecting side of one transport kind: builds DataChannels to peers.
 class Connector {
  public:
@@ -213,6 +223,11 @@ class Connector {
   // `request` already names this daemon (address).
   virtual absl::StatusOr<std::unique_ptr<Pending>> Prepare(
       const std::string& peer, v1::ConnectRequest* request) = 0;
+
+  // How channels made later may send their own Peer.Connects (see
+  // ConnectSender); given once, before the first Prepare. A transport
+  // that sends none ignores it.
+  virtual void UseSender(ConnectSender sender) { (void)sender; }
 };
 
 // The serving side of Peer.Connect for one transport kind. Thread-safe.

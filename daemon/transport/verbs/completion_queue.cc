@@ -57,6 +57,23 @@ absl::StatusOr<std::shared_ptr<CompletionQueue>> CompletionQueue::Create(
       std::move(device), std::move(channel), std::move(cq)));
 }
 
+absl::Status CompletionQueue::Grow(int min_entries) {
+  if (min_entries <= cq_->cqe) return absl::OkStatus();
+  const int max_cqe = device_->attributes().max_cqe;
+  if (min_entries > max_cqe) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a CQ of ", min_entries, " entries is not possible on ",
+        device_->name(), " (max_cqe ", max_cqe, ")"));
+  }
+  // ibv_resize_cq returns the errno value.
+  if (const int rc = ibv_resize_cq(cq_.get(), min_entries); rc != 0) {
+    return absl::ErrnoToStatus(
+        rc, absl::StrCat("ibv_resize_cq(", device_->name(), ", ", min_entries,
+                         " entries)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<size_t> CompletionQueue::Poll(absl::Span<ibv_wc> out) {
   if (out.empty()) return 0;
   const int n =

@@ -61,6 +61,12 @@ class CompletionQueue {
   // Actual number of entries (ibv_create_cq may round up).
   int capacity() const { return cq_->cqe; }
 
+  // Grows the CQ to at least `min_entries` (ibv_resize_cq), for QPs added
+  // to those already on it; no-op when it has that many. Called by the
+  // thread that polls it. The errors of ibv_resize_cq (the device's
+  // max_cqe, memory) leave the CQ as it was.
+  absl::Status Grow(int min_entries);
+
   // The completion channel fd (non-blocking). It becomes readable after
   // Arm() once a completion arrives; an event loop watches it, then calls
   // ConsumeEvents(), Arm() and Poll() in that order. Not owned by the

@@ -8,7 +8,8 @@
 // only thing that stops a WR from going to the NIC at once, so a backlog
 // on every QP means more QPs would put more bytes on the wire now, while a
 // backlog that a completion clears in microseconds means nothing: the
-// backlog must last `hysteresis` before a grow starts. A grow doubles the
+// backlog must last `hysteresis` (5 ms: a kernel tick or two of the
+// coarse clock the channel reads) before a grow starts. A grow doubles the
 // pool (1, 2, 4... up to `max_qps`): a batch that fills one QP's queue
 // fills two, and doubling reaches the cap in log2 steps, each a handshake.
 //
@@ -42,7 +43,7 @@ struct QpGrowthOptions {
   // The pool's cap (the config's qps_per_peer). 1: the pool never grows.
   uint32_t max_qps = 4;
   // How long every QP's send queue must stay full before a grow starts.
-  absl::Duration hysteresis = absl::Milliseconds(2);
+  absl::Duration hysteresis = absl::Milliseconds(5);
   // The wait after the first failed grow; doubles with each failure in a
   // row, up to retry_max.
   absl::Duration retry_after = absl::Milliseconds(200);

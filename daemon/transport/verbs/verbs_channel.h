@@ -32,6 +32,15 @@
 // kNoticeCredits notices per QP await their ack; more wait in the channel.
 // Like a TCP reply, the ack is awaited until the operation's deadline.
 //
+// Growth (qp_growth.h): a channel given a `grow` function starts with the
+// QPs it was given (one, for a verbs peer) and, when WRs keep waiting
+// because every QP's send queue is full, asks for more: `grow` makes them
+// on the channel's CQ (grown first, on the loop that polls it), has the
+// peer add as many to the same handshake's pool, and hands them back at
+// RTS; the channel then spreads new WRs over them too. WRs already posted
+// stay on their QPs. A grow that fails changes nothing (the channel backs
+// off and asks again later); it never fails an operation.
+//
 // Failures: a failed completion puts its QP in the error state. The WR that
 // failed fails its operation with the status the NIC gave (a remote access
 // error is PERMISSION_DENIED, retries exhausted UNAVAILABLE); WRs behind it
@@ -46,20 +55,36 @@
 #define RDMAD_DAEMON_TRANSPORT_VERBS_VERBS_CHANNEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/completion_queue.h"
+#include "daemon/transport/verbs/qp_growth.h"
 #include "daemon/transport/verbs/queue_pair.h"
 
 namespace rdmad::verbs {
 
 inline constexpr uint64_t kDefaultReadChunkBytes = 64 << 10;
+
+// QPs a grow added: connected (RTS), with the peer's QP number of each.
+struct GrownQps {
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  std::vector<uint32_t> remote_qpns;
+};
+using GrowDone = absl::AnyInvocable<void(absl::StatusOr<GrownQps>)>;
+// Called on the channel's loop: grows `cq` for `total` QPs (the loop is the
+// thread that polls it), creates `count` QPs on it, connects them to as
+// many the peer adds, and calls `done` once with them, from any thread.
+using GrowQps = std::function<void(uint32_t count, uint32_t total,
+                                   std::shared_ptr<CompletionQueue> cq,
+                                   GrowDone done)>;
 
 struct VerbsChannelOptions {
   // The loop the channel lives on. Not owned; must outlive the channel's
@@ -83,6 +108,10 @@ struct VerbsChannelOptions {
   // A QP in the error state whose flushed WRs have not all completed after
   // this long is taken as drained (the QP no longer moves data).
   absl::Duration flush_grace = absl::Seconds(1);
+  // Adds QPs while the traffic asks for them (see Growth above); null: the
+  // pool keeps the QPs it started with. growth.max_qps caps the pool.
+  GrowQps grow;
+  QpGrowthOptions growth;
 };
 
 class VerbsChannel final : public transport::DataChannel {

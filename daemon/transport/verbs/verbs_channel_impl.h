@@ -134,6 +134,12 @@ class VerbsChannel::Impl : public runtime::Poller,
   // QP `qp_index` as one chain.
   void PostChain(size_t qp_index, std::deque<Chunk>& from, size_t n);
   void Teardown();
+  // Asks for more QPs when WRs keep waiting on full send queues (growth_).
+  void MaybeGrow();
+  // A grow ended: takes its QPs into the pool (loop thread).
+  void AddQps(absl::StatusOr<GrownQps> grown);
+  // Appends a connected QP to the pool (Start, AddQps).
+  void TakeQp(std::unique_ptr<QueuePair> qp, uint32_t remote_qpn);
   absl::Status ClosedError() const override;
   absl::Status BrokenError() const;
 
@@ -166,6 +172,8 @@ class VerbsChannel::Impl : public runtime::Poller,
   // Before the channel is shared: the slots for notices and acks, and
   // kNoticeCredits receives posted on every QP for the acks.
   absl::Status StartNotices();
+  // Posts QP `qp_index`'s receives for acks (kNoticeCredits).
+  absl::Status PostAckReceives(size_t qp_index);
   // Queues the WRs of a WRITE with an immediate, then its notice, on one QP.
   void QueueWithNotice(const std::shared_ptr<OpState>& state);
   // How many of QP `qp_index`'s pinned chunks may be posted now: send-queue
@@ -199,6 +207,10 @@ class VerbsChannel::Impl : public runtime::Poller,
   // kMaxSpareOps.
   static constexpr size_t kMaxSpareOps = 256;
   std::list<std::shared_ptr<OpState>> spare_ops_;
+  // The QPs the notice slots are laid out for: the pool's most (growth
+  // included), so that a QP added later finds its slots.
+  size_t slot_qps_ = 0;
+  QpGrowth growth_;
   uint64_t chunk_bytes_ = 0;
   uint64_t read_chunk_bytes_ = 0;  // <= chunk_bytes_
   uint32_t inline_max_ = UINT32_MAX;

@@ -25,23 +25,27 @@ uint64_t AckWrId(size_t qp_index, size_t slot) {
 }  // namespace
 
 absl::Status VerbsChannel::Impl::StartNotices() {
-  for (const QpState& q : qps_) {
-    if (q.qp->max_recv_wr() < kNoticeCredits) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "a verbs QP has room for ", q.qp->max_recv_wr(),
-          " receives; the acks of notices need ", kNoticeCredits,
-          ": raise QpConfig::max_recv_wr"));
-    }
-  }
   RDMAD_ASSIGN_OR_RETURN(
       notice_buffers_,
-      NoticeBuffers::Create(cq_->device(), 2 * qps_.size() * kNoticeCredits));
+      NoticeBuffers::Create(cq_->device(), 2 * slot_qps_ * kNoticeCredits));
   for (size_t i = 0; i < qps_.size(); ++i) {
-    for (size_t k = 0; k < kNoticeCredits; ++k) {
-      const size_t slot = i * kNoticeCredits + k;
-      RDMAD_RETURN_IF_ERROR(
-          notice_buffers_->PostRecv(*qps_[i].qp, slot, AckWrId(i, slot)));
-    }
+    RDMAD_RETURN_IF_ERROR(PostAckReceives(i));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerbsChannel::Impl::PostAckReceives(size_t qp_index) {
+  QueuePair& qp = *qps_[qp_index].qp;
+  if (qp.max_recv_wr() < kNoticeCredits) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a verbs QP has room for ", qp.max_recv_wr(),
+        " receives; the acks of notices need ", kNoticeCredits,
+        ": raise QpConfig::max_recv_wr"));
+  }
+  for (size_t k = 0; k < kNoticeCredits; ++k) {
+    const size_t slot = qp_index * kNoticeCredits + k;
+    RDMAD_RETURN_IF_ERROR(
+        notice_buffers_->PostRecv(qp, slot, AckWrId(qp_index, slot)));
   }
   return absl::OkStatus();
 }
@@ -119,7 +123,7 @@ void VerbsChannel::Impl::PrepareNotice(size_t qp_index, const Chunk& chunk,
   // that goes inline is copied out at the post; otherwise a slot is reused
   // only after the SEND from it retired (PinnedReady keeps fewer than
   // kNoticeCredits of those in flight, and a QP retires its WRs in order).
-  const size_t slot = (qps_.size() + qp_index) * kNoticeCredits +
+  const size_t slot = (slot_qps_ + qp_index) * kNoticeCredits +
                       static_cast<size_t>(q.notices_sent % kNoticeCredits);
   const std::array<uint8_t, kNoticeBytes> bytes = EncodeNotice(notice);
   uint8_t* at = notice_buffers_->mutable_slot(slot);

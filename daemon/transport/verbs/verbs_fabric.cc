@@ -176,18 +176,30 @@ absl::StatusOr<std::shared_ptr<VerbsFabric>> VerbsFabric::Open(
 absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> VerbsFabric::CreateQps(
     size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq,
     ibv_srq* srq) const {
+  RDMAD_ASSIGN_OR_RETURN(
+      *cq, CompletionQueue::Create(rails_[rail].device,
+                                   CqEntriesFor(rail, count)));
+  return CreateQpsOn(rail, count, *cq, srq);
+}
+
+int VerbsFabric::CqEntriesFor(size_t rail, uint32_t count) const {
   const LocalRail& on = rails_[rail];
-  QpConfig config = on.qp;
-  config.srq = srq;
   // Every WR completes at most once, so a CQ as deep as all send queues
   // together can never overrun.
-  const int entries = static_cast<int>(std::min<uint64_t>(
+  return static_cast<int>(std::min<uint64_t>(
       uint64_t{count} * (on.qp.max_send_wr + on.qp.max_recv_wr) + 1,
       static_cast<uint64_t>(on.device->attributes().max_cqe)));
-  RDMAD_ASSIGN_OR_RETURN(*cq, CompletionQueue::Create(on.device, entries));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>>
+VerbsFabric::CreateQpsOn(size_t rail, uint32_t count,
+                         const std::shared_ptr<CompletionQueue>& cq,
+                         ibv_srq* srq) const {
+  QpConfig config = rails_[rail].qp;
+  config.srq = srq;
   std::vector<std::unique_ptr<QueuePair>> qps;
   for (uint32_t i = 0; i < count; ++i) {
-    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(*cq, config));
+    RDMAD_ASSIGN_OR_RETURN(auto qp, QueuePair::Create(cq, config));
     RDMAD_RETURN_IF_ERROR(qp->ModifyToInit());
     qps.push_back(std::move(qp));
   }

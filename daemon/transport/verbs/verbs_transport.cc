@@ -49,32 +49,149 @@ struct PendingRail {
   absl::Status error;  // why it could not be prepared (sent without QPs)
 };
 
-// Creates rail `rail`'s QPs for a Connect into `pending`, and their
-// endpoints into `out`.
-absl::Status PrepareRail(
-    const VerbsFabric& fabric, size_t rail, PendingRail* pending,
+// Appends the endpoints of `qps` (on rail `rail`) to `out`.
+absl::Status AddEndpoints(
+    const VerbsFabric& fabric, size_t rail,
+    const std::vector<std::unique_ptr<QueuePair>>& qps,
     google::protobuf::RepeatedPtrField<v1::QpEndpoint>* out) {
-  RDMAD_ASSIGN_OR_RETURN(
-      pending->qps,
-      fabric.CreateQps(rail, fabric.options().qps_per_peer, &pending->cq));
-  for (const auto& qp : pending->qps) {
+  for (const auto& qp : qps) {
     RDMAD_ASSIGN_OR_RETURN(QpEndpoint e, qp->LocalEndpoint());
     ToProto(e, fabric.rails()[rail].device->name(), out->Add());
   }
   return absl::OkStatus();
 }
 
+// Creates rail `rail`'s `count` QPs for a Connect into `pending`, and
+// their endpoints into `out`.
+absl::Status PrepareRail(
+    const VerbsFabric& fabric, size_t rail, uint32_t count,
+    PendingRail* pending,
+    google::protobuf::RepeatedPtrField<v1::QpEndpoint>* out) {
+  RDMAD_ASSIGN_OR_RETURN(pending->qps,
+                         fabric.CreateQps(rail, count, &pending->cq));
+  return AddEndpoints(fabric, rail, pending->qps, out);
+}
+
+// Where rail `rail`'s QPs go in a Connect request or answer: `qps` for the
+// first rail, else the rail's entry of `extra_rails` (added as needed).
+template <typename Message>
+google::protobuf::RepeatedPtrField<v1::QpEndpoint>* RailQps(Message* message,
+                                                            size_t rail) {
+  if (rail == 0) return message->mutable_qps();
+  while (static_cast<size_t>(message->extra_rails_size()) < rail) {
+    message->add_extra_rails();
+  }
+  return message->mutable_extra_rails(static_cast<int>(rail - 1))
+      ->mutable_qps();
+}
+
+// The QPs the peer answered for rail `rail` (none if it did not answer
+// for that rail).
+const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& AnsweredQps(
+    const v1::ConnectResponse& response, size_t rail) {
+  static const auto* const kNone =
+      new google::protobuf::RepeatedPtrField<v1::QpEndpoint>();
+  if (rail == 0) return response.qps();
+  if (static_cast<int>(rail) > response.extra_rails_size()) return *kNone;
+  return response.extra_rails(static_cast<int>(rail - 1)).qps();
+}
+
+// Connects `qps` to the peer's `answer`, QP by QP; the peer's QP numbers.
+absl::StatusOr<std::vector<uint32_t>> ConnectTo(
+    const std::vector<std::unique_ptr<QueuePair>>& qps,
+    const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& answer,
+    size_t rail) {
+  if (static_cast<size_t>(answer.size()) != qps.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer answered with ", answer.size(), " QPs for our ", qps.size(),
+        " on rail ", rail));
+  }
+  std::vector<uint32_t> remote_qpns;
+  for (size_t i = 0; i < qps.size(); ++i) {
+    RDMAD_ASSIGN_OR_RETURN(QpEndpoint remote,
+                           FromProto(answer[static_cast<int>(i)]));
+    RDMAD_RETURN_IF_ERROR(qps[i]->Connect(remote));
+    remote_qpns.push_back(remote.qpn);
+  }
+  return remote_qpns;
+}
+
+// What growing one rail's pool needs to know about its handshake.
+struct GrowTarget {
+  std::shared_ptr<VerbsFabric> fabric;
+  transport::ConnectSender sender;
+  std::string peer;
+  size_t rail = 0;
+  uint64_t generation = 0;        // of the handshake that built the pool
+  uint64_t peer_incarnation = 0;  // the run of the peer that serves it
+};
+
+// The peer's answer to a grow of `qps`, checked (untrusted input), and the
+// QPs connected to it.
+absl::StatusOr<GrownQps> FinishGrow(
+    const GrowTarget& target, std::vector<std::unique_ptr<QueuePair>> qps,
+    absl::StatusOr<v1::ConnectResponse> answer) {
+  if (!answer.ok()) return std::move(answer).status();
+  if (answer->incarnation() != target.peer_incarnation ||
+      answer->generation() != target.generation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "peer ", target.peer, " answered a grow for another handshake"));
+  }
+  GrownQps grown;
+  RDMAD_ASSIGN_OR_RETURN(grown.remote_qpns,
+                         ConnectTo(qps, AnsweredQps(*answer, target.rail),
+                                   target.rail));
+  grown.qps = std::move(qps);
+  return grown;
+}
+
+// The channel's GrowQps for one rail: QPs on its CQ (grown first), a
+// Connect with `grow` set for the same handshake, and the answer's QPs
+// connected to ours.
+GrowQps GrowFor(GrowTarget target) {
+  return [target = std::move(target)](uint32_t count, uint32_t total,
+                                      std::shared_ptr<CompletionQueue> cq,
+                                      GrowDone done) {
+    const VerbsFabric& fabric = *target.fabric;
+    absl::Status grown_cq = cq->Grow(fabric.CqEntriesFor(target.rail, total));
+    if (!grown_cq.ok()) return done(grown_cq);
+    auto qps = fabric.CreateQpsOn(target.rail, count, cq);
+    if (!qps.ok()) return done(qps.status());
+    v1::ConnectRequest request;
+    request.set_grow(true);
+    request.set_transport(v1::TRANSPORT_VERBS);
+    request.set_generation(target.generation);
+    request.set_target_incarnation(target.peer_incarnation);
+    if (absl::Status s =
+            AddEndpoints(fabric, target.rail, *qps, RailQps(&request, target.rail));
+        !s.ok()) {
+      return done(s);
+    }
+    // The QPs wait in INIT for the answer; destroyed with the callback if
+    // none comes.
+    auto held =
+        std::make_shared<std::vector<std::unique_ptr<QueuePair>>>(*std::move(qps));
+    target.sender(target.peer, std::move(request),
+                  [target, held, done = std::move(done)](
+                      absl::StatusOr<v1::ConnectResponse> answer) mutable {
+                    done(FinishGrow(target, std::move(*held), std::move(answer)));
+                  });
+  };
+}
+
 // The QPs of one Connect, every rail's, between Prepare and the answer.
 class PendingPool final : public transport::Connector::Pending {
  public:
+  // `sender`: how the channels' pools grow; null: they do not.
   PendingPool(std::shared_ptr<VerbsFabric> fabric, runtime::EventLoop* loop,
               std::string peer, uint64_t generation,
-              std::vector<PendingRail> rails)
+              std::vector<PendingRail> rails, transport::ConnectSender sender)
       : fabric_(std::move(fabric)),
         loop_(loop),
         peer_(std::move(peer)),
         generation_(generation),
-        rails_(std::move(rails)) {}
+        rails_(std::move(rails)),
+        sender_(std::move(sender)) {}
 
   absl::StatusOr<std::shared_ptr<transport::DataChannel>> Finish(
       const v1::ConnectResponse& response) override {
@@ -102,7 +219,7 @@ class PendingPool final : public transport::Connector::Pending {
                      ? absl::UnavailableError(absl::StrCat(
                            "peer ", peer_, " could not set up its side of "
                            "the rail"))
-                     : FinishRail(r, answer, &link);
+                     : FinishRail(r, answer, response.incarnation(), &link);
       }
       if (failed.ok()) {
         ++working;
@@ -137,27 +254,16 @@ class PendingPool final : public transport::Connector::Pending {
   }
 
  private:
-  // Connects rail `r`'s QPs to the peer's `answer` and wraps them in a
-  // VerbsChannel, into `link`.
+  // Connects rail `r`'s QPs to the peer's `answer` (from the run
+  // `peer_incarnation`) and wraps them in a VerbsChannel, into `link`.
   absl::Status FinishRail(
       size_t r,
       const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& answer,
-      RailLink* link) {
+      uint64_t peer_incarnation, RailLink* link) {
     PendingRail& rail = rails_[r];
-    if (static_cast<size_t>(answer.size()) != rail.qps.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer answered with ", answer.size(), " QPs for our ",
-          rail.qps.size(), " on rail ", r));
-    }
-    std::vector<uint32_t> remote_qpns;
-    std::string remote_device;
-    for (size_t i = 0; i < rail.qps.size(); ++i) {
-      const v1::QpEndpoint& wire = answer[static_cast<int>(i)];
-      RDMAD_ASSIGN_OR_RETURN(QpEndpoint remote, FromProto(wire));
-      if (i == 0) remote_device = wire.device();
-      RDMAD_RETURN_IF_ERROR(rail.qps[i]->Connect(remote));
-      remote_qpns.push_back(remote.qpn);
-    }
+    RDMAD_ASSIGN_OR_RETURN(std::vector<uint32_t> remote_qpns,
+                           ConnectTo(rail.qps, answer, r));
+    const std::string remote_device = answer[0].device();
     const LocalRail& local = fabric_->rails()[r];
     VerbsChannelOptions options;
     options.loop = loop_;
@@ -167,6 +273,12 @@ class PendingPool final : public transport::Connector::Pending {
     options.generation = generation_;
     options.chunk_bytes = fabric_->options().chunk_bytes;
     options.read_chunk_bytes = fabric_->options().read_chunk_bytes;
+    const uint32_t most = fabric_->options().qps_per_peer;
+    if (sender_ && rail.qps.size() < most) {
+      options.growth.max_qps = most;
+      options.grow = GrowFor(GrowTarget{fabric_, sender_, peer_, r,
+                                        generation_, peer_incarnation});
+    }
     RDMAD_ASSIGN_OR_RETURN(
         auto channel,
         VerbsChannel::Create(std::move(options), std::move(rail.cq),
@@ -181,6 +293,7 @@ class PendingPool final : public transport::Connector::Pending {
   const std::string peer_;
   const uint64_t generation_;
   std::vector<PendingRail> rails_;
+  const transport::ConnectSender sender_;
 };
 
 }  // namespace
@@ -191,11 +304,24 @@ bool VerbsConnector::Usable(std::string* why) const {
   return false;
 }
 
+void VerbsConnector::UseSender(transport::ConnectSender sender) {
+  absl::MutexLock lock(&mu_);
+  sender_ = std::move(sender);
+}
+
 absl::StatusOr<std::unique_ptr<transport::Connector::Pending>>
 VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   if (fabric_ == nullptr) {
     return absl::FailedPreconditionError("this daemon has no usable RDMA port");
   }
+  transport::ConnectSender sender;
+  {
+    absl::MutexLock lock(&mu_);
+    sender = sender_;
+  }
+  // A pool that can grow starts with one QP: most peers of a large mesh
+  // never need more.
+  const uint32_t count = sender ? 1 : fabric_->options().qps_per_peer;
   std::vector<PendingRail> rails(fabric_->rails().size());
   absl::Status first_error;
   size_t prepared = 0;
@@ -203,7 +329,7 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
     // The first rail's QPs where an rdmad without rails looks for them.
     auto* out = r == 0 ? request->mutable_qps()
                        : request->add_extra_rails()->mutable_qps();
-    rails[r].error = PrepareRail(*fabric_, r, &rails[r], out);
+    rails[r].error = PrepareRail(*fabric_, r, count, &rails[r], out);
     if (rails[r].error.ok()) {
       ++prepared;
       continue;
@@ -222,7 +348,7 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   // operation are then never handled at the same time.
   return std::unique_ptr<Pending>(std::make_unique<PendingPool>(
       fabric_, runtime_->PickEngine(), peer, request->generation(),
-      std::move(rails)));
+      std::move(rails), std::move(sender)));
 }
 
 VerbsAcceptor::VerbsAcceptor(std::shared_ptr<VerbsFabric> fabric,
@@ -287,9 +413,79 @@ absl::Status VerbsAcceptor::AcceptRail(
   receiver.target = notices_;
   receiver.shared = std::move(shared);
   RDMAD_ASSIGN_OR_RETURN(
-      pool->receiver,
+      auto started,
       NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));
+  pool->receivers.push_back(std::move(started));
   pool->device = device;
+  return absl::OkStatus();
+}
+
+absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
+                                       const std::string& caller,
+                                       v1::ConnectResponse* response) {
+  const size_t rails = 1 + static_cast<size_t>(request.extra_rails_size());
+  const uint32_t most = fabric_->options().max_qps_per_connect;
+  const auto stale = [&request] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verbs grow from ", request.address(), " for generation ",
+        request.generation(),
+        ": no pool of that handshake is served (it was replaced or "
+        "dropped); connect again"));
+  };
+  const auto remotes = [&request](size_t r) -> const auto& {
+    return r == 0 ? request.qps() : request.extra_rails(r - 1).qps();
+  };
+  uint64_t sequence = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pools_.find(request.address());
+    if (it == pools_.end() || it->second.incarnation != request.incarnation() ||
+        it->second.generation != request.generation()) {
+      return stale();
+    }
+    const Pool& pool = it->second;
+    sequence = pool.sequence;
+    for (size_t r = 0; r < rails; ++r) {
+      if (remotes(r).empty()) continue;
+      if (r >= pool.rails.size() || pool.rails[r].receivers.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "verbs grow from ", request.address(), ": rail ", r,
+            " is not served; connect again"));
+      }
+      const size_t total =
+          pool.rails[r].remote_qpns.size() + static_cast<size_t>(remotes(r).size());
+      if (total > most) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a verbs pool may have at most ", most, " QPs per rail; growing "
+            "rail ", r, " would make it ", total));
+      }
+    }
+  }
+  // QPs are made outside the lock (each is several system calls), then
+  // added only if the pool is still the one they were made for.
+  std::vector<RailPool> added(rails);
+  for (size_t r = 0; r < rails; ++r) {
+    auto* out = RailQps(response, r);
+    if (remotes(r).empty()) continue;
+    RDMAD_RETURN_IF_ERROR(
+        AcceptRail(r, remotes(r), request, caller, &added[r], out));
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = pools_.find(request.address());
+  if (it == pools_.end() || it->second.sequence != sequence) {
+    return stale();  // `added` is destroyed with its QPs
+  }
+  for (size_t r = 0; r < rails; ++r) {
+    RailPool& into = it->second.rails[r];
+    for (auto& receiver : added[r].receivers) {
+      into.receivers.push_back(std::move(receiver));
+    }
+    into.remote_qpns.insert(into.remote_qpns.end(),
+                            added[r].remote_qpns.begin(),
+                            added[r].remote_qpns.end());
+  }
+  spdlog::debug("verbs: grew the pool of {} (generation {})",
+                request.address(), request.generation());
   return absl::OkStatus();
 }
 
@@ -322,6 +518,7 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
     return absl::InvalidArgumentError(
         "a verbs Connect must name the caller's Peer address");
   }
+  if (request.grow()) return AcceptGrow(request, caller, response);
   {
     // A handshake older than the pool in use must not replace it.
     absl::MutexLock lock(&mu_);
@@ -407,25 +604,30 @@ std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
   for (const auto& [peer, pool] : pools_) {
     for (size_t r = 0; r < pool.rails.size(); ++r) {
       const RailPool& rail = pool.rails[r];
-      if (rail.receiver == nullptr) continue;  // not set up
-      const auto& qps = rail.receiver->qps();
-      for (size_t i = 0; i < qps.size(); ++i) {
-        Served s;
-        s.peer = peer;
-        transport::ConnectionInfo& c = s.connection;
-        c.index = static_cast<uint32_t>(i);
-        c.rail = static_cast<uint32_t>(r);
-        c.device = rail.device;
-        c.local_qpn = qps[i]->qpn();
-        c.remote_qpn = rail.remote_qpns[i];
-        auto state = qps[i]->QueryState();
-        c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
-        c.state = state.ok() && *state == IBV_QPS_RTS
-                      ? transport::ConnectionState::kReady
-                      : transport::ConnectionState::kError;
-        c.path_mtu = qps[i]->config().path_mtu;
-        c.generation = pool.generation;
-        out.push_back(std::move(s));
+      // The receivers' QPs in pool order (none: the rail is not set up).
+      size_t index = 0;
+      for (const auto& receiver : rail.receivers) {
+        for (const auto& qp : receiver->qps()) {
+          Served s;
+          s.peer = peer;
+          transport::ConnectionInfo& c = s.connection;
+          c.index = static_cast<uint32_t>(index);
+          c.rail = static_cast<uint32_t>(r);
+          c.device = rail.device;
+          c.local_qpn = qp->qpn();
+          c.remote_qpn = index < rail.remote_qpns.size()
+                             ? rail.remote_qpns[index]
+                             : 0;
+          auto state = qp->QueryState();
+          c.qp_state = state.ok() ? QpStateName(*state) : "UNKNOWN";
+          c.state = state.ok() && *state == IBV_QPS_RTS
+                        ? transport::ConnectionState::kReady
+                        : transport::ConnectionState::kError;
+          c.path_mtu = qp->config().path_mtu;
+          c.generation = pool.generation;
+          out.push_back(std::move(s));
+          ++index;
+        }
       }
     }
   }

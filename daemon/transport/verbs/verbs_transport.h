@@ -21,6 +21,15 @@
 // (verbs_notice.h, notice_receiver.h). Those receives come from one shared
 // receive queue per device (notice_srq.h), so they do not grow with peers.
 //
+// Pools grow with their traffic: given a ConnectSender (UseSender), the
+// connecting daemon starts each rail's pool with one QP, and the
+// VerbsChannel asks for more when its send queues stay full (qp_growth.h),
+// up to qps_per_peer: a Connect with `grow` set and the same (incarnation,
+// generation) carries the new QPs, which the serving daemon adds to that
+// pool, at RTS, before it answers (never to another pool: a grow for a
+// pool that was replaced is refused). Without a sender (a connector used
+// on its own), pools have qps_per_peer QPs from the start.
+//
 // Each Connect carries a generation number; the serving side keeps one pool
 // per caller (by its Peer address) and replaces it when a newer generation
 // or a new incarnation of the caller arrives, so that a stale or repeated
@@ -126,6 +135,14 @@ class VerbsFabric {
   absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> CreateQps(
       size_t rail, uint32_t count, std::shared_ptr<CompletionQueue>* cq,
       ibv_srq* srq = nullptr) const;
+  // Creates `count` QPs in INIT on rail `rail` whose completions go to
+  // `cq`, which the caller has sized for them (CqEntriesFor).
+  absl::StatusOr<std::vector<std::unique_ptr<QueuePair>>> CreateQpsOn(
+      size_t rail, uint32_t count, const std::shared_ptr<CompletionQueue>& cq,
+      ibv_srq* srq = nullptr) const;
+  // Entries a CQ of rail `rail` needs for `count` QPs (capped at the
+  // device's max_cqe).
+  int CqEntriesFor(size_t rail, uint32_t count) const;
 
  private:
   VerbsFabric(std::vector<LocalRail> rails, VerbsTransportOptions options,
@@ -159,10 +176,14 @@ class VerbsConnector final : public transport::Connector {
   bool Usable(std::string* why) const override;
   absl::StatusOr<std::unique_ptr<Pending>> Prepare(
       const std::string& peer, v1::ConnectRequest* request) override;
+  // With a sender, pools start with one QP and grow with their traffic.
+  void UseSender(transport::ConnectSender sender) override;
 
  private:
   const std::shared_ptr<VerbsFabric> fabric_;
   runtime::IoRuntime* const runtime_;  // Not owned.
+  mutable absl::Mutex mu_;
+  transport::ConnectSender sender_ ABSL_GUARDED_BY(mu_);
 };
 
 // transport::ConnectAcceptor for verbs: the serving half of the pools.
@@ -202,9 +223,10 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
  private:
   // The QPs serving one of the caller's rails.
   struct RailPool {
-    // Owns the rail's QPs and their CQ; destroying it destroys them (on
-    // its loop).
-    std::unique_ptr<NoticeReceiver> receiver;
+    // Each owns some of the rail's QPs and their CQ (the first handshake's,
+    // then each grow's); destroying one destroys them (on its loop).
+    std::vector<std::unique_ptr<NoticeReceiver>> receivers;
+    // The caller's QP numbers, in the order of the receivers' QPs.
     std::vector<uint32_t> remote_qpns;
     std::string device;
   };
@@ -215,9 +237,16 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
     std::vector<RailPool> rails;  // the caller's rail order
   };
 
+  // Adds the QPs of a Connect with `grow` set to the pool its handshake
+  // built.
+  absl::Status AcceptGrow(const v1::ConnectRequest& request,
+                          const std::string& caller,
+                          v1::ConnectResponse* response);
+
   // Creates and connects the QPs for the caller's rail `index`
   // (`remotes`), on this daemon's rail `index` modulo its count, with
-  // their receiver; fills `out` with this side's endpoints.
+  // their receiver (added to `pool`); fills `out` with this side's
+  // endpoints.
   absl::Status AcceptRail(size_t index,
                           const google::protobuf::RepeatedPtrField<
                               v1::QpEndpoint>& remotes,

@@ -99,4 +99,12 @@ if [ "$ready" -ne "$n" ] || [ "$total" -eq 0 ] || [ "$rts" -ne "$total" ]; then
 else
   log "PASS: 0 QPs in error"
 fi
+# One 4 KiB WRITE per peer never fills a send queue: each pool keeps the
+# one QP it started with (it grows only under load, qp_growth.h).
+if [ "$total" -ne "$n" ]; then
+  log "FAIL: $total QPs for $n peers that each sent one small WRITE (want $n)"
+  failures=$((failures + 1))
+else
+  log "PASS: one QP per peer"
+fi
 exit $((failures != 0))
