@@ -6,8 +6,11 @@
 #include <cstring>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "daemon/transport/verbs/notice_buffers.h"
@@ -405,6 +408,61 @@ class NoticeReceiver::Impl : public runtime::Poller,
     if (cq_watch_ != 0) loop_->Unwatch(cq_watch_);
     cq_watch_ = 0;
     if (joined_) loop_->RemovePoller(this);
+    if (options_.shared != nullptr && options_.monitor != nullptr &&
+        !qps_.empty()) {
+      Retire();
+      return;
+    }
+    qps_.clear();
+    ReclaimSharedReceives();
+  }
+
+  // Moves every QP to the error state and destroys them once each has
+  // reported its last WQE (or at kLastWqeWait): a QP destroyed while a
+  // notice was arriving would take the SRQ receive it was filling with it.
+  void Retire() {
+    std::shared_ptr<Impl> self = shared_from_this();
+    for (const auto& qp : qps_) {
+      const uint32_t qpn = qp->qpn();
+      options_.monitor->WatchLastWqe(
+          options_.device, qpn, [weak = std::weak_ptr<Impl>(self), qpn] {
+            if (auto impl = weak.lock()) {
+              impl->loop_->Post([impl, qpn] { impl->LastWqeReached(qpn); });
+            }
+          });
+      if (absl::Status s = qp->ModifyToError(); !s.ok()) {
+        // No event will come for it; the deadline ends the wait.
+        spdlog::warn("verbs notices from {}: {}", options_.peer,
+                     std::string(s.message()));
+      }
+      retiring_.push_back(qpn);
+    }
+    retire_timer_ = loop_->RunAt(absl::Now() + kLastWqeWait,
+                                 [self] { self->FinishRetire(); });
+  }
+
+  void LastWqeReached(uint32_t qpn) {
+    std::erase(retiring_, qpn);
+    if (retiring_.empty()) FinishRetire();
+  }
+
+  void FinishRetire() {
+    if (retired_) return;
+    retired_ = true;
+    loop_->CancelTimer(retire_timer_);
+    for (uint32_t qpn : retiring_) {
+      options_.monitor->UnwatchLastWqe(options_.device, qpn);
+    }
+    if (!retiring_.empty()) {
+      spdlog::warn("verbs notices from {}: {} QP(s) destroyed without their "
+                   "last WQE reported after {}",
+                   options_.peer, retiring_.size(),
+                   absl::FormatDuration(kLastWqeWait));
+    }
+    retiring_.clear();
+    // What the QPs took from the queue is in the CQ now: give it back,
+    // then destroy them (and take back anything that came meanwhile).
+    ReclaimSharedReceives();
     qps_.clear();
     ReclaimSharedReceives();
   }
@@ -448,6 +506,10 @@ class NoticeReceiver::Impl : public runtime::Poller,
   bool armed_ = false;
   bool joined_ = false;
   bool torn_down_ = false;
+  // Retire: the QPs whose last WQE is awaited, and the deadline's timer.
+  std::vector<uint32_t> retiring_;
+  uint64_t retire_timer_ = 0;
+  bool retired_ = false;
 };
 
 absl::StatusOr<std::unique_ptr<NoticeReceiver>> NoticeReceiver::Start(

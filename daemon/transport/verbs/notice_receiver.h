@@ -38,11 +38,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/core/notification_sink.h"
 #include "daemon/core/region_table.h"
 #include "daemon/runtime/event_loop.h"
 #include "daemon/transport/verbs/completion_queue.h"
 #include "daemon/transport/verbs/notice_srq.h"
+#include "daemon/transport/verbs/port_monitor.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_notice.h"
 
@@ -99,7 +101,15 @@ struct NoticeReceiverOptions {
   // (QpConfig::srq); null: the receiver posts kNoticeCredits receives on
   // each QP itself.
   std::shared_ptr<NoticeSharedReceives> shared;
+  // Where the device's IBV_EVENT_QP_LAST_WQE_REACHED arrive (not owned;
+  // outlives the receiver's teardown). With `shared`, the QPs are retired
+  // through it (see ~NoticeReceiver); null: destroyed at once.
+  PortMonitor* monitor = nullptr;
 };
+
+// How long a retiring QP waits for IBV_EVENT_QP_LAST_WQE_REACHED before it
+// is destroyed anyway.
+inline constexpr absl::Duration kLastWqeWait = absl::Seconds(2);
 
 class NoticeReceiver {
  public:
@@ -112,7 +122,12 @@ class NoticeReceiver {
       NoticeReceiverOptions options, std::shared_ptr<CompletionQueue> cq,
       std::vector<std::unique_ptr<QueuePair>> qps);
   // Leaves the loop and destroys the QPs there (soon after, not before
-  // this returns): peers' WRs on them fail.
+  // this returns): peers' WRs on them fail. QPs on a shared receive queue
+  // are retired first, so that no receive of the queue is lost with them:
+  // moved to the error state, they are destroyed once each reported
+  // IBV_EVENT_QP_LAST_WQE_REACHED (or kLastWqeWait passed), and the
+  // receives their CQ still holds (a notice half received, flushed) go
+  // back to the queue.
   ~NoticeReceiver();
 
   NoticeReceiver(const NoticeReceiver&) = delete;

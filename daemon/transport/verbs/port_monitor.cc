@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +97,33 @@ void PortMonitor::Report(const std::string& device, uint32_t port,
   for (const auto& listener : told) listener->OnPortChange(device, port, active);
 }
 
+void PortMonitor::WatchLastWqe(const std::string& device, uint32_t qp_num,
+                               absl::AnyInvocable<void()> reached) {
+  absl::MutexLock lock(&mu_);
+  last_wqe_[absl::StrCat(device, "/", qp_num)] = std::move(reached);
+}
+
+void PortMonitor::UnwatchLastWqe(const std::string& device, uint32_t qp_num) {
+  absl::AnyInvocable<void()> dropped;  // destroyed outside the lock
+  absl::MutexLock lock(&mu_);
+  auto it = last_wqe_.find(absl::StrCat(device, "/", qp_num));
+  if (it == last_wqe_.end()) return;
+  dropped = std::move(it->second);
+  last_wqe_.erase(it);
+}
+
+void PortMonitor::ReportLastWqe(const std::string& device, uint32_t qp_num) {
+  absl::AnyInvocable<void()> reached;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = last_wqe_.find(absl::StrCat(device, "/", qp_num));
+    if (it == last_wqe_.end()) return;
+    reached = std::move(it->second);
+    last_wqe_.erase(it);
+  }
+  reached();
+}
+
 void PortMonitor::Run() {
   pthread_setname_np(pthread_self(), "rdmad-ports");
   std::vector<pollfd> fds(devices_.size() + 1);
@@ -131,9 +159,16 @@ void PortMonitor::DrainEvents(size_t index) {
         type == IBV_EVENT_PORT_ACTIVE || type == IBV_EVENT_PORT_ERR
             ? static_cast<uint32_t>(event.element.port_num)
             : 0;
+    // Read before the ack: the QP may be destroyed once it is acknowledged.
+    const std::optional<uint32_t> last_wqe_qp =
+        type == IBV_EVENT_QP_LAST_WQE_REACHED && event.element.qp != nullptr
+            ? std::optional<uint32_t>(event.element.qp->qp_num)
+            : std::nullopt;
     // At once, before anything else: see the header.
     ibv_ack_async_event(&event);
-    if (port != 0) {
+    if (last_wqe_qp.has_value()) {
+      ReportLastWqe(device.name(), *last_wqe_qp);
+    } else if (port != 0) {
       Report(device.name(), port, type == IBV_EVENT_PORT_ACTIVE);
     } else {
       spdlog::debug("RDMA device {}: event {}", device.name(),

@@ -8,6 +8,11 @@
 // port, and tells each subscribed PortListener (RailChannel pauses the rail
 // on that port at once instead of waiting for its QPs' retries to run out).
 //
+// It also tells whoever asked (WatchLastWqe) when a QP attached to a shared
+// receive queue reports IBV_EVENT_QP_LAST_WQE_REACHED: after the QP went to
+// the error state, it will take no more receives from the SRQ, so the
+// receives it took can all be found in its CQ.
+//
 // Every event read is acknowledged at once, whatever it is (QP events
 // included): ibv_destroy_qp waits until the events reported for its QP were
 // acknowledged, so the reader must never wait on a thread that destroys
@@ -32,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
@@ -71,6 +77,16 @@ class PortMonitor {
   // thread calls this for every port event).
   void Report(const std::string& device, uint32_t port, bool active);
 
+  // Calls `reached` once, on the monitor's thread (it must not block), when
+  // the QP numbered `qp_num` on `device` reports
+  // IBV_EVENT_QP_LAST_WQE_REACHED. UnwatchLastWqe forgets it (a QP
+  // destroyed without the event); watching again replaces it.
+  void WatchLastWqe(const std::string& device, uint32_t qp_num,
+                    absl::AnyInvocable<void()> reached);
+  void UnwatchLastWqe(const std::string& device, uint32_t qp_num);
+  // What the thread does with a QP's IBV_EVENT_QP_LAST_WQE_REACHED.
+  void ReportLastWqe(const std::string& device, uint32_t qp_num);
+
  private:
   void Run();
   // Reads and acknowledges every event queued on device `index`.
@@ -84,6 +100,9 @@ class PortMonitor {
   // "device/port" -> ACTIVE.
   absl::flat_hash_map<std::string, bool> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<PortListener>> listeners_ ABSL_GUARDED_BY(mu_);
+  // "device/qp_num" -> who waits for its last WQE.
+  absl::flat_hash_map<std::string, absl::AnyInvocable<void()>> last_wqe_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmad::verbs

@@ -412,6 +412,7 @@ absl::Status VerbsAcceptor::AcceptRail(
   receiver.device = device;
   receiver.target = notices_;
   receiver.shared = std::move(shared);
+  receiver.monitor = fabric_->monitor();
   RDMAD_ASSIGN_OR_RETURN(
       auto started,
       NoticeReceiver::Start(std::move(receiver), std::move(cq), std::move(qps)));

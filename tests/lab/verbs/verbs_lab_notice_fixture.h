@@ -142,6 +142,7 @@ class VerbsNoticeLabTest : public VerbsLabTest {
                      std::shared_ptr<NoticeSharedReceives> shared = nullptr) {
     NoticeReceiverOptions options;
     options.shared = std::move(shared);
+    options.monitor = monitor_.get();
     options.loop = runtime_->loop(1);
     options.peer = kCaller;
     options.caller = caller;
@@ -323,6 +324,8 @@ class VerbsNoticeLabTest : public VerbsLabTest {
   }
 
   std::unique_ptr<runtime::IoRuntime> runtime_;
+  // Retires receivers' QPs on a shared queue when a test sets it.
+  std::unique_ptr<PortMonitor> monitor_;
   std::unique_ptr<VerbsRegistrar> registrar_;
   std::unique_ptr<core::RegionTable> regions_;
   std::shared_ptr<core::Region> local_;
