@@ -314,58 +314,46 @@ void GrpcPeerConnector::Hello(const std::string& address, Handshake handshake,
 void GrpcPeerConnector::Connect(
     const std::string& address, core::TransportKind kind, uint64_t incarnation,
     Callback<std::shared_ptr<transport::DataChannel>> done) {
-  struct ConnectCall : Call<v1::ConnectRequest, v1::ConnectResponse> {
-    std::unique_ptr<transport::Connector::Pending> pending;
-  };
   transport::Connector* connector = FindConnector(kind);
   if (connector == nullptr) {
     return done(absl::FailedPreconditionError(
         absl::StrCat("this daemon has no ", core::TransportKindName(kind),
                      " data channel")));
   }
-  auto call = std::make_shared<ConnectCall>();
+  v1::ConnectRequest request;
   {
     absl::MutexLock lock(&mu_);
-    call->request.set_generation(++generation_);
+    request.set_generation(++generation_);
   }
   // Before Prepare: a TCP channel names this daemon to the peer's data
   // listener with it.
-  call->request.set_address(self_address());
-  auto pending = connector->Prepare(address, &call->request);
+  request.set_address(self_address());
+  auto pending = connector->Prepare(address, &request);
   if (!pending.ok()) return done(pending.status());
-  call->pending = *std::move(pending);
-  call->request.set_incarnation(options_.incarnation);
-  call->request.set_target_incarnation(incarnation);
-  call->request.set_transport(ToProto(kind));
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-  std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
-  if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
-  stub->async()->Connect(
-      &call->context, &call->request, &call->response,
-      [this, address, call, stub, incarnation, kind,
-       done = std::make_shared<Callback<std::shared_ptr<transport::DataChannel>>>(
-           std::move(done))](grpc::Status status) mutable {
-        if (!status.ok()) {
-          (*done)(FromPeerCall(status, address, "Connect"));
-        } else if (call->response.incarnation() != incarnation ||
-                   call->response.generation() != call->request.generation()) {
-          (*done)(absl::UnavailableError(
+  request.set_target_incarnation(incarnation);
+  request.set_transport(ToProto(kind));
+  const uint64_t generation = request.generation();
+  SendConnect(
+      address, std::move(request),
+      [address, incarnation, kind, generation,
+       pending = *std::move(pending), done = std::move(done)](
+          absl::StatusOr<v1::ConnectResponse> response) mutable {
+        if (!response.ok()) return done(std::move(response).status());
+        if (response->incarnation() != incarnation ||
+            response->generation() != generation) {
+          return done(absl::UnavailableError(
               absl::StrCat("peer ", address, " restarted while connecting")));
-        } else {
-          auto channel = call->pending->Finish(call->response);
-          if (!channel.ok()) {
-            (*done)(absl::UnavailableError(absl::StrCat(
-                "peer ", address, ": cannot set up the ",
-                core::TransportKindName(kind),
-                " data channel: ", channel.status().message())));
-          } else {
-            spdlog::info("peer {}: {} data channel ready", address,
-                         std::string(core::TransportKindName(kind)));
-            (*done)(*std::move(channel));
-          }
         }
-        calls_.Untrack(&call->context);
+        auto channel = pending->Finish(*response);
+        if (!channel.ok()) {
+          return done(absl::UnavailableError(absl::StrCat(
+              "peer ", address, ": cannot set up the ",
+              core::TransportKindName(kind),
+              " data channel: ", channel.status().message())));
+        }
+        spdlog::info("peer {}: {} data channel ready", address,
+                     std::string(core::TransportKindName(kind)));
+        done(*std::move(channel));
       });
 }
 
