@@ -190,7 +190,14 @@ TEST_F(TransferTest, PatternsRoundTripAtUnalignedOffsets) {
   EXPECT_GE((*peers)[0].ops_completed, 11u);
   auto qps = ca->ListQps();
   ASSERT_TRUE(qps.ok());
-  EXPECT_EQ(qps->size(), 4u);
+  if (Verbs()) {
+    // A verbs pool is sized by its traffic: one QP at first, at most
+    // qps_per_peer (4).
+    EXPECT_GE(qps->size(), 1u);
+    EXPECT_LE(qps->size(), 4u);
+  } else {
+    EXPECT_EQ(qps->size(), 4u);
+  }
   auto status = ca->GetStatus();
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->peer_count, 1u);
