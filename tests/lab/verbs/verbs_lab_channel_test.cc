@@ -66,15 +66,7 @@ class VerbsChannelLabTest : public LoopbackTest {
                                             transport::RemoteKey key) {
     std::vector<transport::RemoteOp> ops(n);
     for (int i = 0; i < n; ++i) {
-      transport::RemoteOp& op = ops[i];
-      op.op = core::OpType::kWrite;
-      op.local = local_;
-      op.local_addr = local_->data() + i * len;
-      op.length = len;
-      op.remote = target_;
-      op.key = key;
-      op.remote_offset = i * len;
-      op.deadline = absl::Now() + kCompletionTimeout;
+      ops[i] = SameOffsetWrite(local_, target_, key, i * len, len);
     }
     return ops;
   }

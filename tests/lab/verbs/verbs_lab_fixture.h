@@ -134,6 +134,24 @@ inline std::map<std::string, int> ResourceCounts(const std::string& device) {
   return counts;
 }
 
+// A WRITE of `length` bytes from `local` to `target` at the same
+// `offset` in both, due kCompletionTimeout from now; no callback yet.
+inline transport::RemoteOp SameOffsetWrite(
+    const std::shared_ptr<core::Region>& local,
+    const std::shared_ptr<core::RemoteRegionInfo>& target,
+    transport::RemoteKey key, uint64_t offset, uint32_t length) {
+  transport::RemoteOp op;
+  op.op = core::OpType::kWrite;
+  op.local = local;
+  op.local_addr = local->data() + offset;
+  op.length = length;
+  op.remote = target;
+  op.key = key;
+  op.remote_offset = offset;
+  op.deadline = absl::Now() + kCompletionTimeout;
+  return op;
+}
+
 // Layer 1: the device. Finds it, picks the active port and the GID.
 class VerbsLabTest : public ::testing::Test {
  protected:

@@ -101,14 +101,7 @@ class PoolGrowthLabTest : public VerbsNoticeLabTest {
     std::vector<transport::RemoteOp> batch(count);
     for (size_t i = 0; i < count; ++i) {
       transport::RemoteOp& op = batch[i];
-      op.op = core::OpType::kWrite;
-      op.local = local_;
-      op.local_addr = local_->data() + i * length;
-      op.length = length;
-      op.remote = target_;
-      op.key = *key;
-      op.remote_offset = i * length;
-      op.deadline = absl::Now() + kCompletionTimeout;
+      op = SameOffsetWrite(local_, target_, *key, i * length, length);
       op.done = [pending, i](absl::Status s) {
         pending->out[i].status = std::move(s);
         if (pending->left.fetch_sub(1) == 1) pending->all.Notify();
