@@ -10,7 +10,7 @@
 namespace rdmad::verbs {
 namespace {
 
-const absl::Time kT0 = absl::FromUnixSeconds(1000000);
+const absl::Time kStart = absl::FromUnixSeconds(1000000);
 constexpr absl::Duration kHysteresis = absl::Milliseconds(2);
 constexpr absl::Duration kRetry = absl::Milliseconds(200);
 
@@ -26,25 +26,25 @@ QpGrowthOptions Options(uint32_t max_qps) {
 TEST(QpGrowthTest, NoBacklogNeverGrows) {
   QpGrowth growth(Options(8));
   for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(growth.Want(kT0 + absl::Milliseconds(i), 1, false), 0u);
+    EXPECT_EQ(growth.Want(kStart + absl::Milliseconds(i), 1, false), 0u);
   }
   EXPECT_FALSE(growth.growing());
 }
 
 TEST(QpGrowthTest, BacklogShorterThanHysteresisDoesNotGrow) {
   QpGrowth growth(Options(8));
-  EXPECT_EQ(growth.Want(kT0, 1, true), 0u);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis / 2, 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart, 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis / 2, 1, true), 0u);
   // A completion cleared it: the next backlog is timed from its own start.
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis / 2, 1, false), 0u);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis, 1, true), 0u);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis * 3 / 2, 1, true), 0u);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis * 2, 1, true), 1u);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis / 2, 1, false), 0u);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis, 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis * 3 / 2, 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis * 2, 1, true), 1u);
 }
 
 TEST(QpGrowthTest, DoublesUpToTheCap) {
   QpGrowth growth(Options(6));
-  absl::Time now = kT0;
+  absl::Time now = kStart;
   uint32_t open = 1;
   std::vector<uint32_t> sizes;
   for (int step = 0; step < 10; ++step) {
@@ -63,30 +63,30 @@ TEST(QpGrowthTest, DoublesUpToTheCap) {
 
 TEST(QpGrowthTest, CapOfOneNeverGrows) {
   QpGrowth growth(Options(1));
-  EXPECT_EQ(growth.Want(kT0, 1, true), 0u);
-  EXPECT_EQ(growth.Want(kT0 + absl::Seconds(5), 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart, 1, true), 0u);
+  EXPECT_EQ(growth.Want(kStart + absl::Seconds(5), 1, true), 0u);
 }
 
 TEST(QpGrowthTest, OneGrowAtATime) {
   QpGrowth growth(Options(8));
-  growth.Want(kT0, 1, true);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis, 1, true), 1u);
+  growth.Want(kStart, 1, true);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis, 1, true), 1u);
   // Still backlogged while the handshake runs: no second grow.
   for (int i = 1; i < 50; ++i) {
-    EXPECT_EQ(growth.Want(kT0 + kHysteresis + absl::Milliseconds(i), 1, true),
+    EXPECT_EQ(growth.Want(kStart + kHysteresis + absl::Milliseconds(i), 1, true),
               0u);
   }
-  growth.Done(kT0 + absl::Milliseconds(60), true);
+  growth.Done(kStart + absl::Milliseconds(60), true);
   EXPECT_FALSE(growth.growing());
   // The grown pool's backlog is timed afresh.
-  EXPECT_EQ(growth.Want(kT0 + absl::Milliseconds(60), 2, true), 0u);
-  EXPECT_EQ(growth.Want(kT0 + absl::Milliseconds(60) + kHysteresis, 2, true),
+  EXPECT_EQ(growth.Want(kStart + absl::Milliseconds(60), 2, true), 0u);
+  EXPECT_EQ(growth.Want(kStart + absl::Milliseconds(60) + kHysteresis, 2, true),
             2u);
 }
 
 TEST(QpGrowthTest, FailedGrowsBackOffAndSuccessResets) {
   QpGrowth growth(Options(8));
-  absl::Time now = kT0;
+  absl::Time now = kStart;
   growth.Want(now, 1, true);
   now += kHysteresis;
   ASSERT_EQ(growth.Want(now, 1, true), 1u);
@@ -113,8 +113,8 @@ TEST(QpGrowthTest, FailedGrowsBackOffAndSuccessResets) {
 
 TEST(QpGrowthTest, PoolThatLostItsQpsAsksForOne) {
   QpGrowth growth(Options(4));
-  growth.Want(kT0, 0, true);
-  EXPECT_EQ(growth.Want(kT0 + kHysteresis, 0, true), 1u);
+  growth.Want(kStart, 0, true);
+  EXPECT_EQ(growth.Want(kStart + kHysteresis, 0, true), 1u);
 }
 
 }  // namespace
