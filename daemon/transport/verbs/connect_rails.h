@@ -24,6 +24,18 @@ google::protobuf::RepeatedPtrField<v1::QpEndpoint>* RailQps(Message* message,
       ->mutable_qps();
 }
 
+// The QPs `message` carries for rail `rail`: none past its last rail (an
+// rdmad without rails answers for the first one only).
+template <typename Message>
+const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& RailQpsOf(
+    const Message& message, size_t rail) {
+  if (rail == 0) return message.qps();
+  if (rail > static_cast<size_t>(message.extra_rails_size())) {
+    return v1::VerbsRail::default_instance().qps();
+  }
+  return message.extra_rails(static_cast<int>(rail - 1)).qps();
+}
+
 }  // namespace rdmad::verbs
 
 #endif  // RDMAD_DAEMON_TRANSPORT_VERBS_CONNECT_RAILS_H_

@@ -98,9 +98,6 @@ absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
         ": no pool of that handshake is served (it was replaced or "
         "dropped); connect again"));
   };
-  const auto remotes = [&request](size_t r) -> const auto& {
-    return r == 0 ? request.qps() : request.extra_rails(r - 1).qps();
-  };
   uint64_t sequence = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -112,14 +109,15 @@ absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
     const Pool& pool = it->second;
     sequence = pool.sequence;
     for (size_t r = 0; r < rails; ++r) {
-      if (remotes(r).empty()) continue;
+      const auto& remotes = RailQpsOf(request, r);
+      if (remotes.empty()) continue;
       if (r >= pool.rails.size() || pool.rails[r].receivers.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "verbs grow from ", request.address(), ": rail ", r,
             " is not served; connect again"));
       }
-      const size_t total =
-          pool.rails[r].remote_qpns.size() + static_cast<size_t>(remotes(r).size());
+      const size_t total = pool.rails[r].remote_qpns.size() +
+                           static_cast<size_t>(remotes.size());
       if (total > most) {
         return absl::InvalidArgumentError(absl::StrCat(
             "a verbs pool may have at most ", most, " QPs per rail; growing "
@@ -132,9 +130,10 @@ absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
   std::vector<RailPool> added(rails);
   for (size_t r = 0; r < rails; ++r) {
     auto* out = RailQps(response, r);
-    if (remotes(r).empty()) continue;
+    const auto& remotes = RailQpsOf(request, r);
+    if (remotes.empty()) continue;
     RDMAD_RETURN_IF_ERROR(
-        AcceptRail(r, remotes(r), request, caller, &added[r], out));
+        AcceptRail(r, remotes, request, caller, &added[r], out));
   }
   absl::MutexLock lock(&mu_);
   auto it = pools_.find(request.address());
@@ -167,8 +166,7 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   }
   size_t offered = 0;
   for (size_t r = 0; r < rails; ++r) {
-    const int count = r == 0 ? request.qps_size()
-                             : request.extra_rails(r - 1).qps_size();
+    const int count = RailQpsOf(request, r).size();
     if (static_cast<uint32_t>(count) > most) {
       return absl::InvalidArgumentError(absl::StrCat(
           "a verbs Connect must carry at most ", most,
@@ -207,10 +205,8 @@ absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
   absl::Status first_error;
   size_t served = 0;
   for (size_t r = 0; r < rails; ++r) {
-    const auto& remotes =
-        r == 0 ? request.qps() : request.extra_rails(r - 1).qps();
-    auto* out = r == 0 ? response->mutable_qps()
-                       : response->add_extra_rails()->mutable_qps();
+    const auto& remotes = RailQpsOf(request, r);
+    auto* out = RailQps(response, r);
     if (remotes.empty()) continue;  // the caller could not set it up
     google::protobuf::RepeatedPtrField<v1::QpEndpoint> answer;
     absl::Status s =

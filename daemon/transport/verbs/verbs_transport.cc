@@ -73,17 +73,6 @@ absl::Status PrepareRail(
   return AddEndpoints(fabric, rail, pending->qps, out);
 }
 
-// The QPs the peer answered for rail `rail` (none if it did not answer
-// for that rail).
-const google::protobuf::RepeatedPtrField<v1::QpEndpoint>& AnsweredQps(
-    const v1::ConnectResponse& response, size_t rail) {
-  static const auto* const kNone =
-      new google::protobuf::RepeatedPtrField<v1::QpEndpoint>();
-  if (rail == 0) return response.qps();
-  if (static_cast<int>(rail) > response.extra_rails_size()) return *kNone;
-  return response.extra_rails(static_cast<int>(rail - 1)).qps();
-}
-
 // Connects `qps` to the peer's `answer`, QP by QP; the peer's QP numbers.
 absl::StatusOr<std::vector<uint32_t>> ConnectTo(
     const std::vector<std::unique_ptr<QueuePair>>& qps,
@@ -127,7 +116,7 @@ absl::StatusOr<GrownQps> FinishGrow(
   }
   GrownQps grown;
   RDMAD_ASSIGN_OR_RETURN(grown.remote_qpns,
-                         ConnectTo(qps, AnsweredQps(*answer, target.rail),
+                         ConnectTo(qps, RailQpsOf(*answer, target.rail),
                                    target.rail));
   grown.qps = std::move(qps);
   return grown;
@@ -201,8 +190,7 @@ class PendingPool final : public transport::Connector::Pending {
         if (r > 0 && static_cast<int>(r) > response.extra_rails_size()) {
           continue;
         }
-        const auto& answer =
-            r == 0 ? response.qps() : response.extra_rails(r - 1).qps();
+        const auto& answer = RailQpsOf(response, r);
         failed = answer.empty()
                      ? absl::UnavailableError(absl::StrCat(
                            "peer ", peer_, " could not set up its side of "
@@ -315,8 +303,7 @@ VerbsConnector::Prepare(const std::string& peer, v1::ConnectRequest* request) {
   size_t prepared = 0;
   for (size_t r = 0; r < rails.size(); ++r) {
     // The first rail's QPs where an rdmad without rails looks for them.
-    auto* out = r == 0 ? request->mutable_qps()
-                       : request->add_extra_rails()->mutable_qps();
+    auto* out = RailQps(request, r);
     rails[r].error = PrepareRail(*fabric_, r, count, &rails[r], out);
     if (rails[r].error.ok()) {
       ++prepared;
