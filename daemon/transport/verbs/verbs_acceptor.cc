@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/transport/handshake.h"
+#include "daemon/transport/verbs/connect_checks.h"
 #include "daemon/transport/verbs/connect_rails.h"
 #include "daemon/transport/verbs/conversions.h"
 #include "spdlog/spdlog.h"
@@ -108,22 +109,14 @@ absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
     }
     const Pool& pool = it->second;
     sequence = pool.sequence;
-    for (size_t r = 0; r < rails; ++r) {
-      const auto& remotes = RailQpsOf(request, r);
-      if (remotes.empty()) continue;
-      if (r >= pool.rails.size() || pool.rails[r].receivers.empty()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "verbs grow from ", request.address(), ": rail ", r,
-            " is not served; connect again"));
-      }
-      const size_t total = pool.rails[r].remote_qpns.size() +
-                           static_cast<size_t>(remotes.size());
-      if (total > most) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "a verbs pool may have at most ", most, " QPs per rail; growing "
-            "rail ", r, " would make it ", total));
+    // The QPs each rail serves now (none: a rail the handshake left out).
+    std::vector<size_t> served(pool.rails.size(), 0);
+    for (size_t r = 0; r < pool.rails.size(); ++r) {
+      if (!pool.rails[r].receivers.empty()) {
+        served[r] = pool.rails[r].remote_qpns.size();
       }
     }
+    RDMAD_RETURN_IF_ERROR(CheckGrowFits(request, served, most));
   }
   // QPs are made outside the lock (each is several system calls), then
   // added only if the pool is still the one they were made for.
@@ -157,31 +150,9 @@ absl::Status VerbsAcceptor::AcceptGrow(const v1::ConnectRequest& request,
 absl::Status VerbsAcceptor::Accept(const v1::ConnectRequest& request,
                                    const std::string& caller,
                                    v1::ConnectResponse* response) {
-  const uint32_t most = fabric_->options().max_qps_per_connect;
+  RDMAD_RETURN_IF_ERROR(
+      CheckConnectRequest(request, fabric_->options().max_qps_per_connect));
   const size_t rails = 1 + static_cast<size_t>(request.extra_rails_size());
-  if (rails > kMaxRails) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a verbs Connect may carry at most ", kMaxRails, " rails, got ",
-        rails));
-  }
-  size_t offered = 0;
-  for (size_t r = 0; r < rails; ++r) {
-    const int count = RailQpsOf(request, r).size();
-    if (static_cast<uint32_t>(count) > most) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a verbs Connect must carry at most ", most,
-          " QP endpoints per rail, got ", count, " on rail ", r));
-    }
-    offered += count > 0;
-  }
-  if (offered == 0) {
-    return absl::InvalidArgumentError(
-        "a verbs Connect must carry QP endpoints for at least one rail");
-  }
-  if (request.address().empty()) {
-    return absl::InvalidArgumentError(
-        "a verbs Connect must name the caller's Peer address");
-  }
   if (request.grow()) return AcceptGrow(request, caller, response);
   {
     // A handshake older than the pool in use must not replace it.
