@@ -57,14 +57,23 @@ absl::StatusOr<std::shared_ptr<CompletionQueue>> CompletionQueue::Create(
       std::move(device), std::move(channel), std::move(cq)));
 }
 
-absl::Status CompletionQueue::Grow(int min_entries) {
-  if (min_entries <= cq_->cqe) return absl::OkStatus();
-  const int max_cqe = device_->attributes().max_cqe;
+absl::StatusOr<bool> CqNeedsResize(int capacity, int min_entries, int max_cqe,
+                                   absl::string_view device) {
+  if (min_entries <= capacity) return false;
   if (min_entries > max_cqe) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a CQ of ", min_entries, " entries is not possible on ",
-        device_->name(), " (max_cqe ", max_cqe, ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a CQ of ", min_entries, " entries is not possible on ",
+                     device, " (max_cqe ", max_cqe, ")"));
   }
+  return true;
+}
+
+absl::Status CompletionQueue::Grow(int min_entries) {
+  RDMAD_ASSIGN_OR_RETURN(
+      const bool resize,
+      CqNeedsResize(cq_->cqe, min_entries, device_->attributes().max_cqe,
+                    device_->name()));
+  if (!resize) return absl::OkStatus();
   // ibv_resize_cq returns the errno value.
   if (const int rc = ibv_resize_cq(cq_.get(), min_entries); rc != 0) {
     return absl::ErrnoToStatus(

@@ -22,12 +22,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/handles.h"
 
 namespace rdmad::verbs {
+
+// What growing a CQ of `capacity` entries to hold `min_entries` takes on a
+// device whose CQs hold at most `max_cqe` (named `device` in the error):
+// nothing (false: it holds that many already), an ibv_resize_cq (true), or
+// ResourceExhausted when no CQ of the device holds that many. Pure; the
+// check CompletionQueue::Grow makes before it touches the CQ.
+absl::StatusOr<bool> CqNeedsResize(int capacity, int min_entries, int max_cqe,
+                                   absl::string_view device);
 
 // Owns one ibv_cq and the ibv_comp_channel its events go to; keeps its
 // Device alive. QueuePairs hold a shared_ptr to their CompletionQueue, so
@@ -63,8 +72,9 @@ class CompletionQueue {
 
   // Grows the CQ to at least `min_entries` (ibv_resize_cq), for QPs added
   // to those already on it; no-op when it has that many. Called by the
-  // thread that polls it. The errors of ibv_resize_cq (the device's
-  // max_cqe, memory) leave the CQ as it was.
+  // thread that polls it. Past the device's max_cqe: ResourceExhausted
+  // (CqNeedsResize). That and the errors of ibv_resize_cq (memory) leave
+  // the CQ as it was.
   absl::Status Grow(int min_entries);
 
   // The completion channel fd (non-blocking). It becomes readable after
