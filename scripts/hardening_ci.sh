@@ -53,7 +53,7 @@ if [[ -z "${SKIP_FUZZ:-}" ]]; then
     echo "$status" > "$fuzz/fuzz_$target.status"
   }
   targets=(tcp_frame tcp_stream descriptor request_validation ring_entry
-           verbs_notice)
+           verbs_notice connect_request)
   for target in "${targets[@]}"; do
     while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
     run_fuzzer "$target" &
