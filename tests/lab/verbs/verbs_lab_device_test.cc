@@ -1,6 +1,6 @@
 // The verbs layer against a real device, the device itself: discovery
 // compared with what the lab set up, RAII owners that leak nothing, the
-// QP state machine and its checks.
+// QP state machine and its checks, a CQ's growth.
 #include "tests/lab/verbs/verbs_lab_fixture.h"
 
 namespace rdmad::verbs {
@@ -251,6 +251,27 @@ TEST_F(VerbsLabTest, WaitWithNothingPostedHitsTheDeadline) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   EXPECT_GE(waited, absl::Milliseconds(300));
   EXPECT_LT(waited, absl::Seconds(5));
+}
+
+// --- Completion queues -----------------------------------------------------
+
+TEST_F(VerbsLabTest, CqGrowsUpToMaxCqeAndNotPast) {
+  absl::StatusOr<std::shared_ptr<CompletionQueue>> cq =
+      CompletionQueue::Create(device_, 64);
+  ASSERT_TRUE(cq.ok()) << cq.status();
+  CompletionQueue& queue = **cq;
+  const int before = queue.capacity();
+  const int max_cqe = device_->attributes().max_cqe;
+  ASSERT_GT(max_cqe, 256);
+
+  const absl::Status past = queue.Grow(max_cqe + 1);
+  EXPECT_EQ(past.code(), absl::StatusCode::kResourceExhausted) << past;
+  EXPECT_THAT(past.message(), HasSubstr(absl::StrCat("max_cqe ", max_cqe)));
+  EXPECT_EQ(queue.capacity(), before) << "a refused grow changes nothing";
+
+  const absl::Status grown = queue.Grow(256);
+  ASSERT_TRUE(grown.ok()) << grown;
+  EXPECT_GE(queue.capacity(), 256);
 }
 
 }  // namespace

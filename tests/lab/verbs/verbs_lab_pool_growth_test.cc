@@ -5,7 +5,8 @@
 // under a batched load its pool doubles to qps_per_peer on both sides, one
 // grow at a time, with every operation's bytes in place; a grow that the
 // peer answers for another handshake changes nothing and fails no
-// operation; a grow for a pool that was replaced is refused.
+// operation; a grow for a pool that was replaced, or past the cap on QPs
+// per rail, is refused and adds nothing.
 #include <thread>
 
 #include "common/status_macros.h"
@@ -65,6 +66,8 @@ class PoolGrowthLabTest : public VerbsNoticeLabTest {
     if (pool_channel_ != nullptr) pool_channel_->Close();
     pool_channel_.reset();
     if (acceptor_ != nullptr) acceptor_->Clear();
+    grow_qps_.clear();
+    grow_cq_.reset();
     VerbsNoticeLabTest::TearDown();
   }
 
@@ -117,6 +120,29 @@ class PoolGrowthLabTest : public VerbsNoticeLabTest {
               0);
   }
 
+  // A grow of the pool of handshake `generation` carrying `count` copies
+  // of one fresh QP's endpoint: what a grow the acceptor refuses before it
+  // makes a QP needs. The QP is kept until TearDown.
+  v1::ConnectRequest GrowRequest(uint64_t generation, uint32_t count) {
+    v1::ConnectRequest request;
+    request.set_grow(true);
+    request.set_transport(v1::TRANSPORT_VERBS);
+    request.set_address(kCaller);
+    request.set_incarnation(kCallerIncarnation);
+    request.set_generation(generation);
+    auto qps = fabric_->CreateQps(0, 1, &grow_cq_);
+    EXPECT_TRUE(qps.ok()) << qps.status();
+    if (!qps.ok()) return request;
+    auto endpoint = (*qps)[0]->LocalEndpoint();
+    EXPECT_TRUE(endpoint.ok()) << endpoint.status();
+    if (!endpoint.ok()) return request;
+    for (uint32_t i = 0; i < count; ++i) {
+      ToProto(*endpoint, info_.name, request.add_qps());
+    }
+    grow_qps_ = *std::move(qps);
+    return request;
+  }
+
   size_t InitiatorQps() const {
     return pool_channel_->Describe().connections.size();
   }
@@ -126,6 +152,8 @@ class PoolGrowthLabTest : public VerbsNoticeLabTest {
   std::unique_ptr<VerbsAcceptor> acceptor_;
   std::unique_ptr<VerbsConnector> connector_;
   std::shared_ptr<transport::DataChannel> pool_channel_;
+  std::shared_ptr<CompletionQueue> grow_cq_;
+  std::vector<std::unique_ptr<QueuePair>> grow_qps_;  // GrowRequest's
   std::atomic<int> grows_{0};
   // Set by a test: the peer answers grows for an older generation.
   uint64_t answer_older_by_ = 0;
@@ -190,22 +218,27 @@ TEST_F(PoolGrowthLabTest, AGrowForAReplacedPoolIsRefused) {
   ASSERT_TRUE(Connect(2).ok());
   // What a grow of the first pool would carry, sent after the second
   // handshake replaced it.
-  v1::ConnectRequest request;
-  request.set_grow(true);
-  request.set_transport(v1::TRANSPORT_VERBS);
-  request.set_address(kCaller);
-  request.set_incarnation(kCallerIncarnation);
-  request.set_generation(1);
-  std::shared_ptr<CompletionQueue> cq;
-  auto qps = fabric_->CreateQps(0, 1, &cq);
-  ASSERT_TRUE(qps.ok()) << qps.status();
-  auto endpoint = (*qps)[0]->LocalEndpoint();
-  ASSERT_TRUE(endpoint.ok());
-  ToProto(*endpoint, info_.name, request.add_qps());
+  const v1::ConnectRequest request = GrowRequest(1, 1);
   v1::ConnectResponse response;
   const absl::Status s = acceptor_->Accept(request, "127.0.0.1", &response);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_EQ(ServedQps(), 1u) << "the pool in use is left as it was";
+}
+
+TEST_F(PoolGrowthLabTest, AGrowPastTheCapIsRefusedAndAddsNoQp) {
+  ASSERT_TRUE(Connect(1).ok());
+  // A grow of the pool in use by max_qps_per_connect QPs: one too many.
+  const uint32_t most = fabric_->options().max_qps_per_connect;
+  const v1::ConnectRequest request = GrowRequest(1, most);
+  v1::ConnectResponse response;
+  const absl::Status s = acceptor_->Accept(request, "127.0.0.1", &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(),
+              ::testing::HasSubstr(absl::StrCat("at most ", most, " QPs")));
+  EXPECT_EQ(response.qps_size(), 0);
+  EXPECT_EQ(ServedQps(), 1u) << "the pool in use is left as it was";
+  // The pool still carries data.
+  WriteBatchAndCheck(1, 64, 7);
 }
 
 }  // namespace
