@@ -85,6 +85,11 @@ ExportState Region::exported() const {
   return state;
 }
 
+ExportTerms Region::export_terms() const {
+  absl::MutexLock lock(&mu_);
+  return ExportTerms{.access = export_access_, .tcp_key = tcp_key_};
+}
+
 absl::Status Region::SetExport(RemoteAccess access, uint64_t tcp_key,
                                std::unique_ptr<Registration> registration,
                                std::shared_ptr<const ExportAccessList> allow,

@@ -55,6 +55,12 @@ struct ExportState {
   std::shared_ptr<const ExportAccessList> allow;
 };
 
+// The part of ExportState a TCP request is checked against.
+struct ExportTerms {
+  RemoteAccess access = RemoteAccess::kNone;
+  uint64_t tcp_key = 0;
+};
+
 // How long a revocation (unexport, re-export, free) waits for accesses that
 // began under the old export to finish. Each access is one bounded step (a
 // non-blocking socket call, or a 1 MiB copy), so this is reached only if a
@@ -155,6 +161,10 @@ class Region {
 
   // Current export state.
   ExportState exported() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The current export's access and TCP key, read together: what a peer's
+  // request is checked against, per operation, without copying the rkeys
+  // and the allow list that exported() returns.
+  ExportTerms export_terms() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Replaces the export state, as a barrier: when it returns, no access
   // under the old export (TCP key, rkeys) touches the memory any more.

@@ -437,7 +437,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExported(
   auto it = by_name_.find(name);
   if (it != by_name_.end()) {
     auto region = by_id_.at(it->second);
-    if (region->exported().access != RemoteAccess::kNone) return region;
+    if (region->export_terms().access != RemoteAccess::kNone) return region;
   }
   // The same answer whether the name is unknown or only not exported: peers
   // learn nothing of local regions.
@@ -455,7 +455,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionTable::FindExportedById(
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it != by_id_.end() &&
-      it->second->exported().access != RemoteAccess::kNone) {
+      it->second->export_terms().access != RemoteAccess::kNone) {
     return it->second;
   }
   return absl::NotFoundError(absl::StrCat(

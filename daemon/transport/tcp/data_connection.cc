@@ -41,7 +41,7 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
     const core::RegionTable& regions, const FrameHeader& request) {
   RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
                          regions.FindExportedById(request.region_id));
-  const core::ExportState exported = region->exported();
+  const core::ExportTerms exported = region->export_terms();
   if (exported.access == core::RemoteAccess::kNone) {
     // Revoked between the lookup and now.
     return absl::NotFoundError(absl::StrCat(
