@@ -87,7 +87,9 @@ ExportState Region::exported() const {
 
 ExportTerms Region::export_terms() const {
   absl::MutexLock lock(&mu_);
-  return ExportTerms{.access = export_access_, .tcp_key = tcp_key_};
+  return ExportTerms{.access = export_access_,
+                     .tcp_key = tcp_key_,
+                     .epoch = export_epoch_.load(std::memory_order_relaxed)};
 }
 
 absl::Status Region::SetExport(RemoteAccess access, uint64_t tcp_key,
@@ -108,6 +110,7 @@ absl::Status Region::SetExport(RemoteAccess access, uint64_t tcp_key,
     // From here no use of the old export can begin; wait for those that
     // did.
     ++generation_;
+    export_epoch_.fetch_add(1, std::memory_order_release);
     retired_uses_ += std::exchange(current_uses_, 0);
     drained = mu_.AwaitWithTimeout(
         absl::Condition(
@@ -194,6 +197,7 @@ void Region::AdmitDataPeer(const std::string& address) {
   if (!list.ok()) return;  // not an IP address: nothing to admit
   admitted_ = std::move(next);
   admitted_list_ = *std::move(list);
+  export_epoch_.fetch_add(1, std::memory_order_release);
 }
 
 bool Region::AdmitsDataPeer(const sockaddr_storage& address) const {

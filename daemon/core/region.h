@@ -3,6 +3,7 @@
 #ifndef RDMAD_DAEMON_CORE_REGION_H_
 #define RDMAD_DAEMON_CORE_REGION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,10 +56,12 @@ struct ExportState {
   std::shared_ptr<const ExportAccessList> allow;
 };
 
-// The part of ExportState a TCP request is checked against.
+// The part of ExportState a TCP request is checked against, and the export
+// epoch it was read in (Region::export_epoch).
 struct ExportTerms {
   RemoteAccess access = RemoteAccess::kNone;
   uint64_t tcp_key = 0;
+  uint64_t epoch = 0;
 };
 
 // How long a revocation (unexport, re-export, free) waits for accesses that
@@ -165,6 +168,13 @@ class Region {
   // request is checked against, per operation, without copying the rkeys
   // and the allow list that exported() returns.
   ExportTerms export_terms() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Changes whenever what a peer's request is checked against may have:
+  // every SetExport and every change of the admitted peers. A server that
+  // checked a request against terms of epoch E may check the next one
+  // against the same terms while this still reads E, without the locks.
+  uint64_t export_epoch() const {
+    return export_epoch_.load(std::memory_order_acquire);
+  }
 
   // Replaces the export state, as a barrier: when it returns, no access
   // under the old export (TCP key, rkeys) touches the memory any more.
@@ -242,6 +252,8 @@ class Region {
   // counted in current_uses_; those of earlier ones, which a SetExport is
   // waiting for, in retired_uses_.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  // Advanced under mu_; read without it (export_epoch).
+  std::atomic<uint64_t> export_epoch_{1};
   uint64_t current_uses_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retired_uses_ ABSL_GUARDED_BY(mu_) = 0;
 };

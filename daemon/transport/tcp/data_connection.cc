@@ -37,11 +37,9 @@ std::string RegionLabel(const core::Region& region) {
   return absl::StrCat("region '", region.name(), "'");
 }
 
-absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
-    const core::RegionTable& regions, const FrameHeader& request) {
-  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
-                         regions.FindExportedById(request.region_id));
-  const core::ExportTerms exported = region->export_terms();
+absl::Status CheckRequestAgainst(const core::Region& region,
+                                 const core::ExportTerms& exported,
+                                 const FrameHeader& request) {
   if (exported.access == core::RemoteAccess::kNone) {
     // Revoked between the lookup and now.
     return absl::NotFoundError(absl::StrCat(
@@ -49,33 +47,42 @@ absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
   }
   if (!KeysEqual(exported.tcp_key, request.key)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the key does not match the current export of ", RegionLabel(*region),
+        "the key does not match the current export of ", RegionLabel(region),
         ": it was exported again or revoked since this key was given out. "
         "Named by a descriptor: get a new one on that node ('rdmactl "
         "descriptor NAME'); named HOST:PORT/NAME: the next transfer looks "
         "it up again"));
   }
-  if (!RangeInside(region->size(), request.offset, request.length)) {
+  if (!RangeInside(region.size(), request.offset, request.length)) {
     return absl::OutOfRangeError(absl::StrCat(
         "range [", request.offset, ", ", request.offset, "+", request.length,
-        ") is outside ", RegionLabel(*region), " of ", region->size(),
+        ") is outside ", RegionLabel(region), " of ", region.size(),
         " bytes"));
   }
   const bool write = IsWrite(request.type);
   if (!core::Allows(exported.access, write ? core::RemoteAccess::kWrite
                                            : core::RemoteAccess::kRead)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        RegionLabel(*region), " is exported ",
+        RegionLabel(region), " is exported ",
         write ? "read-only: it accepts no WRITE"
               : "write-only: it accepts no READ"));
   }
-  if (!region->memory().cpu_mapped()) {
+  if (!region.memory().cpu_mapped()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        RegionLabel(*region),
+        RegionLabel(region),
         " is a dma-buf its daemon cannot map for the "
         "CPU (GPU memory): the TCP transport cannot reach it, only RDMA "
         "devices can. Use the verbs transport between these nodes"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
+    const core::RegionTable& regions, const FrameHeader& request) {
+  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
+                         regions.FindExportedById(request.region_id));
+  RDMAD_RETURN_IF_ERROR(
+      CheckRequestAgainst(*region, region->export_terms(), request));
   return region;
 }
 

@@ -56,6 +56,12 @@ struct TcpDataServerOptions;
 absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
     const core::RegionTable& regions, const FrameHeader& request);
 
+// The checks of CheckRequest after the lookup: `request` against `region`'s
+// export `exported` (as Region::export_terms read it).
+absl::Status CheckRequestAgainst(const core::Region& region,
+                                 const core::ExportTerms& exported,
+                                 const FrameHeader& request);
+
 // How the server's messages name a region: "region 'NAME'" or "region #ID".
 std::string RegionLabel(const core::Region& region);
 
@@ -140,6 +146,10 @@ class DataConnection {
   // it was revoked, turns the rest of the WRITE into bytes to drain
   // (answered with why) and returns false.
   bool BeginWriteUse(std::optional<core::ExportUse>& use);
+  // Checks a READ or WRITE request (CheckRequest, then whether the export
+  // admits this peer), through checked_ when it still applies.
+  absl::StatusOr<std::shared_ptr<core::Region>> CheckExport(
+      const FrameHeader& h);
   // False if it closed the connection.
   bool FinishBody();
   // An IDENTIFY frame's header arrived: reads its address next. False if
@@ -189,6 +199,18 @@ class DataConnection {
   ReceiveBuffer received_;
   uint64_t request_id_ = 0;
   std::shared_ptr<core::Region> region_;  // WRITE in progress
+  // The export the last request passed its checks against (lookup, terms,
+  // admission of this peer). A request for the same region id and key is
+  // checked against these terms while the region's export epoch is
+  // unchanged: the table and region locks are taken once per run of
+  // requests, not per request. The bytes still move only under an
+  // ExportUse, which checks the export again under the region's lock.
+  // Weak: an idle connection must not keep a freed region's memory.
+  struct CheckedExport {
+    std::weak_ptr<core::Region> region;
+    core::ExportTerms terms;
+  };
+  std::optional<CheckedExport> checked_;
   uint64_t key_ = 0;                      // the export it writes under
   char* dest_ = nullptr;
   uint64_t left_ = 0;        // payload bytes still to receive (or drain)

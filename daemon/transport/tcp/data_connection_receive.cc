@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/core/region_copy.h"
 #include "daemon/transport/tcp/data_connection.h"
 #include "daemon/transport/tcp/data_server.h"
@@ -249,6 +250,34 @@ bool DataConnection::CheckPartialHeader() {
   return false;
 }
 
+absl::StatusOr<std::shared_ptr<core::Region>> DataConnection::CheckExport(
+    const FrameHeader& h) {
+  if (checked_.has_value() && checked_->terms.tcp_key == h.key) {
+    std::shared_ptr<core::Region> region = checked_->region.lock();
+    if (region != nullptr && region->id() == h.region_id &&
+        region->export_epoch() == checked_->terms.epoch) {
+      RDMAD_RETURN_IF_ERROR(CheckRequestAgainst(*region, checked_->terms, h));
+      return region;
+    }
+  }
+  checked_.reset();
+  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
+                         ctx_->regions->FindExportedById(h.region_id));
+  // The epoch is read with the terms, before the admission: a change of
+  // either after that makes the next request look again.
+  const core::ExportTerms terms = region->export_terms();
+  RDMAD_RETURN_IF_ERROR(CheckRequestAgainst(*region, terms, h));
+  if (!region->AdmitsDataPeer(peer_)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the export of ", RegionLabel(*region),
+        " does not admit data connections from ", remote_,
+        ": ask its owner to add this daemon to its access list (rdmactl "
+        "export --allow)"));
+  }
+  checked_ = CheckedExport{.region = region, .terms = terms};
+  return region;
+}
+
 bool DataConnection::OnHeader(
     const absl::StatusOr<std::optional<FrameHeader>>& decoded) {
   if (!decoded.ok() || !decoded->has_value() || !IsRequest((*decoded)->type)) {
@@ -265,14 +294,7 @@ bool DataConnection::OnHeader(
   }
   got_request_ = true;
   ctx_->counters->requests++;
-  auto region = CheckRequest(*ctx_->regions, h);
-  if (region.ok() && !(*region)->AdmitsDataPeer(peer_)) {
-    region = absl::PermissionDeniedError(absl::StrCat(
-        "the export of ", RegionLabel(**region),
-        " does not admit data connections from ", remote_,
-        ": ask its owner to add this daemon to its access list (rdmactl "
-        "export --allow)"));
-  }
+  absl::StatusOr<std::shared_ptr<core::Region>> region = CheckExport(h);
   const bool write = IsWrite(h.type);
   if (!region.ok()) {
     ctx_->counters->rejected++;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/transport/tcp/data_server.h"
 #include "gmock/gmock.h"
@@ -259,6 +260,63 @@ TEST_F(TcpDataServerTest, ReexportChangesTheKey) {
   reply = conn_->ReadReply();
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(reply->status().code(), absl::StatusCode::kNotFound);
+}
+
+// A connection checks a run of requests for one export against the terms
+// it checked the first against: each change of the export, or of the peers
+// it admits, must still reach the very next request on that connection.
+TEST_F(TcpDataServerTest, EachExportChangeReachesTheNextRequest) {
+  uint64_t id = 0;
+  auto write = [&](uint64_t key) {
+    const std::string data = "abcd";
+    EXPECT_TRUE(conn_->Send(EncodeRequestFrame(FrameType::kWrite, ++id,
+                                               rw_->id(), key, 0, data.size(),
+                                               data))
+                    .ok());
+    auto reply = conn_->ReadReply();
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? reply->status() : reply.status();
+  };
+  auto reexport = [&](core::RemoteAccess access,
+                      std::shared_ptr<core::ExportAccessList> allow = nullptr) {
+    ASSERT_TRUE(regions_.table
+                    .Export(regions_.root, {rw_->id(), ""}, access,
+                            std::move(allow))
+                    .ok());
+  };
+  const uint64_t first = Key(rw_);
+  ASSERT_TRUE(write(first).ok());
+  ASSERT_TRUE(write(first).ok());
+
+  // Exported again read-only: the old key and the new one are refused.
+  reexport(core::RemoteAccess::kRead);
+  EXPECT_EQ(write(first).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(write(Key(rw_)).code(), absl::StatusCode::kPermissionDenied);
+
+  // To certificate peers only: 127.0.0.1 is refused until a certificate
+  // peer's Resolve from it admits its data path...
+  auto certs_only = core::ExportAccessList::Parse({{"cert:b", std::nullopt}});
+  ASSERT_TRUE(certs_only.ok());
+  reexport(core::RemoteAccess::kReadWrite,
+           std::make_shared<core::ExportAccessList>(*certs_only));
+  const uint64_t guarded = Key(rw_);
+  EXPECT_EQ(write(guarded).code(), absl::StatusCode::kPermissionDenied);
+  rw_->AdmitDataPeer("127.0.0.1");
+  ASSERT_TRUE(write(guarded).ok());
+  // ...and refused again once newer admissions have pushed it out.
+  for (int i = 0; i < 256; ++i) {
+    rw_->AdmitDataPeer(absl::StrCat("10.9.", i / 200, ".", i % 200 + 1));
+  }
+  EXPECT_EQ(write(guarded).code(), absl::StatusCode::kPermissionDenied);
+
+  // Revoked: NOT_FOUND, and nothing of the refused WRITEs landed.
+  reexport(core::RemoteAccess::kReadWrite);
+  ASSERT_TRUE(write(Key(rw_)).ok());
+  const uint64_t last = Key(rw_);
+  reexport(core::RemoteAccess::kNone);
+  FillPattern(rw_->data(), kSize, rw_->id());
+  EXPECT_EQ(write(last).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Untouched());
 }
 
 TEST_F(TcpDataServerTest, GarbageClosesTheConnection) {
