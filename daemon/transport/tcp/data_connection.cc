@@ -77,13 +77,15 @@ absl::Status CheckRequestAgainst(const core::Region& region,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
-    const core::RegionTable& regions, const FrameHeader& request) {
-  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
+absl::StatusOr<CheckedRequest> CheckRequest(const core::RegionTable& regions,
+                                            const FrameHeader& request) {
+  CheckedRequest checked;
+  RDMAD_ASSIGN_OR_RETURN(checked.region,
                          regions.FindExportedById(request.region_id));
+  checked.terms = checked.region->export_terms();
   RDMAD_RETURN_IF_ERROR(
-      CheckRequestAgainst(*region, region->export_terms(), request));
-  return region;
+      CheckRequestAgainst(*checked.region, checked.terms, request));
+  return checked;
 }
 
 DataConnection::DataConnection(

@@ -47,14 +47,21 @@ namespace rdmad::tcp {
 
 struct TcpDataServerOptions;
 
-// Checks one request against the region table as the server does; returns
-// the region to do the I/O on:
+// A request that passed CheckRequest: the region to do the I/O on, and the
+// export terms it was checked against.
+struct CheckedRequest {
+  std::shared_ptr<core::Region> region;
+  core::ExportTerms terms;
+};
+
+// Checks one request against the region table as the server does:
 //   - the region exists and is exported            else NOT_FOUND
 //   - the key equals the region's current TCP key  else PERMISSION_DENIED
 //   - [offset, offset+length) lies inside it       else OUT_OF_RANGE
 //   - the export grants the access (w / r)         else PERMISSION_DENIED
-absl::StatusOr<std::shared_ptr<core::Region>> CheckRequest(
-    const core::RegionTable& regions, const FrameHeader& request);
+// (The server then asks whether the export admits the peer.)
+absl::StatusOr<CheckedRequest> CheckRequest(const core::RegionTable& regions,
+                                            const FrameHeader& request);
 
 // The checks of CheckRequest after the lookup: `request` against `region`'s
 // export `exported` (as Region::export_terms read it).

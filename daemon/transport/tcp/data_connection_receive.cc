@@ -261,21 +261,19 @@ absl::StatusOr<std::shared_ptr<core::Region>> DataConnection::CheckExport(
     }
   }
   checked_.reset();
-  RDMAD_ASSIGN_OR_RETURN(std::shared_ptr<core::Region> region,
-                         ctx_->regions->FindExportedById(h.region_id));
   // The epoch is read with the terms, before the admission: a change of
   // either after that makes the next request look again.
-  const core::ExportTerms terms = region->export_terms();
-  RDMAD_RETURN_IF_ERROR(CheckRequestAgainst(*region, terms, h));
-  if (!region->AdmitsDataPeer(peer_)) {
+  RDMAD_ASSIGN_OR_RETURN(CheckedRequest checked,
+                         CheckRequest(*ctx_->regions, h));
+  if (!checked.region->AdmitsDataPeer(peer_)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the export of ", RegionLabel(*region),
+        "the export of ", RegionLabel(*checked.region),
         " does not admit data connections from ", remote_,
         ": ask its owner to add this daemon to its access list (rdmactl "
         "export --allow)"));
   }
-  checked_ = CheckedExport{.region = region, .terms = terms};
-  return region;
+  checked_ = CheckedExport{.region = checked.region, .terms = checked.terms};
+  return std::move(checked.region);
 }
 
 bool DataConnection::OnHeader(
