@@ -98,6 +98,12 @@ DeviceList FromProto(const v1::ListDevicesResponse& devices) {
     device.driver = d.driver();
     device.dmabuf = d.dmabuf();
     device.dmabuf_probe = d.dmabuf_probe();
+    if (d.has_notice_receives()) {
+      device.notice_receives = DeviceInfo::NoticeReceives{
+          .depth = d.notice_receives().depth(),
+          .posted = d.notice_receives().posted(),
+          .reposts = d.notice_receives().reposts()};
+    }
     for (const v1::PortInfo& p : d.ports()) {
       PortInfo port;
       port.port = p.port();

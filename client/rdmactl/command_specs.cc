@@ -40,9 +40,10 @@ constexpr CommandSpec kCommands[] = {
      Command::kDevices,
      "",
      "RDMA devices: ports, GIDs and limits",
-     "Prints each RDMA device with its node GUID, ports (state, link layer,\n"
-     "MTU, GID table) and limits. On a node without RDMA devices, says so\n"
-     "and names the fallback transport.\n",
+     "Prints each RDMA device with its node GUID, driver, dma-buf support,\n"
+     "the receives posted on the shared receive queue peers' notices arrive\n"
+     "on, ports (state, link layer, MTU, GID table) and limits. On a node\n"
+     "without RDMA devices, says so and names the fallback transport.\n",
      0, 0, {}},
     {"regions", Command::kRegions, "[--peer HOST:PORT]",
      "regions: local ones, or those a peer exports",

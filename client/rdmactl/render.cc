@@ -152,6 +152,11 @@ std::string RenderDevices(const DeviceList& devices) {
                         ? std::string()
                         : absl::StrCat(" (", device.dmabuf_probe, ")"),
                     "\n");
+    if (device.notice_receives.has_value()) {
+      const DeviceInfo::NoticeReceives& n = *device.notice_receives;
+      absl::StrAppend(&out, "  notice receives (SRQ): ", n.posted, " of ",
+                      n.depth, " posted, ", n.reposts, " reposted\n");
+    }
     for (const PortInfo& port : device.ports) {
       absl::StrAppend(&out, RenderPort(port));
     }
@@ -369,6 +374,13 @@ Json DevicesJson(const DeviceList& devices) {
                   .Set("driver", d.driver)
                   .Set("dmabuf", d.dmabuf)
                   .Set("dmabuf_probe", d.dmabuf_probe)
+                  .Set("notice_receives",
+                       d.notice_receives.has_value()
+                           ? Json::Object()
+                                 .Set("depth", d.notice_receives->depth)
+                                 .Set("posted", d.notice_receives->posted)
+                                 .Set("reposts", d.notice_receives->reposts)
+                           : Json())
                   .Set("ports", std::move(ports))
                   .Set("limits", std::move(limits)));
   }

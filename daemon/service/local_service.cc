@@ -126,8 +126,20 @@ grpc::ServerUnaryReactor* LocalService::ListDevices(
   if (auto session = OptionalSession(context); !session.ok()) {
     return Done(context, session.status());
   }
+  std::vector<transport::ConnectAcceptor::NoticeQueue> queues;
+  if (deps_.verbs_acceptor != nullptr) {
+    queues = deps_.verbs_acceptor->NoticeQueues();
+  }
   for (const auto& device : *deps_.devices) {
-    ToProto(device, response->add_devices());
+    v1::DeviceInfo* out = response->add_devices();
+    ToProto(device, out);
+    for (const auto& q : queues) {
+      if (q.device != device.name) continue;
+      v1::NoticeReceiveQueue* notices = out->mutable_notice_receives();
+      notices->set_depth(q.depth);
+      notices->set_posted(q.posted);
+      notices->set_reposts(q.reposts);
+    }
   }
   if (deps_.devices->empty()) {
     response->set_note(

@@ -250,6 +250,15 @@ class ConnectAcceptor {
     ConnectionInfo connection;
   };
   virtual std::vector<Served> ListServed() const { return {}; }
+  // The shared receive queue of a device, for ListDevices.
+  struct NoticeQueue {
+    std::string device;
+    uint32_t depth = 0;
+    uint64_t posted = 0;
+    uint64_t reposts = 0;
+  };
+  // One per device that has one (verbs only).
+  virtual std::vector<NoticeQueue> NoticeQueues() const { return {}; }
 };
 
 }  // namespace rdmad::transport

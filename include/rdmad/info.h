@@ -227,6 +227,14 @@ struct DeviceInfo {
   // and what the daemon's probe at start saw.
   bool dmabuf = false;
   std::string dmabuf_probe;
+  // The shared receive queue notices from peers arrive on; unset where the
+  // daemon serves no verbs or the device has none (receives per QP then).
+  struct NoticeReceives {
+    uint32_t depth = 0;    // receives it holds when full
+    uint64_t posted = 0;   // posted now; near 0, notices wait for retries
+    uint64_t reposts = 0;  // posted again after a notice, since start
+  };
+  std::optional<NoticeReceives> notice_receives;
 };
 
 // Client::ListDevices.

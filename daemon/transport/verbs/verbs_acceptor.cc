@@ -267,6 +267,20 @@ std::vector<transport::ConnectAcceptor::Served> VerbsAcceptor::ListServed()
   return out;
 }
 
+std::vector<transport::ConnectAcceptor::NoticeQueue>
+VerbsAcceptor::NoticeQueues() const {
+  // The map is set in the constructor and only read after; the counts are
+  // atomics the serving loops move.
+  std::vector<NoticeQueue> out;
+  for (const auto& [device, shared] : shared_receives_) {
+    out.push_back(NoticeQueue{.device = device,
+                              .depth = shared->depth(),
+                              .posted = shared->posted(),
+                              .reposts = shared->reposts()});
+  }
+  return out;
+}
+
 void VerbsAcceptor::Clear() {
   absl::flat_hash_map<std::string, Pool> pools;
   {

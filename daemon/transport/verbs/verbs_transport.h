@@ -216,6 +216,8 @@ class VerbsAcceptor final : public transport::ConnectAcceptor {
 
   // The responder QPs serving each caller (its Peer address), for ListQps.
   std::vector<Served> ListServed() const override;
+  // Each device's shared receive queue for notices, for ListDevices.
+  std::vector<NoticeQueue> NoticeQueues() const override;
 
   // Destroys every serving QP (daemon shutdown).
   void Clear();

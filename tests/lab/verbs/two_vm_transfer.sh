@@ -2,7 +2,8 @@
 # two_vm_transfer.sh: rdmad's verbs transport between two hosts (two lab VMs,
 # each with rxe0 on its own virtio NIC, linked only to each other).
 #
-# VM 1 runs daemon B, which exports regions; VM 0 runs daemon A and moves data
+# VM 1 runs daemon B, which exports regions (and shows its notices' shared
+# receive queue in `rdmactl devices`); VM 0 runs daemon A and moves data
 # into and out of B's regions with rdmactl (the client library underneath):
 #   - patterns of 1 B, 4 KiB-1, 64 KiB, 1 MiB+7 and 64 MiB written at unaligned
 #     offsets and read back byte-identical;
@@ -45,6 +46,15 @@ if [ "$vm" = 1 ]; then
   start_daemon --config "$conf" || { fail "daemon B did not start"; : >"$mark.b-failed"; exit 1; }
   ctl alloc dst 80M --export rw && ctl alloc ro 1M --export r ||
     { fail "B cannot allocate its regions"; : >"$mark.b-failed"; exit 1; }
+  # The shared receive queue peers' notices arrive on, as operators see it.
+  srq=$(ctl --json devices | python3 -c 'import json, sys
+d = json.load(sys.stdin)["devices"][0]["notice_receives"]
+print("%d of %d" % (d["posted"], d["depth"]))' 2>&1)
+  if [ "$srq" = "1024 of 1024" ]; then
+    pass "rdmactl devices shows the notice receive queue: $srq posted"
+  else
+    fail "rdmactl devices: notice receive queue '$srq', expected 1024 of 1024 posted"
+  fi
   : >"$mark.b-ready"
   log "B ready on $LAB_IP:$port"
   wait_file "$mark.kill-b" || { fail "A never asked to kill B"; exit 1; }

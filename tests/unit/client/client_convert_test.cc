@@ -148,6 +148,23 @@ TEST(ClientConvertTest, StatesBecomeEnumsThatKeepTheDaemonsWords) {
   EXPECT_EQ(DirectoryStateName(DirectoryState::kUnknown), "unknown");
 }
 
+TEST(ClientConvertTest, DevicesCarryTheirNoticeReceiveQueue) {
+  v1::ListDevicesResponse response;
+  response.add_devices()->set_name("mlx5_0");
+  v1::DeviceInfo* with = response.add_devices();
+  with->set_name("mlx5_1");
+  with->mutable_notice_receives()->set_depth(1024);
+  with->mutable_notice_receives()->set_posted(1000);
+  with->mutable_notice_receives()->set_reposts(3);
+  const DeviceList list = FromProto(response);
+  ASSERT_EQ(list.devices.size(), 2u);
+  EXPECT_FALSE(list.devices[0].notice_receives.has_value());
+  ASSERT_TRUE(list.devices[1].notice_receives.has_value());
+  EXPECT_EQ(list.devices[1].notice_receives->depth, 1024u);
+  EXPECT_EQ(list.devices[1].notice_receives->posted, 1000u);
+  EXPECT_EQ(list.devices[1].notice_receives->reposts, 3u);
+}
+
 TEST(ClientConvertTest, PeersCarryTheirRailsAndQpsTheirRail) {
   v1::PeerInfo peer;
   v1::RailInfo* rail = peer.add_rails();

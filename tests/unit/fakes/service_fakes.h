@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +46,14 @@ class FakeAcceptor final : public transport::ConnectAcceptor {
     absl::MutexLock lock(&mu_);
     return last_request_;
   }
+  std::vector<NoticeQueue> NoticeQueues() const override {
+    absl::MutexLock lock(&mu_);
+    return notice_queues_;
+  }
+  void set_notice_queues(std::vector<NoticeQueue> queues) {
+    absl::MutexLock lock(&mu_);
+    notice_queues_ = std::move(queues);
+  }
 
  private:
   const core::TransportKind kind_;
@@ -52,6 +61,7 @@ class FakeAcceptor final : public transport::ConnectAcceptor {
   absl::Status answer_ ABSL_GUARDED_BY(mu_) = absl::OkStatus();
   int accepted_ ABSL_GUARDED_BY(mu_) = 0;
   v1::ConnectRequest last_request_ ABSL_GUARDED_BY(mu_);
+  std::vector<NoticeQueue> notice_queues_ ABSL_GUARDED_BY(mu_);
 };
 
 // Serves `service` (not owned; it outlives this) in process, with no

@@ -216,6 +216,25 @@ TEST(RenderDevicesTest, ShowsTheDriverAndTheDmabufProbe) {
   EXPECT_THAT(json, HasSubstr("\"dmabuf\": true"));
 }
 
+TEST(RenderDevicesTest, ShowsTheNoticeReceiveQueueWhereThereIsOne) {
+  DeviceInfo with;
+  with.name = "rxe0";
+  with.notice_receives =
+      DeviceInfo::NoticeReceives{.depth = 1024, .posted = 1021, .reposts = 9};
+  DeviceInfo without;
+  without.name = "rxe1";
+  const std::string text = RenderDevices({{with, without}, ""});
+  EXPECT_THAT(text, HasSubstr("  notice receives (SRQ): 1021 of 1024 posted, "
+                              "9 reposted\n"));
+  EXPECT_EQ(text.find("notice receives"), text.rfind("notice receives"))
+      << "only the device that has one shows it";
+  const std::string json = DevicesJson({{with, without}, ""}).Dump();
+  EXPECT_THAT(json, HasSubstr("\"depth\": 1024"));
+  EXPECT_THAT(json, HasSubstr("\"posted\": 1021"));
+  EXPECT_THAT(json, HasSubstr("\"reposts\": 9"));
+  EXPECT_THAT(json, HasSubstr("\"notice_receives\": null"));
+}
+
 TEST(RenderStatusTest, ShowsThePinnedCapAndWhereItComesFrom) {
   DaemonStatus s;
   s.transport = Transport::kTcp;

@@ -130,6 +130,35 @@ TEST_F(LocalServiceTest, ListDevicesSaysWhenThereAreNone) {
   EXPECT_TRUE(one.note().empty());
 }
 
+TEST_F(LocalServiceTest, ListDevicesShowsEachDevicesNoticeReceiveQueue) {
+  testing::FakeAcceptor verbs(core::TransportKind::kVerbs);
+  verbs.set_notice_queues({{.device = "mlx5_1", .depth = 1024, .posted = 1000,
+                            .reposts = 77}});
+  deps_.verbs_acceptor = &verbs;
+  devices_.push_back(core::DeviceInfo{.name = "mlx5_0"});
+  devices_.push_back(core::DeviceInfo{.name = "mlx5_1"});
+  Start();
+  v1::ListDevicesResponse response;
+  ASSERT_TRUE(Call(&Stub::ListDevices, nullptr, v1::ListDevicesRequest(),
+                   &response)
+                  .ok());
+  ASSERT_EQ(response.devices_size(), 2);
+  EXPECT_FALSE(response.devices(0).has_notice_receives())
+      << "a device without a shared receive queue shows none";
+  ASSERT_TRUE(response.devices(1).has_notice_receives());
+  EXPECT_EQ(response.devices(1).notice_receives().depth(), 1024u);
+  EXPECT_EQ(response.devices(1).notice_receives().posted(), 1000u);
+  EXPECT_EQ(response.devices(1).notice_receives().reposts(), 77u);
+  // Read at each call: the counts move as notices come and go.
+  verbs.set_notice_queues({{.device = "mlx5_1", .depth = 1024, .posted = 1024,
+                            .reposts = 101}});
+  ASSERT_TRUE(Call(&Stub::ListDevices, nullptr, v1::ListDevicesRequest(),
+                   &response)
+                  .ok());
+  EXPECT_EQ(response.devices(1).notice_receives().posted(), 1024u);
+  EXPECT_EQ(response.devices(1).notice_receives().reposts(), 101u);
+}
+
 TEST_F(LocalServiceTest, AllocateBufferMakesARegionWithinTheLimits) {
   Start();
   const Client client = Open(1000);
