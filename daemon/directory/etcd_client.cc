@@ -231,9 +231,13 @@ void EtcdClient::AuthenticateAsync(absl::Time deadline,
   call->stub = etcdserverpb::Auth::NewStub(Channel());
   call->stub->async()->Authenticate(
       &call->context, &call->request, &call->response,
-      [this, call, done = std::move(done)](grpc::Status status) {
+      [this, call, done = std::move(done)](grpc::Status status) mutable {
         Release(call->context);
         done(OnAuthenticated(status, call->response));
+        // What this callback holds goes before Shutdown can return (see
+        // UnaryAsync).
+        call.reset();
+        done = nullptr;
         absl::MutexLock lock(&mu_);
         --async_calls_;
       });
@@ -290,6 +294,13 @@ void EtcdClient::UnaryAsync(std::string what, absl::Time deadline,
           } else {
             done(FromGrpc(status, what));
           }
+          // What this callback holds (the call, the stub in `start`) goes
+          // before Shutdown can return: left for gRPC's thread to destroy
+          // after it, the last reference to a channel can take gRPC's
+          // callback queue down under that thread (gRPC 1.51 aborts).
+          call.reset();
+          start = nullptr;
+          done = nullptr;
           absl::MutexLock lock(&mu_);
           --async_calls_;
         });

@@ -17,6 +17,8 @@ bool CallTracker::Track(grpc::ClientContext* context,
 }
 
 void CallTracker::Untrack(grpc::ClientContext* context) {
+  // Erased under the lock: Shutdown's wait cannot end before the owner is
+  // gone.
   absl::MutexLock lock(&mu_);
   calls_.erase(context);
 }

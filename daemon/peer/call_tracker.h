@@ -23,7 +23,10 @@ class CallTracker {
   // Tracks a call about to start: its context, kept alive by `owner`.
   // False once shutting down: then the call must not be started.
   bool Track(grpc::ClientContext* context, std::shared_ptr<void> owner);
-  // From the call's callback, as its last act.
+  // From the call's callback, as its last act. Destroys the tracked owner
+  // before Shutdown can return, when it holds the last reference: so a
+  // callback that dropped its own references first leaves nothing of the
+  // call behind once Shutdown has returned.
   void Untrack(grpc::ClientContext* context);
 
   // Refuses new calls, cancels those outstanding and waits (at most

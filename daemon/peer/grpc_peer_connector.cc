@@ -14,13 +14,31 @@ namespace rdmad::peer {
 namespace {
 
 // One outstanding Peer-service call: its context, request and response,
-// kept alive by the callback until it has run.
+// and the stub of its channel, which must outlive it.
 template <typename Request, typename Response>
 struct Call {
   grpc::ClientContext context;
   Request request;
   Response response;
+  std::shared_ptr<v1::Peer::Stub> stub;
 };
+
+// Ends a call from its callback, as the callback's last act: the caller's
+// callback goes first, then the call, then the tracker's reference, which
+// is the last. So when Shutdown returns nothing of the call is left for
+// gRPC's thread to destroy once the callback returns, and the connector's
+// own stubs hold the last reference to each channel. (A gRPC 1.51 channel
+// whose last reference goes on that thread can take gRPC's callback
+// completion queue with it while the thread still polls the queue: the
+// process aborts in grpc_cq_internal_unref.)
+template <typename CallT, typename Done>
+void EndCall(CallTracker& calls, std::shared_ptr<CallT>& call,
+             std::shared_ptr<Done>& done) {
+  done.reset();
+  grpc::ClientContext* context = &call->context;
+  call.reset();
+  calls.Untrack(context);
+}
 
 absl::Status ShuttingDown() {
   return absl::UnavailableError("this daemon is shutting down");
@@ -297,17 +315,17 @@ void GrpcPeerConnector::Hello(const std::string& address, Handshake handshake,
     resolve->set_uid(name.uid);
   }
   call->names = std::move(handshake.names);
-  std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
+  call->stub = StubFor(address);
   if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
-  stub->async()->Hello(
+  call->stub->async()->Hello(
       &call->context, &call->request, &call->response,
       // gRPC wants a copyable callback: share the move-only one.
-      [this, address, call, stub,
+      [this, address, call,
        done = std::make_shared<Callback<HelloReply>>(std::move(done))](
           grpc::Status status) mutable {
         (*done)(status.ok() ? ReadHello(address, *call)
                             : FromPeerCall(status, address, "Hello"));
-        calls_.Untrack(&call->context);
+        EndCall(calls_, call, done);
       });
 }
 
@@ -366,11 +384,11 @@ void GrpcPeerConnector::SendConnect(const std::string& address,
   call->request.set_address(self_address());
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-  std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
+  call->stub = StubFor(address);
   if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
-  stub->async()->Connect(
+  call->stub->async()->Connect(
       &call->context, &call->request, &call->response,
-      [this, address, call, stub,
+      [this, address, call,
        done = std::make_shared<transport::ConnectDone>(std::move(done))](
           grpc::Status status) mutable {
         if (status.ok()) {
@@ -378,7 +396,7 @@ void GrpcPeerConnector::SendConnect(const std::string& address,
         } else {
           (*done)(FromPeerCall(status, address, "Connect"));
         }
-        calls_.Untrack(&call->context);
+        EndCall(calls_, call, done);
       });
 }
 
@@ -394,11 +412,11 @@ void GrpcPeerConnector::Resolve(const std::string& address,
   call->request.set_uid(uid);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-  std::shared_ptr<v1::Peer::Stub> stub = StubFor(address);
+  call->stub = StubFor(address);
   if (!calls_.Track(&call->context, call)) return done(ShuttingDown());
-  stub->async()->Resolve(
+  call->stub->async()->Resolve(
       &call->context, &call->request, &call->response,
-      [this, address, name, call, stub,
+      [this, address, name, call,
        done = std::make_shared<Callback<core::RemoteRegionInfo>>(
            std::move(done))](grpc::Status status) mutable {
         if (!status.ok()) {
@@ -406,7 +424,7 @@ void GrpcPeerConnector::Resolve(const std::string& address,
         } else {
           (*done)(CheckedRegion(call->response.region(), address, name));
         }
-        calls_.Untrack(&call->context);
+        EndCall(calls_, call, done);
       });
 }
 

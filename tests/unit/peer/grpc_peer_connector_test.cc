@@ -5,6 +5,7 @@
 // PeerConnection takes after such a Hello.
 #include "daemon/peer/grpc_peer_connector.h"
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -263,6 +264,36 @@ TEST_F(OlderPeerFallbackTest, AConnectAnsweredForAnotherHandshakeIsRefused) {
   EXPECT_TRUE(DroppedReaches(2));  // no channel from a stale answer
   absl::MutexLock lock(&record_->mu);
   EXPECT_EQ(record_->finished, 0);
+}
+
+// Nothing a call holds is left for gRPC's thread to destroy once Shutdown
+// has returned: were the last reference to a channel dropped there, gRPC
+// could take its callback queue down under the thread polling it.
+TEST_F(OlderPeerFallbackTest, NothingACallHoldsOutlivesShutdown) {
+  // Destroyed slowly, so that a Shutdown that does not wait for it returns
+  // first.
+  struct SlowToDestroy {
+    std::shared_ptr<std::atomic<bool>> gone;
+    ~SlowToDestroy() {
+      absl::SleepFor(absl::Milliseconds(100));
+      gone->store(true);
+    }
+  };
+  auto held = std::make_shared<SlowToDestroy>();
+  held->gone = std::make_shared<std::atomic<bool>>(false);
+  const std::shared_ptr<std::atomic<bool>> gone = held->gone;
+  absl::Notification answered;
+  Handshake handshake;
+  handshake.deadline = absl::Now() + absl::Seconds(20);
+  connector_->Hello(address_, std::move(handshake),
+                    [held = std::move(held),
+                     &answered](absl::StatusOr<HelloReply> reply) {
+                      EXPECT_TRUE(reply.ok()) << reply.status();
+                      answered.Notify();
+                    });
+  answered.WaitForNotification();
+  connector_->Shutdown();
+  EXPECT_TRUE(gone->load());
 }
 
 }  // namespace
