@@ -92,6 +92,10 @@ inline constexpr int kMaxBenchQueueDepth = 256;
 // Most operations per Batch call in `rdmactl bench --batch` (the daemon
 // takes up to 4096).
 inline constexpr int kMaxBenchBatch = 1024;
+// Most batches one bench thread keeps in flight (`--window`), and most
+// operations: the thread's queue holds them all.
+inline constexpr int kMaxBenchWindow = 64;
+inline constexpr int kMaxBenchWindowOps = 16384;
 
 // The options of `rdmactl bench`, validated.
 struct BenchOptions {
@@ -107,6 +111,9 @@ struct BenchOptions {
   std::vector<uint64_t> sizes = {8, 4 << 10, 64 << 10, 1 << 20, 16 << 20};
   int queue_depth = 1;  // operations in flight, 1..kMaxBenchQueueDepth
   int batch = 1;        // operations per call, 1..kMaxBenchBatch
+  // Ring path: batches each thread keeps in flight, 1..kMaxBenchWindow; a
+  // batch goes out again as soon as its last completion is back.
+  int window = 1;
   // Operations per size; without it, each size runs for `duration`.
   std::optional<uint64_t> iterations;
   absl::Duration duration = absl::Seconds(2);

@@ -79,7 +79,8 @@ std::string RenderBenchTable(const BenchReport& report) {
   std::string out = absl::StrCat(
       report.op, report.op == "read" ? " from " : " to ", report.peer, "/",
       report.region, ", qd ", report.queue_depth,
-      report.batch > 1 ? absl::StrCat(", batch ", report.batch) : "", ", ",
+      report.batch > 1 ? absl::StrCat(", batch ", report.batch) : "",
+      report.window > 1 ? absl::StrCat(", window ", report.window) : "", ", ",
       Bound(report), "\n");
   Table table({"SIZE", "OPS", "MB/s", "Gb/s", "OPS/s", "P50(us)", "P99(us)",
                "P99.9(us)", "DAEMON P50(us)", "TRANSPORT"});
@@ -126,6 +127,7 @@ std::string BenchReportJson(const BenchReport& report) {
       .Set("region", report.region)
       .Set("qd", report.queue_depth)
       .Set("batch", report.batch)
+      .Set("window", report.window)
       .Set("spin_us", report.spin.has_value()
                           ? Json(absl::ToDoubleMicroseconds(*report.spin))
                           : Json())

@@ -74,6 +74,7 @@ struct BenchReport {
   std::string region;  // its name
   int queue_depth = 1;
   int batch = 1;  // operations per call
+  int window = 1;  // batches in flight per thread
   // How long a thread busy-polls its queue before sleeping (ring path).
   std::optional<absl::Duration> spin;
   std::optional<uint64_t> iterations;  // per size; else `duration`
@@ -87,6 +88,7 @@ std::string RenderBenchTable(const BenchReport& report);
 
 // One JSON object ending in a newline:
 //   {"op": "write", "peer": "...", "region": "...", "qd": 1, "batch": 1,
+//    "window": 1,
 //    "spin_us": 30 (null on the gRPC path), "iterations": null, "duration_s": 2,
 //    "results": [{"size": 8, "ops": ..., "bytes": ..., "seconds": ...,
 //                 "bytes_per_s": ..., "mb_per_s": ..., "gbit_per_s": ...,

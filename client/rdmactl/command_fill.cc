@@ -213,6 +213,28 @@ absl::Status FillBench(
     }
     bench.spin = parsed;
   }
+  if (const std::string* window = option("window")) {
+    auto parsed = ParseCount("--window", *window, "batches in flight");
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed > static_cast<uint64_t>(kMaxBenchWindow)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--window ", *window, " is too wide: at most ", kMaxBenchWindow,
+          " batches in flight per thread"));
+    }
+    if (bench.path != BenchPath::kRing) {
+      return absl::InvalidArgumentError(
+          "--window keeps batches in flight on a queue: it applies to "
+          "--path ring only (a gRPC Batch call waits for its answer)");
+    }
+    if (*parsed * static_cast<uint64_t>(bench.batch) >
+        static_cast<uint64_t>(kMaxBenchWindowOps)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--window ", *window, " of --batch ", bench.batch, " is ",
+          *parsed * bench.batch, " operations in flight per thread: at most ",
+          kMaxBenchWindowOps));
+    }
+    bench.window = static_cast<int>(*parsed);
+  }
   if (option("create-region") != nullptr) {
     if (!bench.peer.empty()) {
       uint64_t largest = 0;

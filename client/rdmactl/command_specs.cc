@@ -23,6 +23,7 @@ constexpr OptionSpec kOptions[] = {
     {"fresh", 0, false, false},
     {"path", 0, true, false},       {"local", 0, false, false},
     {"allow", 0, true, false},      {"spin", 0, true, false},
+    {"window", 0, true, false},
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -169,9 +170,9 @@ constexpr CommandSpec kCommands[] = {
     {"bench", Command::kBench,
      // Continuation lines line up under "usage: rdmactl bench ".
      "[--peer HOST:PORT | --local] [--op write|read] [--sizes LIST]\n"
-     "                     [--qd N] [--batch N] [--iters N | --duration S]\n"
-     "                     [--region NAME] [--create-region] [--path ring|grpc]\n"
-     "                     [--spin TIME]",
+     "                     [--qd N] [--batch N [--window K]]\n"
+     "                     [--iters N | --duration S] [--region NAME]\n"
+     "                     [--create-region] [--path ring|grpc] [--spin TIME]",
      "measure one-sided transfer bandwidth and latency",
      "Measures one-sided transfers between a buffer that rdmactl allocates\n"
      "through this daemon and region NAME (default rdmad-bench) that the\n"
@@ -185,7 +186,11 @@ constexpr CommandSpec kCommands[] = {
      "each thread's own; --path grpc sends each as a Local gRPC call, to\n"
      "compare. With --batch N, each thread submits N operations at once\n"
      "(one Batch call with --path grpc) and waits for all of them; latency\n"
-     "is then that of a whole batch.\n"
+     "is then that of a whole batch. --window K (ring only) keeps K batches\n"
+     "in flight on each thread's queue, each submitted again as soon as its\n"
+     "last completion is back, as a message-rate test keeps its sends in\n"
+     "flight (ib_write_bw's --tx-depth, ucx_perftest's puts); a batch's\n"
+     "latency then runs from its submission to its last completion.\n"
      "--spin T (ring only; e.g. 200us, 0) is how long a thread busy-polls\n"
      "for its completions before it sleeps (default 30us; QueueOptions::spin).\n"
      "\n"
@@ -214,7 +219,7 @@ constexpr CommandSpec kCommands[] = {
      "permissions on it apply (see chmod).\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
-      "duration", "path", "local", "spin"}},
+      "duration", "path", "local", "spin", "window"}},
     {"ls", Command::kLs, "[PREFIX]",
      "exported regions of the whole cluster (directory)",
      "Lists the regions every daemon of the cluster exports, from the\n"

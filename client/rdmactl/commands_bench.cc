@@ -3,7 +3,8 @@
 // address) exports.
 //
 // Per size: one warm-up transfer, then `queue_depth` threads, each doing
-// one transfer (or, with --batch, one batch) at a time, until --iters
+// one transfer (or, with --batch, one batch; with --window, that many
+// batches) at a time, until --iters
 // operations were claimed or --duration passed: with --path ring on a
 // shared-memory queue of the thread's own (submit, then wait for the
 // completions), with --path grpc as Local gRPC calls (Write/Read, or
@@ -198,6 +199,7 @@ struct SizeRun {
   BenchOp op;
   uint64_t size;
   int batch = 1;  // operations per call
+  int window = 1;  // batches in flight per thread (ring path)
   absl::Duration spin;  // QueueOptions::spin
   std::optional<uint64_t> iterations;
   Clock::time_point start;     // written before `go`
@@ -263,6 +265,15 @@ std::vector<Op> RingOps(const SizeRun& run) {
   return ops;
 }
 
+// Notes which transport carried `done` (a set look-up per operation would
+// be the loop's dearest step).
+void NoteTransport(const Completion& done, WorkerResult& out) {
+  if (done.transport != out.last_transport) {
+    out.last_transport = done.transport;
+    out.transports.insert(done.transport);
+  }
+}
+
 // The ring path: the first `count` of `ops` submitted on `queue` at once,
 // then waited for.
 absl::Status RingCall(Queue& queue, absl::Span<const Op> ops, uint64_t count,
@@ -290,15 +301,112 @@ absl::Status RingCall(Queue& queue, absl::Span<const Op> ops, uint64_t count,
         out.daemon_latencies_ns.push_back(
             absl::ToInt64Nanoseconds(done[i].daemon_time));
       }
-      // A set look-up per operation would be the loop's dearest step.
-      if (done[i].transport != out.last_transport) {
-        out.last_transport = done[i].transport;
-        out.transports.insert(done[i].transport);
-      }
+      NoteTransport(done[i], out);
     }
     completed += got;
   }
   return absl::OkStatus();
+}
+
+// The ring path with --window K: K batches in flight on `queue`, each
+// submitted again as soon as its last completion is back, until no batch
+// is left to start (--iters claimed, --duration passed, or another thread
+// failed) and the last one is back. A batch's latency runs from its
+// submission to its last completion. Each operation's tag names its batch.
+absl::Status RingWindow(SizeRun& run, Queue& queue,
+                        std::vector<Completion>& done, WorkerResult& out) {
+  const uint64_t batch = std::max(run.batch, 1);
+  struct Slot {
+    std::vector<Op> ops;     // tags slot * batch + i
+    uint64_t count = 0;      // operations of this batch; 0: none in flight
+    uint64_t submitted = 0;  // of them, on the ring
+    uint64_t left = 0;       // of them, not completed
+    Clock::time_point start;
+  };
+  std::vector<Slot> slots(run.window);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    slots[s].ops = RingOps(run);
+    for (size_t i = 0; i < slots[s].ops.size(); ++i) {
+      slots[s].ops[i].tag = s * batch + i;
+    }
+  }
+  // The next batch for `slot`; false when none is left to start.
+  auto claim = [&run, batch](Slot& slot) {
+    slot.count = 0;
+    if (run.stop.load(std::memory_order_relaxed)) return false;
+    uint64_t count = batch;
+    if (run.iterations.has_value()) {
+      const uint64_t index = run.claimed.fetch_add(batch);
+      if (index >= *run.iterations) return false;
+      count = std::min<uint64_t>(count, *run.iterations - index);
+    } else if (Clock::now() >= run.deadline) {
+      return false;
+    }
+    slot.count = slot.left = count;
+    slot.submitted = 0;
+    slot.start = Clock::now();
+    return true;
+  };
+  size_t active = 0;
+  for (Slot& slot : slots) {
+    if (!claim(slot)) break;
+    ++active;
+  }
+  while (active > 0) {
+    // The queue holds every batch in flight, so Submit takes each whole;
+    // what it did not take goes on the next round.
+    for (Slot& slot : slots) {
+      if (slot.submitted == slot.count) continue;
+      auto queued = queue.Submit(absl::MakeConstSpan(slot.ops).subspan(
+          slot.submitted, slot.count - slot.submitted));
+      if (queued.ok()) {
+        slot.submitted += *queued;
+      } else if (!absl::IsResourceExhausted(queued.status())) {
+        return queued.status();
+      }
+    }
+    size_t got = queue.Poll(absl::MakeSpan(done));
+    if (got == 0) {
+      // A bound on a lost completion, not on the run.
+      if (absl::Status s = queue.Wait(absl::Seconds(60)); !s.ok()) return s;
+      got = queue.Poll(absl::MakeSpan(done));
+    }
+    for (size_t i = 0; i < got; ++i) {
+      const Completion& c = done[i];
+      if (!c.status.ok()) return c.status;
+      const uint64_t s = c.tag / batch;
+      if (s >= slots.size() || slots[s].left == 0) {
+        return absl::InternalError(absl::StrCat(
+            "a completion with tag ", c.tag, " for no operation in flight"));
+      }
+      if (batch == 1) {
+        out.daemon_latencies_ns.push_back(
+            absl::ToInt64Nanoseconds(c.daemon_time));
+      }
+      NoteTransport(c, out);
+      Slot& slot = slots[s];
+      if (--slot.left > 0) continue;
+      const Clock::time_point now = Clock::now();
+      out.latencies_ns.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.start)
+              .count());
+      out.last_end = now;
+      out.ops += slot.count;
+      run.completed.fetch_add(slot.count, std::memory_order_relaxed);
+      if (!claim(slot)) --active;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Records the first failure of any thread and stops the others.
+void Fail(SizeRun& run, absl::Status status) {
+  std::lock_guard<std::mutex> lock(run.mu);
+  if (run.error.ok()) {
+    run.error = std::move(status);
+    run.error_op = run.completed.load() + 1;
+  }
+  run.stop = true;
 }
 
 void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
@@ -307,13 +415,15 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
   const std::vector<Op> ops = RingOps(run);
   absl::Status setup;
   if (run.path == BenchPath::kRing) {
+    // Room for every operation in flight: Submit then takes a whole batch.
+    const int depth = std::max(run.batch * run.window, 8);
     auto opened = run.client->OpenQueue(
-        {.depth = static_cast<uint32_t>(std::max(run.batch, 8)),
-         .completion_depth = static_cast<uint32_t>(2 * std::max(run.batch, 8)),
+        {.depth = static_cast<uint32_t>(depth),
+         .completion_depth = static_cast<uint32_t>(2 * depth),
          .spin = run.spin});
     if (opened.ok()) {
       queue = *std::move(opened);
-      done.resize(2 * std::max(run.batch, 8));
+      done.resize(2 * depth);
     } else {
       setup = opened.status();
     }
@@ -329,6 +439,13 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     std::lock_guard<std::mutex> lock(run.mu);
     if (run.error.ok()) run.error = setup;
     run.stop = true;
+  }
+  if (queue != nullptr && run.window > 1) {
+    if (absl::Status s = RingWindow(run, *queue, done, out); !s.ok()) {
+      Fail(run, std::move(s));
+    }
+    run.finished.fetch_add(1);
+    return;
   }
   for (;;) {
     if (run.stop.load(std::memory_order_relaxed)) break;
@@ -356,12 +473,7 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     }
     const Clock::time_point t1 = Clock::now();
     if (!status.ok()) {
-      std::lock_guard<std::mutex> lock(run.mu);
-      if (run.error.ok()) {
-        run.error = std::move(status);
-        run.error_op = run.completed.load() + 1;
-      }
-      run.stop = true;
+      Fail(run, std::move(status));
       break;
     }
     // One sample per call: a whole batch's latency with --batch.
@@ -425,6 +537,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   run.size = size;
   run.iterations = options.iterations;
   run.batch = options.batch;
+  run.window = options.window;
   run.spin = options.spin;
   const int threads = options.queue_depth;
   std::vector<WorkerResult> results(threads);
@@ -528,6 +641,7 @@ absl::Status RunBench(CommandContext& context) {
   report.region = options.region;
   report.queue_depth = options.queue_depth;
   report.batch = options.batch;
+  report.window = options.window;
   if (options.path == BenchPath::kRing) report.spin = options.spin;
   report.iterations = options.iterations;
   report.duration = options.duration;

@@ -59,6 +59,7 @@ expect "--op"                   rdmactl bench --o
 expect "write read"             rdmactl bench --op ""
 expect "r w rw"                 rdmactl alloc x 1M --export ""
 expect "--batch"                rdmactl bench --bat
+expect "--window"               rdmactl bench --win
 expect "--mode"                 rdmactl alloc x 1M --mo
 expect "kv-cache kv-index"      rdmactl --socket "$sock" free kv
 expect "kv-cache"               rdmactl --socket "$sock" export kv-c

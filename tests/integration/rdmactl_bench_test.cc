@@ -158,6 +158,50 @@ TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
   EXPECT_EQ((*peers)[0].bytes_read, 101u * 65536);
 }
 
+TEST_F(RdmactlBenchTest, AWindowKeepsSeveralBatchesInFlight) {
+  auto a = StartDaemon("a");
+  auto b = StartDaemon("b");
+  ASSERT_TRUE(a && b);
+  auto cb = Connect(*b);
+  ASSERT_TRUE(cb);
+  ASSERT_TRUE(
+      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+
+  // 1,000 operations in batches of 16, 4 batches in flight on each of two
+  // threads: 62 full batches and one of 8, each counted once.
+  const ProcessResult out =
+      Bench(*a, {"--peer", b->peer_address(), "--sizes", "4K", "--qd", "2",
+                 "--batch", "16", "--window", "4", "--iters", "1000",
+                 "--op", "read", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err << out.out;
+  const JsonValue json = ParseJson(out.out);
+  const JsonValue& f = json;
+  EXPECT_EQ(f["batch"].number(), 16);
+  EXPECT_EQ(f["window"].number(), 4);
+  const auto& results = f["results"].array();
+  ASSERT_EQ(results.size(), 1);
+  const auto& r = results[0];
+  EXPECT_EQ(r["ops"].number(), 1000);
+  EXPECT_EQ(r["bytes"].number(), 1000 * 4096);
+  EXPECT_GT(r["p50_us"].number(), 0);
+  EXPECT_EQ(r["transport"].string(), TestTransport());
+
+  // The peer moved every operation, and no more: 1,000 plus the warm-up.
+  auto ca = Connect(*a);
+  ASSERT_TRUE(ca);
+  auto peers = ca->ListPeers();
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  ASSERT_EQ(peers->size(), 1u);
+  EXPECT_EQ((*peers)[0].bytes_read, 1001u * 4096);
+
+  // Table form names the window; a run bounded by time ends too.
+  const ProcessResult table =
+      Bench(*a, {"--peer", b->peer_address(), "--sizes", "8", "--batch", "8",
+                 "--window", "3", "--duration", "300ms"});
+  ASSERT_EQ(table.exit_code, 0) << table.err << table.out;
+  EXPECT_THAT(table.out, HasSubstr("batch 8, window 3"));
+}
+
 TEST_F(RdmactlBenchTest, ReadsForADurationAndPrintsATable) {
   auto a = StartDaemon("a");
   auto b = StartDaemon("b");

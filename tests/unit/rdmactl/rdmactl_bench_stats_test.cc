@@ -206,6 +206,8 @@ TEST(BenchReportTest, JsonHasTheSameFields) {
   EXPECT_EQ(f["peer"].string(), "127.0.0.1:7471");
   EXPECT_EQ(f["region"].string(), "rdmad-bench");
   EXPECT_EQ(f["qd"].number(), 4);
+  EXPECT_EQ(f["batch"].number(), 1);
+  EXPECT_EQ(f["window"].number(), 1);
   EXPECT_EQ(f["spin_us"].number(), 30);
   EXPECT_TRUE(f["iterations"].is_null());
   EXPECT_EQ(f["duration_s"].number(), 2);
@@ -224,6 +226,15 @@ TEST(BenchReportTest, JsonHasTheSameFields) {
   EXPECT_DOUBLE_EQ(big["p99_us"].number(), 990);
   EXPECT_DOUBLE_EQ(big["p999_us"].number(), 999);
   EXPECT_EQ(big["transport"].string(), "tcp");
+}
+
+TEST(BenchReportTest, HeaderNamesTheBatchAndTheWindow) {
+  BenchReport report = SampleReport();
+  report.batch = 64;
+  report.window = 4;
+  EXPECT_THAT(RenderBenchTable(report),
+              HasSubstr("qd 4, batch 64, window 4, 2s per size\n"));
+  EXPECT_EQ(ParseJson(BenchReportJson(report))["window"].number(), 4);
 }
 
 TEST(BenchReportTest, JsonOfIterationsAndNoResults) {
@@ -290,6 +301,30 @@ TEST(BenchArgsTest, BatchIsBounded) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr("--batch"));
   }
+}
+
+TEST(BenchArgsTest, WindowIsBoundedAndForTheRingPath) {
+  auto inv = ParseBench({"bench"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.window, 1);
+  inv = ParseBench({"bench", "--batch", "64", "--window", "8"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->bench.batch, 64);
+  EXPECT_EQ(inv->bench.window, 8);
+  for (const char* bad : {"0", "-1", "x", "65"}) {
+    SCOPED_TRACE(bad);
+    auto r = ParseBench({"bench", "--window", bad});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("--window"));
+  }
+  // Every operation in flight fits the thread's queue.
+  auto deep = ParseBench({"bench", "--batch", "1024", "--window", "17"});
+  ASSERT_FALSE(deep.ok());
+  EXPECT_THAT(deep.status().message(), HasSubstr("at most 16384"));
+  auto grpc = ParseBench({"bench", "--path", "grpc", "--window", "2"});
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_THAT(grpc.status().message(), HasSubstr("--path ring only"));
 }
 
 TEST(BenchArgsTest, DurationAndCreateRegion) {
