@@ -3,11 +3,14 @@
 # copies, each beside its reference measured in the same round:
 #
 #   rate        two daemons on 127.0.0.1 over TCP: 8-byte WRITEs through
-#               the shared-memory queue in batches of 64 (`rdmactl bench
-#               --batch 64`), next to `ucx_perftest -t ucp_put_bw -s 8`
-#               over UCX's TCP transport on the same loopback; and the
-#               two daemons' CPU per operation (utime + stime of both
-#               from /proc/PID/stat, over the operations)
+#               the shared-memory queue in batches of 64, BENCH_RATE_WINDOW
+#               (default 8) batches in flight (`rdmactl bench --batch 64
+#               --window 8`: ucp_put_bw too keeps its puts in flight
+#               without waiting for each), next to `ucx_perftest -t
+#               ucp_put_bw -s 8` over UCX's TCP transport on the same
+#               loopback; the two daemons' CPU per operation (utime +
+#               stime of both from /proc/PID/stat, over the operations);
+#               and, for the cost of waiting, one batch at a time
 #   tail        8-byte remote WRITE one at a time (qd 1), p50 and p99, next
 #               to `sockperf ping-pong --tcp` (14 bytes)
 #   copy        1 MiB WRITEs to a region of the same daemon with 4 in
@@ -24,14 +27,16 @@
 # each reference ran in the same load as what it is compared with; the
 # table shows the median and [min..max]. Checks these targets and exits 3
 # when one is missed (BENCH_NO_TARGETS=1: only print):
-#   remote 8 B WRITE rate at batch 64 >= 1.0x ucx_perftest ucp_put_bw;
+#   remote 8 B WRITE rate at batch 64 (BENCH_RATE_WINDOW of them in
+#   flight) >= 1.0x ucx_perftest ucp_put_bw;
 #   the same with the burners running >= 0.8x ucx_perftest with them;
 #   the daemons' CPU per remote op at batch 64 (both sides) <= 2.7 us;
 #   remote 8 B p99 at qd 1 with the burners <= 5x sockperf's p99 with them;
 #   local 1 MiB copies at qd 4 >= 0.8x memcpy of 1 MiB.
 #
 # Environment: BENCH_RUNS (3), BENCH_SECONDS (3), BENCH_BURNERS (4),
-# BENCH_TAIL_ITERS (5000), BENCH_UCX_ITERS (400000), BENCH_NO_BUILD=1.
+# BENCH_RATE_WINDOW (8), BENCH_TAIL_ITERS (5000), BENCH_UCX_ITERS (400000),
+# BENCH_NO_BUILD=1.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +44,7 @@ BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-3}
 BURNERS=${BENCH_BURNERS:-4}
+RATE_WINDOW=${BENCH_RATE_WINDOW:-8}
 TAIL_ITERS=${BENCH_TAIL_ITERS:-5000}
 UCX_ITERS=${BENCH_UCX_ITERS:-400000}
 
@@ -122,8 +128,11 @@ measure() {  # TAG: rate, CPU and tail, with the references
   ucx_put_bw "$TMP/ucx-$tag"
   before=$(cpu_ticks "$A_PID" "$B_PID")
   bench_json "$TMP/rate-$tag.json" --peer "$B_PEER" --region small-ops \
-    --sizes 8 --path ring --batch 64 --duration "$SECS"
+    --sizes 8 --path ring --batch 64 --window "$RATE_WINDOW" \
+    --duration "$SECS"
   echo $(($(cpu_ticks "$A_PID" "$B_PID") - before)) >"$TMP/rate-$tag.ticks"
+  bench_json "$TMP/rate1-$tag.json" --peer "$B_PEER" --region small-ops \
+    --sizes 8 --path ring --batch 64 --duration "$SECS"
   bench_json "$TMP/tail-$tag.json" --peer "$B_PEER" --region small-ops \
     --sizes 8 --path ring --iters "$TAIL_ITERS"
   sockperf_rtt "$TMP/sockperf-$tag" "$SECS"
@@ -143,10 +152,10 @@ done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 python3 - "$TMP" "$RUNS" "$(getconf CLK_TCK)" "$BURNERS" \
-  "${BENCH_NO_TARGETS:-}" <<'PY'
+  "${BENCH_NO_TARGETS:-}" "$RATE_WINDOW" <<'PY'
 import json, os, re, statistics, sys
 
-tmp, runs, clk_tck, burners, no_targets = sys.argv[1:6]
+tmp, runs, clk_tck, burners, no_targets, window = sys.argv[1:7]
 runs, clk_tck = int(runs), int(clk_tck)
 R = range(1, runs + 1)
 
@@ -166,7 +175,7 @@ def sockperf(tag, pct):
 
 def cpu_per_op(tag):
     ticks = int(open(os.path.join(tmp, "rate-%s.ticks" % tag)).read())
-    ops = bench("rate-%s.json" % tag)["ops"] + 64  # + the warm-up batch
+    ops = bench("rate-%s.json" % tag)["ops"] + 1  # + the warm-up
     return ticks / clk_tck / ops * 1e6
 
 def med(xs):
@@ -199,10 +208,14 @@ for cond, label in (("quiet", "as is"), ("burn", "%s burners" % burners)):
     p99 = [bench("tail-%s-%d.json" % (cond, r))["p99_us"] for r in R]
     sp50 = [sockperf("%s-%d" % (cond, r), "50.000") for r in R]
     sp99 = [sockperf("%s-%d" % (cond, r), "99.000") for r in R]
-    row("8 B WRITE batch 64, kops/s (%s)" % label,
+    rate1 = [bench("rate1-%s-%d.json" % (cond, r))["ops_per_s"] for r in R]
+    row("8 B WRITE batch 64 x %s, kops/s (%s)" % (window, label),
         spread([x / 1e3 for x in rate], "%.0f"),
         "ucx put_bw " + spread([x / 1e3 if x else None for x in ucx], "%.0f"),
         spread(ratio(rate, ucx), "%.2fx"))
+    row("  one batch at a time, kops/s (%s)" % label,
+        spread([x / 1e3 for x in rate1], "%.0f"), "",
+        spread(ratio(rate1, ucx), "%.2fx"))
     row("  daemons' CPU per op, us (%s)" % label, spread(cpu, "%.2f"),
         "", "")
     row("8 B WRITE qd 1 p50, us (%s)" % label, spread(p50, "%.1f"),
