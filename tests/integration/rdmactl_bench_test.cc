@@ -54,6 +54,26 @@ class RdmactlBenchTest : public ::testing::Test {
         dir_, name, {.config = "max_pinned_bytes: 4294967296\n"});
   }
 
+  // Daemons A and B, B exporting "rdmad-bench" (1 MiB, rw) for A to
+  // bench against; false, with the failure recorded, when one is missing.
+  bool StartPeers() {
+    a_ = StartDaemon("a");
+    b_ = StartDaemon("b");
+    if (a_ == nullptr || b_ == nullptr) {
+      ADD_FAILURE() << "a daemon did not start";
+      return false;
+    }
+    auto cb = Connect(*b_);
+    if (cb == nullptr) {
+      ADD_FAILURE() << "cannot connect to daemon b";
+      return false;
+    }
+    const auto created =
+        cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok();
+  }
+
   // rdmactl --socket <daemon> bench ARGS...
   static ProcessResult Bench(const DaemonProcess& daemon,
                              std::vector<std::string> args,
@@ -73,16 +93,14 @@ class RdmactlBenchTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::unique_ptr<DaemonProcess> a_;  // StartPeers
+  std::unique_ptr<DaemonProcess> b_;
 };
 
 TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
-  auto a = StartDaemon("a");
-  auto b = StartDaemon("b");
-  ASSERT_TRUE(a && b);
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  ASSERT_TRUE(
-      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+  ASSERT_TRUE(StartPeers());
+  DaemonProcess* a = a_.get();
+  DaemonProcess* b = b_.get();
 
   const ProcessResult out =
       Bench(*a, {"--peer", b->peer_address(), "--sizes", "8,4K,64K", "--qd",
@@ -125,13 +143,9 @@ TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
 }
 
 TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
-  auto a = StartDaemon("a");
-  auto b = StartDaemon("b");
-  ASSERT_TRUE(a && b);
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  ASSERT_TRUE(
-      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+  ASSERT_TRUE(StartPeers());
+  DaemonProcess* a = a_.get();
+  DaemonProcess* b = b_.get();
 
   // 100 operations in calls of 16: six full batches and one of 4.
   const ProcessResult out =
@@ -159,13 +173,9 @@ TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
 }
 
 TEST_F(RdmactlBenchTest, AWindowKeepsSeveralBatchesInFlight) {
-  auto a = StartDaemon("a");
-  auto b = StartDaemon("b");
-  ASSERT_TRUE(a && b);
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  ASSERT_TRUE(
-      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+  ASSERT_TRUE(StartPeers());
+  DaemonProcess* a = a_.get();
+  DaemonProcess* b = b_.get();
 
   // 1,000 operations in batches of 16, 4 batches in flight on each of two
   // threads: 62 full batches and one of 8, each counted once.
@@ -332,13 +342,9 @@ TEST_F(RdmactlBenchTest, FailedTransfersStopTheBench) {
 // --path grpc measures the Local calls, --local a copy inside the daemon;
 // both print the one JSON dialect (numbers as numbers).
 TEST_F(RdmactlBenchTest, GrpcPathAndLocalCopies) {
-  auto a = StartDaemon("a");
-  auto b = StartDaemon("b");
-  ASSERT_TRUE(a && b);
-  auto cb = Connect(*b);
-  ASSERT_TRUE(cb);
-  ASSERT_TRUE(
-      cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite).ok());
+  ASSERT_TRUE(StartPeers());
+  DaemonProcess* a = a_.get();
+  DaemonProcess* b = b_.get();
   ProcessResult out =
       Bench(*a, {"--peer", b->peer_address(), "--path", "grpc", "--sizes",
                  "4K", "--iters", "20", "--batch", "4", "--json"});
