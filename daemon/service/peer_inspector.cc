@@ -63,6 +63,28 @@ absl::Status PeerCallStatus(const std::string& peer,
   }
 }
 
+namespace {
+
+// What a finished call answers. Takes the call, which goes first: the
+// caller's `done` may end the Local call that asked, and the server may
+// then be destroyed; the last reference to a channel must not be left for
+// gRPC's thread to drop after that (gRPC 1.51 can take its callback queue
+// down under that thread).
+template <typename Request, typename Response>
+absl::StatusOr<Response> Answer(
+    std::shared_ptr<PeerCall<Request, Response>>& call,
+    const std::string& peer, const grpc::Status& status) {
+  if (!status.ok()) {
+    call.reset();
+    return PeerCallStatus(peer, status);
+  }
+  Response response = std::move(call->response);
+  call.reset();
+  return response;
+}
+
+}  // namespace
+
 PeerInspector::PeerInspector(
     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : credentials_(credentials != nullptr ? std::move(credentials)
@@ -96,9 +118,8 @@ void PeerInspector::ListExports(
   call->context.set_deadline(absl::ToChronoTime(deadline));
   call->stub->async()->ListExports(
       &call->context, &call->request, &call->response,
-      [call, peer, done = std::move(done)](grpc::Status status) {
-        if (!status.ok()) return done(PeerCallStatus(peer, status));
-        done(std::move(call->response));
+      [call, peer, done = std::move(done)](grpc::Status status) mutable {
+        done(Answer(call, peer, status));
       });
 }
 
@@ -113,9 +134,8 @@ void PeerInspector::Resolve(
   call->context.set_deadline(absl::ToChronoTime(deadline));
   call->stub->async()->Resolve(
       &call->context, &call->request, &call->response,
-      [call, peer, done = std::move(done)](grpc::Status status) {
-        if (!status.ok()) return done(PeerCallStatus(peer, status));
-        done(std::move(call->response));
+      [call, peer, done = std::move(done)](grpc::Status status) mutable {
+        done(Answer(call, peer, status));
       });
 }
 
