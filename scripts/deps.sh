@@ -49,8 +49,9 @@ for use in "$@"; do
         kmod
         # The directory's tests and bench: etcd, etcdctl as a reference.
         etcd-server etcd-client
-        # Benchmark references (bench/): TCP bandwidth, TCP round trip.
-        iperf3 ucx-utils sockperf
+        # Benchmark references (bench/): TCP bandwidth, TCP round trip;
+        # io_uring for the hand-off benchmark (bench/handoff.sh).
+        iperf3 ucx-utils sockperf liburing-dev
         # Hardening: throwaway certificates for the mutual-TLS test; clang
         # and its libFuzzer runtime for the sanitizer and fuzz builds.
         openssl clang libclang-rt-14-dev)
