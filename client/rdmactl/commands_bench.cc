@@ -265,6 +265,22 @@ std::vector<Op> RingOps(const SizeRun& run) {
   return ops;
 }
 
+// How many operations the next call (or batch) does: `run.batch`, fewer
+// for the last of --iters; none once the run is over (another thread
+// failed, --iters were all claimed, or --duration passed).
+std::optional<uint64_t> ClaimBatch(SizeRun& run) {
+  if (run.stop.load(std::memory_order_relaxed)) return std::nullopt;
+  uint64_t count = run.batch;
+  if (run.iterations.has_value()) {
+    const uint64_t index = run.claimed.fetch_add(run.batch);
+    if (index >= *run.iterations) return std::nullopt;
+    count = std::min<uint64_t>(count, *run.iterations - index);
+  } else if (Clock::now() >= run.deadline) {
+    return std::nullopt;
+  }
+  return count;
+}
+
 // Notes which transport carried `done` (a set look-up per operation would
 // be the loop's dearest step).
 void NoteTransport(const Completion& done, WorkerResult& out) {
@@ -331,21 +347,12 @@ absl::Status RingWindow(SizeRun& run, Queue& queue,
     }
   }
   // The next batch for `slot`; false when none is left to start.
-  auto claim = [&run, batch](Slot& slot) {
-    slot.count = 0;
-    if (run.stop.load(std::memory_order_relaxed)) return false;
-    uint64_t count = batch;
-    if (run.iterations.has_value()) {
-      const uint64_t index = run.claimed.fetch_add(batch);
-      if (index >= *run.iterations) return false;
-      count = std::min<uint64_t>(count, *run.iterations - index);
-    } else if (Clock::now() >= run.deadline) {
-      return false;
-    }
-    slot.count = slot.left = count;
+  auto claim = [&run](Slot& slot) {
+    const std::optional<uint64_t> count = ClaimBatch(run);
+    slot.count = slot.left = count.value_or(0);
     slot.submitted = 0;
     slot.start = Clock::now();
-    return true;
+    return count.has_value();
   };
   size_t active = 0;
   for (Slot& slot : slots) {
@@ -448,15 +455,9 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     return;
   }
   for (;;) {
-    if (run.stop.load(std::memory_order_relaxed)) break;
-    uint64_t count = run.batch;
-    if (run.iterations.has_value()) {
-      const uint64_t index = run.claimed.fetch_add(run.batch);
-      if (index >= *run.iterations) break;
-      count = std::min<uint64_t>(count, *run.iterations - index);
-    } else if (Clock::now() >= run.deadline) {
-      break;
-    }
+    const std::optional<uint64_t> claimed = ClaimBatch(run);
+    if (!claimed.has_value()) break;
+    const uint64_t count = *claimed;
     const Clock::time_point t0 = Clock::now();
     absl::Status status;
     std::optional<Completion> single;  // what a one-operation call says
