@@ -15,6 +15,7 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,26 @@ class RdmactlBenchTest : public ::testing::Test {
         cb->CreateRegion("rdmad-bench", 1 << 20, Access::kReadWrite);
     EXPECT_TRUE(created.ok()) << created.status();
     return created.ok();
+  }
+
+  // The one peer `daemon` has, as ListPeers shows it; none, with the
+  // failure recorded, when it cannot be read or there is not exactly one.
+  static std::optional<PeerInfo> OnlyPeer(const DaemonProcess& daemon) {
+    auto client = Connect(daemon);
+    if (client == nullptr) {
+      ADD_FAILURE() << "cannot connect to " << daemon.socket();
+      return std::nullopt;
+    }
+    auto peers = client->ListPeers();
+    if (!peers.ok()) {
+      ADD_FAILURE() << peers.status();
+      return std::nullopt;
+    }
+    if (peers->size() != 1u) {
+      ADD_FAILURE() << "expected one peer, found " << peers->size();
+      return std::nullopt;
+    }
+    return (*peers)[0];
   }
 
   // rdmactl --socket <daemon> bench ARGS...
@@ -134,12 +155,9 @@ TEST_F(RdmactlBenchTest, WritesToAPeerAndPrintsJson) {
   }
 
   // B saw the traffic as a peer of A.
-  auto ca = Connect(*a);
-  ASSERT_TRUE(ca);
-  auto peers = ca->ListPeers();
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->size(), 1u);
-  EXPECT_GE((*peers)[0].ops_completed, 600u);
+  const std::optional<PeerInfo> peer = OnlyPeer(*a);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_GE(peer->ops_completed, 600u);
 }
 
 TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
@@ -164,12 +182,9 @@ TEST_F(RdmactlBenchTest, BatchesSeveralOperationsPerCall) {
   EXPECT_TRUE(r["daemon_p50_us"].is_null());
 
   // The peer moved every operation: 100 plus the warm-up.
-  auto ca = Connect(*a);
-  ASSERT_TRUE(ca);
-  auto peers = ca->ListPeers();
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->size(), 1u);
-  EXPECT_EQ((*peers)[0].bytes_read, 101u * 65536);
+  const std::optional<PeerInfo> peer = OnlyPeer(*a);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->bytes_read, 101u * 65536);
 }
 
 TEST_F(RdmactlBenchTest, AWindowKeepsSeveralBatchesInFlight) {
@@ -197,12 +212,9 @@ TEST_F(RdmactlBenchTest, AWindowKeepsSeveralBatchesInFlight) {
   EXPECT_EQ(r["transport"].string(), TestTransport());
 
   // The peer moved every operation, and no more: 1,000 plus the warm-up.
-  auto ca = Connect(*a);
-  ASSERT_TRUE(ca);
-  auto peers = ca->ListPeers();
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->size(), 1u);
-  EXPECT_EQ((*peers)[0].bytes_read, 1001u * 4096);
+  const std::optional<PeerInfo> peer = OnlyPeer(*a);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->bytes_read, 1001u * 4096);
 
   // Table form names the window; a run bounded by time ends too.
   const ProcessResult table =
@@ -265,10 +277,9 @@ TEST_F(RdmactlBenchTest, LoopsBackThroughTheLocalDaemonWithCreateRegion) {
   // The scratch region is gone again; the loopback went through the
   // transport (A is its own peer), not a local copy.
   EXPECT_FALSE(HasRegion(*ca, "rdmad-bench"));
-  auto peers = ca->ListPeers();
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  ASSERT_EQ(peers->size(), 1u);
-  EXPECT_EQ((*peers)[0].address, a->peer_address());
+  const std::optional<PeerInfo> peer = OnlyPeer(*a);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->address, a->peer_address());
 
   // An existing region is used as it is, and kept.
   ASSERT_TRUE(
