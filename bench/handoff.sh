@@ -38,10 +38,7 @@ command -v sockperf >/dev/null || {
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-for _ in $(seq "$BURNERS"); do
-  ( while :; do :; done ) &
-  PIDS+=($!)
-done
+burners_start "$BURNERS"
 for run in $(seq "$RUNS"); do
   echo "# run $run/$RUNS" >&2
   for mode in write-read uring; do

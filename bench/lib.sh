@@ -66,6 +66,22 @@ sockperf_rtt() {
   unset 'PIDS[-1]'  # stopped: the cleanup must not signal a reused PID
 }
 
+# burners_start N: N processes that burn a CPU each, until burners_stop
+# (or the cleanup) ends them.
+BURNER_PIDS=()
+burners_start() {
+  for _ in $(seq "$1"); do
+    ( while :; do :; done ) &
+    BURNER_PIDS+=($!)
+    PIDS+=($!)
+  done
+}
+burners_stop() {
+  kill "${BURNER_PIDS[@]}" 2>/dev/null || true
+  wait "${BURNER_PIDS[@]}" 2>/dev/null || true
+  BURNER_PIDS=()
+}
+
 # cpu_ticks PID...: the CPU time (clock ticks, user + system) the processes
 # have used so far, summed.
 cpu_ticks() {

@@ -79,20 +79,6 @@ bench_json() {  # OUT ARGS...: one `rdmactl --json bench` through daemon a
   bench_run "$out" "$TMP/a.sock" "$@"
 }
 
-BURNER_PIDS=()
-burners_start() {
-  for _ in $(seq "$BURNERS"); do
-    ( while :; do :; done ) &
-    BURNER_PIDS+=($!)
-    PIDS+=($!)
-  done
-}
-burners_stop() {
-  kill "${BURNER_PIDS[@]}" 2>/dev/null || true
-  wait "${BURNER_PIDS[@]}" 2>/dev/null || true
-  BURNER_PIDS=()
-}
-
 ucx_put_bw() {  # OUT
   local out=$1 port server
   port=$(free_port)
@@ -142,7 +128,7 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for run in $(seq "$RUNS"); do
   echo "# run $run/$RUNS" >&2
   measure "quiet-$run"
-  burners_start
+  burners_start "$BURNERS"
   measure "burn-$run"
   burners_stop
   bench_json "$TMP/copy-$run.json" --local --region copy --sizes 1M --qd 4 \
