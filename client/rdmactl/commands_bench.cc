@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/rdmactl/bench_stats.h"
+#include "client/rdmactl/bench_window.h"
 #include "client/rdmactl/commands.h"
 #include "client/rdmactl/format.h"
 #include "client/rdmactl/progress.h"
@@ -331,32 +332,33 @@ absl::Status RingCall(Queue& queue, absl::Span<const Op> ops, uint64_t count,
 // submission to its last completion. Each operation's tag names its batch.
 absl::Status RingWindow(SizeRun& run, Queue& queue,
                         std::vector<Completion>& done, WorkerResult& out) {
-  const uint64_t batch = std::max(run.batch, 1);
+  BenchWindow window(run.window, std::max(run.batch, 1));
   struct Slot {
-    std::vector<Op> ops;     // tags slot * batch + i
+    std::vector<Op> ops;     // tagged by `window`
     uint64_t count = 0;      // operations of this batch; 0: none in flight
     uint64_t submitted = 0;  // of them, on the ring
-    uint64_t left = 0;       // of them, not completed
     Clock::time_point start;
   };
-  std::vector<Slot> slots(run.window);
+  std::vector<Slot> slots(window.slots());
   for (size_t s = 0; s < slots.size(); ++s) {
     slots[s].ops = RingOps(run);
     for (size_t i = 0; i < slots[s].ops.size(); ++i) {
-      slots[s].ops[i].tag = s * batch + i;
+      slots[s].ops[i].tag = window.Tag(s, i);
     }
   }
-  // The next batch for `slot`; false when none is left to start.
-  auto claim = [&run](Slot& slot) {
+  // The next batch for slot `s`; false when none is left to start.
+  auto claim = [&run, &window, &slots](size_t s) {
     const std::optional<uint64_t> count = ClaimBatch(run);
-    slot.count = slot.left = count.value_or(0);
+    Slot& slot = slots[s];
+    slot.count = count.value_or(0);
     slot.submitted = 0;
     slot.start = Clock::now();
+    if (count.has_value()) window.Start(s, *count);
     return count.has_value();
   };
   size_t active = 0;
-  for (Slot& slot : slots) {
-    if (!claim(slot)) break;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!claim(s)) break;
     ++active;
   }
   while (active > 0) {
@@ -381,18 +383,16 @@ absl::Status RingWindow(SizeRun& run, Queue& queue,
     for (size_t i = 0; i < got; ++i) {
       const Completion& c = done[i];
       if (!c.status.ok()) return c.status;
-      const uint64_t s = c.tag / batch;
-      if (s >= slots.size() || slots[s].left == 0) {
-        return absl::InternalError(absl::StrCat(
-            "a completion with tag ", c.tag, " for no operation in flight"));
-      }
-      if (batch == 1) {
+      const absl::StatusOr<BenchWindow::Completed> completed =
+          window.Complete(c.tag);
+      if (!completed.ok()) return completed.status();
+      if (window.batch() == 1) {
         out.daemon_latencies_ns.push_back(
             absl::ToInt64Nanoseconds(c.daemon_time));
       }
       NoteTransport(c, out);
-      Slot& slot = slots[s];
-      if (--slot.left > 0) continue;
+      if (!completed->batch_done) continue;
+      Slot& slot = slots[completed->slot];
       const Clock::time_point now = Clock::now();
       out.latencies_ns.push_back(
           std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.start)
@@ -400,7 +400,7 @@ absl::Status RingWindow(SizeRun& run, Queue& queue,
       out.last_end = now;
       out.ops += slot.count;
       run.completed.fetch_add(slot.count, std::memory_order_relaxed);
-      if (!claim(slot)) --active;
+      if (!claim(completed->slot)) --active;
     }
   }
   return absl::OkStatus();
