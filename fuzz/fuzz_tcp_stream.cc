@@ -177,11 +177,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool raw = false;
   // The script sent something the server closes the connection on (raw
   // bytes, a payload of another length than declared, an IDENTIFY that
-  // may be malformed). It
-  // closes at once and drops the replies it has not sent, so one it had
-  // begun to send is cut short; and with this side's bytes still unread at
-  // the close the kernel answers with a reset, which drops what was in
-  // flight towards this side too. The last reply may then end early.
+  // may be malformed). It closes at once and drops the replies it has not
+  // sent, so one it had begun to send is cut short; and with this side's
+  // bytes still unread at the close the kernel answers with a reset, which
+  // drops what was in flight towards this side too. The last reply may
+  // then end early.
   bool out_of_step = false;
   while (!script.done() && asked.size() < 256) {
     const uint8_t op = script.Byte();
