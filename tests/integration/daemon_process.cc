@@ -15,9 +15,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rdmad/client.h"
 
@@ -35,9 +37,46 @@ char TaskState(const std::filesystem::path& stat_path) {
   return line[paren + 2];
 }
 
+// Whether a socket binds 127.0.0.1:`port` now, without SO_REUSEADDR: no
+// socket of any state (a listener, a connection, TIME_WAIT) has the port.
+bool BindsOnLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return bound;
+}
+
 }  // namespace
 
 int FreeLoopbackPort() {
+  // Below the kernel's ephemeral range, so that no connect() elsewhere on
+  // the host is given the port while the test holds it unbound (between a
+  // daemon's stop and its restart, or before a server binds it). Only
+  // another test's random pick can collide, and the probe bind catches a
+  // port that is in use now.
+  int first_ephemeral = 32768;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0;
+    if (range >> low && low > 0) first_ephemeral = low;
+  }
+  constexpr int kLowest = 10000;
+  if (first_ephemeral - kLowest >= 1000) {
+    std::random_device seed;
+    std::mt19937 pick(seed());
+    std::uniform_int_distribution<int> in_range(kLowest, first_ephemeral - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = in_range(pick);
+      if (BindsOnLoopback(port)) return port;
+    }
+  }
+  // No room below the ephemeral range: the kernel's pick.
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   sockaddr_in addr{};
@@ -273,10 +312,25 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     auto& args = daemon->options_.extra_args;
     args.insert(args.begin(), {"--config", path});
   }
-  if (absl::Status s = daemon->Launch(daemon->options_.peer_listen); !s.ok()) {
-    return s;
+  // On loopback, a fixed port outside the ephemeral range rather than the
+  // kernel's pick, so that Restart() finds it free again (see
+  // FreeLoopbackPort); another test taking it first costs a new pick.
+  if (daemon->options_.peer_listen != "127.0.0.1:0") {
+    if (absl::Status s = daemon->Launch(daemon->options_.peer_listen);
+        !s.ok()) {
+      return s;
+    }
+    return daemon;
   }
-  return daemon;
+  absl::Status launched = absl::UnavailableError("no free loopback port");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int port = FreeLoopbackPort();
+    if (port == 0) break;
+    launched = daemon->Launch(absl::StrCat("127.0.0.1:", port));
+    if (launched.ok()) return daemon;
+    if (!absl::StrContains(launched.message(), "is in use by")) break;
+  }
+  return launched;
 }
 
 absl::Status DaemonProcess::Launch(const std::string& peer_listen) {

@@ -54,8 +54,10 @@ int OpenFds(pid_t pid);
 // The whole text of the file at `path`; "" if it cannot be read.
 std::string ReadTextFile(const std::string& path);
 
-// A TCP port on 127.0.0.1 that nothing listened on a moment ago (the
-// kernel's pick for a bound socket); 0 if none could be had.
+// A TCP port on 127.0.0.1 that no socket had a moment ago, below the
+// kernel's ephemeral range where there is room (so no outgoing connection
+// takes it meanwhile); the kernel's pick otherwise; 0 if none could be had.
+// For a listener that must come back on the same port after a restart.
 int FreeLoopbackPort();
 
 struct ProcessResult {

@@ -77,13 +77,16 @@ class FdStoreRestartTest : public ::testing::Test {
     std::ofstream(config_) << "max_pinned_bytes: 1073741824\n" << extra;
   }
 
-  // Starts the daemon under the stand-in (the first time on a free port,
-  // then on the same one) and waits for READY=1.
+  // Starts the daemon under the stand-in (the first time on a free port
+  // outside the ephemeral range, then on the same one) and waits for
+  // READY=1.
   void Launch() {
     daemon_ = nullptr;
     auto child = manager_->Launch(
         {testing::RdmadBinary(), "--socket", socket_, "--peer_listen",
-         peer_.empty() ? "127.0.0.1:0" : peer_, "--transport", "tcp",
+         peer_.empty() ? absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort())
+                       : peer_,
+         "--transport", "tcp",
          "--config", config_, "--log_level", "debug"},
         log_);
     ASSERT_TRUE(child.ok()) << child.status();
