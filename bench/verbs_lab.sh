@@ -17,7 +17,11 @@
 # and memory all along; the 8-byte latency run lets the client busy-poll
 # for its completions as long, BENCH_SPIN (QueueOptions::spin; default 2ms, the
 # emulated CPU being ~50x slower than the host, where the default 30us
-# covers a local completion).
+# covers a local completion). rxe finishes each operation in a kernel
+# thread that preempts whoever posted it or polls for it, so the client
+# (--spin-when-preempted) and the daemons' engines
+# (engine_spin_when_preempted) go on spinning when preempted, where by
+# default they would take it for a shared CPU and sleep.
 #
 #   bench/verbs_lab.sh [BUILD_DIR]
 #
@@ -97,6 +101,7 @@ PINGPONG=$BUILD/bench/rdmad_write_pingpong
 
 max_size=0
 for s in "${SIZES[@]}"; do (( s > max_size )) && max_size=$s; done
+echo 'engine_spin_when_preempted: true' >>"$TMP/rdmad.conf"
 start_daemon a --peer_listen 127.0.0.1:0 --transport verbs
 start_daemon b --peer_listen 127.0.0.1:0 --transport verbs
 A_PEER=$(peer_address a)
@@ -134,7 +139,7 @@ for op in write read; do
   done
 done
 bench "$TMP/rdmad-lat.json" --op write --sizes 8 --qd 1 --iters "$LAT_ITERS" \
-  --spin "$SPIN"
+  --spin "$SPIN" --spin-when-preempted
 # The one-way latency, measured as ib_write_lat measures it: two clients
 # WRITE into each other's buffers in turn and poll their own memory
 # (yielding the vCPU between looks, to the daemons' engines).

@@ -180,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Queue>> Client::OpenQueue(QueueOptions options) {
       std::move(fds[2]), options.spin,
       std::min(options.default_timeout, absl::Hours(1)));
   impl->notifications = options.notifications;
+  impl->spin_when_preempted = options.spin_when_preempted;
   return std::unique_ptr<Queue>(new Queue(std::move(impl)));
 }
 

@@ -437,7 +437,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   // runnable threads to an idle CPU, never a sleeper (queue_layout.h).
   // Not while this thread shares its CPU with other runnable threads
   // (common/spin_gate.h): there, spinning only delays the engine and the
-  // wake-up that ends the wait.
+  // wake-up that ends the wait (unless QueueOptions::spin_when_preempted).
   // A plain spin consults the gate at its first clock reading (after
   // kPollsPerCheck polls), so that a completion already there costs no
   // clock reading; a yielding one reads the clock every turn anyway.
@@ -447,7 +447,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
   if (spin && queue::EngineRunsHere(impl_->base)) {
     const absl::Time now = absl::Now();
     gate.Check(now);
-    spin = yield = gate.open(now);
+    spin = yield = impl_->spin_when_preempted || gate.open(now);
   }
   if (yield) {
     impl_->completions.Yielding();
@@ -478,7 +478,7 @@ absl::Status Queue::WaitUntil(absl::Time deadline, absl::Duration timeout) {
     if (!clock_read) {
       clock_read = true;
       if (deadline == absl::InfinitePast()) deadline = now + timeout;
-      if (spin && !yield) {
+      if (spin && !yield && !impl_->spin_when_preempted) {
         gate.Check(now);
         spin = gate.open(now);
       }

@@ -72,6 +72,7 @@ struct __attribute__((visibility("hidden"))) Queue::Impl {
   const uint32_t depth;
   const uint32_t completion_depth;
   const absl::Duration spin;  // QueueOptions::spin
+  bool spin_when_preempted = false;  // QueueOptions::spin_when_preempted
   // QueueOptions::default_timeout, at most an hour (as the daemon takes it).
   const absl::Duration default_timeout;
   uint32_t in_flight = 0;  // submitted, completion not polled yet

@@ -154,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
           {.threads = static_cast<int>(config.io_threads()),
            .engine_threads = static_cast<int>(config.engine_threads()),
            .loop = {.spin = absl::Microseconds(config.engine_spin_us()),
+                    .spin_when_preempted = config.engine_spin_when_preempted(),
                     .slice = absl::Microseconds(config.loop_slice_us())}}));
   d.timers = std::make_unique<runtime::LoopTimers>(d.runtime->loop(0));
 

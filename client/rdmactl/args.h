@@ -125,6 +125,8 @@ struct BenchOptions {
   bool local = false;
   // QueueOptions::spin of each thread's queue (ring path).
   absl::Duration spin = kDefaultQueueSpin;
+  // QueueOptions::spin_when_preempted of each thread's queue (ring path).
+  bool spin_when_preempted = false;
 };
 
 // A validated command line. Only the fields of `command` are meaningful.

@@ -131,6 +131,7 @@ std::string BenchReportJson(const BenchReport& report) {
       .Set("spin_us", report.spin.has_value()
                           ? Json(absl::ToDoubleMicroseconds(*report.spin))
                           : Json())
+      .Set("spin_when_preempted", report.spin_when_preempted)
       .Set("iterations", report.iterations)
       .Set("duration_s", report.iterations.has_value()
                              ? Json()

@@ -77,6 +77,8 @@ struct BenchReport {
   int window = 1;  // batches in flight per thread
   // How long a thread busy-polls its queue before sleeping (ring path).
   std::optional<absl::Duration> spin;
+  // Whether it spins also after being preempted (ring path).
+  std::optional<bool> spin_when_preempted;
   std::optional<uint64_t> iterations;  // per size; else `duration`
   absl::Duration duration;
   std::vector<BenchResult> results;  // in the order run
@@ -89,7 +91,8 @@ std::string RenderBenchTable(const BenchReport& report);
 // One JSON object ending in a newline:
 //   {"op": "write", "peer": "...", "region": "...", "qd": 1, "batch": 1,
 //    "window": 1,
-//    "spin_us": 30 (null on the gRPC path), "iterations": null, "duration_s": 2,
+//    "spin_us": 30 (null on the gRPC path), "spin_when_preempted": false
+//    (null on the gRPC path), "iterations": null, "duration_s": 2,
 //    "results": [{"size": 8, "ops": ..., "bytes": ..., "seconds": ...,
 //                 "bytes_per_s": ..., "mb_per_s": ..., "gbit_per_s": ...,
 //                 "ops_per_s": ..., "p50_us": ..., "p99_us": ...,

@@ -213,6 +213,14 @@ absl::Status FillBench(
     }
     bench.spin = parsed;
   }
+  if (option("spin-when-preempted") != nullptr) {
+    if (bench.path != BenchPath::kRing) {
+      return absl::InvalidArgumentError(
+          "--spin-when-preempted is about a queue's Wait: it applies to "
+          "--path ring only");
+    }
+    bench.spin_when_preempted = true;
+  }
   if (const std::string* window = option("window")) {
     auto parsed = ParseCount("--window", *window, "batches in flight");
     if (!parsed.ok()) return parsed.status();

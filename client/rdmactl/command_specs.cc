@@ -23,7 +23,7 @@ constexpr OptionSpec kOptions[] = {
     {"fresh", 0, false, false},
     {"path", 0, true, false},       {"local", 0, false, false},
     {"allow", 0, true, false},      {"spin", 0, true, false},
-    {"window", 0, true, false},
+    {"window", 0, true, false},     {"spin-when-preempted", 0, false, false},
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -172,7 +172,8 @@ constexpr CommandSpec kCommands[] = {
      "[--peer HOST:PORT | --local] [--op write|read] [--sizes LIST]\n"
      "                     [--qd N] [--batch N [--window K]]\n"
      "                     [--iters N | --duration S] [--region NAME]\n"
-     "                     [--create-region] [--path ring|grpc] [--spin TIME]",
+     "                     [--create-region] [--path ring|grpc] [--spin TIME]\n"
+     "                     [--spin-when-preempted]",
      "measure one-sided transfer bandwidth and latency",
      "Measures one-sided transfers between a buffer that rdmactl allocates\n"
      "through this daemon and region NAME (default rdmad-bench) that the\n"
@@ -193,6 +194,10 @@ constexpr CommandSpec kCommands[] = {
      "latency then runs from its submission to its last completion.\n"
      "--spin T (ring only; e.g. 200us, 0) is how long a thread busy-polls\n"
      "for its completions before it sleeps (default 30us; QueueOptions::spin).\n"
+     "--spin-when-preempted keeps it spinning after the thread was preempted\n"
+     "(by default it then sleeps for a while, another thread wanting its CPU):\n"
+     "for a CPU of its own, and on soft-RoCE, whose kernel threads preempt\n"
+     "it with the very work it waits for (QueueOptions::spin_when_preempted).\n"
      "\n"
      "Per size it prints the operations done, MB/s (10^6 bytes/s), Gb/s,\n"
      "operations/s, the latency of one operation as rdmactl sees it (the call\n"
@@ -219,7 +224,7 @@ constexpr CommandSpec kCommands[] = {
      "permissions on it apply (see chmod).\n",
      0, 0,
      {"peer", "region", "create-region", "op", "sizes", "qd", "batch", "iters",
-      "duration", "path", "local", "spin", "window"}},
+      "duration", "path", "local", "spin", "window", "spin-when-preempted"}},
     {"ls", Command::kLs, "[PREFIX]",
      "exported regions of the whole cluster (directory)",
      "Lists the regions every daemon of the cluster exports, from the\n"

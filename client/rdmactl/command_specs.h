@@ -29,7 +29,7 @@ struct CommandSpec {
   absl::string_view details;   // the rest of `rdmactl NAME --help`
   size_t min_args;
   size_t max_args;
-  std::array<absl::string_view, 13> options;  // command options accepted
+  std::array<absl::string_view, 14> options;  // command options accepted
 };
 
 // Null when rdmactl has no such command or option.

@@ -202,6 +202,7 @@ struct SizeRun {
   int batch = 1;  // operations per call
   int window = 1;  // batches in flight per thread (ring path)
   absl::Duration spin;  // QueueOptions::spin
+  bool spin_when_preempted = false;  // QueueOptions::spin_when_preempted
   std::optional<uint64_t> iterations;
   Clock::time_point start;     // written before `go`
   Clock::time_point deadline;  // duration runs
@@ -427,7 +428,8 @@ void Worker(SizeRun& run, std::latch& ready, WorkerResult& out) {
     auto opened = run.client->OpenQueue(
         {.depth = static_cast<uint32_t>(depth),
          .completion_depth = static_cast<uint32_t>(2 * depth),
-         .spin = run.spin});
+         .spin = run.spin,
+         .spin_when_preempted = run.spin_when_preempted});
     if (opened.ok()) {
       queue = *std::move(opened);
       done.resize(2 * depth);
@@ -540,6 +542,7 @@ absl::StatusOr<BenchResult> RunSize(Client& client, const Buffer& local,
   run.batch = options.batch;
   run.window = options.window;
   run.spin = options.spin;
+  run.spin_when_preempted = options.spin_when_preempted;
   const int threads = options.queue_depth;
   std::vector<WorkerResult> results(threads);
   std::latch ready(threads);
@@ -643,7 +646,10 @@ absl::Status RunBench(CommandContext& context) {
   report.queue_depth = options.queue_depth;
   report.batch = options.batch;
   report.window = options.window;
-  if (options.path == BenchPath::kRing) report.spin = options.spin;
+  if (options.path == BenchPath::kRing) {
+    report.spin = options.spin;
+    report.spin_when_preempted = options.spin_when_preempted;
+  }
   report.iterations = options.iterations;
   report.duration = options.duration;
   {

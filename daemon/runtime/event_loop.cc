@@ -245,7 +245,7 @@ void EventLoop::Run() {
       for (size_t i = 0; i < pollers_.size(); ++i) {
         awake |= pollers_[i]->PrepareToSleep();
       }
-      if (awake && spin_gate_.open(now)) spin_until = now + options_.spin;
+      if (awake && SpinOpen(now)) spin_until = now + options_.spin;
     }
     const bool spinning = ahead(spin_until, options_.spin);
     if (!spinning && !awake) {
@@ -328,8 +328,8 @@ void EventLoop::Run() {
       const absl::Time after = absl::Now();
       // Busy-poll for more only on a CPU this thread has to itself
       // (common/spin_gate.h).
-      spin_gate_.Check(after);
-      if (spin_gate_.open(after)) spin_until = after + options_.spin;
+      if (!options_.spin_when_preempted) spin_gate_.Check(after);
+      if (SpinOpen(after)) spin_until = after + options_.spin;
     }
   }
   // Tasks queued before or during shutdown still run (they close channels

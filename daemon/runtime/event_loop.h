@@ -72,6 +72,10 @@ class EventLoop {
     // found before it sleeps in epoll_wait; not at all while the thread
     // shares its CPU with other runnable threads (common/spin_gate.h).
     absl::Duration spin = absl::Microseconds(50);
+    // Spin also while the thread is being preempted: for a CPU of its own,
+    // and for kernel threads that preempt it with the work it waits for
+    // (soft-RoCE's).
+    bool spin_when_preempted = false;
     // The time slice the loop's thread asks the scheduler for
     // (scheduler_slice.h); zero leaves the kernel's default.
     absl::Duration slice = absl::ZeroDuration();
@@ -169,6 +173,10 @@ class EventLoop {
   absl::Time turn_start_ = absl::Now();
   // Closes the spin while another thread wants this one's CPU.
   SpinGate spin_gate_;
+  // Whether to spin now (the gate, unless the options keep it open).
+  bool SpinOpen(absl::Time now) const {
+    return options_.spin_when_preempted || spin_gate_.open(now);
+  }
 
   absl::Mutex mu_;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);

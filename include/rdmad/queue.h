@@ -141,6 +141,14 @@ struct QueueOptions {
   // usually further away than that and a core may be spent on waiting;
   // 0 never spins. At most kMaxQueueSpin.
   absl::Duration spin = kDefaultQueueSpin;
+  // Whether Wait spins also after its thread was preempted. By default a
+  // thread that was preempted (another thread wants its CPU) sleeps at
+  // once for a while, as its spin would only delay the threads it waits
+  // for. True for a thread with a CPU to itself, and on soft-RoCE (rxe),
+  // whose kernel threads preempt the waiter with the very work it waits
+  // for. (The daemon's engine has the same setting:
+  // engine_spin_when_preempted.)
+  bool spin_when_preempted = false;
 };
 
 // One one-sided operation: for a Queue (Submit, Run) and for

@@ -252,11 +252,12 @@ class PyClient {
 
   py::object OpenQueueOf(uint32_t depth, uint32_t completion_depth,
                          bool notifications, std::optional<double> spin,
-                         double default_timeout) {
+                         double default_timeout, bool spin_when_preempted) {
     QueueOptions options{.depth = depth,
                          .completion_depth = completion_depth,
                          .default_timeout = absl::Seconds(default_timeout),
-                         .notifications = notifications};
+                         .notifications = notifications,
+                         .spin_when_preempted = spin_when_preempted};
     if (spin.has_value()) options.spin = absl::Seconds(*spin);
     return OpenQueue(shared_state(), options);
   }
@@ -385,12 +386,15 @@ rdmad.PermissionDenied, rdmad.Unavailable...) with the daemon's message.)doc")
       .def("open_queue", &PyClient::OpenQueueOf, py::arg("depth") = 256,
            py::arg("completion_depth") = 0, py::arg("notifications") = false,
            py::arg("spin") = py::none(), py::arg("default_timeout") = 30.0,
+           py::arg("spin_when_preempted") = false,
            "A queue of this client's own (see rdmad.Queue): `depth` "
            "submission entries, `completion_depth` completion entries "
            "(0: twice depth), `notifications` to receive WRITEs with an "
            "immediate into this session's buffers, `spin` seconds of "
            "busy-polling in wait() (None: the library's default), "
-           "`default_timeout` seconds for operations that set none.")
+           "`default_timeout` seconds for operations that set none, "
+           "`spin_when_preempted` to go on spinning after the thread was "
+           "preempted (for a CPU of its own, or soft-RoCE).")
       .def("status", &PyClient::Status, "The daemon's status, as a dict.")
       .def("regions", &PyClient::Regions)
       .def("queues", &PyClient::Queues)

@@ -135,6 +135,18 @@ def test_a_bad_record_is_refused_by_its_index(pair, field, value, message):
     assert q.in_flight == 0
 
 
+def test_a_queue_may_spin_through_preemptions(pair):
+    client, _, target = pair
+    region, kv = target(4096)
+    buf = client.allocate(4096)
+    memoryview(buf)[:8] = b"preempt!"
+    q = client.open_queue(spin=1e-3, spin_when_preempted=True)
+    done = q.run(rdmad.make_ops(rdmad.WRITE, buf, 0, kv, 0, 8))
+    assert done.ok and bytes(memoryview(region)[:8]) == b"preempt!"
+    with pytest.raises(TypeError):
+        client.open_queue(spin_when_preempted="sometimes")
+
+
 def test_records_of_another_size_are_refused(daemon_a):
     q = daemon_a.connect().open_queue()
     with pytest.raises(rdmad.InvalidArgument, match="64-byte records"):

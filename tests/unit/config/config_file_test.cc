@@ -268,6 +268,8 @@ TEST(ConfigFileTest, EngineSpinDefaultsTo50AndZeroTurnsItOff) {
   ASSERT_TRUE(config.ok()) << config.status();
   ApplyDefaults(*config);
   EXPECT_EQ(config->engine_spin_us(), 50u);
+  EXPECT_FALSE(config->engine_spin_when_preempted())
+      << "a preempted engine sleeps by default";
   config = ParseConfigText("engine_spin_us: 0\n", "x.conf");
   ASSERT_TRUE(config.ok()) << config.status();
   ApplyDefaults(*config);

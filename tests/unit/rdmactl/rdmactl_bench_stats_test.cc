@@ -151,6 +151,7 @@ BenchReport SampleReport() {
   report.queue_depth = 4;
   report.duration = absl::Seconds(2);
   report.spin = absl::Microseconds(30);
+  report.spin_when_preempted = true;
   std::vector<int64_t> latencies;
   for (int64_t us : Ramp(1000)) latencies.push_back(us * 1000);
   report.results.push_back(Summarize(8, latencies, absl::Seconds(2), "tcp"));
@@ -209,6 +210,7 @@ TEST(BenchReportTest, JsonHasTheSameFields) {
   EXPECT_EQ(f["batch"].number(), 1);
   EXPECT_EQ(f["window"].number(), 1);
   EXPECT_EQ(f["spin_us"].number(), 30);
+  EXPECT_TRUE(f["spin_when_preempted"].boolean());
   EXPECT_TRUE(f["iterations"].is_null());
   EXPECT_EQ(f["duration_s"].number(), 2);
   const auto& results = f["results"].array();
@@ -248,6 +250,7 @@ TEST(BenchReportTest, JsonOfIterationsAndNoResults) {
   EXPECT_EQ(f["iterations"].number(), 10);
   EXPECT_TRUE(f["duration_s"].is_null());
   EXPECT_TRUE(f["spin_us"].is_null()) << "the gRPC path does not spin";
+  EXPECT_TRUE(f["spin_when_preempted"].is_null());
   EXPECT_EQ(f["region"].string(), "weird\"name\\");
   EXPECT_EQ(f["results"].array().size(), 0);
 }
@@ -360,6 +363,22 @@ TEST(BenchArgsTest, SpinIsATimeForTheRingPath) {
   auto grpc = ParseBench({"bench", "--path", "grpc", "--spin", "1ms"});
   ASSERT_FALSE(grpc.ok());
   EXPECT_THAT(grpc.status().message(), HasSubstr("--path ring only"));
+}
+
+TEST(BenchArgsTest, SpinWhenPreemptedIsAFlagForTheRingPath) {
+  auto inv = ParseBench({"bench"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_FALSE(inv->bench.spin_when_preempted);
+  inv = ParseBench({"bench", "--spin", "2ms", "--spin-when-preempted"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->bench.spin_when_preempted);
+  EXPECT_EQ(inv->bench.spin, absl::Milliseconds(2));
+  auto grpc = ParseBench({"bench", "--path", "grpc", "--spin-when-preempted"});
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_EQ(grpc.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(grpc.status().message(), HasSubstr("--path ring only"));
+  auto valued = ParseBench({"bench", "--spin-when-preempted=yes"});
+  EXPECT_FALSE(valued.ok()) << "a flag takes no value";
 }
 
 // A usage error whose message contains `what` and says where to look.
