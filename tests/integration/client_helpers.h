@@ -5,12 +5,14 @@
 #define RDMAD_TESTS_INTEGRATION_CLIENT_HELPERS_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -47,6 +49,30 @@ inline std::unique_ptr<Client> Connect(
                                  .timeout = timeout});
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? *std::move(client) : nullptr;
+}
+
+// A region of `client`'s own daemon as the target of queue operations (the
+// daemon copies: the local path), and a buffer as large for their source.
+struct OwnTarget {
+  RemoteHandle handle;  // of the region, opened by name
+  std::unique_ptr<Buffer> source;
+};
+
+// Creates region `name` of `size` bytes (not exported) and opens it, with a
+// source buffer of `size` bytes.
+inline absl::StatusOr<OwnTarget> CreateOwnTarget(Client& client,
+                                                 const std::string& name,
+                                                 uint64_t size) {
+  if (absl::Status s = client.CreateRegion(name, size, Access::kNone).status();
+      !s.ok()) {
+    return s;
+  }
+  auto handle = client.OpenRemote({.name = name});
+  if (!handle.ok()) return handle.status();
+  auto source = client.Allocate(size);
+  if (!source.ok()) return source.status();
+  return OwnTarget{*std::move(handle),
+                   std::make_unique<Buffer>(*std::move(source))};
 }
 
 // Whether `client`'s daemon lists region `name` (a test failure when it

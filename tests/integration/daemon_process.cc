@@ -37,17 +37,23 @@ char TaskState(const std::filesystem::path& stat_path) {
   return line[paren + 2];
 }
 
-// Whether a socket binds 127.0.0.1:`port` now, without SO_REUSEADDR: no
-// socket of any state (a listener, a connection, TIME_WAIT) has the port.
-bool BindsOnLoopback(int port) {
+// Binds a TCP socket to 127.0.0.1:`port` (0: the kernel picks one) without
+// SO_REUSEADDR, so that it succeeds only where no socket of any state (a
+// listener, a connection, TIME_WAIT) has the port, and closes it again.
+// Returns the port bound; 0 if none.
+int BindOnLoopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool bound =
-      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  socklen_t len = sizeof(addr);
+  int bound = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    bound = ntohs(addr.sin_port);
+  }
   ::close(fd);
   return bound;
 }
@@ -73,23 +79,11 @@ int FreeLoopbackPort() {
     std::uniform_int_distribution<int> in_range(kLowest, first_ephemeral - 1);
     for (int attempt = 0; attempt < 64; ++attempt) {
       const int port = in_range(pick);
-      if (BindsOnLoopback(port)) return port;
+      if (BindOnLoopback(port) == port) return port;
     }
   }
   // No room below the ephemeral range: the kernel's pick.
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
+  return BindOnLoopback(0);
 }
 
 std::optional<std::vector<std::string>> FdTargets(pid_t pid) {

@@ -33,14 +33,10 @@ class QueueRunTest : public ::testing::Test {
     daemon_ = *std::move(d);
     client_ = Connect(*daemon_);
     ASSERT_NE(client_, nullptr);
-    ASSERT_TRUE(
-        client_->CreateRegion("target", kRegionSize, Access::kNone).ok());
-    auto handle = client_->OpenRemote({.name = "target"});
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    target_ = *std::move(handle);
-    auto src = client_->Allocate(kRegionSize);
-    ASSERT_TRUE(src.ok()) << src.status();
-    src_ = std::make_unique<Buffer>(*std::move(src));
+    auto target = CreateOwnTarget(*client_, "target", kRegionSize);
+    ASSERT_TRUE(target.ok()) << target.status();
+    target_ = std::move(target->handle);
+    src_ = std::move(target->source);
     for (uint64_t i = 0; i < kRegionSize; ++i) {
       src_->data()[i] = static_cast<char>(i * 7 + 3);
     }

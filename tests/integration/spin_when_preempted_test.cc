@@ -128,14 +128,9 @@ class SpinWhenPreemptedTest : public ::testing::Test {
     daemon_ = *std::move(d);
     client_ = Connect(*daemon_);
     ASSERT_NE(client_, nullptr);
-    ASSERT_TRUE(
-        client_->CreateRegion("target", kRegionSize, Access::kNone).ok());
-    auto handle = client_->OpenRemote({.name = "target"});
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    target_ = *std::move(handle);
-    auto src = client_->Allocate(kRegionSize);
-    ASSERT_TRUE(src.ok()) << src.status();
-    src_ = std::make_unique<Buffer>(*std::move(src));
+    auto target = CreateOwnTarget(*client_, "target", kRegionSize);
+    ASSERT_TRUE(target.ok()) << target.status();
+    target_ = std::move(*target);
   }
 
   // 8-byte WRITEs one at a time on a queue opened with `options`, kOps of
@@ -147,8 +142,8 @@ class SpinWhenPreemptedTest : public ::testing::Test {
     EXPECT_TRUE(queue.ok()) << queue.status();
     if (!queue.ok()) return {};
     const Op op{.kind = Op::Kind::kWrite,
-                .local = src_.get(),
-                .remote = &target_,
+                .local = target_.source.get(),
+                .remote = &target_.handle,
                 .length = 8};
     std::vector<Completion> done(4);
     uint64_t ops = 0;
@@ -183,8 +178,7 @@ class SpinWhenPreemptedTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<Client> client_;
-  RemoteHandle target_;
-  std::unique_ptr<Buffer> src_;
+  OwnTarget target_;
 };
 
 // The client thread shares its CPU with a burner. Spinning 1 s (longer
