@@ -4,13 +4,18 @@
 #
 #   rate        two daemons on 127.0.0.1 over TCP: 8-byte WRITEs through
 #               the shared-memory queue in batches of 64, BENCH_RATE_WINDOW
-#               (default 8) batches in flight (`rdmactl bench --batch 64
-#               --window 8`: ucp_put_bw too keeps its puts in flight
-#               without waiting for each), next to `ucx_perftest -t
-#               ucp_put_bw -s 8` over UCX's TCP transport on the same
-#               loopback; the two daemons' CPU per operation (utime +
-#               stime of both from /proc/PID/stat, over the operations);
-#               and, for the cost of waiting, one batch at a time
+#               (default 32) batches in flight (`rdmactl bench --batch 64
+#               --window 32`), next to `ucx_perftest -t ucp_put_bw -s 8`
+#               over UCX's TCP transport on the same loopback; the two
+#               daemons' CPU per operation (utime + stime of both from
+#               /proc/PID/stat, over the operations); and, for the cost of
+#               waiting, 8 batches in flight and one batch at a time.
+#               ucp_put_bw's puts complete once UCX has buffered them, so
+#               it keeps as many in flight as its sockets hold (its -O 64,
+#               512 and 4096 outstanding give the same rate); an rdmad
+#               WRITE completes when the peer has acknowledged it, so what
+#               it keeps in flight must cover the round trip, which beside
+#               the burners is milliseconds (every hand-off waits for a CPU)
 #   tail        8-byte remote WRITE one at a time (qd 1), p50 and p99, next
 #               to `sockperf ping-pong --tcp` (14 bytes)
 #   copy        1 MiB WRITEs to a region of the same daemon with 4 in
@@ -35,7 +40,7 @@
 #   local 1 MiB copies at qd 4 >= 0.8x memcpy of 1 MiB.
 #
 # Environment: BENCH_RUNS (3), BENCH_SECONDS (3), BENCH_BURNERS (4),
-# BENCH_RATE_WINDOW (8), BENCH_TAIL_ITERS (5000), BENCH_UCX_ITERS (400000),
+# BENCH_RATE_WINDOW (32), BENCH_TAIL_ITERS (5000), BENCH_UCX_ITERS (400000),
 # BENCH_NO_BUILD=1.
 set -euo pipefail
 
@@ -44,7 +49,7 @@ BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-3}
 BURNERS=${BENCH_BURNERS:-4}
-RATE_WINDOW=${BENCH_RATE_WINDOW:-8}
+RATE_WINDOW=${BENCH_RATE_WINDOW:-32}
 TAIL_ITERS=${BENCH_TAIL_ITERS:-5000}
 UCX_ITERS=${BENCH_UCX_ITERS:-400000}
 
@@ -117,6 +122,8 @@ measure() {  # TAG: rate, CPU and tail, with the references
     --sizes 8 --path ring --batch 64 --window "$RATE_WINDOW" \
     --duration "$SECS"
   echo $(($(cpu_ticks "$A_PID" "$B_PID") - before)) >"$TMP/rate-$tag.ticks"
+  bench_json "$TMP/rate8-$tag.json" --peer "$B_PEER" --region small-ops \
+    --sizes 8 --path ring --batch 64 --window 8 --duration "$SECS"
   bench_json "$TMP/rate1-$tag.json" --peer "$B_PEER" --region small-ops \
     --sizes 8 --path ring --batch 64 --duration "$SECS"
   bench_json "$TMP/tail-$tag.json" --peer "$B_PEER" --region small-ops \
@@ -194,11 +201,15 @@ for cond, label in (("quiet", "as is"), ("burn", "%s burners" % burners)):
     p99 = [bench("tail-%s-%d.json" % (cond, r))["p99_us"] for r in R]
     sp50 = [sockperf("%s-%d" % (cond, r), "50.000") for r in R]
     sp99 = [sockperf("%s-%d" % (cond, r), "99.000") for r in R]
+    rate8 = [bench("rate8-%s-%d.json" % (cond, r))["ops_per_s"] for r in R]
     rate1 = [bench("rate1-%s-%d.json" % (cond, r))["ops_per_s"] for r in R]
     row("8 B WRITE batch 64 x %s, kops/s (%s)" % (window, label),
         spread([x / 1e3 for x in rate], "%.0f"),
         "ucx put_bw " + spread([x / 1e3 if x else None for x in ucx], "%.0f"),
         spread(ratio(rate, ucx), "%.2fx"))
+    row("  8 batches in flight, kops/s (%s)" % label,
+        spread([x / 1e3 for x in rate8], "%.0f"), "",
+        spread(ratio(rate8, ucx), "%.2fx"))
     row("  one batch at a time, kops/s (%s)" % label,
         spread([x / 1e3 for x in rate1], "%.0f"), "",
         spread(ratio(rate1, ucx), "%.2fx"))
