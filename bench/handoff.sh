@@ -49,21 +49,14 @@ for run in $(seq "$RUNS"); do
   sockperf_rtt "$TMP/sockperf-$run" 3
 done
 
-python3 - "$TMP" "$RUNS" "$BURNERS" <<'PY'
-import json, os, re, statistics, sys
+PYTHONPATH="$ROOT/bench" python3 - "$TMP" "$RUNS" "$BURNERS" <<'PY'
+import json, os, sys
+from report import print_table, sockperf_percentile, spread
 tmp, runs, burners = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 R = range(1, runs + 1)
 
-def spread(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return "n/a"
-    return "%.1f [%.1f..%.1f]" % (statistics.median(xs), min(xs), max(xs))
-
 def sockperf(run, pct):
-    text = open(os.path.join(tmp, "sockperf-%d" % run), errors="replace").read()
-    m = re.search(r"percentile %s =\s*([0-9.]+)" % pct, text)
-    return float(m.group(1)) if m else None
+    return sockperf_percentile(os.path.join(tmp, "sockperf-%d" % run), pct)
 
 rows = []
 for mode in ("write-read", "uring"):
@@ -80,9 +73,5 @@ rows.append(("sockperf ping-pong (2 hand-offs)",
              spread([sockperf(r, "99.900") for r in R])))
 print("4 hand-offs per round trip beside %s burners, us, %d runs: "
       "median [min..max]" % (burners, runs))
-cols = ("how", "p50", "p99", "p99.9")
-widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
-for r in rows:
-    print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+print_table(("how", "p50", "p99", "p99.9"), rows)
 PY

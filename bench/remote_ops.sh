@@ -144,9 +144,10 @@ for run in $(seq "$RUNS"); do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$TMP" "$RUNS" "$(getconf CLK_TCK)" "$BURNERS" \
-  "${BENCH_NO_TARGETS:-}" "$RATE_WINDOW" <<'PY'
-import json, os, re, statistics, sys
+PYTHONPATH="$ROOT/bench" python3 - "$TMP" "$RUNS" "$(getconf CLK_TCK)" \
+  "$BURNERS" "${BENCH_NO_TARGETS:-}" "$RATE_WINDOW" <<'PY'
+import json, os, re, sys
+from report import Targets, med, print_table, ratios, sockperf_percentile, spread
 
 tmp, runs, clk_tck, burners, no_targets, window = sys.argv[1:7]
 runs, clk_tck = int(runs), int(clk_tck)
@@ -162,36 +163,16 @@ def ucx_rate(tag):
     return float(m.group(2)) if m else None
 
 def sockperf(tag, pct):
-    text = open(os.path.join(tmp, "sockperf-" + tag), errors="replace").read()
-    m = re.search(r"percentile %s =\s*([0-9.]+)" % pct, text)
-    return float(m.group(1)) if m else None
+    return sockperf_percentile(os.path.join(tmp, "sockperf-" + tag), pct)
 
 def cpu_per_op(tag):
     ticks = int(open(os.path.join(tmp, "rate-%s.ticks" % tag)).read())
     ops = bench("rate-%s.json" % tag)["ops"] + 1  # + the warm-up
     return ticks / clk_tck / ops * 1e6
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-def spread(xs, fmt):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return "n/a"
-    return ("%s [%s..%s]" % (fmt, fmt, fmt)) % (med(xs), min(xs), max(xs))
-
-def ratio(xs, ys):
-    return [x / y if x is not None and y else None for x, y in zip(xs, ys)]
-
-rows, checks, notes = [], [], []
+rows, notes, targets = [], [], Targets()
 def row(what, value, ref, r):
     rows.append((what, value, ref, r))
-
-def check(name, value, limit, fmt, at_least=False):
-    ok = value is not None and (value >= limit if at_least else value <= limit)
-    checks.append((name, ok, "n/a" if value is None else fmt % value,
-                   ("%s " + fmt) % (">=" if at_least else "<=", limit)))
 
 for cond, label in (("quiet", "as is"), ("burn", "%s burners" % burners)):
     rate = [bench("rate-%s-%d.json" % (cond, r))["ops_per_s"] for r in R]
@@ -206,28 +187,29 @@ for cond, label in (("quiet", "as is"), ("burn", "%s burners" % burners)):
     row("8 B WRITE batch 64 x %s, kops/s (%s)" % (window, label),
         spread([x / 1e3 for x in rate], "%.0f"),
         "ucx put_bw " + spread([x / 1e3 if x else None for x in ucx], "%.0f"),
-        spread(ratio(rate, ucx), "%.2fx"))
+        spread(ratios(rate, ucx), "%.2fx"))
     row("  8 batches in flight, kops/s (%s)" % label,
         spread([x / 1e3 for x in rate8], "%.0f"), "",
-        spread(ratio(rate8, ucx), "%.2fx"))
+        spread(ratios(rate8, ucx), "%.2fx"))
     row("  one batch at a time, kops/s (%s)" % label,
         spread([x / 1e3 for x in rate1], "%.0f"), "",
-        spread(ratio(rate1, ucx), "%.2fx"))
+        spread(ratios(rate1, ucx), "%.2fx"))
     row("  daemons' CPU per op, us (%s)" % label, spread(cpu, "%.2f"),
         "", "")
     row("8 B WRITE qd 1 p50, us (%s)" % label, spread(p50, "%.1f"),
-        "sockperf " + spread(sp50, "%.1f"), spread(ratio(p50, sp50), "%.2fx"))
+        "sockperf " + spread(sp50, "%.1f"), spread(ratios(p50, sp50), "%.2fx"))
     row("8 B WRITE qd 1 p99, us (%s)" % label, spread(p99, "%.1f"),
-        "sockperf " + spread(sp99, "%.1f"), spread(ratio(p99, sp99), "%.2fx"))
+        "sockperf " + spread(sp99, "%.1f"), spread(ratios(p99, sp99), "%.2fx"))
     if cond == "quiet":
-        check("rate / ucx_perftest, batch 64", med(ratio(rate, ucx)), 1.0,
-              "%.2fx", at_least=True)
-        check("daemons' CPU per op, batch 64 (us)", med(cpu), 2.7, "%.2f")
+        targets.check("rate / ucx_perftest, batch 64",
+                      med(ratios(rate, ucx)), 1.0, "%.2fx", at_least=True)
+        targets.check("daemons' CPU per op, batch 64 (us)", med(cpu), 2.7,
+                      "%.2f")
     else:
-        check("rate / ucx_perftest, batch 64, burners", med(ratio(rate, ucx)),
-              0.8, "%.2fx", at_least=True)
-        check("p99 / sockperf p99, qd 1, burners", med(ratio(p99, sp99)),
-              5.0, "%.2fx")
+        targets.check("rate / ucx_perftest, batch 64, burners",
+                      med(ratios(rate, ucx)), 0.8, "%.2fx", at_least=True)
+        targets.check("p99 / sockperf p99, qd 1, burners",
+                      med(ratios(p99, sp99)), 5.0, "%.2fx")
         # The median ratio passes or fails with the reference's own tail,
         # which beside the burners is tens of microseconds in some runs
         # and a scheduler tick in others: show each run's pair.
@@ -243,24 +225,13 @@ copy = [bench("copy-%d.json" % r)["mb_per_s"] for r in R]
 mc = [json.load(open(os.path.join(tmp, "memcpy-%d.json" % r)))["mb_per_s"]
       for r in R]
 row("1 MiB local WRITE qd 4, MB/s", spread(copy, "%.0f"),
-    "memcpy " + spread(mc, "%.0f"), spread(ratio(copy, mc), "%.2fx"))
-check("1 MiB local copy / memcpy, qd 4", med(ratio(copy, mc)), 0.8, "%.2fx",
-      at_least=True)
+    "memcpy " + spread(mc, "%.0f"), spread(ratios(copy, mc), "%.2fx"))
+targets.check("1 MiB local copy / memcpy, qd 4", med(ratios(copy, mc)), 0.8,
+              "%.2fx", at_least=True)
 
 print("%d runs each: median [min..max]" % runs)
-cols = ("what", "rdmad", "reference", "ratio")
-widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
-for r in rows:
-    print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+print_table(("what", "rdmad", "reference", "ratio"), rows)
 for note in notes:
     print(note)
-print("\ntargets:")
-for name, ok, value, limit in checks:
-    print("  %-42s %10s  %-9s %s" % (name, value, limit,
-                                     "met" if ok else "MISSED"))
-missed = [c[0] for c in checks if not c[1]]
-if missed and not no_targets:
-    print("TARGETS MISSED: " + "; ".join(missed))
-    sys.exit(3)
+targets.finish(no_targets)
 PY

@@ -115,9 +115,10 @@ for run in $(seq "$RUNS"); do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$TMP" "$RUNS" "$ENGINES" "$(getconf CLK_TCK)" \
-  "${BENCH_NO_TARGETS:-}" <<'PY'
-import json, os, re, statistics, sys
+PYTHONPATH="$ROOT/bench" python3 - "$TMP" "$RUNS" "$ENGINES" \
+  "$(getconf CLK_TCK)" "${BENCH_NO_TARGETS:-}" <<'PY'
+import json, os, sys
+from report import Targets, med, print_table, ratios, sockperf_percentile, spread
 
 tmp, runs, engines, clk_tck, no_targets = sys.argv[1:6]
 runs, engines, clk_tck = int(runs), int(engines), int(clk_tck)
@@ -130,14 +131,8 @@ def load(name, run):
 def series(name, key):
     return [load(name, r)[key] for r in range(1, runs + 1)]
 
-def sockperf(run, what):
-    path = os.path.join(tmp, "sockperf-%d.txt" % run)
-    if not os.path.exists(path):
-        return None
-    pattern = {"p50": r"percentile 50\.000 =\s*([0-9.]+)",
-               "p99": r"percentile 99\.000 =\s*([0-9.]+)"}[what]
-    m = re.search(pattern, open(path, errors="replace").read())
-    return float(m.group(1)) if m else None
+def sockperf(run, pct):
+    return sockperf_percentile(os.path.join(tmp, "sockperf-%d.txt" % run), pct)
 
 def cpu_per_op(batch):
     out = []
@@ -147,28 +142,14 @@ def cpu_per_op(batch):
         out.append(ticks / clk_tck / ops * 1e6)
     return out
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-def spread(xs, fmt):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return "n/a"
-    return ("%s [%s..%s]" % (fmt, fmt, fmt)) % (statistics.median(xs),
-                                                 min(xs), max(xs))
-
 floor50, floor99 = series("floor", "p50_us"), series("floor", "p99_us")
 ring50, ring99 = series("ring", "p50_us"), series("ring", "p99_us")
 grpc50, grpc99 = series("grpc", "p50_us"), series("grpc", "p99_us")
 rring50, rring99 = series("remote-ring", "p50_us"), series("remote-ring", "p99_us")
 rgrpc50, rgrpc99 = series("remote-grpc", "p50_us"), series("remote-grpc", "p99_us")
 oneway50, oneway99 = series("oneway", "p50_us"), series("oneway", "p99_us")
-sp50 = [sockperf(r, "p50") for r in range(1, runs + 1)]
-sp99 = [sockperf(r, "p99") for r in range(1, runs + 1)]
-
-def ratios(xs, refs):
-    return [x / y if x is not None and y else None for x, y in zip(xs, refs)]
+sp50 = [sockperf(r, "50.000") for r in range(1, runs + 1)]
+sp99 = [sockperf(r, "99.000") for r in range(1, runs + 1)]
 
 rows = []
 def row(what, p50, p99, extra, ratio=None, ratio_of=""):
@@ -206,32 +187,19 @@ row("remote: rdmad WRITE one way (ping-pong / 2)", oneway50, oneway99,
 
 print("8-byte operations, %d runs each: median [min..max]; latency in us"
       % runs)
-cols = ("what", "p50 us", "p99 us", "throughput / CPU", "p50 ratio")
-widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
-for r in rows:
-    print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+print_table(("what", "p50 us", "p99 us", "throughput / CPU", "p50 ratio"),
+            rows)
 
-checks = []
-def check(name, value, limit, fmt):
-    ok = value is not None and value <= limit
-    checks.append((name, ok, ("n/a" if value is None else fmt % value),
-                   fmt % limit))
+targets = Targets()
+check = targets.check
 check("ring local p50 (us)", med(ring50), 5.0, "%.2f")
 check("ring local p99 (us)", med(ring99), 25.0, "%.2f")
 check("ring local p50 / floor p50", med(ratios(ring50, floor50)), 3.0, "%.2fx")
 best = max(med(batched[b][0]) for b in batched)
-checks.append(("batched ops/s per engine thread (best of 16, 64)",
-               best >= 1e6, "%.2fM" % (best / 1e6), ">= 1.00M"))
+targets.add("batched ops/s per engine thread (best of 16, 64)",
+            best >= 1e6, "%.2fM" % (best / 1e6), ">= 1.00M")
 check("daemon CPU per op, batch 16 (us)", med(batched[16][1]), 2.0, "%.2f")
 check("remote ring p50 / sockperf RTT p50",
       med(ratios(rring50, sp50)) if any(sp50) else None, 2.0, "%.2fx")
-print("\ntargets:")
-for name, ok, value, limit in checks:
-    print("  %-50s %10s  limit %-8s %s" % (name, value, limit,
-                                           "met" if ok else "MISSED"))
-missed = [c[0] for c in checks if not c[1]]
-if missed and not no_targets:
-    print("TARGETS MISSED: " + "; ".join(missed))
-    sys.exit(3)
+targets.finish(no_targets)
 PY
