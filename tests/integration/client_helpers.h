@@ -86,6 +86,20 @@ inline bool HasRegion(Client& client, const std::string& name) {
       [&name](const RegionInfo& region) { return region.name == name; });
 }
 
+// Queue `id` as `client`'s daemon lists it (ListQueues); a test failure,
+// and an empty QueueInfo, when it cannot list or the queue is not listed.
+inline QueueInfo ListedQueue(Client& client, uint64_t id) {
+  auto queues = client.ListQueues();
+  EXPECT_TRUE(queues.ok()) << queues.status();
+  if (queues.ok()) {
+    for (const QueueInfo& q : *queues) {
+      if (q.id == id) return q;
+    }
+  }
+  ADD_FAILURE() << "queue " << id << " is not listed";
+  return {};
+}
+
 // Region `name` exported by `daemon`, as another daemon's client names it.
 inline RemoteRegion Remote(const DaemonProcess& daemon,
                            const std::string& name) {

@@ -74,19 +74,6 @@ class NotificationTest : public ::testing::Test {
     }
   }
 
-  // The owner's queue `id` as ListQueues shows it.
-  QueueInfo Listed(uint64_t id) {
-    auto queues = owner_->ListQueues();
-    EXPECT_TRUE(queues.ok()) << queues.status();
-    if (queues.ok()) {
-      for (const QueueInfo& q : *queues) {
-        if (q.id == id) return q;
-      }
-    }
-    ADD_FAILURE() << "queue " << id << " is not listed";
-    return {};
-  }
-
   TempDir dir_;
   std::unique_ptr<DaemonProcess> a_, b_;
   std::unique_ptr<Client> owner_;  // B's, root's when the suite runs as root
@@ -157,7 +144,7 @@ TEST_F(NotificationTest, ASecondUidCannotStopItsReceiversQueues) {
       EXPECT_EQ(c.writer, b_->peer_address()) << "on this node";
       EXPECT_EQ(c.transport, Transport::kLocal);
     }
-    const QueueInfo listed = Listed((*queue)->id());
+    const QueueInfo listed = ListedQueue(*owner_, (*queue)->id());
     EXPECT_EQ(listed.notified, 65u);
     EXPECT_EQ(listed.notifications_held, 0u);
     EXPECT_EQ(listed.notifications_lost, 0u);
@@ -175,7 +162,7 @@ TEST_F(NotificationTest, AReceiverThatDoesNotPollGetsEveryNotificationInOrder) {
       {.depth = 8, .completion_depth = 8, .notifications = true});
   ASSERT_TRUE(notes.ok()) << notes.status();
   WriteFromA("inbox", 100);
-  const QueueInfo listed = Listed((*notes)->id());
+  const QueueInfo listed = ListedQueue(*owner_, (*notes)->id());
   EXPECT_EQ(listed.notified, 4u) << "half of its ring";
   EXPECT_EQ(listed.notifications_held, 96u);
   EXPECT_TRUE(listed.stop_reason.ok()) << listed.stop_reason;
@@ -191,7 +178,7 @@ TEST_F(NotificationTest, AReceiverThatDoesNotPollGetsEveryNotificationInOrder) {
     EXPECT_EQ(c.transport, DataTransport());
   }
   EXPECT_TRUE((*notes)->status().ok()) << (*notes)->status();
-  EXPECT_EQ(Listed((*notes)->id()).notifications_held, 0u);
+  EXPECT_EQ(ListedQueue(*owner_, (*notes)->id()).notifications_held, 0u);
 }
 
 // No notification queue open while the writes land: the daemon keeps them

@@ -640,18 +640,9 @@ TEST_F(QueueTest, AClientOnTheEnginesCpuIsServedAndTheEngineStepsAside) {
       absl::Microseconds(100 * 20000 / 64 / 2);
   constexpr absl::Duration kMaxPause = absl::Seconds(1);
   // The queue's doorbells and client wake-ups so far.
-  const uint64_t queue_id = (*queue)->id();
   auto wakeups = [&]() -> uint64_t {
-    auto queues = ca->ListQueues();
-    if (!queues.ok()) {
-      ADD_FAILURE() << queues.status();
-      return 0;
-    }
-    for (const QueueInfo& q : *queues) {
-      if (q.id == queue_id) return q.doorbells + q.client_wakeups;
-    }
-    ADD_FAILURE() << "queue " << queue_id << " not listed";
-    return 0;
+    const QueueInfo q = ListedQueue(*ca, (*queue)->id());
+    return q.doorbells + q.client_wakeups;
   };
   const absl::Time began = absl::Now();
   uint64_t next = 2001;

@@ -161,18 +161,11 @@ class SpinWhenPreemptedTest : public ::testing::Test {
       }
       EXPECT_TRUE(done[0].status.ok()) << done[0].status;
     }
-    auto queues = client_->ListQueues();
-    EXPECT_TRUE(queues.ok()) << queues.status();
-    if (!queues.ok()) return {};
-    for (const QueueInfo& q : *queues) {
-      if (q.id != (*queue)->id()) continue;
-      EXPECT_EQ(q.completed, ops);
-      return {.completed = q.completed,
-              .client_wakeups = q.client_wakeups,
-              .doorbells = q.doorbells};
-    }
-    ADD_FAILURE() << "queue " << (*queue)->id() << " not listed";
-    return {};
+    const QueueInfo q = ListedQueue(*client_, (*queue)->id());
+    EXPECT_EQ(q.completed, ops);
+    return {.completed = q.completed,
+            .client_wakeups = q.client_wakeups,
+            .doorbells = q.doorbells};
   }
 
   TempDir dir_;
