@@ -133,11 +133,19 @@ TEST(CpuStepAsideMoveOffTest, LeavesTheCpuAndKeepsTheAffinity) {
   CPU_SET(here, &two);
   CPU_SET(other, &two);
   ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(two), &two), 0);
-  const int from = ::sched_getcpu();
-  ASSERT_TRUE(CpuStepAside::MoveOff(from));
-  EXPECT_NE(::sched_getcpu(), from) << "the kernel moves it at once";
-  const cpu_set_t after = Affinity();
-  EXPECT_TRUE(CPU_EQUAL(&after, &two)) << "the affinity it had, restored";
+  // The kernel moves the thread before the first sched_setaffinity returns,
+  // but once the affinity is restored a busy machine's load balancer may
+  // move it back before it reads its CPU: one move seen elsewhere of a few
+  // tries is the proof.
+  int seen_elsewhere = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const int from = ::sched_getcpu();
+    ASSERT_TRUE(CpuStepAside::MoveOff(from));
+    if (::sched_getcpu() != from) ++seen_elsewhere;
+    const cpu_set_t after = Affinity();
+    ASSERT_TRUE(CPU_EQUAL(&after, &two)) << "the affinity it had, restored";
+  }
+  EXPECT_GT(seen_elsewhere, 0) << "the kernel moves it at once";
 }
 
 TEST(CpuStepAsideMoveOffTest, AThreadAllowedOneCpuStays) {
