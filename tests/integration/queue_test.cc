@@ -37,6 +37,7 @@
 #include "tests/integration/client_helpers.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/raw_session.h"
+#include "tests/thread_migrations.h"
 
 namespace rdmad::testing {
 namespace {
@@ -528,24 +529,6 @@ int ThreadCpu(pid_t pid, pid_t tid) {
   std::string field;
   for (int i = 3; i <= 39 && fields >> field; ++i) {
     if (i == 39) return std::stoi(field);
-  }
-  return -1;
-}
-
-// How often thread `tid` of `pid` moved between CPUs (se.nr_migrations in
-// its sched file), or -1 where the kernel does not show it.
-int64_t ThreadMigrations(pid_t pid, pid_t tid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", tid, "/sched"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!absl::StartsWith(line, "se.nr_migrations")) continue;
-    const size_t colon = line.find(':');
-    int64_t count;
-    if (colon != std::string::npos &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(colon + 1)),
-                         &count)) {
-      return count;
-    }
   }
   return -1;
 }

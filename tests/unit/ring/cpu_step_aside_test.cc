@@ -4,13 +4,18 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/thread_migrations.h"
 
 namespace rdmad::ring {
 namespace {
+
+using ::rdmad::testing::ThreadMigrations;
 
 // The CPUs a stand-in mover was asked to leave; what it answers.
 std::vector<int> g_moves_asked;
@@ -134,14 +139,21 @@ TEST(CpuStepAsideMoveOffTest, LeavesTheCpuAndKeepsTheAffinity) {
   CPU_SET(other, &two);
   ASSERT_EQ(::pthread_setaffinity_np(::pthread_self(), sizeof(two), &two), 0);
   // The kernel moves the thread before the first sched_setaffinity returns,
-  // but once the affinity is restored a busy machine's load balancer may
-  // move it back before it reads its CPU: one move seen elsewhere of a few
-  // tries is the proof.
+  // which its migration count shows every time; but once the affinity is
+  // restored a busy machine's load balancer may move it back before it
+  // reads its CPU, so of the CPUs it reads one elsewhere is enough.
+  const pid_t self = ::getpid();
+  const pid_t tid = ::gettid();
   int seen_elsewhere = 0;
   for (int attempt = 0; attempt < 20; ++attempt) {
+    const int64_t migrations = ThreadMigrations(self, tid);
     const int from = ::sched_getcpu();
     ASSERT_TRUE(CpuStepAside::MoveOff(from));
     if (::sched_getcpu() != from) ++seen_elsewhere;
+    if (migrations >= 0) {
+      EXPECT_GT(ThreadMigrations(self, tid), migrations)
+          << "MoveOff(" << from << ") left the thread where it was";
+    }
     const cpu_set_t after = Affinity();
     ASSERT_TRUE(CPU_EQUAL(&after, &two)) << "the affinity it had, restored";
   }
